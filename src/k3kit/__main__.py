@@ -1,0 +1,5 @@
+"""``python -m k3kit``."""
+
+from k3kit.cli import main
+
+main()

@@ -1,0 +1,120 @@
+"""Canonical JSON bytes (RFC 8785) and a strict JSON parser for attacker-controlled bytes.
+
+Why both: signatures and checksums are over exact bytes, so k3kit writes every hashed or signed
+document as JCS; and the stdlib parser silently keeps the last of duplicate keys, accepts NaN and
+recurses without bound, which is how parser-differential attacks slip past a verifier. The strict
+parser refuses all of these before any model sees the data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import rfc8785
+from pydantic import BaseModel
+
+from k3kit.errors import K3kitError, VerificationError
+
+MAX_SAFE_INT = 2**53 - 1
+
+
+def dumps(obj: Any) -> bytes:
+    """RFC 8785 bytes of a JSON-compatible object."""
+    return bytes(rfc8785.dumps(obj))
+
+
+def model_bytes(model: BaseModel) -> bytes:
+    """JCS bytes of a k3kit model (aliases as field names, unset optionals left out)."""
+    return dumps(model.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+class _StrictDecodeError(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _StrictDecodeError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _no_constants(name: str) -> Any:
+    raise _StrictDecodeError(f"{name} is not allowed")
+
+
+def _no_floats(text: str) -> Any:
+    raise _StrictDecodeError(f"non-integer number {text} is not allowed (use a string)")
+
+
+def _int(text: str) -> int:
+    value = int(text)
+    if abs(value) > MAX_SAFE_INT:
+        raise _StrictDecodeError(f"integer {text} is outside the interoperable range")
+    return value
+
+
+def _depth(obj: Any, limit: int) -> None:
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            raise _StrictDecodeError(f"nesting deeper than {limit}")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+
+
+def strict_loads(
+    data: bytes,
+    *,
+    source: str,
+    max_bytes: int,
+    max_depth: int = 32,
+    error: type[K3kitError] = VerificationError,
+    code: str = "JSON_MALFORMED",
+) -> Any:
+    """Parse JSON strictly: size cap, then no duplicates, NaN, floats, huge ints or deep trees.
+
+    Depth is bounded before recursion can bite because the size cap limits the nesting the C
+    scanner can see, and the explicit walk enforces the smaller, documented limit.
+    """
+    if len(data) > max_bytes:
+        raise error(f"{source}: {len(data)} bytes exceeds the {max_bytes}-byte limit", code=code)
+    try:
+        text = data.decode("utf-8")
+        obj = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constants,
+            parse_float=_no_floats,
+            parse_int=_int,
+        )
+        _depth(obj, max_depth)
+    except (UnicodeDecodeError, json.JSONDecodeError, _StrictDecodeError, RecursionError) as exc:
+        raise error(f"{source}: not strict JSON: {exc}", code=code) from exc
+    return obj
+
+
+def require_canonical(data: bytes, obj: Any, *, source: str) -> None:
+    """Refuse bytes that are not the JCS form of what they parse to (one document, one encoding)."""
+    try:
+        canonical = dumps(obj)
+    except Exception as exc:  # rfc8785 raises its own error types for surrogates and the like
+        raise VerificationError(
+            f"{source}: cannot be canonicalised: {exc}", code="JSON_NOT_CANONICAL"
+        ) from exc
+    if canonical != data:
+        raise VerificationError(
+            f"{source}: bytes are not RFC 8785 canonical JSON", code="JSON_NOT_CANONICAL"
+        )
+
+
+def sha256_of_model(model: BaseModel) -> str:
+    """sha256 hex of a model's canonical bytes (the checksum k3kit signs)."""
+    return hashlib.sha256(model_bytes(model)).hexdigest()

@@ -1,0 +1,189 @@
+"""Filesystem primitives: the path policy, a tree walk that reports what it refuses, atomic writes.
+
+Every file k3kit writes goes through :func:`atomic_write` (temp file in the same directory, fsync,
+rename, fsync of the directory) so a crash leaves either the old file or the new one, never half of
+one; nothing is replaced unless the caller passed ``force``. Directory outputs are staged beside
+their destination and renamed into place for the same reason (:func:`replace_dir`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import stat
+import tempfile
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from k3kit.errors import EnvironmentProblem, InputError, K3kitError
+
+_SEGMENT = re.compile(r"^[A-Za-z0-9._-]+$")
+_RESERVED_SEGMENTS = {".", ".."}
+MAX_PATH_BYTES = 4096
+MAX_SEGMENT_BYTES = 255
+MAX_DEPTH = 32
+
+
+def path_problem(rel: str) -> str | None:
+    """Why a relative path is unsafe to create from untrusted input, or None when it is fine.
+
+    The policy is deliberately narrow (ASCII letters, digits, ``._-``, NFC, no empty, ``.`` or
+    ``..`` segments, no trailing dot) so that one name cannot mean two files on another
+    filesystem.
+    """
+    if not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel:
+        return "absolute, empty or contains a backslash or NUL"
+    if unicodedata.normalize("NFC", rel) != rel:
+        return "not NFC-normalised"
+    if len(rel.encode()) > MAX_PATH_BYTES:
+        return "path too long"
+    parts = rel.split("/")
+    if len(parts) > MAX_DEPTH:
+        return "path too deep"
+    for part in parts:
+        if part in _RESERVED_SEGMENTS or not part:
+            return "empty, '.' or '..' segment"
+        if not _SEGMENT.match(part):
+            return f"segment {part!r} has characters outside [A-Za-z0-9._-]"
+        if part.endswith("."):
+            return f"segment {part!r} ends with a dot"
+        if len(part.encode()) > MAX_SEGMENT_BYTES:
+            return "segment too long"
+    return None
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """One thing found under a root: ``kind`` is file, symlink, dir or special."""
+
+    rel: str
+    kind: str
+    size: int
+
+
+def walk(root: Path) -> Iterator[TreeEntry]:
+    """Yield every entry under ``root`` (sorted), never following symlinks.
+
+    Directories are descended; everything else is reported with its kind so callers can refuse
+    symlinks and special files with a named reason instead of silently skipping them.
+    """
+    stack = [""]
+    while stack:
+        prefix = stack.pop()
+        here = root / prefix if prefix else root
+        try:
+            names = sorted(os.listdir(here))
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot list {here}: {exc.strerror}") from exc
+        for name in reversed(names):
+            rel = f"{prefix}/{name}" if prefix else name
+            st = os.lstat(root / rel)
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(rel)
+                yield TreeEntry(rel, "dir", 0)
+            elif stat.S_ISREG(st.st_mode):
+                yield TreeEntry(rel, "file", st.st_size)
+            elif stat.S_ISLNK(st.st_mode):
+                yield TreeEntry(rel, "symlink", 0)
+            else:
+                yield TreeEntry(rel, "special", 0)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):  # some filesystems refuse O_RDONLY fsync on dirs
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, force: bool = False) -> None:
+    """Write ``data`` to ``path`` atomically; never replace an existing file unless ``force``."""
+    if path.exists() and not force:
+        raise InputError(f"{path} exists", code="OUTPUT_EXISTS", hint="pass --force to replace it")
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+        try:
+            os.fchmod(fd, mode)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if force:
+                os.replace(tmp, path)
+            else:
+                # link() fails if the name appeared meanwhile: no silent overwrite even in a race.
+                os.link(tmp, path)
+                os.unlink(tmp)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except FileExistsError as exc:
+        raise InputError(
+            f"{path} exists", code="OUTPUT_EXISTS", hint="pass --force to replace it"
+        ) from exc
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot write {path}: {exc.strerror or exc}") from exc
+    _fsync_dir(parent)
+
+
+def staging_dir(dest: Path) -> Path:
+    """A fresh private directory beside ``dest``, on the same filesystem so rename is atomic."""
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".staging", dir=dest.parent))
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot create a staging directory beside {dest}: {exc}") from exc
+
+
+def replace_dir(staged: Path, dest: Path, *, force: bool) -> None:
+    """Move a fully written ``staged`` directory to ``dest``; the old one survives any failure."""
+    if dest.exists() or dest.is_symlink():
+        if not force:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise InputError(
+                f"{dest} exists", code="OUTPUT_EXISTS", hint="pass --force to replace it"
+            )
+        old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+        os.replace(dest, old)
+        try:
+            os.replace(staged, dest)
+        except OSError:
+            os.replace(old, dest)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staged, dest)
+    _fsync_dir(dest.parent)
+
+
+def read_capped(
+    path: Path, max_bytes: int, *, what: str, error: type[K3kitError], code: str
+) -> bytes:
+    """Read a small file, refusing symlinks, special files and anything over ``max_bytes``.
+
+    Raises ``error`` with ``code`` so the caller decides whether a bad file is the artifact's
+    fault (verification, exit 1) or the caller's (bad input, exit 3).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError as exc:
+        raise error(f"{what} not found: {path}", code=code) from exc
+    except OSError as exc:
+        raise error(f"{what} cannot be opened (symlink or unreadable): {path}", code=code) from exc
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(handle.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{what} is not a regular file: {path}", code=code)
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise error(f"{what} is larger than {max_bytes} bytes: {path}", code=code)
+    return data

@@ -1,0 +1,194 @@
+"""One-call pipelines for the publisher: build a kit directory, and sign its receipt.
+
+``build`` renders into a staging directory beside the destination and renames it into place only
+when every file, ``kit.json`` and finally ``MANIFEST.json`` are written, so a failure part-way
+leaves the previous kit untouched. ``sign`` refuses to sign a kit whose files no longer match its
+manifest: a receipt must only ever vouch for the bytes that were measured.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from pydantic import BaseModel
+
+from k3kit import __version__
+from k3kit._canonical import model_bytes, require_canonical, sha256_of_model, strict_loads
+from k3kit._fs import atomic_write, read_capped, replace_dir, staging_dir
+from k3kit.engines import validate_profile
+from k3kit.errors import InputError
+from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, build_manifest, diff_tree, kit_checksum
+from k3kit.models import PAYLOAD_TYPE, Claims, KitInfo, Manifest, PackageDef, WeightsLock, load
+from k3kit.receipt import build_statement
+from k3kit.render import make_environment, render
+from k3kit.sign import sign_envelope
+
+M = TypeVar("M", bound=BaseModel)
+MAX_INPUT_BYTES = 16 * 1024 * 1024
+PROFILE_FILES = (
+    ("serve.yaml", "profile/serve.yaml.j2", 0o644),
+    ("engine.env", "profile/engine.env.j2", 0o644),
+    ("run.sh", "profile/run.sh.j2", 0o755),
+)
+
+
+def load_toml(path: Path, model: type[M]) -> M:
+    """Parse a TOML input strictly; decimals keep their published precision."""
+    data = read_capped(
+        path, MAX_INPUT_BYTES, what="input file", error=InputError, code="INPUT_MISSING"
+    )
+    try:
+        obj = tomllib.loads(data.decode("utf-8"), parse_float=Decimal)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid TOML: {exc}", code="BAD_INPUT") from exc
+    return load(model, obj, source=str(path))
+
+
+def load_lock(path: Path) -> WeightsLock:
+    data = read_capped(
+        path, MAX_INPUT_BYTES, what="weights lock", error=InputError, code="INPUT_MISSING"
+    )
+    obj = strict_loads(
+        data, source=str(path), max_bytes=MAX_INPUT_BYTES, error=InputError, code="BAD_INPUT"
+    )
+    return load(WeightsLock, obj, source=str(path))
+
+
+def _profile_context(pkg: PackageDef, name: str) -> dict[str, Any]:
+    profile = pkg.profiles[name]
+    return {
+        "profile_name": name,
+        "profile": profile,
+        "topology": profile.topology,
+        "serve_items": sorted((k.replace("_", "-"), v) for k, v in profile.serve.items()),
+        "env_items": sorted(profile.env.items()),
+    }
+
+
+def build(package_path: Path, lock_path: Path, out: Path, *, force: bool = False) -> Manifest:
+    """Render and write a kit directory; returns its manifest."""
+    pkg = load_toml(package_path, PackageDef)
+    problems = [
+        p
+        for name, prof in sorted(pkg.profiles.items())
+        for p in validate_profile(name, prof, pkg.engine.name, pkg.engine.version)
+    ]
+    if problems:
+        raise InputError(
+            "\n".join(f"{package_path}: {p}" for p in problems), code="ENGINE_SETTING_INVALID"
+        )
+    lock = load_lock(lock_path)
+    if lock.repo != pkg.model.repo:
+        raise InputError(
+            f"{lock_path}: pins {lock.repo}, but {package_path} is for {pkg.model.repo}",
+            code="LOCK_REPO_MISMATCH",
+        )
+    lock_sha = sha256_of_model(lock)
+    env = make_environment()
+    weights = {
+        "repo": lock.repo,
+        "commit": lock.commit,
+        "lock_sha256": lock_sha,
+        "file_count": lock.file_count,
+        "total_bytes": lock.total_bytes,
+    }
+    profiles = []
+    rendered: dict[str, tuple[bytes, int]] = {}
+    base = {
+        "package": pkg.package,
+        "model": pkg.model,
+        "hardware": pkg.hardware,
+        "engine": pkg.engine,
+        "weights": weights,
+        "built_with": f"k3kit {__version__}",
+    }
+    for name in sorted(pkg.profiles):
+        ctx = {**base, **_profile_context(pkg, name)}
+        folder = f"profiles/{name}/{pkg.profiles[name].topology}"
+        files = []
+        for filename, template, mode in PROFILE_FILES:
+            rendered[f"{folder}/{filename}"] = (render(env, template, ctx), mode)
+            files.append(f"{folder}/{filename}")
+        prof = pkg.profiles[name]
+        profiles.append(
+            {
+                "name": name,
+                "topology": prof.topology,
+                "description": prof.description,
+                "served_model_name": prof.served_model_name,
+                "files": files,
+            }
+        )
+    info = load(
+        KitInfo,
+        {
+            **base,
+            "package": pkg.package,
+            "profiles": profiles,
+            "price": pkg.price,
+            "limitations": pkg.limitations,
+        },
+        source=str(package_path),
+    )
+    readme_ctx = {**base, "profiles": info.profiles, "limitations": pkg.limitations}
+    rendered["README.md"] = (render(env, "kit/README.md.j2", readme_ctx), 0o644)
+    rendered["site.example.env"] = (render(env, "kit/site.example.env.j2", readme_ctx), 0o644)
+    rendered["kit.json"] = (model_bytes(info), 0o644)
+    rendered["weights.lock.json"] = (model_bytes(lock), 0o644)
+
+    stage = staging_dir(out)
+    try:
+        for rel, (data, mode) in sorted(rendered.items()):
+            atomic_write(stage / rel, data, mode=mode)
+        manifest = build_manifest(stage)
+        atomic_write(stage / MANIFEST_NAME, model_bytes(manifest))
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    replace_dir(stage, out, force=force)
+    return manifest
+
+
+def _read_kit_doc(kit_dir: Path, name: str) -> Any:
+    data = read_capped(
+        kit_dir / name, MAX_INPUT_BYTES, what=name, error=InputError, code="KIT_INCOMPLETE"
+    )
+    obj = strict_loads(data, source=name, max_bytes=MAX_INPUT_BYTES, error=InputError)
+    require_canonical(data, obj, source=name)
+    return obj
+
+
+def sign(
+    kit_dir: Path, key: Ed25519PrivateKey, claims_path: Path, *, issued_at: str, force: bool = False
+) -> bytes:
+    """Write ``receipt.dsse.json`` for a built kit; returns the statement bytes that were signed."""
+    claims = load_toml(claims_path, Claims)
+    manifest = load(Manifest, _read_kit_doc(kit_dir, MANIFEST_NAME), source=MANIFEST_NAME)
+    drift = diff_tree(kit_dir, manifest).differences
+    if drift:
+        listing = "\n".join(f"  {d.code} {d.path}: {d.detail}" for d in drift)
+        raise InputError(
+            f"{kit_dir} no longer matches its MANIFEST.json; refusing to sign:\n{listing}",
+            code="KIT_FILES_DIFFER",
+            hint="rebuild the kit",
+        )
+    info = load(KitInfo, _read_kit_doc(kit_dir, "kit.json"), source="kit.json")
+    lock = load(
+        WeightsLock, _read_kit_doc(kit_dir, "weights.lock.json"), source="weights.lock.json"
+    )
+    statement = build_statement(
+        claims,
+        info,
+        kit_sha256=kit_checksum(manifest),
+        lock_sha256=sha256_of_model(lock),
+        issued_at=issued_at,
+        source=str(claims_path),
+    )
+    envelope = sign_envelope(statement, PAYLOAD_TYPE, key)
+    atomic_write(kit_dir / RECEIPT_NAME, envelope, force=force)
+    return statement

@@ -1,0 +1,120 @@
+"""``MANIFEST.json``: build it from a kit directory, and diff a directory against it.
+
+The manifest lists every kit file except itself, the receipt (which signs the manifest's digest)
+and benchmark evidence under ``evidence/`` (whose digests the receipt carries), so the kit checksum
+stays that of the kit that was measured. :func:`diff_tree` reports *every* difference rather than
+the first, because an operator fixing a broken kit needs the whole list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from k3kit._canonical import model_bytes, sha256_of_model
+from k3kit._digest import hash_file
+from k3kit._fs import path_problem, walk
+from k3kit.errors import InputError
+from k3kit.models import Manifest, ManifestEntry
+
+MANIFEST_NAME = "MANIFEST.json"
+RECEIPT_NAME = "receipt.dsse.json"
+EVIDENCE_DIR = "evidence"
+UNLISTED = frozenset({MANIFEST_NAME, RECEIPT_NAME})
+
+
+def is_unlisted(rel: str) -> bool:
+    """True for the files the manifest deliberately does not list."""
+    return rel in UNLISTED or rel.startswith(EVIDENCE_DIR + "/")
+
+
+def build_manifest(root: Path) -> Manifest:
+    """Hash every listed file of a freshly built kit; refuse anything that is not a regular file."""
+    entries = []
+    for entry in walk(root):
+        if entry.kind == "dir" or is_unlisted(entry.rel):
+            continue
+        if entry.kind != "file":
+            raise InputError(
+                f"{root / entry.rel}: a kit may hold only regular files, not a {entry.kind}",
+                code="KIT_NOT_REGULAR",
+            )
+        problem = path_problem(entry.rel)
+        if problem:
+            raise InputError(f"{entry.rel}: unsafe kit path: {problem}", code="KIT_PATH_UNSAFE")
+        digests, size = hash_file(root / entry.rel)
+        entries.append(ManifestEntry(path=entry.rel, size=size, sha256=digests["sha256"]))
+    entries.sort(key=lambda e: e.path)
+    return Manifest(files=entries)
+
+
+def manifest_bytes(manifest: Manifest) -> bytes:
+    return model_bytes(manifest)
+
+
+def kit_checksum(manifest: Manifest) -> str:
+    """sha256 of the manifest's canonical bytes: the kit's identity in the receipt."""
+    return sha256_of_model(manifest)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One way a directory departs from its manifest; ``code`` is stable for scripts."""
+
+    code: str
+    path: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class TreeDiff:
+    differences: list[Difference]
+    evidence: list[str]
+
+
+def diff_tree(root: Path, manifest: Manifest) -> TreeDiff:
+    """Compare ``root`` with ``manifest``: changed, missing, extra, symlinked or special files."""
+    listed = {e.path: e for e in manifest.files}
+    seen: set[str] = set()
+    diffs: list[Difference] = []
+    evidence: list[str] = []
+    for entry in walk(root):
+        if entry.kind == "dir":
+            continue
+        if entry.kind != "file":
+            code = "KIT_SYMLINK" if entry.kind == "symlink" else "KIT_SPECIAL_FILE"
+            diffs.append(
+                Difference(code, entry.rel, f"{entry.kind} in kit; only regular files are allowed")
+            )
+            seen.add(entry.rel)
+            continue
+        if entry.rel.startswith(EVIDENCE_DIR + "/"):
+            evidence.append(entry.rel)
+            continue
+        if entry.rel in UNLISTED:
+            continue
+        want = listed.get(entry.rel)
+        if want is None:
+            diffs.append(Difference("KIT_FILE_EXTRA", entry.rel, "file is not in MANIFEST.json"))
+            continue
+        seen.add(entry.rel)
+        if entry.size != want.size:
+            diffs.append(
+                Difference(
+                    "KIT_FILE_CHANGED", entry.rel, f"size {entry.size} != listed {want.size}"
+                )
+            )
+            continue
+        digests, _ = hash_file(root / entry.rel)
+        if digests["sha256"] != want.sha256:
+            diffs.append(
+                Difference(
+                    "KIT_FILE_CHANGED",
+                    entry.rel,
+                    f"sha256 {digests['sha256'][:16]}… != listed {want.sha256[:16]}…",
+                )
+            )
+    for path in sorted(set(listed) - seen):
+        diffs.append(Difference("KIT_FILE_MISSING", path, "listed in MANIFEST.json but absent"))
+    diffs.sort(key=lambda d: (d.path, d.code))
+    return TreeDiff(diffs, sorted(evidence))

@@ -1,0 +1,140 @@
+"""``claims.toml``: what the publisher measured, exactly as published.
+
+The claims file becomes the body of the signed receipt predicate. Figures are kept as decimals with
+the precision they were published with, because the auditor derives rounding tolerances from the
+number of decimals. Nothing here is "fixed up": a claim that does not add up is signed as stated
+and left for ``k3kit audit`` to find.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from k3kit.models._base import Frozen, Measured, Name, NonNegInt
+
+
+class Environment(Frozen):
+    gpu: str = Field(min_length=1)
+    gpu_count: int = Field(ge=1, description="GPUs serving the measured runs (per-GPU divisor)")
+    gpu_memory_gb: int | None = Field(default=None, ge=1)
+    nodes: int = Field(ge=1)
+    engine: str = Field(min_length=1)
+    engine_version: str = Field(min_length=1)
+    modality: Literal["text", "text+image"] = "text"
+    notes: str = ""
+
+
+class Workload(Frozen):
+    description: str = Field(min_length=1)
+    input_tokens: int = Field(ge=1)
+    output_tokens: int = Field(ge=1)
+    temperature: Measured | None = None
+    streaming: bool = True
+    fixed_seed: bool = False
+    warmups_per_point: NonNegInt = 0
+    warmups_excluded: bool = True
+    benchmark_tool: str = ""
+
+
+class Percentiles(Frozen):
+    """Summary statistics of one latency metric, in milliseconds; keys are the percentile names."""
+
+    mean: Measured | None = None
+    p50: Measured | None = None
+    p90: Measured | None = None
+    p95: Measured | None = None
+    p99: Measured | None = None
+    p99_9: Measured | None = Field(default=None, alias="p99.9")
+    max: Measured | None = None
+
+
+class RunMetrics(Frozen):
+    output_tok_s_per_gpu: Measured | None = None
+    output_tok_s: Measured | None = None
+    total_tok_s: Measured | None = None
+    request_rate: Measured | None = Field(default=None, description="completed requests per second")
+    duration_s: Measured | None = None
+    ttft_ms: Percentiles | None = None
+    tpot_ms: Percentiles | None = None
+    itl_ms: Percentiles | None = None
+    e2el_ms: Percentiles | None = None
+
+
+class Run(Frozen):
+    id: Name
+    profile: Name
+    workload: Name
+    concurrency: int = Field(ge=1)
+    requests: NonNegInt | None = Field(default=None, description="None: not published")
+    completed: NonNegInt | None = None
+    failed: NonNegInt | None = None
+    gpus: int | None = Field(default=None, ge=1, description="overrides environment.gpu_count")
+    metrics: RunMetrics = Field(default_factory=RunMetrics)
+    notes: str = ""
+
+
+class ComparisonPoint(Frozen):
+    concurrency: int = Field(ge=1)
+    stated_percent: Measured
+    subject_run: Name | None = None
+    baseline_run: Name | None = None
+
+
+class Comparison(Frozen):
+    id: Name
+    description: str = Field(min_length=1)
+    metric: Literal["output_tok_s_per_gpu", "output_tok_s", "request_rate"]
+    subject_profile: Name
+    baseline_profile: Name
+    points: list[ComparisonPoint] = Field(min_length=1)
+
+
+class Control(Frozen):
+    id: Name
+    kind: Literal["negative", "positive"] = Field(
+        description="negative: identical setups that should agree; positive: a known difference"
+    )
+    description: str = Field(min_length=1)
+    metric: str = Field(min_length=1)
+    agreement_percent: Measured | None = None
+    agree: NonNegInt | None = None
+    total: NonNegInt | None = None
+
+
+class ClaimsBody(Frozen):
+    """Fields shared by ``claims.toml`` and the receipt predicate."""
+
+    environment: Environment
+    workloads: dict[Name, Workload] = Field(min_length=1)
+    runs: list[Run] = Field(min_length=1)
+    comparisons: list[Comparison] = Field(default_factory=list)
+    controls: list[Control] = Field(default_factory=list)
+    limitations: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> ClaimsBody:
+        ids = [r.id for r in self.runs]
+        if len(set(ids)) != len(ids):
+            raise ValueError("run ids must be unique")
+        for run in self.runs:
+            if run.workload not in self.workloads:
+                raise ValueError(f"run {run.id!r} names unknown workload {run.workload!r}")
+            if (
+                run.completed is not None
+                and run.requests is not None
+                and run.completed > run.requests
+            ):
+                raise ValueError(f"run {run.id!r}: completed {run.completed} > requests")
+        known = set(ids)
+        for comp in self.comparisons:
+            for point in comp.points:
+                for ref in (point.subject_run, point.baseline_run):
+                    if ref is not None and ref not in known:
+                        raise ValueError(f"comparison {comp.id!r} names unknown run {ref!r}")
+        return self
+
+
+class Claims(ClaimsBody):
+    schema_: Literal["k3kit.claims/v1"] = Field(alias="schema")

@@ -1,0 +1,68 @@
+"""``weights.lock.json``: the immutable weight pin.
+
+The lock names a 40-hex commit (never a branch) and every file at it. Its JCS bytes' sha256 is the
+*weight checksum* the receipt signs, so everything a verifier relies on must be inside it, including
+where the sha256 values came from: declared by the uploader through the hub's LFS metadata, or
+computed by hashing a local copy.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from k3kit.models._base import Blake3Hex, CommitSha, Frozen, NonNegInt, RelPath, RepoId, Sha256Hex
+
+Sha256Source = Literal["local-hash", "hub-lfs", "hub-lfs+local-hash"]
+
+
+class LockedFile(Frozen):
+    path: RelPath
+    size: NonNegInt
+    sha256: Sha256Hex
+    blake3: Blake3Hex | None = None
+    git_blob_sha1: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
+    xet_hash: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    lfs: bool = False
+
+
+class PinSource(Frozen):
+    kind: Literal["local", "hub"]
+    endpoint: str | None = None
+    requested_revision: str = Field(min_length=1, max_length=256)
+    pinned_at: str = Field(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+    sha256_source: Sha256Source
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+
+
+class WeightsLock(Frozen):
+    schema_: Literal["k3kit.weights-lock/v1"] = Field(
+        alias="schema", default="k3kit.weights-lock/v1"
+    )
+    repo: RepoId
+    commit: CommitSha
+    source: PinSource
+    files: list[LockedFile] = Field(min_length=1, max_length=100_000)
+    file_count: NonNegInt
+    total_bytes: NonNegInt
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WeightsLock:
+        paths = [f.path for f in self.files]
+        if paths != sorted(paths):
+            raise ValueError("files must be sorted by path")
+        if len(set(paths)) != len(paths):
+            raise ValueError("files must not repeat a path")
+        if self.file_count != len(self.files):
+            raise ValueError(f"file_count {self.file_count} != {len(self.files)} files listed")
+        total = sum(f.size for f in self.files)
+        if self.total_bytes != total:
+            raise ValueError(f"total_bytes {self.total_bytes} != sum of file sizes {total}")
+        return self
+
+    @property
+    def has_blake3(self) -> bool:
+        """True when every file carries blake3, so verifiers may use the faster digest."""
+        return all(f.blake3 is not None for f in self.files)

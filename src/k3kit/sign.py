@@ -1,0 +1,103 @@
+"""DSSE v1.0.2 envelopes with Ed25519, and the verifier's signature step.
+
+The signature covers PAE(payloadType, payload) and the payload is RFC 8785 bytes, so the same
+statement always yields the same bytes and (Ed25519 being deterministic) the same signature. The
+verifier checks a signature against every trusted key (the ``keyid`` in the envelope is only an
+unauthenticated hint) and hands back exactly the bytes it verified, never a re-encoding.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from k3kit._canonical import dumps, strict_loads
+from k3kit.errors import VerificationError
+from k3kit.keys import keyid
+from k3kit.models import DsseEnvelope, load
+
+MAX_ENVELOPE_BYTES = 1024 * 1024
+_B64 = re.compile(r"^[A-Za-z0-9+/_-]*={0,2}$")
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE pre-authentication encoding."""
+    t = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
+
+
+def sign_envelope(payload: bytes, payload_type: str, key: Ed25519PrivateKey) -> bytes:
+    """A one-signature DSSE envelope as canonical JSON bytes."""
+    sig = key.sign(pae(payload_type, payload))
+    envelope = {
+        "payload": base64.b64encode(payload).decode("ascii"),
+        "payloadType": payload_type,
+        "signatures": [{"keyid": keyid(key.public_key()), "sig": base64.b64encode(sig).decode()}],
+    }
+    return dumps(envelope)
+
+
+def _b64decode(text: str, what: str) -> bytes:
+    """Standard or URL-safe base64 (DSSE requires accepting both); anything else is refused."""
+    if not _B64.match(text):
+        raise VerificationError(f"{what} is not base64", code="RECEIPT_MALFORMED")
+    try:
+        return base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise VerificationError(f"{what} is not valid base64", code="RECEIPT_MALFORMED") from exc
+
+
+@dataclass(frozen=True)
+class VerifiedPayload:
+    payload: bytes
+    payload_type: str
+    signer_keyid: str
+
+
+def verify_envelope(
+    data: bytes, trusted: list[Ed25519PublicKey], *, expected_type: str, source: str
+) -> VerifiedPayload:
+    """Verify a DSSE envelope against the trusted keys; returns the verified payload bytes."""
+    if not trusted:
+        raise VerificationError("no trusted keys were given", code="TRUST_EMPTY")
+    obj = strict_loads(data, source=source, max_bytes=MAX_ENVELOPE_BYTES, code="RECEIPT_MALFORMED")
+    if not isinstance(obj, dict):
+        raise VerificationError(f"{source}: not a JSON object", code="RECEIPT_MALFORMED")
+    # DSSE: unknown envelope fields must be ignored, so keep only the ones the spec defines.
+    known = {k: obj[k] for k in ("payload", "payloadType", "signatures") if k in obj}
+    if isinstance(known.get("signatures"), list):
+        known["signatures"] = [
+            {k: s[k] for k in ("keyid", "sig") if k in s} if isinstance(s, dict) else s
+            for s in known["signatures"]
+        ]
+    env = load(
+        DsseEnvelope, known, source=source, error=VerificationError, code="RECEIPT_MALFORMED"
+    )
+    payload = _b64decode(env.payload, f"{source}: payload")
+    message = pae(env.payload_type, payload)
+    for entry in env.signatures:
+        sig = _b64decode(entry.sig, f"{source}: signature")
+        if len(sig) != 64:
+            continue
+        for key in trusted:
+            try:
+                key.verify(sig, message)
+            except InvalidSignature:
+                continue
+            if env.payload_type != expected_type:
+                raise VerificationError(
+                    f"{source}: signed payloadType {env.payload_type!r}, "
+                    f"expected {expected_type!r}",
+                    code="RECEIPT_WRONG_TYPE",
+                )
+            return VerifiedPayload(payload, env.payload_type, keyid(key))
+    raise VerificationError(
+        f"{source}: no signature verifies with a trusted key",
+        code="RECEIPT_UNTRUSTED_KEY",
+        hint="check --trust: is this the publisher's public key?",
+    )

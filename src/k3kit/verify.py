@@ -1,0 +1,354 @@
+"""The verifier: DESIGN.md's numbered checklist, run in order, failing closed.
+
+Each step either passes, fails with a stable error code, or is *not checked* because a step it
+depends on failed or its input was not given; a step that could not run is never reported as
+passed. This module is the small trusted base that runs on the GPU node: it must not import
+huggingface_hub, jinja2, ``pin`` or ``render`` (import-linter enforces it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from k3kit._canonical import require_canonical, strict_loads
+from k3kit._fs import read_capped
+from k3kit.archive import extract_safely
+from k3kit.errors import InputError, VerificationError
+from k3kit.keys import keyid
+from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, diff_tree
+from k3kit.models import (
+    KIT_SUBJECT,
+    PAYLOAD_TYPE,
+    WEIGHTS_SUBJECT,
+    KitInfo,
+    Manifest,
+    Statement,
+    WeightsLock,
+    load,
+)
+from k3kit.sign import verify_envelope
+from k3kit.weights import check_weights
+
+MAX_DOC_BYTES = 16 * 1024 * 1024
+LOCK_NAME = "weights.lock.json"
+KIT_INFO_NAME = "kit.json"
+
+PASSED, FAILED, NOT_CHECKED = "passed", "failed", "not checked"
+
+
+@dataclass
+class Check:
+    id: str
+    title: str
+    status: str = NOT_CHECKED
+    detail: str = ""
+    code: str | None = None
+    problems: list[dict[str, str]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        ok = None if self.status == NOT_CHECKED else self.status == PASSED
+        out: dict[str, Any] = {
+            "id": self.id,
+            "ok": ok,
+            "status": self.status,
+            "detail": self.detail,
+        }
+        if self.code:
+            out["code"] = self.code
+        if self.problems:
+            out["problems"] = self.problems
+        return out
+
+
+@dataclass
+class Report:
+    kit: str
+    checks: list[Check] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Only a full run of passed checks is a pass; weights not given is stated, not failed."""
+        return all(
+            c.status == PASSED or (c.id == "weights" and c.code == "WEIGHTS_NOT_GIVEN")
+            for c in self.checks
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "kit": self.kit,
+            "checks": [c.as_json() for c in self.checks],
+            **self.facts,
+        }
+
+
+@dataclass
+class _State:
+    kit_dir: Path
+    trusted: list[Ed25519PublicKey]
+    statement: Statement | None = None
+    manifest_bytes: bytes | None = None
+    lock: WeightsLock | None = None
+    lock_sha256: str | None = None
+
+
+def _subject_digest(statement: Statement, name: str) -> str:
+    for subject in statement.subject:
+        if subject.name == name and "sha256" in subject.digest:
+            return subject.digest["sha256"]
+    raise VerificationError(
+        f"the receipt has no sha256 subject named {name!r}", code="RECEIPT_MALFORMED"
+    )
+
+
+def _step_trust(st: _State, check: Check) -> None:
+    if not st.trusted:
+        raise VerificationError("no trusted public key was given", code="TRUST_EMPTY")
+    ids = sorted(keyid(k) for k in st.trusted)
+    if len(set(ids)) != len(ids):
+        raise VerificationError("the same key was given twice", code="TRUST_DUPLICATE_KEY")
+    check.detail = f"{len(ids)} trusted key(s): " + ", ".join(i[:16] for i in ids)
+
+
+def _step_signature(st: _State, check: Check) -> None:
+    data = read_capped(
+        st.kit_dir / RECEIPT_NAME,
+        1024 * 1024,
+        what="receipt",
+        error=VerificationError,
+        code="RECEIPT_MISSING",
+    )
+    verified = verify_envelope(data, st.trusted, expected_type=PAYLOAD_TYPE, source=RECEIPT_NAME)
+    obj = strict_loads(
+        verified.payload,
+        source="receipt payload",
+        max_bytes=len(verified.payload),
+        code="RECEIPT_MALFORMED",
+    )
+    require_canonical(verified.payload, obj, source="receipt payload")
+    st.statement = load(
+        Statement, obj, source="receipt payload", error=VerificationError, code="RECEIPT_MALFORMED"
+    )
+    pred = st.statement.predicate
+    check.detail = (
+        f"signed by key {verified.signer_keyid[:16]}, {pred.kit.name} "
+        f"{pred.kit.version} (sequence {pred.kit.sequence}), issued {pred.issued_at}"
+    )
+
+
+def _read_doc(st: _State, name: str, code: str) -> tuple[bytes, Any]:
+    data = read_capped(
+        st.kit_dir / name, MAX_DOC_BYTES, what=name, error=VerificationError, code=code
+    )
+    obj = strict_loads(data, source=name, max_bytes=MAX_DOC_BYTES, code=code)
+    require_canonical(data, obj, source=name)
+    return data, obj
+
+
+def _step_kit_checksum(st: _State, check: Check) -> None:
+    assert st.statement is not None
+    data, _ = _read_doc(st, MANIFEST_NAME, "MANIFEST_MALFORMED")
+    actual = hashlib.sha256(data).hexdigest()
+    expected = _subject_digest(st.statement, KIT_SUBJECT)
+    if actual != expected or st.statement.predicate.kit.kit_sha256 != actual:
+        raise VerificationError(
+            f"kit checksum {actual[:16]}… is not the one the receipt signs "
+            f"({expected[:16]}…): the receipt belongs to another kit",
+            code="RECEIPT_KIT_MISMATCH",
+        )
+    st.manifest_bytes = data
+    check.detail = f"sha256:{actual}"
+
+
+def _step_kit_files(st: _State, check: Check) -> None:
+    assert st.manifest_bytes is not None
+    manifest = load(
+        Manifest,
+        strict_loads(st.manifest_bytes, source=MANIFEST_NAME, max_bytes=MAX_DOC_BYTES),
+        source=MANIFEST_NAME,
+        error=VerificationError,
+        code="MANIFEST_MALFORMED",
+    )
+    tree = diff_tree(st.kit_dir, manifest)
+    problems = [{"code": d.code, "path": d.path, "detail": d.detail} for d in tree.differences]
+    problems += [
+        {
+            "code": "EVIDENCE_FILE_EXTRA",
+            "path": rel,
+            "detail": "evidence file not listed in the receipt",
+        }
+        for rel in tree.evidence
+    ]
+    if problems:
+        check.problems = problems
+        counts: dict[str, int] = {}
+        for p in problems:
+            counts[p["code"]] = counts.get(p["code"], 0) + 1
+        raise VerificationError(
+            "kit differs from MANIFEST.json: " + ", ".join(f"{n} {c}" for c, n in counts.items()),
+            code=problems[0]["code"] if len(counts) == 1 else "KIT_FILES_DIFFER",
+        )
+    check.detail = f"{len(manifest.files)} files match MANIFEST.json"
+
+
+def _step_weights_lock(st: _State, check: Check) -> None:
+    assert st.statement is not None
+    data, obj = _read_doc(st, LOCK_NAME, "LOCK_MALFORMED")
+    actual = hashlib.sha256(data).hexdigest()
+    expected = _subject_digest(st.statement, WEIGHTS_SUBJECT)
+    if actual != expected or st.statement.predicate.weights.lock_sha256 != actual:
+        raise VerificationError(
+            f"weights.lock.json sha256 {actual[:16]}… is not the weight "
+            f"checksum the receipt signs ({expected[:16]}…)",
+            code="RECEIPT_WEIGHTS_MISMATCH",
+        )
+    lock = load(WeightsLock, obj, source=LOCK_NAME, error=VerificationError, code="LOCK_MALFORMED")
+    _, info_obj = _read_doc(st, KIT_INFO_NAME, "KIT_INFO_MALFORMED")
+    info = load(
+        KitInfo, info_obj, source=KIT_INFO_NAME, error=VerificationError, code="KIT_INFO_MALFORMED"
+    )
+    if info.weights.lock_sha256 != actual or info.weights.commit != lock.commit:
+        raise VerificationError("kit.json names another weight lock", code="KIT_LOCK_MISMATCH")
+    st.lock, st.lock_sha256 = lock, actual
+    check.detail = (
+        f"{lock.repo}@{lock.commit[:12]}: {lock.file_count} files, "
+        f"{lock.total_bytes} bytes (sha256:{actual[:16]}…)"
+    )
+
+
+STEPS: list[tuple[str, str, Callable[[_State, Check], None], tuple[str, ...]]] = [
+    ("trust", "trusted keys loaded", _step_trust, ()),
+    ("receipt_signature", "receipt signature and statement", _step_signature, ("trust",)),
+    (
+        "kit_checksum",
+        "kit checksum matches the receipt",
+        _step_kit_checksum,
+        ("receipt_signature",),
+    ),
+    ("kit_files", "every kit file matches MANIFEST.json", _step_kit_files, ("kit_checksum",)),
+    (
+        "weights_lock",
+        "weight checksum matches the receipt",
+        _step_weights_lock,
+        ("receipt_signature",),
+    ),
+]
+
+
+def verify_dir(
+    kit_dir: Path,
+    trusted: list[Ed25519PublicKey],
+    *,
+    label: str | None = None,
+    weights: Path | None = None,
+    weights_options: dict[str, Any] | None = None,
+) -> Report:
+    """Run every check on a kit directory; never raises for a verification failure."""
+    st = _State(kit_dir, trusted)
+    report = Report(label or str(kit_dir))
+    for step_id, title, func, needs in STEPS:
+        check = Check(step_id, title)
+        report.checks.append(check)
+        blocked = [c.id for c in report.checks if c.id in needs and c.status != PASSED]
+        if blocked:
+            check.detail = f"not checked: depends on {', '.join(blocked)}"
+            continue
+        try:
+            func(st, check)
+            check.status = PASSED
+        except VerificationError as exc:
+            check.status, check.code, check.detail = FAILED, exc.code, exc.message
+    report.checks.append(_weights_check(st, report, weights, weights_options or {}))
+    if st.statement is not None:
+        pred = st.statement.predicate
+        report.facts["receipt"] = {
+            "kit": pred.kit.name,
+            "version": pred.kit.version,
+            "sequence": pred.kit.sequence,
+            "issued_at": pred.issued_at,
+        }
+    return report
+
+
+def _weights_check(
+    st: _State, report: Report, weights: Path | None, options: dict[str, Any]
+) -> Check:
+    check = Check("weights", "weights match weights.lock.json")
+    if weights is None:
+        check.code = "WEIGHTS_NOT_GIVEN"
+        check.detail = "not checked: no --weights folder given"
+        return check
+    failed = [c.id for c in report.checks if c.status != PASSED]
+    if failed or st.lock is None:
+        # Hashing a terabyte for a kit that already failed would only delay the verdict.
+        check.detail = f"not checked: depends on {', '.join(failed)}"
+        return check
+    try:
+        result = check_weights(weights, st.lock, **options)
+    except VerificationError as exc:
+        check.status, check.code, check.detail = FAILED, exc.code, exc.message
+        return check
+    report.facts["weights"] = {
+        "root": str(result.layout.root),
+        "layout": result.layout.kind,
+        "algorithm": result.algorithm,
+        "files_hashed": result.files_hashed,
+        "bytes_hashed": result.bytes_hashed,
+    }
+    if result.problems:
+        check.status = FAILED
+        check.problems = [
+            {"code": p.code, "path": p.path, "detail": p.detail} for p in result.problems
+        ]
+        codes = sorted({p.code for p in result.problems})
+        check.code = codes[0] if len(codes) == 1 else "WEIGHTS_DIFFER"
+        check.detail = f"{len(result.problems)} problem(s): " + ", ".join(codes)
+    else:
+        check.status = PASSED
+        check.detail = (
+            f"{st.lock.file_count} files, {result.bytes_hashed} bytes, "
+            f"{result.algorithm}, {result.layout.kind} layout"
+        )
+    return check
+
+
+def verify_path(
+    kit: Path,
+    trusted: list[Ed25519PublicKey],
+    *,
+    weights: Path | None = None,
+    weights_options: dict[str, Any] | None = None,
+) -> Report:
+    """Verify a kit directory or a ``.kit.tar.gz`` (extracted under policy into a temp dir)."""
+    if not kit.exists():
+        raise InputError(f"kit not found: {kit}", code="KIT_NOT_FOUND")
+    if kit.is_dir():
+        return verify_dir(kit, trusted, weights=weights, weights_options=weights_options)
+    archive_check = Check("archive", "archive members pass the extraction policy")
+    try:
+        staging, digest = extract_safely(kit)
+    except VerificationError as exc:
+        report = Report(str(kit))
+        archive_check.status, archive_check.code = FAILED, exc.code
+        archive_check.detail = exc.message
+        report.checks.append(archive_check)
+        return report
+    try:
+        archive_check.status = PASSED
+        archive_check.detail = f"sha256:{digest}"
+        report = verify_dir(
+            staging, trusted, label=str(kit), weights=weights, weights_options=weights_options
+        )
+        report.checks.insert(0, archive_check)
+        report.facts["archive_sha256"] = digest
+        return report
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

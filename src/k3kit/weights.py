@@ -1,0 +1,308 @@
+"""Check a folder of weights against ``weights.lock.json``.
+
+Accepts the three layouts a buyer's node can have: a plain folder, a Hugging Face cache snapshot
+(``…/snapshots/<commit>/``, entries symlinked into ``../../blobs/``), or a cache root holding the
+repo. The file set must equal the lock's; sizes are compared before any byte is hashed, so a
+truncated or missing shard fails in milliseconds; then digests are computed in parallel threads.
+In a snapshot, a symlink may only resolve into that repo's ``blobs/`` (or the cache's shared
+``blobs/`` store): a link to anywhere else is a swap, not a cache.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from k3kit._digest import NotRegularFile, hash_file
+from k3kit._fs import walk
+from k3kit.errors import VerificationError
+from k3kit.models import LockedFile, WeightsLock
+
+# Files huggingface_hub's ``local_dir`` mode writes beside the weights; never loaded by an engine.
+_HF_LOCAL_META = ".cache/huggingface/"
+
+
+@dataclass(frozen=True)
+class WeightsProblem:
+    code: str
+    path: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the lock's relative paths live, and which link targets are allowed there."""
+
+    root: Path
+    kind: str  # "plain" or "snapshot"
+    allowed_link_roots: tuple[Path, ...] = ()
+
+
+@dataclass
+class WeightsReport:
+    layout: Layout
+    algorithm: str
+    problems: list[WeightsProblem] = field(default_factory=list)
+    files_hashed: int = 0
+    bytes_hashed: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def repo_folder_name(repo: str) -> str:
+    org, name = repo.split("/", 1)
+    return f"models--{org}--{name}"
+
+
+def locate(path: Path, lock: WeightsLock) -> Layout:
+    """Work out which layout ``path`` is, without trusting anything inside it yet."""
+    path = Path(os.path.abspath(path))
+    repo_dir_name = repo_folder_name(lock.repo)
+    candidates: list[tuple[Path, Path]] = []  # (snapshot dir, cache root)
+    if (path / repo_dir_name).is_dir():
+        candidates.append((path / repo_dir_name / "snapshots" / lock.commit, path))
+    if path.name == repo_dir_name:
+        candidates.append((path / "snapshots" / lock.commit, path.parent))
+    if path.parent.name == "snapshots" and path.parent.parent.name == repo_dir_name:
+        if path.name != lock.commit:
+            raise VerificationError(
+                f"{path} is a snapshot of commit {path.name}, but the lock pins {lock.commit}",
+                code="WEIGHTS_WRONG_REVISION",
+            )
+        candidates.append((path, path.parent.parent.parent))
+    for snapshot, cache_root in candidates:
+        if snapshot.is_dir():
+            repo_dir = snapshot.parent.parent
+            return Layout(
+                snapshot,
+                "snapshot",
+                (
+                    Path(os.path.realpath(repo_dir / "blobs")),
+                    Path(os.path.realpath(cache_root / "blobs")),
+                ),
+            )
+        raise VerificationError(
+            f"no snapshot of {lock.repo} at commit {lock.commit} under {path}",
+            code="WEIGHTS_MISSING_SNAPSHOT",
+            hint="run `k3kit pull` for this kit first",
+        )
+    if not path.is_dir():
+        raise VerificationError(f"weights folder not found: {path}", code="WEIGHTS_NOT_FOUND")
+    return Layout(path, "plain")
+
+
+def _inside(path: Path, roots: tuple[Path, ...]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def resolve_file(layout: Layout, rel: str) -> Path:
+    """The real file behind ``rel``, applying the symlink policy of the layout."""
+    path = layout.root / rel
+    if layout.kind == "plain" or not path.is_symlink():
+        return path
+    real = Path(os.path.realpath(path))
+    if not _inside(real, layout.allowed_link_roots):
+        raise _PolicyViolation(
+            "WEIGHTS_SYMLINK_ESCAPE", f"symlink resolves outside the repo's blobs/: {real}"
+        )
+    return real
+
+
+class _PolicyViolation(Exception):
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+def _file_set_problems(
+    layout: Layout, lock: WeightsLock
+) -> tuple[list[WeightsProblem], dict[str, Path]]:
+    listed = {f.path: f for f in lock.files}
+    problems: list[WeightsProblem] = []
+    present: dict[str, Path] = {}
+    for entry in walk(layout.root):
+        if entry.kind == "dir":
+            continue
+        if layout.kind == "plain" and entry.rel.startswith(_HF_LOCAL_META):
+            continue
+        if entry.rel not in listed:
+            problems.append(
+                WeightsProblem("WEIGHTS_FILE_EXTRA", entry.rel, "file is not in the lock")
+            )
+            continue
+        if entry.kind == "special" or (entry.kind == "symlink" and layout.kind == "plain"):
+            problems.append(
+                WeightsProblem(
+                    "WEIGHTS_NOT_REGULAR",
+                    entry.rel,
+                    f"{entry.kind} where a regular file is expected",
+                )
+            )
+            continue
+        try:
+            real = resolve_file(layout, entry.rel)
+            st = os.stat(real, follow_symlinks=False)
+        except _PolicyViolation as exc:
+            problems.append(WeightsProblem(exc.code, entry.rel, exc.detail))
+            continue
+        except OSError as exc:
+            problems.append(
+                WeightsProblem("WEIGHTS_FILE_MISSING", entry.rel, f"cannot stat: {exc.strerror}")
+            )
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            problems.append(
+                WeightsProblem(
+                    "WEIGHTS_NOT_REGULAR",
+                    entry.rel,
+                    "resolves to something that is not a regular file",
+                )
+            )
+            continue
+        want = listed[entry.rel]
+        if st.st_size != want.size:
+            code = "WEIGHTS_TRUNCATED" if st.st_size < want.size else "WEIGHTS_SIZE_MISMATCH"
+            problems.append(
+                WeightsProblem(code, entry.rel, f"size {st.st_size} != locked {want.size}")
+            )
+            continue
+        present[entry.rel] = real
+    for rel in sorted(set(listed) - set(present) - {p.path for p in problems}):
+        problems.append(WeightsProblem("WEIGHTS_FILE_MISSING", rel, "locked file is absent"))
+    return problems, present
+
+
+def choose_algorithm(lock: WeightsLock, forced: str | None) -> str:
+    if forced:
+        if forced == "blake3" and not lock.has_blake3:
+            raise VerificationError(
+                "the lock has no blake3 digests; use --algorithm sha256", code="WEIGHTS_NO_BLAKE3"
+            )
+        return forced
+    return "blake3" if lock.has_blake3 else "sha256"
+
+
+def _hash_one(path: Path, want: LockedFile, algorithm: str) -> WeightsProblem | None:
+    try:
+        digests, size = hash_file(path, (algorithm,), follow_symlinks=False)
+    except NotRegularFile:
+        return WeightsProblem("WEIGHTS_NOT_REGULAR", want.path, "not a regular file")
+    except OSError as exc:
+        return WeightsProblem("WEIGHTS_UNREADABLE", want.path, f"cannot read: {exc}")
+    expected = want.blake3 if algorithm == "blake3" else want.sha256
+    if size != want.size:
+        return WeightsProblem(
+            "WEIGHTS_TRUNCATED", want.path, f"read {size} bytes, locked {want.size}"
+        )
+    if digests[algorithm] != expected:
+        return WeightsProblem(
+            "WEIGHTS_DIGEST_MISMATCH",
+            want.path,
+            f"{algorithm} {digests[algorithm][:16]}… != locked {(expected or '')[:16]}…",
+        )
+    return None
+
+
+def check_weights(
+    path: Path,
+    lock: WeightsLock,
+    *,
+    algorithm: str | None = None,
+    workers: int | None = None,
+    all_errors: bool = False,
+    on_file_done: Callable[[str, int], None] | None = None,
+) -> WeightsReport:
+    """Check file set and sizes, then digests in parallel; stop at the first mismatch by default."""
+    layout = locate(path, lock)
+    algo = choose_algorithm(lock, algorithm)
+    report = WeightsReport(layout, algo)
+    problems, present = _file_set_problems(layout, lock)
+    report.problems.extend(problems)
+    if problems and not all_errors:
+        return report
+    by_path = {f.path: f for f in lock.files}
+    order = sorted(present, key=lambda rel: -by_path[rel].size)  # biggest first: best packing
+    n_workers = workers or len(os.sched_getaffinity(0))
+    with ThreadPoolExecutor(max_workers=max(1, n_workers)) as pool:
+        futures: dict[Future[WeightsProblem | None], str] = {
+            pool.submit(_hash_one, present[rel], by_path[rel], algo): rel for rel in order
+        }
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED, timeout=0.2)
+            for fut in done:
+                rel = futures[fut]
+                problem = fut.result()
+                report.files_hashed += 1
+                report.bytes_hashed += by_path[rel].size
+                if on_file_done:
+                    on_file_done(rel, by_path[rel].size)
+                if problem:
+                    report.problems.append(problem)
+            if report.problems and not all_errors:
+                for fut in pending:
+                    fut.cancel()
+                break
+    report.problems.sort(key=lambda p: p.path)
+    return report
+
+
+def local_layout(path: Path) -> Layout:
+    """Layout of a folder being pinned: a cache snapshot if inside ``snapshots/``, else plain."""
+    path = Path(os.path.abspath(path))
+    if not path.is_dir():
+        raise VerificationError(f"weights folder not found: {path}", code="WEIGHTS_NOT_FOUND")
+    if path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--"):
+        cache_root = path.parent.parent.parent
+        return Layout(
+            path,
+            "snapshot",
+            (
+                Path(os.path.realpath(path.parent.parent / "blobs")),
+                Path(os.path.realpath(cache_root / "blobs")),
+            ),
+        )
+    return Layout(path, "plain")
+
+
+def hash_tree(
+    layout: Layout,
+    *,
+    workers: int | None = None,
+    on_file_done: Callable[[str, int], None] | None = None,
+) -> list[LockedFile]:
+    """sha256 and blake3 of every file under a layout, in parallel, for pinning a local copy."""
+    rels: list[str] = []
+    for entry in walk(layout.root):
+        if entry.kind == "dir" or (layout.kind == "plain" and entry.rel.startswith(_HF_LOCAL_META)):
+            continue
+        if entry.kind == "special" or (entry.kind == "symlink" and layout.kind == "plain"):
+            raise VerificationError(
+                f"{layout.root / entry.rel}: {entry.kind} in a weights folder",
+                code="WEIGHTS_NOT_REGULAR",
+            )
+        rels.append(entry.rel)
+    if not rels:
+        raise VerificationError(f"no files under {layout.root}", code="WEIGHTS_EMPTY")
+
+    def one(rel: str) -> LockedFile:
+        try:
+            real = resolve_file(layout, rel)
+        except _PolicyViolation as exc:
+            raise VerificationError(f"{rel}: {exc.detail}", code=exc.code) from exc
+        digests, size = hash_file(real, ("sha256", "blake3"), follow_symlinks=False)
+        if on_file_done:
+            on_file_done(rel, size)
+        return LockedFile(path=rel, size=size, sha256=digests["sha256"], blake3=digests["blake3"])
+
+    n_workers = workers or len(os.sched_getaffinity(0))
+    with ThreadPoolExecutor(max_workers=max(1, n_workers)) as pool:
+        files = list(pool.map(one, rels))
+    return sorted(files, key=lambda f: f.path)
