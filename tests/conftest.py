@@ -1,0 +1,106 @@
+"""Shared fixtures: real keys, real stand-in weights on disk, a real signed kit, the real CLI.
+
+The environment variables are set before anything imports huggingface_hub, which reads them at
+import time: Xet is disabled (the test hub speaks plain HTTP) and no user token or cache is used.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ["HF_HUB_DISABLE_XET"] = "1"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+os.environ.pop("HF_TOKEN", None)
+os.environ.pop("HF_HUB_OFFLINE", None)
+
+import pytest  # noqa: E402
+
+from k3kit._canonical import model_bytes  # noqa: E402
+from k3kit._fs import atomic_write  # noqa: E402
+from k3kit.demo import stand_in_files, write_hf_cache  # noqa: E402
+from k3kit.keys import load_private, write_keypair  # noqa: E402
+from k3kit.kit import build, sign  # noqa: E402
+from k3kit.pin import pin_local  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "kimi-k3-b300x8"
+REPO = "moonshotai/Kimi-K3"
+FIXED_TIME = "2026-11-01T00:00:00Z"
+
+
+def run_k3kit(*args: str | Path, cwd: Path | None = None,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI in a subprocess, as a user would."""
+    full_env = {**os.environ, "SOURCE_DATE_EPOCH": "1793491200", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "k3kit", *map(str, args)], cwd=cwd,
+                          env=full_env, capture_output=True, text=True, timeout=120, check=False)
+
+
+@dataclass(frozen=True)
+class KeyFiles:
+    private: Path
+    public: Path
+
+
+@pytest.fixture(scope="session")
+def signing_key(tmp_path_factory: pytest.TempPathFactory) -> KeyFiles:
+    paths, _ = write_keypair(tmp_path_factory.mktemp("keys") / "publisher", None)
+    return KeyFiles(paths.private, paths.public)
+
+
+@pytest.fixture(scope="session")
+def other_key(tmp_path_factory: pytest.TempPathFactory) -> KeyFiles:
+    paths, _ = write_keypair(tmp_path_factory.mktemp("keys-other") / "stranger", None)
+    return KeyFiles(paths.private, paths.public)
+
+
+@dataclass(frozen=True)
+class GoldenKit:
+    kit: Path
+    lock: Path
+    snapshot: Path
+    key: KeyFiles
+
+
+def make_snapshot(cache: Path, shards: int = 3, shard_bytes: int = 256 * 1024) -> Path:
+    return write_hf_cache(cache, REPO, stand_in_files(shards, shard_bytes))
+
+
+def make_kit(root: Path, key: KeyFiles, snapshot: Path, *, claims: Path | None = None) -> GoldenKit:
+    lock = pin_local(snapshot, repo=REPO, revision=snapshot.name, pinned_at=FIXED_TIME)
+    lock_path = root / "weights.lock.json"
+    atomic_write(lock_path, model_bytes(lock), force=True)
+    kit_dir = root / "kit"
+    build(EXAMPLE / "package.toml", lock_path, kit_dir)
+    sign(kit_dir, load_private(key.private, None), claims or EXAMPLE / "claims.toml",
+         issued_at=FIXED_TIME)
+    return GoldenKit(kit_dir, lock_path, snapshot, key)
+
+
+@pytest.fixture(scope="session")
+def golden(tmp_path_factory: pytest.TempPathFactory, signing_key: KeyFiles) -> GoldenKit:
+    """One signed kit and its stand-in weights, built once; tests work on copies."""
+    root = tmp_path_factory.mktemp("golden")
+    return make_kit(root, signing_key, make_snapshot(root / "hf-cache"))
+
+
+@pytest.fixture
+def kit(golden: GoldenKit, tmp_path: Path) -> Path:
+    """A private copy of the golden kit directory, free to tamper with."""
+    dest = tmp_path / "kit"
+    shutil.copytree(golden.kit, dest)
+    return dest
+
+
+@pytest.fixture
+def weights(golden: GoldenKit, tmp_path: Path) -> Path:
+    """A private plain-folder copy of the golden weights (symlinks resolved)."""
+    dest = tmp_path / "weights"
+    shutil.copytree(golden.snapshot, dest, symlinks=False)
+    return dest
