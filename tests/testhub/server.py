@@ -10,9 +10,8 @@ Why these choices:
 * Two servers: the Hub sends LFS files to a CDN on a different origin, and the client treats that
   redirect specially (it does not follow it on HEAD and drops ``Authorization``), so the storage
   server listens on a second port.
-* Hashes are real: ``oid`` is the git blob sha1 (of the pointer text for LFS files), directories
-  carry git tree hashes and commits are git-style commit hashes, so k3kit can be tested against
-  the same values the Hub would publish.
+* Hashes are real (``gitobjects``): ``oid`` is the git blob sha1 (of the pointer text for LFS
+  files), directories carry git tree hashes, commits are git commit hashes.
 * Files given as paths are hashed once at commit time and streamed from disk on every request, so
   large weights are never held in memory. They must not change after the commit.
 * Faults (``set_fault``) let tests observe how the client, and k3kit above it, reacts to corrupt
@@ -24,51 +23,29 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import re
 import socket
 import sys
 import threading
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
-LFS_SUFFIXES = frozenset(
-    {".safetensors", ".bin", ".pt", ".pth", ".onnx", ".h5", ".msgpack", ".ot", ".gguf"}
-)
-LFS_MIN_SIZE = 10 * 1024 * 1024
+from tests.testhub.gitobjects import Blob, Commit, folder_files
+
 FAULT_MODES = frozenset({"wrong_bytes", "drop", "5xx", "401", "404", "429"})
 _BODY_FAULTS = frozenset({"wrong_bytes", "drop"})
 _STATUS_FAULTS = FAULT_MODES - _BODY_FAULTS
-_CHUNK = 1024 * 1024
 _INVERT = bytes(range(255, -1, -1))  # wrong_bytes: same length, every byte different
-_AUTHOR = "k3kit test hub <testhub@localhost>"
-_LFS_SPEC = "https://git-lfs.github.com/spec/v1"
 _SHA_LIKE = re.compile(r"[0-9a-f]{7,40}")
 _SECURITY = {"status": "safe", "avScan": {"virusFound": False, "virusNames": None},
              "pickleImportScan": None}
-
-
-def lfs_pointer(sha256: str, size: int) -> bytes:
-    """The git-lfs pointer text that git stores in place of an LFS file."""
-    return f"version {_LFS_SPEC}\noid sha256:{sha256}\nsize {size}\n".encode()
-
-
-def _git_hash(kind: str, body: bytes) -> str:
-    return hashlib.sha1(b"%s %d\0" % (kind.encode(), len(body)) + body).hexdigest()
-
-
-def folder_files(folder: Path) -> dict[str, Path]:
-    """Map every file under ``folder`` (``.git/`` excluded) to its repo path, for ``commit``."""
-    return {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*"))
-            if p.is_file() and ".git" not in p.relative_to(folder).parts}
 
 
 @dataclass(frozen=True)
@@ -85,81 +62,6 @@ class RequestRecord:
     status: int
     range: str | None
     auth: bool
-
-
-@dataclass(frozen=True)
-class Blob:
-    """File content (bytes, or a file streamed from disk) with the hashes the Hub publishes."""
-
-    source: bytes | Path
-    size: int
-    sha256: str
-    oid: str  # git blob sha1 of what git stores: the content, or the LFS pointer text
-    lfs: bool
-
-    @classmethod
-    def create(cls, path_in_repo: str, source: bytes | Path) -> Blob:
-        size = len(source) if isinstance(source, bytes) else source.stat().st_size
-        lfs = Path(path_in_repo).suffix.lower() in LFS_SUFFIXES or size >= LFS_MIN_SIZE
-        sha256, sha1 = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % size)
-        blob = cls(source, size, "", "", lfs)
-        for chunk in blob.chunks(0, size):
-            sha256.update(chunk)
-            if not lfs:
-                sha1.update(chunk)
-        digest = sha256.hexdigest()
-        oid = _git_hash("blob", lfs_pointer(digest, size)) if lfs else sha1.hexdigest()
-        return cls(source, size, digest, oid, lfs)
-
-    @property
-    def pointer_size(self) -> int:
-        return len(lfs_pointer(self.sha256, self.size))
-
-    def chunks(self, start: int, end: int) -> Iterator[bytes]:
-        """Yield bytes ``[start, end)`` in pieces of at most 1 MiB."""
-        if isinstance(self.source, bytes):
-            for pos in range(start, end, _CHUNK):
-                yield self.source[pos:min(pos + _CHUNK, end)]
-            return
-        with self.source.open("rb") as f:
-            f.seek(start)
-            while start < end and (chunk := f.read(min(_CHUNK, end - start))):
-                start += len(chunk)
-                yield chunk
-
-
-@dataclass(frozen=True)
-class Commit:
-    """An immutable full snapshot; ``trees`` maps each directory ("" = root) to its git tree."""
-
-    sha: str
-    title: str
-    date: str
-    files: Mapping[str, Blob]
-    trees: Mapping[str, str]
-
-
-def _git_trees(files: Mapping[str, Blob]) -> dict[str, str]:
-    """Git tree hashes of every directory, computed bottom-up as ``git write-tree`` would."""
-    entries: dict[str, list[tuple[str, str, str]]] = {"": []}  # dir -> (name, mode, sha1)
-    for path, blob in files.items():
-        parts = path.split("/")
-        if "" in parts or "." in parts or ".." in parts:
-            raise ValueError(f"invalid path in repo: {path!r}")
-        for i in range(1, len(parts)):
-            entries.setdefault("/".join(parts[:i]), [])
-        entries[path.rpartition("/")[0]].append((parts[-1], "100644", blob.oid))
-    if clash := sorted(set(entries) & set(files)):
-        raise ValueError(f"paths used both as file and directory: {clash}")
-    trees: dict[str, str] = {}
-    for d in sorted(entries, key=lambda p: p.count("/") + bool(p), reverse=True):
-        rows = sorted(entries[d], key=lambda e: e[0] + ("/" if e[1] == "40000" else ""))
-        trees[d] = _git_hash("tree", b"".join(
-            f"{mode} {name}".encode() + b"\0" + bytes.fromhex(sha) for name, mode, sha in rows))
-        if d:
-            parent, _, name = d.rpartition("/")
-            entries[parent].append((name, "40000", trees[d]))
-    return trees
 
 
 @dataclass
@@ -248,18 +150,14 @@ class TestHub:
         if _SHA_LIKE.fullmatch(branch) or _SHA_LIKE.fullmatch(tag or ""):
             raise ValueError("branch and tag names must not look like commit shas")
         blobs = {p: Blob.create(p, src) for p, src in sorted(files.items())}  # slow: outside lock
-        trees = _git_trees(blobs)
         with self._lock:
-            repo = self._repos.setdefault(repo_id, _Repo())
-            parent = repo.branches.get(branch)
-            stamp = 1_700_000_000 + len(repo.commits)
-            title = message or f"Commit {len(repo.commits) + 1}"
-            text = f"tree {trees['']}\n" + (f"parent {parent}\n" if parent else "")
-            who = f"{_AUTHOR} {stamp} +0000"
-            text += f"author {who}\ncommitter {who}\n\n{title}\n"
-            sha = _git_hash("commit", text.encode())
-            date = datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-            repo.commits[sha] = Commit(sha, title, date, blobs, trees)
+            repo = self._repos.get(repo_id) or _Repo()
+            n = len(repo.commits)
+            commit = Commit.create(blobs, repo.branches.get(branch), message or f"Commit {n + 1}",
+                                   stamp=1_700_000_000 + n)  # raises on bad paths: no change yet
+            sha = commit.sha
+            self._repos[repo_id] = repo
+            repo.commits[sha] = commit
             repo.branches[branch] = sha
             if tag:
                 repo.tags[tag] = sha
@@ -355,6 +253,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the client expects; every answer has a length
+    disable_nagle_algorithm = True  # headers and body go out in two writes: avoid 40 ms stalls
     timeout = 60
     server: _Server
 
@@ -430,7 +329,7 @@ class _Handler(BaseHTTPRequestHandler):
         with hub._lock:  # look up under the lock, answer outside it (send_response takes it)
             repo = hub._repos.get(repo_id)
             token = None if repo is None else repo.private_token
-            refs = None if repo is None else self._refs(repo, "include_prs" in query)
+            refs = self._refs(repo, "include_prs" in query) if repo and rest == ["refs"] else {}
             commit = None if repo is None or rest == ["refs"] else repo.resolve(rev)
         if repo is None:
             return self._error(404, "RepoNotFound", f"Repository {repo_id} not found")
@@ -537,6 +436,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, None, headers)
         if self.command != "GET":
             return
+        if fault is None and isinstance(blob.source, Path) and end > start:
+            with blob.source.open("rb") as f:  # zero-copy: keeps multi-GB benchmarks CPU-light
+                self.connection.sendfile(f, start, end - start)
+            return
         stop = start + (end - start) // 2 if fault == "drop" else end
         for chunk in blob.chunks(start, stop):
             self.wfile.write(chunk.translate(_INVERT) if fault == "wrong_bytes" else chunk)
@@ -603,9 +506,9 @@ def _parse_range(value: str | None, size: int) -> tuple[int, int, int] | None:
         n = int(m[2])
         return (max(size - n, 0), size, 206) if n > 0 and size > 0 else None
     start = int(m[1])
-    end = size if m[2] == "" else min(int(m[2]) + 1, size)
-    if m[2] != "" and int(m[2]) < start:
+    if m[2] and int(m[2]) < start:
         return 0, size, 200
+    end = min(int(m[2]) + 1, size) if m[2] else size
     return (start, end, 206) if start < size else None
 
 
