@@ -123,9 +123,10 @@ def files(api: HfApi, revision: str, repo: str = REPO) -> dict[str, RepoFile]:
     return {p: e for p, e in tree(api, revision, repo).items() if isinstance(e, RepoFile)}
 
 
-def download(hub: TestHub, cache: Path, filename: str, revision: str, **kw: Any) -> Path:
+def download(hub: TestHub, cache: Path, filename: str, revision: str) -> Path:
+    """``hf_hub_download`` from the test hub into ``cache``; the path of the snapshot link."""
     return Path(hf_hub_download(REPO, filename, revision=revision, endpoint=hub.url, token=False,
-                                cache_dir=cache, **kw))
+                                cache_dir=cache))
 
 
 # --- hashes and revisions ---------------------------------------------------------------------
@@ -364,6 +365,10 @@ def test_wrong_bytes_are_stored_under_the_expected_name(hub: TestHub, sha: str, 
     assert blob.read_bytes() == bytes(255 - b for b in data)
     other = "config.json" if path != "config.json" else "tokenizer.json"
     assert (folder / other).read_bytes() == FILES[other]  # the fault is bound to one path
+    report = HfApi(endpoint=hub.url, token=False).verify_repo_checksums(
+        REPO, revision=sha, cache_dir=cache)  # only an explicit re-hash notices
+    assert [(m["path"], m["expected"]) for m in report.mismatches] == [(path, expected)]
+    assert report.checked_count == len(FILES)
 
 
 @pytest.mark.parametrize("size", [64 * 1024, 24 * 1024 * 1024])
