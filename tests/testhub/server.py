@@ -171,11 +171,15 @@ class TestHub:
                   server: str | None = None) -> None:
         """Inject one fault (replacing any previous one); ``None`` clears it.
 
-        ``wrong_bytes`` and ``drop`` act on file bodies (GET ``/resolve`` answered 200/206 and
-        storage GET); the status modes ``5xx`` (503), ``401``, ``404`` and ``429`` answer any
-        matching request. ``path`` restricts the fault to one repo file (its ``/resolve`` and
-        storage requests), ``server`` to ``"api"`` or ``"storage"``; ``times`` is how many
-        requests it hits before clearing itself (``None`` = until cleared).
+        ``wrong_bytes`` (every byte inverted, same length) and ``drop`` (full headers, half the
+        requested bytes, then the connection is closed) act on file bodies: GET ``/resolve``
+        answered 200/206 and storage GET. The status modes answer any matching request instead:
+        ``5xx`` = 503; ``401`` with ``X-Error-Code: RepoNotFound`` (the Hub's answer without a
+        token); ``404`` with ``EntryNotFound`` on ``/resolve``, ``RepoNotFound`` on other API
+        routes, no code on storage; ``429`` with ``Retry-After: 0``.
+        ``path`` restricts the fault to one repo file (its ``/resolve`` and storage requests),
+        ``server`` to ``"api"`` or ``"storage"``; ``times`` is how many requests it hits before
+        clearing itself (``None`` = until cleared).
         """
         if mode is not None and mode not in FAULT_MODES:
             raise ValueError(f"unknown fault mode {mode!r}; expected one of {sorted(FAULT_MODES)}")
