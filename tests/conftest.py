@@ -1,7 +1,15 @@
-"""Shared fixtures: real keys, real stand-in weights on disk, a real signed kit, the real CLI.
+"""Shared test setup and fixtures.
 
-The environment variables are set before anything imports huggingface_hub, which reads them at
-import time: Xet is disabled (the test hub speaks plain HTTP) and no user token or cache is used.
+Isolation first: huggingface_hub reads its settings (``HF_HOME``, ``HF_ENDPOINT``,
+``HF_HUB_DISABLE_XET``, ...) once, at import time, so they are set here, before any test module can
+import it:
+
+* ``HF_HUB_DISABLE_XET=1``: the test hub does not implement the Xet protocol (notes §10).
+* ``HF_HOME`` points to a throw-away folder, so no real cache or saved token is read or written.
+* ``HF_ENDPOINT`` points to a closed local port: a call that forgets ``endpoint=`` fails fast
+  instead of reaching huggingface.co.
+
+Then the fixtures: real keys, real stand-in weights on disk, a real signed kit, the real CLI.
 """
 
 from __future__ import annotations
@@ -10,14 +18,27 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-os.environ["HF_HUB_DISABLE_XET"] = "1"
-os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
-os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-os.environ.pop("HF_TOKEN", None)
-os.environ.pop("HF_HUB_OFFLINE", None)
+_HF_HOME = Path(tempfile.mkdtemp(prefix="k3kit-test-hf-home-"))
+
+for _name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE"):
+    os.environ.pop(_name, None)
+os.environ.update(
+    {
+        "HF_HOME": str(_HF_HOME),
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "HF_HUB_ETAG_TIMEOUT": "5",
+        "HF_HUB_DOWNLOAD_TIMEOUT": "10",
+    }
+)
 
 import pytest  # noqa: E402
 
@@ -27,6 +48,14 @@ from k3kit.demo import stand_in_files, write_hf_cache  # noqa: E402
 from k3kit.keys import load_private, write_keypair  # noqa: E402
 from k3kit.kit import build, sign  # noqa: E402
 from k3kit.pin import pin_local  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hf_home() -> Iterator[Path]:
+    """The session's private ``HF_HOME``; removed when the session ends."""
+    yield _HF_HOME
+    shutil.rmtree(_HF_HOME, ignore_errors=True)
+
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "kimi-k3-b300x8"
