@@ -8,9 +8,11 @@ status on stderr.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -82,7 +84,7 @@ def handle_errors(func: F) -> F:
 def cli(debug: bool) -> None:
     """Pin, build, sign, verify and audit deployment kits for frontier LLMs.
 
-    Publisher: keygen, pin, build, sign, pack. Buyer: verify. Everyone: demo.
+    Publisher: keygen, pin, build, sign, pack. Buyer: pull, verify. Everyone: demo.
     """
 
 
@@ -149,16 +151,56 @@ def _progress(label: str, total: int | None = None) -> Callable[[str, int], None
     return tick
 
 
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _endpoint(value: str | None, fallback: str | None = None) -> str:
+    """--endpoint, else the given fallback, else $HF_ENDPOINT, else the public Hub."""
+    from k3kit.hub import DEFAULT_ENDPOINT
+    from k3kit.models.lock import ENDPOINT_PATTERN
+
+    chosen = (value or fallback or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+    if not re.match(ENDPOINT_PATTERN, chosen):
+        raise InputError(
+            "--endpoint must be an http(s) URL without credentials, query or fragment",
+            code="BAD_ENDPOINT",
+        )
+    return chosen
+
+
+def _token(env_var: str | None) -> str | None:
+    """The hub token from $VAR; its value is handed to the hub client and never printed."""
+    if env_var is None:
+        return None
+    value = os.environ.get(env_var)
+    if not value:
+        raise InputError(
+            f"--token-env {env_var}: the variable is not set or empty", code="TOKEN_ENV_EMPTY"
+        )
+    return value
+
+
 @cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("repo_arg", metavar="[ORG/NAME]", required=False)
 @click.option(
     "--local",
     "local",
-    required=True,
     type=click.Path(path_type=Path),
-    help="Local weights folder or Hugging Face cache snapshot to hash.",
+    help="Pin a local copy instead (plain folder or cache snapshot); needs --repo, 40-hex rev.",
 )
-@click.option("--repo", required=True, help="Upstream repo id, e.g. moonshotai/Kimi-K3.")
-@click.option("--revision", required=True, help="The 40-hex commit these files are.")
+@click.option("--repo", help="Upstream repo id, e.g. moonshotai/Kimi-K3 (or give ORG/NAME).")
+@click.option(
+    "--revision", required=True, help="Branch, tag or commit to pin (--local: the 40-hex commit)."
+)
+@click.option("--endpoint", help="Hub URL (default: $HF_ENDPOINT, else https://huggingface.co).")
+@click.option("--token-env", metavar="VAR", help="Read the hub token from $VAR (gated repos).")
+@click.option("--include", multiple=True, metavar="PATTERN", help="Pin only matching paths.")
+@click.option("--exclude", multiple=True, metavar="PATTERN", help="Leave matching paths out.")
+@click.option(
+    "--hash-local",
+    type=click.Path(path_type=Path),
+    help="Also hash this local copy: check every sha256 against the hub, add blake3.",
+)
 @click.option(
     "-o",
     "--output",
@@ -171,44 +213,189 @@ def _progress(label: str, total: int | None = None) -> Callable[[str, int], None
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @handle_errors
 def pin(
-    local: Path,
-    repo: str,
+    repo_arg: str | None,
+    local: Path | None,
+    repo: str | None,
     revision: str,
+    endpoint: str | None,
+    token_env: str | None,
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    hash_local: Path | None,
     output: Path,
     workers: int | None,
     force: bool,
     as_json: bool,
 ) -> None:
-    """Pin a weight revision: hash every file (sha256 + blake3) into a lock."""
+    """Pin a weight revision into a lock, from the hub's metadata or from a local copy.
+
+    From a hub: `k3kit pin ORG/NAME --revision REV -o weights.lock.json` resolves REV to its
+    commit and records every file's size and sha256 (the LFS oid the hub publishes; small files
+    are fetched and hashed). No LFS byte is downloaded. From a local copy: `k3kit pin --local DIR
+    --repo ORG/NAME --revision SHA40 -o weights.lock.json` hashes every file (sha256 + blake3).
+    """
     from k3kit._canonical import model_bytes
     from k3kit._fs import atomic_write
-    from k3kit.pin import pin_local
 
+    if repo and repo_arg and repo != repo_arg:
+        raise click.UsageError("give the repo once: ORG/NAME or --repo")
+    repo_id = repo or repo_arg
+    if not repo_id:
+        raise click.UsageError("name the repo: k3kit pin ORG/NAME --revision REV -o LOCK")
+    if not _REPO_ID.match(repo_id):
+        raise InputError(f"{repo_id!r} is not a repo id of the form ORG/NAME", code="BAD_REPO_ID")
+    if local is not None and (endpoint or token_env or include or exclude or hash_local):
+        raise click.UsageError(
+            "--endpoint, --token-env, --include, --exclude and --hash-local pin from a hub; "
+            "--local pins a local copy"
+        )
     if output.exists() and not force:
         raise InputError(f"{output} exists", code="OUTPUT_EXISTS", hint="pass --force to replace")
-    lock = pin_local(
-        local,
-        repo=repo,
-        revision=revision,
-        pinned_at=_now(),
-        workers=workers,
-        on_file_done=_progress("hashing"),
-    )
+    progress = _progress("hashing")
+    if local is not None:
+        from k3kit.pin import pin_local
+
+        lock = pin_local(
+            local, repo=repo_id, revision=revision, pinned_at=_now(), workers=workers,
+            on_file_done=progress,
+        )
+    else:
+        from k3kit.hub import HfHub
+        from k3kit.pin import pin_hub
+
+        client = HfHub(_endpoint(endpoint), _token(token_env))
+        lock = pin_hub(
+            client, repo=repo_id, revision=revision, pinned_at=_now(), include=include,
+            exclude=exclude, hash_local=hash_local, workers=workers, on_file_done=progress,
+        )
     atomic_write(output, model_bytes(lock), force=force)
+    trusted = {
+        "local-hash": "hashed from the local copy",
+        "hub-lfs": "LFS sha256 as declared on the hub (uploader's LFS oid), not checked locally",
+        "hub-lfs+local-hash": "hub sha256 values checked against the local copy",
+    }[lock.source.sha256_source]
     summary = {
         "lock": str(output),
         "repo": lock.repo,
         "commit": lock.commit,
+        "requested_revision": lock.source.requested_revision,
+        "endpoint": lock.source.endpoint,
         "files": lock.file_count,
         "total_bytes": lock.total_bytes,
+        "sha256_source": lock.source.sha256_source,
     }
     if as_json:
         _emit_json(summary)
     else:
         click.echo(
-            f"pinned {lock.repo}@{lock.commit}: {lock.file_count} files, "
-            f"{lock.total_bytes} bytes -> {output}"
+            f"pinned {lock.repo}@{lock.commit} ({lock.source.requested_revision}): "
+            f"{lock.file_count} files, {lock.total_bytes} bytes -> {output}\nsha256: {trusted}"
         )
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("kit", type=click.Path(path_type=Path))
+@click.option(
+    "--dir",
+    "dest",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the weights go: the cache root (--layout cache) or the folder (plain).",
+)
+@click.option(
+    "--layout",
+    type=click.Choice(["cache", "plain"]),
+    default="cache",
+    show_default=True,
+    help="Hugging Face cache layout (models--org--name/snapshots/<commit>/) or a plain folder.",
+)
+@click.option("--endpoint", help="Hub URL (default: the lock's endpoint).")
+@click.option("--token-env", metavar="VAR", help="Read the hub token from $VAR (gated repos).")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=8,
+    show_default=True,
+    help="Parallel downloads.",
+)
+@click.option(
+    "--trust",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Verify the kit with this publisher key before pulling (repeatable; optional).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def pull(
+    kit: Path,
+    dest: Path,
+    layout: str,
+    endpoint: str | None,
+    token_env: str | None,
+    workers: int,
+    trust: tuple[Path, ...],
+    as_json: bool,
+) -> None:
+    """Download KIT's pinned weights from the hub, hashing each file as it lands.
+
+    KIT is a kit directory, a .kit.tar.gz, or a weights.lock.json. Exactly the lock's files at
+    the lock's commit are fetched; a file with wrong bytes is quarantined beside DIR (in
+    DIR.k3kit-quarantine/) and fetched once more. A rerun resumes. Exit 0 only when every file
+    matches the lock (the same verdict as `k3kit verify --weights DIR`); 1 wrong bytes or other
+    files in DIR; 4 hub, network or auth trouble.
+    """
+    from k3kit.hub import HfHub
+    from k3kit.keys import load_public
+    from k3kit.pull import pull as pull_weights
+    from k3kit.pull import read_kit_lock
+
+    kit_lock = read_kit_lock(kit, [load_public(p) for p in trust])
+    lock = kit_lock.lock
+    url = _endpoint(endpoint, lock.source.endpoint)
+    _err(f"kit      {kit} ({kit_lock.detail})")
+    _err(f"weights  {lock.repo}@{lock.commit}: {lock.file_count} files, {lock.total_bytes} bytes "
+         f"from {url}")
+    report = pull_weights(
+        lock, dest, downloader=HfHub(url, _token(token_env)),
+        layout="plain" if layout == "plain" else "cache",
+        workers=workers, on_file_done=_progress("pulling", lock.total_bytes),
+        on_event=lambda text: _err(f"note     {text}"),
+    )
+    result = {
+        "ok": report.ok,
+        "exit_code": report.exit_code,
+        "kit": {"path": str(kit), "verified": kit_lock.verified, "detail": kit_lock.detail},
+        "repo": lock.repo,
+        "commit": lock.commit,
+        "endpoint": url,
+        "layout": layout,
+        "dir": str(dest),
+        "weights_root": str(report.root),
+        "files": lock.file_count,
+        "total_bytes": lock.total_bytes,
+        "files_downloaded": report.files_downloaded,
+        "bytes_downloaded": report.bytes_downloaded,
+        "files_in_place": report.files_in_place,
+        "bytes_hashed": report.bytes_hashed,
+        "quarantined": [dataclasses.asdict(q) for q in report.quarantined],
+        "problems": [dataclasses.asdict(p) for p in report.problems],
+        "errors": [dataclasses.asdict(e) for e in report.errors],
+    }
+    if as_json:
+        _emit_json(result)
+    for p in report.problems[:50]:
+        _err(f"FAIL     {p.code:<26} {p.path}: {p.detail}")
+    for e in report.errors[:50]:
+        _err(f"ERROR    {e.code:<26} {e.path}: {e.message}")
+        if e.hint:
+            _err(f"hint     {e.hint}")
+    _err(
+        f"pulled   {report.files_downloaded} files ({report.bytes_downloaded} bytes) downloaded, "
+        f"{report.files_in_place} already in place, {len(report.quarantined)} quarantined"
+    )
+    verdict = {0: "VERIFIED", 1: "NOT VERIFIED - do not deploy", 4: "INCOMPLETE - rerun to resume"}
+    _err(f"verdict: {verdict[report.exit_code]} ({report.root})")
+    sys.exit(report.exit_code)
 
 
 @cli.command(epilog=EXIT_CODES_HELP)

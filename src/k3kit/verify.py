@@ -267,6 +267,8 @@ def verify_dir(
         except VerificationError as exc:
             check.status, check.code, check.detail = FAILED, exc.code, exc.message
     report.checks.append(_weights_check(st, report, weights, weights_options or {}))
+    if st.lock_sha256 is not None:  # lets `pull --trust` tie the lock it uses to this verdict
+        report.facts["weights_lock_sha256"] = st.lock_sha256
     if st.statement is not None:
         pred = st.statement.predicate
         report.facts["receipt"] = {

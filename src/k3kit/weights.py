@@ -306,3 +306,17 @@ def hash_tree(
     with ThreadPoolExecutor(max_workers=max(1, n_workers)) as pool:
         files = list(pool.map(one, rels))
     return sorted(files, key=lambda f: f.path)
+
+
+def check_file_set(
+    path: Path, lock: WeightsLock
+) -> tuple[Layout, list[WeightsProblem], dict[str, Path]]:
+    """The verifier's first half without hashing: layout, file set, symlink policy and sizes.
+
+    ``pull`` hashes every file as it lands, then calls this for the rest of the verdict, so a
+    pull and a later ``verify --weights`` apply exactly the same rules. Returns the layout, the
+    problems and, for each file that passed, the real path that was checked.
+    """
+    layout = locate(path, lock)
+    problems, present = _file_set_problems(layout, lock)
+    return layout, problems, present

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from k3kit.models._base import Blake3Hex, CommitSha, Frozen, NonNegInt, RelPath, RepoId, Sha256Hex
 
+ENDPOINT_PATTERN = r"^https?://[A-Za-z0-9.\-]+(:\d{1,5})?(/[A-Za-z0-9._~\-/]*)?$"
 Sha256Source = Literal["local-hash", "hub-lfs", "hub-lfs+local-hash"]
 
 
@@ -28,13 +29,35 @@ class LockedFile(Frozen):
 
 
 class PinSource(Frozen):
+    """What the pin trusted: where the listing came from, when, and who computed the sha256s.
+
+    ``hub-lfs``: LFS files carry the sha256 the hub lists as their LFS oid (declared by the
+    uploader, not checked by the hub); non-LFS files were fetched at pin time, matched against
+    the listing's git blob sha1 and hashed. ``+local-hash``: every sha256 was also recomputed
+    from a local copy (which added blake3). ``local-hash``: pinned from a local copy only.
+    """
+
     kind: Literal["local", "hub"]
-    endpoint: str | None = None
+    # An http(s) origin and optional path; no credentials, query or fragment can hide in it.
+    endpoint: str | None = Field(default=None, max_length=512, pattern=ENDPOINT_PATTERN)
     requested_revision: str = Field(min_length=1, max_length=256)
     pinned_at: str = Field(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
     sha256_source: Sha256Source
-    include: list[str] = Field(default_factory=list)
-    exclude: list[str] = Field(default_factory=list)
+    include: list[str] = Field(default_factory=list, max_length=256)
+    exclude: list[str] = Field(default_factory=list, max_length=256)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PinSource:
+        if self.kind == "hub" and (self.endpoint is None or self.sha256_source == "local-hash"):
+            raise ValueError("a hub pin names its endpoint and has hub-lfs sha256 values")
+        if self.kind == "local" and (
+            self.endpoint is not None
+            or self.include
+            or self.exclude
+            or self.sha256_source != "local-hash"
+        ):
+            raise ValueError("a local pin has no endpoint, patterns or hub sha256 values")
+        return self
 
 
 class WeightsLock(Frozen):
