@@ -33,6 +33,7 @@ from tests.testhub.server import TestHub
 
 REPO = "moonshotai/Kimi-K3"  # the example package's repo, so a real kit can be built
 SHARD = bytes(range(256)) * 1024  # 256 KiB
+SHARD2 = bytes((i * 7 + 3) % 256 for i in range(256)) * 1024  # not SHARD's inverse either
 
 
 def files_v1() -> dict[str, bytes]:
@@ -41,7 +42,7 @@ def files_v1() -> dict[str, bytes]:
         "config.json": b'{"architectures": ["KimiK3"], "hidden_size": 64}\n',
         "tokenizer_config.json": b'{"model_max_length": 1048576}\n',
         "model-00001-of-00002.safetensors": SHARD,
-        "model-00002-of-00002.safetensors": SHARD[::-1],
+        "model-00002-of-00002.safetensors": SHARD2,
         "model.safetensors.index.json": b'{"weight_map": {}}\n',
         "extra/notes.txt": b"same bytes\n",
         "extra/copy.txt": b"same bytes\n",
@@ -64,11 +65,11 @@ class ServedKit:
 
 
 def make_served_kit(hub: TestHub, root: Path, key: KeyFiles,
-                    files: dict[str, bytes] | None = None) -> ServedKit:
+                    files: dict[str, bytes] | None = None, token: str | None = None) -> ServedKit:
     """Commit ``files`` to the hub, pin main from it, build and sign the example kit."""
     files = files or files_v1()
     commit = hub.commit(REPO, files)
-    lock = pin_hub(HfHub(hub.url), repo=REPO, revision="main", pinned_at=FIXED_TIME)
+    lock = pin_hub(HfHub(hub.url, token), repo=REPO, revision="main", pinned_at=FIXED_TIME)
     lock_path = root / "weights.lock.json"
     atomic_write(lock_path, model_bytes(lock), force=True)
     kit = root / "kit"

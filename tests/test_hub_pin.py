@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXED_TIME, run_k3kit
-from hubkit import REPO, SHARD, NoSleep, files_v1, invoke, serve, sha256, skip_sleeps
+from hubkit import REPO, SHARD, SHARD2, NoSleep, files_v1, invoke, serve, sha256, skip_sleeps
 from k3kit.errors import EnvironmentProblem, InputError
 from k3kit.hub import HfHub
 from k3kit.models import PinSource
@@ -64,7 +64,7 @@ def test_pin_branch_resolves_to_commit_with_served_sha256(hub: TestHub, tmp_path
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["commit"] == old
         shard = {f["path"]: f for f in read_lock(tmp_path / f"{rev}.json")["files"]}
-        assert shard["model-00002-of-00002.safetensors"]["sha256"] == sha256(SHARD[::-1])
+        assert shard["model-00002-of-00002.safetensors"]["sha256"] == sha256(SHARD2)
 
 
 def test_pin_96_files_bounded_requests_and_no_lfs_bytes(tmp_path: Path) -> None:

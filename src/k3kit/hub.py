@@ -321,6 +321,15 @@ def translate(
                 + _short(str(item)),
                 code="HUB_BAD_ANSWER",
             )
+        if isinstance(item, httpx2.TransportError) and not isinstance(
+            item, httpx2.ConnectError | httpx2.ConnectTimeout | httpx2.ProxyError
+        ):
+            return EnvironmentProblem(
+                f"the connection to {endpoint} broke off while fetching {what} "
+                f"({type(item).__name__})",
+                code="HUB_DOWNLOAD_FAILED",
+                hint="rerun: the pull resumes and keeps every file already verified",
+            )
         if isinstance(item, httpx2.TransportError):
             return EnvironmentProblem(
                 f"cannot reach {endpoint} for {what}: {type(item).__name__}",

@@ -62,8 +62,11 @@ def read_kit_lock(kit: Path, trusted: list[Ed25519PublicKey]) -> KitLock:
     obj = strict_loads(
         data, source=source, max_bytes=MAX_DOC_BYTES, error=InputError, code="LOCK_MALFORMED"
     )
-    require_canonical(data, obj, source=source)
     lock = load(WeightsLock, obj, source=source, error=InputError, code="LOCK_MALFORMED")
+    try:  # k3kit writes locks as RFC 8785 bytes; other bytes were not written by `k3kit pin`
+        require_canonical(data, obj, source=source)
+    except VerificationError as exc:
+        raise InputError(exc.message, code="LOCK_NOT_CANONICAL") from exc
     digest = hashlib.sha256(data).hexdigest()
     if not trusted:
         return KitLock(lock, digest, False, "not verified: no --trust key given")
