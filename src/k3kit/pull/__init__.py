@@ -103,6 +103,11 @@ class _Group:
     error: PullError | None = None
 
 
+def _stopped(g: _Group, after: str | None) -> PullError:
+    reason = f"not fetched: the pull stopped after {after}"
+    return PullError(g.files[0].path, "PULL_STOPPED", reason)
+
+
 class _Puller:
     def __init__(
         self,
@@ -262,30 +267,33 @@ class _Puller:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
                     kind, g = pending.pop(fut)
-                    if fut.cancelled():
-                        g.error = PullError(g.files[0].path, "PULL_STOPPED",
-                                            f"not fetched: the pull stopped after {stopped}")
+                    if kind == "hash":
+                        exc = fut.exception()
+                        if exc is not None:
+                            raise exc  # hash() turns I/O errors into results: this is a bug
+                        if self._judge(g, fut.result()) and g.error is None:
+                            if stopped is not None or g.downloads >= 2:
+                                if stopped is not None:
+                                    g.error = _stopped(g, stopped)
+                                continue
+                            self._say(f"fetching {g.files[0].path}"
+                                      + (" once more" if g.downloads else ""))
+                            fetch(g)
                         continue
-                    exc = fut.exception()
-                    if isinstance(exc, K3kitError):
+                    # A finished download, failed or cancelled: hash whatever is in place
+                    # now, so nothing that landed stays unverified.
+                    if fut.cancelled():
+                        g.error = _stopped(g, stopped)
+                    elif isinstance(exc := fut.exception(), K3kitError):
                         g.error = PullError(g.files[0].path, exc.code, exc.message, exc.hint)
                         if exc.code in FATAL_CODES and stopped is None:
                             stopped = exc.code
-                            for other in pending:
-                                other.cancel()
-                        continue
-                    if exc is not None:
+                            for other, (other_kind, _) in pending.items():
+                                if other_kind == "download":
+                                    other.cancel()
+                    elif exc is not None:
                         raise exc
-                    if kind == "download":
-                        check(g)
-                    elif self._judge(g, fut.result()) and g.downloads < 2:
-                        if stopped is not None:
-                            g.error = PullError(g.files[0].path, "PULL_STOPPED",
-                                                f"not fetched: the pull stopped after {stopped}")
-                            continue
-                        if g.downloads:
-                            self._say(f"fetching {g.files[0].path} once more")
-                        fetch(g)
+                    check(g)
         self.quarantine.write_record(self.report.quarantined)
         return self._verdict(groups)
 
