@@ -25,9 +25,9 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 from k3kit._digest import hash_file
 from k3kit.errors import K3kitError, VerificationError
@@ -35,6 +35,7 @@ from k3kit.hub import FATAL_CODES
 from k3kit.models import LockedFile, WeightsLock
 from k3kit.pull._kit import KitLock, read_kit_lock
 from k3kit.pull._quarantine import Quarantine, QuarantineRecord, quarantine_dir
+from k3kit.pull._report import LayoutName, PullError, PullReport
 from k3kit.weights import WeightsProblem, check_file_set, repo_folder_name
 
 __all__ = [
@@ -48,7 +49,6 @@ __all__ = [
     "read_kit_lock",
 ]
 
-LayoutName = Literal["cache", "plain"]
 Signature = tuple[int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns
 
 
@@ -61,45 +61,11 @@ class Downloader(Protocol):
 
 
 @dataclass
-class PullError:
-    path: str
-    code: str
-    message: str
-    hint: str | None = None
-
-
-@dataclass
-class PullReport:
-    lock: WeightsLock
-    layout: LayoutName
-    root: Path  # where the lock's relative paths live (snapshot folder or plain folder)
-    files_downloaded: int = 0
-    bytes_downloaded: int = 0
-    files_in_place: int = 0  # verified without downloading (a resumed pull)
-    bytes_hashed: int = 0
-    quarantined: list[QuarantineRecord] = field(default_factory=list)
-    problems: list[WeightsProblem] = field(default_factory=list)
-    errors: list[PullError] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems and not self.errors
-
-    @property
-    def exit_code(self) -> int:
-        """0 all verified; 1 a check failed (wrong bytes, extra file…); 4 hub/network trouble."""
-        if self.problems:
-            return 1
-        return 4 if self.errors else 0
-
-
-@dataclass
 class _Group:
     """Lock entries with the same content: in a cache they share one blob, so they move together."""
 
     files: list[LockedFile]
     downloads: int = 0
-    present: set[str] = field(default_factory=set)  # paths already in place before a download
     error: PullError | None = None
 
 
@@ -173,8 +139,6 @@ class _Puller:
                     self.quarantine.move(real, f, f"size {size}", "found on disk", self._links(f))
                 )
                 ready = False
-            else:
-                group.present.add(f.path)
         return ready
 
     def _links(self, f: LockedFile) -> list[Path]:
