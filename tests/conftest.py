@@ -1,7 +1,8 @@
 """Shared fixtures: real keys, real stand-in weights on disk, a real signed kit, the real CLI.
 
-The environment variables are set before anything imports huggingface_hub, which reads them at
-import time: Xet is disabled (the test hub speaks plain HTTP) and no user token or cache is used.
+huggingface_hub reads its settings (``HF_HOME``, ``HF_ENDPOINT``, ``HF_HUB_DISABLE_XET``, ...) once,
+at import time, so they are set here, before any test module can import it: a throw-away
+``HF_HOME`` (no real cache or saved token), Xet off, and an endpoint nobody listens on.
 """
 
 from __future__ import annotations
@@ -10,14 +11,28 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-os.environ["HF_HUB_DISABLE_XET"] = "1"
-os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
-os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-os.environ.pop("HF_TOKEN", None)
-os.environ.pop("HF_HUB_OFFLINE", None)
+_HF_HOME = Path(tempfile.mkdtemp(prefix="k3kit-test-hf-home-"))
+
+for _name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE"):
+    os.environ.pop(_name, None)
+os.environ.update(
+    {
+        "HF_HOME": str(_HF_HOME),
+        # A closed local port: a call that forgets ``endpoint=`` fails fast instead of going online.
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "HF_HUB_DISABLE_XET": "1",  # the test hub does not implement the Xet protocol
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "HF_HUB_ETAG_TIMEOUT": "5",
+        "HF_HUB_DOWNLOAD_TIMEOUT": "10",
+    }
+)
 
 import pytest  # noqa: E402
 
@@ -40,6 +55,13 @@ def run_k3kit(*args: str | Path, cwd: Path | None = None,
     full_env = {**os.environ, "SOURCE_DATE_EPOCH": "1793491200", **(env or {})}
     return subprocess.run([sys.executable, "-m", "k3kit", *map(str, args)], cwd=cwd,
                           env=full_env, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hf_home() -> Iterator[Path]:
+    """The session's private ``HF_HOME``; removed when the session ends."""
+    yield _HF_HOME
+    shutil.rmtree(_HF_HOME, ignore_errors=True)
 
 
 @dataclass(frozen=True)

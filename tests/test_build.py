@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE, GoldenKit, run_k3kit
+from tests.conftest import EXAMPLE, GoldenKit, run_k3kit
 
 
 def _tree_digest(root: Path) -> dict[str, str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from conftest import run_k3kit
+from tests.conftest import run_k3kit
 
 
 def test_keygen_writes_0600_private_key_and_reports_interoperable_ids(tmp_path: Path) -> None:
