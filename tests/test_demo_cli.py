@@ -1,4 +1,4 @@
-"""The main job end to end (`k3kit demo`) and the CLI's contract: help, exit codes, no tracebacks."""
+"""The main job end to end (`k3kit demo`) and the CLI contract: help, exit codes, no tracebacks."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_k3kit
+from tests.conftest import GoldenKit, run_k3kit
 
 
 def test_demo_runs_end_to_end_and_shows_both_tamper_rejections(tmp_path: Path) -> None:
@@ -34,7 +34,7 @@ def test_usage_error_is_exit_2() -> None:
     assert run_k3kit("verify").returncode == 2
 
 
-def test_missing_kit_is_bad_input_not_a_traceback(tmp_path: Path, golden) -> None:  # type: ignore[no-untyped-def]
+def test_missing_kit_is_bad_input_not_a_traceback(tmp_path: Path, golden: GoldenKit) -> None:
     proc = run_k3kit("verify", tmp_path / "nope", "--trust", golden.key.public)
     assert proc.returncode == 3
     assert "kit not found" in proc.stderr and "Traceback" not in proc.stderr

@@ -16,7 +16,8 @@ from k3kit.verify import verify_path
 from tests.conftest import GoldenKit
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_single_byte_change_is_caught(golden: GoldenKit, data: st.DataObject) -> None:
     files = sorted(p.relative_to(golden.kit) for p in golden.kit.rglob("*") if p.is_file())

@@ -125,8 +125,8 @@ def test_receipt_signature_bit_flip(kit: Path, golden: GoldenKit) -> None:
 
 def test_receipt_duplicate_keys_in_envelope(kit: Path, golden: GoldenKit) -> None:
     raw = (kit / "receipt.dsse.json").read_text()
-    (kit / "receipt.dsse.json").write_text(raw.replace('{"payload":', '{"payload":"e30=","payload":',
-                                                      1))
+    smuggled = raw.replace('{"payload":', '{"payload":"e30=","payload":', 1)
+    (kit / "receipt.dsse.json").write_text(smuggled)
     rc, report = verify_json(kit, golden.key.public)
     assert rc == 1 and check(report, "receipt_signature")["code"] == "RECEIPT_MALFORMED"
 
