@@ -306,7 +306,8 @@ def print_report(report: Any) -> None:
         if len(check.problems) > 50:
             _err(f"       … and {len(check.problems) - 50} more (use --json for all)")
     weights = next((c for c in report.checks if c.id == "weights"), None)
-    scope = " (kit and receipt; weights not checked)" if weights and weights.status != "passed" else ""
+    unchecked = weights is not None and weights.status != "passed"
+    scope = " (kit and receipt; weights not checked)" if unchecked else ""
     _err("verdict: " + (f"VERIFIED{scope}" if report.ok else "NOT VERIFIED - do not deploy"))
 
 
