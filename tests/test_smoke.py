@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import GoldenKit, run_k3kit
+from tests.conftest import GoldenKit, run_k3kit
 
 
 def test_golden_kit_verifies_with_weights(golden: GoldenKit) -> None:

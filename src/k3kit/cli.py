@@ -492,7 +492,10 @@ def print_report(report: Any) -> None:
             _err(f"       {problem['code']:<26} {problem['path']}: {problem['detail']}")
         if len(check.problems) > 50:
             _err(f"       … and {len(check.problems) - 50} more (use --json for all)")
-    _err("verdict: " + ("VERIFIED" if report.ok else "NOT VERIFIED - do not deploy"))
+    weights = next((c for c in report.checks if c.id == "weights"), None)
+    unchecked = weights is not None and weights.status != "passed"
+    scope = " (kit and receipt; weights not checked)" if unchecked else ""
+    _err("verdict: " + (f"VERIFIED{scope}" if report.ok else "NOT VERIFIED - do not deploy"))
 
 
 @cli.command(epilog=EXIT_CODES_HELP)

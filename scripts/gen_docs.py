@@ -1,0 +1,84 @@
+"""Regenerate the generated parts of docs/: JSON Schemas from the models, the CLI reference.
+
+Run ``python scripts/gen_docs.py`` after changing a model or a command; ``--check`` exits 1 when
+docs/ is stale (the test suite runs it), so the documentation cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from k3kit.cli import cli
+from k3kit.models import (
+    Claims,
+    DsseEnvelope,
+    KitInfo,
+    Manifest,
+    PackageDef,
+    ReceiptPredicate,
+    WeightsLock,
+)
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+SCHEMAS = {
+    "package.schema.json": PackageDef,
+    "claims.schema.json": Claims,
+    "weights-lock.schema.json": WeightsLock,
+    "kit.schema.json": KitInfo,
+    "manifest.schema.json": Manifest,
+    "receipt-predicate.schema.json": ReceiptPredicate,
+    "dsse-envelope.schema.json": DsseEnvelope,
+}
+
+
+def schema_files() -> dict[Path, str]:
+    out = {}
+    for name, model in SCHEMAS.items():
+        schema = model.model_json_schema(by_alias=True, mode="validation")
+        out[DOCS / "schemas" / name] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    return out
+
+
+def cli_reference() -> str:
+    lines = ["# CLI reference", "",
+             "Generated from the click definitions by `scripts/gen_docs.py`; do not edit.", ""]
+    root_ctx = click.Context(cli, info_name="k3kit", max_content_width=100, terminal_width=100)
+    lines += ["## k3kit", "", "```text", cli.get_help(root_ctx), "```", ""]
+    for name in sorted(cli.list_commands(root_ctx)):
+        cmd = cli.get_command(root_ctx, name)
+        assert cmd is not None
+        ctx = click.Context(cmd, info_name=name, parent=root_ctx,
+                            max_content_width=100, terminal_width=100)
+        lines += [f"## k3kit {name}", "", "```text", cmd.get_help(ctx), "```", ""]
+    return "\n".join(lines)
+
+
+def generated() -> dict[Path, str]:
+    return {**schema_files(), DOCS / "cli.md": cli_reference()}
+
+
+def main() -> int:
+    check = "--check" in sys.argv[1:]
+    stale = []
+    for path, text in generated().items():
+        if path.exists() and path.read_text() == text:
+            continue
+        if check:
+            stale.append(path)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            print(f"wrote {path.relative_to(DOCS.parent)}")
+    if stale:
+        print("stale generated docs (run python scripts/gen_docs.py):",
+              *[str(p.relative_to(DOCS.parent)) for p in stale], sep="\n  ")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

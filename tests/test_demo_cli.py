@@ -1,0 +1,40 @@
+"""The main job end to end (`k3kit demo`) and the CLI contract: help, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import GoldenKit, run_k3kit
+
+
+def test_demo_runs_end_to_end_and_shows_both_tamper_rejections(tmp_path: Path) -> None:
+    proc = run_k3kit("demo", "--workdir", tmp_path / "demo")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "STAND-IN" in out and "1.56 TB" in out
+    assert "kit+weights            VERIFIED" in out
+    assert "archive+weights        VERIFIED" in out
+    assert "tampered kit file      REJECTED (kit_files:KIT_FILE_CHANGED)" in out
+    assert "tampered weight shard  REJECTED (weights:WEIGHTS_DIGEST_MISMATCH)" in out
+    assert (tmp_path / "demo" / "kimi-k3-b300x8-1.0.0.kit.tar.gz").is_file()
+    again = run_k3kit("demo", "--workdir", tmp_path / "demo")
+    assert again.returncode == 3 and "--force" in again.stderr
+
+
+@pytest.mark.parametrize("verb", ["keygen", "pin", "build", "sign", "pack", "verify", "demo"])
+def test_every_verb_has_help_stating_exit_codes(verb: str) -> None:
+    proc = run_k3kit(verb, "--help")
+    assert proc.returncode == 0
+    assert "Exit codes: 0 ok; 1 a check failed" in proc.stdout
+
+
+def test_usage_error_is_exit_2() -> None:
+    assert run_k3kit("verify").returncode == 2
+
+
+def test_missing_kit_is_bad_input_not_a_traceback(tmp_path: Path, golden: GoldenKit) -> None:
+    proc = run_k3kit("verify", tmp_path / "nope", "--trust", golden.key.public)
+    assert proc.returncode == 3
+    assert "kit not found" in proc.stderr and "Traceback" not in proc.stderr

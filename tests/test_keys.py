@@ -1,0 +1,83 @@
+"""keygen and key loading, through the real CLI, checked against securesystemslib and ssh-keygen."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from tests.conftest import run_k3kit
+
+
+def test_keygen_writes_0600_private_key_and_reports_interoperable_ids(tmp_path: Path) -> None:
+    proc = run_k3kit("keygen", "--out", tmp_path / "pub1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    private, public = tmp_path / "pub1.key", tmp_path / "pub1.pub"
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert b"BEGIN PRIVATE KEY" in private.read_bytes()
+    pub = serialization.load_pem_public_key(public.read_bytes())
+
+    from securesystemslib.signer import SSlibKey
+
+    assert out["keyid"] == SSlibKey.from_crypto(pub).keyid  # type: ignore[arg-type]
+
+    if shutil.which("ssh-keygen"):
+        openssh = pub.public_bytes(serialization.Encoding.OpenSSH,
+                                   serialization.PublicFormat.OpenSSH)
+        (tmp_path / "k.openssh.pub").write_bytes(openssh + b" test\n")
+        listing = subprocess.run(["ssh-keygen", "-lf", str(tmp_path / "k.openssh.pub")],
+                                 capture_output=True, text=True, check=True).stdout
+        assert listing.split()[1] == out["fingerprint"]
+
+
+def test_keygen_refuses_to_overwrite(tmp_path: Path) -> None:
+    assert run_k3kit("keygen", "--out", tmp_path / "k").returncode == 0
+    before = (tmp_path / "k.key").read_bytes()
+    proc = run_k3kit("keygen", "--out", tmp_path / "k")
+    assert proc.returncode == 3
+    assert "exists" in proc.stderr and "Traceback" not in proc.stderr
+    assert (tmp_path / "k.key").read_bytes() == before
+
+
+def test_group_readable_private_key_is_refused_with_hint(tmp_path: Path, kit: Path) -> None:
+    assert run_k3kit("keygen", "--out", tmp_path / "k").returncode == 0
+    os.chmod(tmp_path / "k.key", 0o640)
+    proc = run_k3kit("sign", kit, "--key", tmp_path / "k.key", "--claims",
+                     Path(__file__).parents[1] / "examples/kimi-k3-b300x8/claims.toml", "--force")
+    assert proc.returncode == 4
+    assert "chmod 600" in proc.stderr
+
+
+def test_passphrase_encrypted_key_needs_its_passphrase(tmp_path: Path, kit: Path) -> None:
+    env = {"K3_PASS": "correct horse"}
+    proc = run_k3kit("keygen", "--out", tmp_path / "enc", "--passphrase-env", "K3_PASS", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert b"ENCRYPTED PRIVATE KEY" in (tmp_path / "enc.key").read_bytes()
+    claims = Path(__file__).parents[1] / "examples/kimi-k3-b300x8/claims.toml"
+    no_pass = run_k3kit("sign", kit, "--key", tmp_path / "enc.key", "--claims", claims, "--force")
+    assert no_pass.returncode == 4 and "--passphrase-env" in no_pass.stderr
+    wrong = run_k3kit("sign", kit, "--key", tmp_path / "enc.key", "--claims", claims, "--force",
+                      "--passphrase-env", "K3_PASS", env={"K3_PASS": "wrong"})
+    assert wrong.returncode == 4
+    ok = run_k3kit("sign", kit, "--key", tmp_path / "enc.key", "--claims", claims, "--force",
+                   "--passphrase-env", "K3_PASS", env=env)
+    assert ok.returncode == 0, ok.stderr
+    verified = run_k3kit("verify", kit, "--trust", tmp_path / "enc.pub")
+    assert verified.returncode == 0, verified.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"not a key", b"-----BEGIN PUBLIC KEY-----\nAAAA\n"])
+def test_unreadable_trust_key_is_an_environment_error(tmp_path: Path, kit: Path,
+                                                       content: bytes) -> None:
+    bad = tmp_path / "bad.pub"
+    bad.write_bytes(content)
+    proc = run_k3kit("verify", kit, "--trust", bad)
+    assert proc.returncode == 4
+    assert "Traceback" not in proc.stderr
