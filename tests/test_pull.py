@@ -315,3 +315,15 @@ def test_a_planted_link_is_removed_not_followed(served: ServedKit, tmp_path: Pat
     assert outside.read_bytes() == b"x" * len(served.files["config.json"])  # untouched
     assert Path(os.path.realpath(snap / "config.json")).parent.name == "blobs"
     assert verify(served, dest)[0] == 0
+
+
+def test_a_folder_where_a_file_belongs_is_reported_not_removed(served: ServedKit,
+                                                               tmp_path: Path) -> None:
+    dest = tmp_path / "plain"
+    (dest / "config.json").mkdir(parents=True)
+    proc = run_k3kit("pull", served.kit, "--dir", dest, "--layout", "plain", "--json")
+    assert proc.returncode == 1
+    problems = json.loads(proc.stdout)["problems"]
+    assert [(p["code"], p["path"]) for p in problems] == [("PULL_PATH_BLOCKED", "config.json")]
+    assert (dest / "config.json").is_dir()
+    assert unverified_files(dest, served.lock) == []

@@ -122,24 +122,27 @@ class _Puller:
             return real
         return path
 
-    def inspect(self, group: _Group) -> bool:
-        """True when every file of the group is in place with the right size (hash, no fetch)."""
-        ready = True
+    def inspect(self, group: _Group) -> str:
+        """``hash`` when every file is in place with the right size, ``fetch`` when one is not,
+        ``blocked`` when something that is not a file sits at a file's name (never removed)."""
+        todo = "hash"
         for f in group.files:
             real = self._real(f.path)
             if real is None:
-                ready = False
+                todo = "fetch"
                 continue
             if not real.is_file():
-                group.error = PullError(f.path, "PULL_PATH_BLOCKED", f"{real} is not a file")
-                return False
+                self.report.problems.append(
+                    WeightsProblem("PULL_PATH_BLOCKED", f.path, f"{real} is not a file")
+                )
+                return "blocked"
             size = real.stat().st_size
             if size != f.size:
                 self._keep(
                     self.quarantine.move(real, f, f"size {size}", "found on disk", self._links(f))
                 )
-                ready = False
-        return ready
+                todo = "fetch"
+        return todo
 
     def _links(self, f: LockedFile) -> list[Path]:
         """Snapshot entries that point at this file's blob (all paths with the same content)."""
@@ -224,9 +227,9 @@ class _Puller:
                 pending[hash_pool.submit(self.hash, g)] = ("hash", g)
 
             for g in groups.values():
-                ready = self.inspect(g)
-                if g.error is None:
-                    (check if ready else fetch)(g)
+                todo = self.inspect(g)
+                if todo != "blocked":
+                    (check if todo == "hash" else fetch)(g)
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
