@@ -15,6 +15,7 @@ then times, in rotating order, into a fresh cache folder each time:
 
 Prints medians and ratios; writes JSON under benchmarks/results/. Usage:
     python benchmarks/bench_pull.py [--shards 8] [--shard-mib 64] [--runs 9] [--workers 8]
+                                    [--rate-mib 32]
 """
 
 from __future__ import annotations
@@ -64,9 +65,10 @@ def make_repo(folder: Path, shards: int, shard_bytes: int) -> None:
     (folder / "model.safetensors.index.json").write_text('{"weight_map": {}}\n')
 
 
-def start_hub(folder: Path) -> tuple[subprocess.Popen[str], str, str]:
+def start_hub(folder: Path, rate_mib: float | None) -> tuple[subprocess.Popen[str], str, str]:
+    pace = [] if rate_mib is None else ["--rate-mib", str(rate_mib)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.testhub.server", "--repo", f"{REPO}={folder}"],
+        [sys.executable, "-m", "tests.testhub.server", "--repo", f"{REPO}={folder}", *pace],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()
@@ -102,11 +104,14 @@ def main() -> int:
     parser.add_argument("--shard-mib", type=int, default=64)
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--rate-mib", type=float, default=None,
+                        help="pace the hub to this many MiB/s per connection (a network link); "
+                             "default: unpaced loopback, bound by CPU")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="k3kit-bench-pull-"))
     try:
         make_repo(scratch / "repo", args.shards, args.shard_mib << 20)
-        proc, url, sha = start_hub(scratch / "repo")
+        proc, url, sha = start_hub(scratch / "repo", args.rate_mib)
         try:
             lock = pin_hub(HfHub(url), repo=REPO, revision=sha, pinned_at="2026-11-01T00:00:00Z")
             paths = [f.path for f in lock.files]
@@ -159,8 +164,11 @@ def main() -> int:
         "download, then verify / k3kit pull":
             medians["download, then verify"] / medians["k3kit pull"],
     }
+    link = "unpaced" if args.rate_mib is None else f"paced to {args.rate_mib} MiB/s per connection"
+    load = os.getloadavg()[0]
     print(f"{len(lock.files)} files, {total / 1e6:.0f} MB, {args.workers} download workers, "
-          f"{args.runs} runs, {os.cpu_count()} CPUs, loopback test hub")
+          f"{args.runs} runs, {os.cpu_count()} CPUs, loopback test hub ({link}), "
+          f"load average {load:.2f} at the end")
     cpu_medians = {name: statistics.median(c) for name, c in cpu.items()}
     for name, ts in times.items():
         print(f"  {name:<24} median {medians[name]:6.3f} s  {total / medians[name] / 1e9:5.2f} GB/s"
@@ -173,6 +181,7 @@ def main() -> int:
     out.write_text(json.dumps({
         "benchmark": "bench_pull", "files": len(lock.files), "total_bytes": total,
         "workers": args.workers, "runs": args.runs, "cpus": os.cpu_count(),
+        "rate_mib_per_connection": args.rate_mib, "load_average_at_end": load,
         "python": platform.python_version(), "huggingface_hub": huggingface_hub.__version__,
         "seconds": times, "median_seconds": medians, "ratios": ratios,
         "cpu_seconds": cpu, "median_cpu_seconds": cpu_medians,

@@ -327,3 +327,16 @@ def test_a_folder_where_a_file_belongs_is_reported_not_removed(served: ServedKit
     assert [(p["code"], p["path"]) for p in problems] == [("PULL_PATH_BLOCKED", "config.json")]
     assert (dest / "config.json").is_dir()
     assert unverified_files(dest, served.lock) == []
+
+
+def test_a_paced_hub_serves_the_same_bytes(tmp_path: Path) -> None:
+    """The benchmark's network-link knob (rate_limit) changes timing only, never content."""
+    from huggingface_hub import hf_hub_download
+
+    data = os.urandom(300_000)
+    (tmp_path / "w.safetensors").write_bytes(data)
+    with TestHub(rate_limit=50 * 2**20) as paced:
+        sha = paced.commit(REPO, {"w.safetensors": tmp_path / "w.safetensors"})
+        got = hf_hub_download(REPO, "w.safetensors", revision=sha, endpoint=paced.url,
+                              token=False, cache_dir=tmp_path / "c")
+    assert Path(got).read_bytes() == data

@@ -28,6 +28,7 @@ import re
 import socket
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -103,11 +104,17 @@ class TestHub:
 
     __test__ = False  # not a pytest test class, despite the name
 
-    def __init__(self, page_size: int = 1000, lfs_redirect: bool = True) -> None:
+    def __init__(self, page_size: int = 1000, lfs_redirect: bool = True,
+                 rate_limit: int | None = None) -> None:
         if page_size < 1:
             raise ValueError("page_size must be >= 1")
+        if rate_limit is not None and rate_limit < 1:
+            raise ValueError("rate_limit must be >= 1 byte/s")
         self.page_size = page_size
         self.lfs_redirect = lfs_redirect
+        # Bytes/s per connection for file bodies served from disk: a stand-in for a network
+        # link, so benchmarks can measure a download that is bound by bandwidth, not by CPU.
+        self.rate_limit = rate_limit
         self.requests: list[RequestRecord] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
@@ -442,7 +449,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault is None and isinstance(blob.source, Path) and end > start:
             with blob.source.open("rb") as f:  # zero-copy: keeps multi-GB benchmarks CPU-light
-                self.connection.sendfile(f, start, end - start)
+                if self.server.hub.rate_limit is None:
+                    self.connection.sendfile(f, start, end - start)
+                else:
+                    _paced_sendfile(self.connection, f, start, end, self.server.hub.rate_limit)
             return
         stop = start + (end - start) // 2 if fault == "drop" else end
         for chunk in blob.chunks(start, stop):
@@ -478,6 +488,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if body and self.command != "HEAD":
             self.wfile.write(body)
+
+
+def _paced_sendfile(conn: socket.socket, f: Any, start: int, end: int, rate: int) -> None:
+    """Send bytes ``[start, end)`` of ``f`` at about ``rate`` bytes/s (in 50 ms slices)."""
+    chunk = max(64 * 1024, rate // 20)
+    began = time.monotonic()
+    offset = start
+    while offset < end:
+        n = min(chunk, end - offset)
+        conn.sendfile(f, offset, n)
+        offset += n
+        ahead = (offset - start) / rate - (time.monotonic() - began)
+        if ahead > 0:
+            time.sleep(ahead)
 
 
 def _flag(params: dict[str, list[str]], name: str) -> bool:
@@ -524,8 +548,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--branch", default="main")
     parser.add_argument("--page-size", type=int, default=1000)
     parser.add_argument("--no-redirect", action="store_true", help="serve LFS files with 200")
+    parser.add_argument("--rate-mib", type=float, metavar="MIB_PER_S",
+                        help="pace file bodies read from disk to this many MiB/s per connection")
     args = parser.parse_args(argv)
-    hub = TestHub(page_size=args.page_size, lfs_redirect=not args.no_redirect)
+    rate = None if args.rate_mib is None else max(1, int(args.rate_mib * 2**20))
+    hub = TestHub(page_size=args.page_size, lfs_redirect=not args.no_redirect, rate_limit=rate)
     shas = []
     for spec in args.repo:
         repo_id, sep, folder = spec.partition("=")
