@@ -14,7 +14,7 @@ then times, in rotating order, into a fresh cache folder each time:
   pass (the two-pass alternative that pull replaces), for scale.
 
 Prints medians and ratios; writes JSON under benchmarks/results/. Usage:
-    python benchmarks/bench_pull.py [--shards 8] [--shard-mib 64] [--runs 9] [--workers 8]
+    python benchmarks/bench_pull.py [--shards 32] [--shard-mib 16] [--runs 9] [--workers 8]
                                     [--rate-mib 32]
 """
 
@@ -100,8 +100,8 @@ def timed(func: Callable[[Path], object], scratch: Path, server_pid: int) -> tup
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shards", type=int, default=8)
-    parser.add_argument("--shard-mib", type=int, default=64)
+    parser.add_argument("--shards", type=int, default=32)
+    parser.add_argument("--shard-mib", type=int, default=16)
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--rate-mib", type=float, default=None,
