@@ -22,6 +22,7 @@ Rules that make the end state safe to launch from:
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from k3kit._digest import hash_file
+from k3kit._digest import NotRegularFile, hash_fd
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.hub import FATAL_CODES
 from k3kit.models import LockedFile, WeightsLock
@@ -67,6 +68,28 @@ class _Group:
     files: list[LockedFile]
     downloads: int = 0
     error: PullError | None = None
+
+
+def _signature(st: os.stat_result) -> Signature:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _hash_with_identity(
+    path: Path, blake3: bool
+) -> tuple[dict[str, str], int, Signature | None]:
+    """Digests of the file open at ``path`` and its identity, or None for the identity when the
+    file changed while it was being read (then the digests prove nothing about what is there)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):
+            raise NotRegularFile(f"not a regular file: {path}")
+        digests, size = hash_fd(fd, ("sha256", "blake3") if blake3 else ("sha256",))
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    same = _signature(before) == _signature(after)
+    return digests, size, _signature(after) if same else None
 
 
 def _stopped(g: _Group, after: str | None) -> PullError:
@@ -185,10 +208,8 @@ class _Puller:
                 results.append((f, None, None))
                 continue
             if real not in seen:
-                algos = ("sha256", "blake3") if f.blake3 else ("sha256",)
                 try:
-                    digests, size = hash_file(real, algos, follow_symlinks=False)
-                    st = os.stat(real)
+                    digests, size, identity = _hash_with_identity(real, bool(f.blake3))
                 except OSError as exc:
                     seen[real] = f"unreadable: {exc.strerror or exc}"
                     results.append((f, real, seen[real]))
@@ -200,8 +221,8 @@ class _Puller:
                     wrong = f"sha256 {digests['sha256'][:16]}…, {size} bytes"
                 elif f.blake3 and digests["blake3"] != f.blake3:
                     wrong = f"blake3 {digests['blake3'][:16]}…"
-                else:
-                    self.verified[real] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                elif identity is not None:
+                    self.verified[real] = identity
                 seen[real] = wrong
             results.append((f, real, seen[real]))
         return results
@@ -213,7 +234,6 @@ class _Puller:
         for f in self.lock.files:
             groups.setdefault(f.sha256, _Group([])).files.append(f)
         pending: dict[Future[object], tuple[str, _Group]] = {}
-        stopped: str | None = None
         with (
             ThreadPoolExecutor(max(1, workers), "k3kit-pull") as dl_pool,
             ThreadPoolExecutor(max(1, hash_workers), "k3kit-hash") as hash_pool,
@@ -230,39 +250,54 @@ class _Puller:
                 todo = self.inspect(g)
                 if todo != "blocked":
                     (check if todo == "hash" else fetch)(g)
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    kind, g = pending.pop(fut)
-                    if kind == "hash":
-                        exc = fut.exception()
-                        if exc is not None:
-                            raise exc  # hash() turns I/O errors into results: this is a bug
-                        if self._judge(g, fut.result()) and g.error is None:
-                            if stopped is not None or g.downloads >= 2:
-                                if stopped is not None:
-                                    g.error = _stopped(g, stopped)
-                                continue
-                            self._say(f"fetching {g.files[0].path}"
-                                      + (" once more" if g.downloads else ""))
-                            fetch(g)
-                        continue
-                    # A finished download, failed or cancelled: hash whatever is in place
-                    # now, so nothing that landed stays unverified.
-                    if fut.cancelled():
-                        g.error = _stopped(g, stopped)
-                    elif isinstance(exc := fut.exception(), K3kitError):
-                        g.error = PullError(g.files[0].path, exc.code, exc.message, exc.hint)
-                        if exc.code in FATAL_CODES and stopped is None:
-                            stopped = exc.code
-                            for other, (other_kind, _) in pending.items():
-                                if other_kind == "download":
-                                    other.cancel()
-                    elif exc is not None:
-                        raise exc
-                    check(g)
+            try:
+                self._drive(pending, fetch, check)
+            except BaseException:  # Ctrl-C or a bug: only the transfers in flight finish
+                for fut in pending:
+                    fut.cancel()
+                raise
         self.quarantine.write_record(self.report.quarantined)
         return self._verdict(groups)
+
+    def _drive(
+        self,
+        pending: dict[Future[object], tuple[str, _Group]],
+        fetch: Callable[[_Group], None],
+        check: Callable[[_Group], None],
+    ) -> None:
+        """React to each finished job until none is left (main thread only)."""
+        stopped: str | None = None
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                kind, g = pending.pop(fut)
+                if kind == "hash":
+                    exc = fut.exception()
+                    if exc is not None:
+                        raise exc  # hash() turns I/O errors into results: this is a bug
+                    if self._judge(g, fut.result()) and g.error is None:
+                        if stopped is not None or g.downloads >= 2:
+                            if stopped is not None:
+                                g.error = _stopped(g, stopped)
+                            continue
+                        self._say(f"fetching {g.files[0].path}"
+                                  + (" once more" if g.downloads else ""))
+                        fetch(g)
+                    continue
+                # A finished download, failed or cancelled: hash whatever is in place
+                # now, so nothing that landed stays unverified.
+                if fut.cancelled():
+                    g.error = _stopped(g, stopped)
+                elif isinstance(exc := fut.exception(), K3kitError):
+                    g.error = PullError(g.files[0].path, exc.code, exc.message, exc.hint)
+                    if exc.code in FATAL_CODES and stopped is None:
+                        stopped = exc.code
+                        for other, (other_kind, _) in pending.items():
+                            if other_kind == "download":
+                                other.cancel()
+                elif exc is not None:
+                    raise exc
+                check(g)
 
     def _judge(self, g: _Group, results: object) -> bool:
         """Quarantine what is wrong; True when the group needs (another) download."""
@@ -304,8 +339,7 @@ class _Puller:
                 continue
             report.problems.append(p)
         for rel, real in sorted(present.items()):
-            st = os.stat(real)
-            if self.verified.get(real) != (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns):
+            if self.verified.get(real) != _signature(os.stat(real)):
                 report.problems.append(WeightsProblem(
                     "PULL_NOT_VERIFIED", rel, "not hashed by this pull, or changed after hashing"))
         report.problems.sort(key=lambda p: p.path)
