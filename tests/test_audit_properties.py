@@ -8,6 +8,7 @@ rules as a signed kit, without the files).
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -75,3 +76,54 @@ def test_consistent_runs_have_no_error(
         assert {"R13", "R14", "R17", "R19"} <= checked
     if both_profiles:
         assert {"R25", "R27"} <= checked
+
+
+_figure = st.one_of(
+    st.none(),
+    st.decimals(min_value=-10, max_value=10**6, allow_nan=False, allow_infinity=False, places=2),
+    st.sampled_from([Decimal("0"), Decimal("0.00"), Decimal("7.4E+3"), Decimal("1E+1")]),
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    figures=st.lists(st.tuples(_figure, _figure, _figure, _figure, _figure, _figure), min_size=1,
+                     max_size=4),
+    requests=st.lists(st.one_of(st.none(), st.integers(0, 5000)), min_size=4, max_size=4),
+    stated=st.decimals(min_value=-100, max_value=1000, places=2),
+)
+def test_any_published_figures_are_audited_without_crashing(
+    golden: GoldenKit,
+    figures: list[tuple[Decimal | None, ...]],
+    requests: list[int | None],
+    stated: Decimal,
+) -> None:
+    """Whatever numbers a publisher prints (zero, negative, coarse), every rule reports."""
+    rows = []
+    for i, (per_gpu, agg, rate, ttft, tpot, e2el) in enumerate(figures):
+        metrics: dict[str, object] = {}
+        for key, value in (("output_tok_s_per_gpu", per_gpu), ("output_tok_s", agg),
+                           ("request_rate", rate), ("duration_s", rate)):
+            if value is not None:
+                metrics[key] = value
+        for key, value in (("ttft_ms", ttft), ("tpot_ms", tpot), ("e2el_ms", e2el)):
+            if value is not None:
+                metrics[key] = {"p50": value, "mean": value}
+        row: dict[str, object] = {
+            "id": f"run-{i}", "profile": "interactive" if i % 2 == 0 else "batch",
+            "workload": "synthetic", "concurrency": 1 + i, "metrics": metrics,
+        }
+        if requests[i] is not None:
+            row["requests"] = row["completed"] = requests[i]
+        rows.append(row)
+    claims = make_claims([], input_len=1024, output_len=1024)
+    claims.runs = rows
+    claims.comparisons = [{
+        "id": "cmp", "description": "d", "metric": "output_tok_s_per_gpu",
+        "subject_profile": "interactive", "baseline_profile": "batch",
+        "points": [{"concurrency": 1, "stated_percent": stated}],
+    }]
+    report = audit_in_memory(claims, [], _kit_info(golden.kit))
+    assert {f.rule for f in report.findings} == {f"R{i:02d}" for i in range(1, 38)}

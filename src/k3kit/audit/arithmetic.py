@@ -76,7 +76,7 @@ def per_gpu(ctx: Context, out: Out) -> None:
         if ok:
             out.passed(rv.id, f"{label} = {basis} throughput / {rv.gpus} within rounding")
     if not any_published:
-        out.info(None, "no per-GPU figures published")
+        out.info("per-gpu", "no per-GPU figures published")
 
 
 def _tool_identities(rv: RunView) -> list[tuple[str, Decimal | None, Interval, str]]:
@@ -153,7 +153,12 @@ def throughput(ctx: Context, out: Out) -> None:
                     Interval.measured(tool),
                     f"evidence {num(tool, 9)}",
                 )
-        elif m.request_rate is not None and m.duration_s is not None and rv.run.completed:
+        elif (
+            m.request_rate is not None
+            and m.duration_s is not None
+            and m.duration_s > 0
+            and rv.run.completed
+        ):
             checked += 1
             ok &= _compare(
                 out,

@@ -11,14 +11,14 @@ from k3kit.models import KIT_SUBJECT, WEIGHTS_SUBJECT
 def signature(ctx: Context, out: Out) -> None:
     # The audit verifies the signature before any rule runs; an unverifiable receipt never
     # reaches this point but is reported as an R01 error by the engine.
-    out.passed(None, f"Ed25519 signature verifies with trusted key {ctx.signer_keyid[:16]}")
+    out.passed("receipt", f"Ed25519 signature verifies with trusted key {ctx.signer_keyid[:16]}")
 
 
 @rule("R02", "Subject binding", "in-toto Statement subjects (k3kit receipt design)")
 def subject_binding(ctx: Context, out: Out) -> None:
     if ctx.kit is None:
         out.not_checkable(
-            None, "receipt audited without its kit: kit and weight checksums cannot be compared"
+            "kit", "receipt audited without its kit: kit and weight checksums cannot be compared"
         )
         return
     pred = ctx.predicate
@@ -34,29 +34,31 @@ def subject_binding(ctx: Context, out: Out) -> None:
         actual = ctx.kit.manifest_sha256 if subject == KIT_SUBJECT else ctx.kit.lock_sha256
         if ctx.subjects.get(subject) != signed:
             out.error(
-                None,
+                "kit",
                 f"{what}: the Statement subject and the predicate disagree",
                 f"sha256:{signed}",
                 f"subject {subject}: {ctx.subjects.get(subject)}",
             )
         elif actual is None:
-            out.error(None, f"{what}: file missing from the kit", signed, "absent")
+            out.error("kit", f"{what}: file missing from the kit", signed, "absent")
         elif actual != signed:
             out.error(
-                None,
+                "kit",
                 f"{what}: the receipt covers another kit",
                 f"sha256:{signed}",
                 f"sha256:{actual}",
             )
         else:
-            out.passed(None, f"{what} matches the receipt")
+            out.passed("kit", f"{what} matches the receipt")
 
 
 @rule("R03", "Raw-evidence binding", "k3kit receipt design: evidence sha256 in the receipt")
 def evidence_binding(ctx: Context, out: Out) -> None:
     with_files = [rv for rv in ctx.runs if rv.run.evidence is not None]
     if not with_files and (ctx.kit is None or not ctx.kit.evidence_extra):
-        out.info(None, "no evidence files: every run is summary-level (published numbers only)")
+        out.info(
+            "evidence", "no evidence files: every run is summary-level (published numbers only)"
+        )
         return
     for rv in with_files:
         if ctx.kit is None:
@@ -73,14 +75,16 @@ def evidence_binding(ctx: Context, out: Out) -> None:
                 status,
             )
     for rel in ctx.kit.evidence_extra if ctx.kit else []:
-        out.error(None, f"{rel}: evidence file not listed in the receipt", "absent", "present")
+        out.error(
+            "evidence", f"{rel}: evidence file not listed in the receipt", "absent", "present"
+        )
 
 
 @rule("R04", "Provenance complete", "MLPerf SystemCheck; vLLM bench serve result header")
 def provenance(ctx: Context, out: Out) -> None:
     env = ctx.predicate.environment
     out.passed(
-        None,
+        "kit",
         f"{env.gpu_count}x {env.gpu} on {env.nodes} node(s), {env.engine} {env.engine_version}; "
         "server settings are kit files covered by the kit checksum",
     )
@@ -97,17 +101,17 @@ def provenance(ctx: Context, out: Out) -> None:
                 "neither",
             )
     if ctx.kit is None or ctx.kit.info is None:
-        out.not_checkable(None, "engine container image digest: kit.json not available")
+        out.not_checkable("kit", "engine container image digest: kit.json not available")
     elif ctx.kit.info.engine.image is None:
         out.warning(
-            None,
+            "kit",
             "the kit pins no engine container image by digest: the software stack that was "
             "measured is identified by engine version only",
             "engine.image = <name>@sha256:<digest>",
             "none",
         )
     else:
-        out.passed(None, f"engine image pinned: {ctx.kit.info.engine.image}")
+        out.passed("kit", f"engine image pinned: {ctx.kit.info.engine.image}")
 
 
 @rule("R05", "Definitions declared", "vLLM docs 'Understanding the Latency Metrics'")
@@ -116,7 +120,7 @@ def definitions(ctx: Context, out: Out) -> None:
     defs = pred.definitions
     if not pred.definitions_declared:
         out.warning(
-            None,
+            "definitions",
             "the claims declare no metric definitions; k3kit assumes vLLM's "
             f"(TPOT = {defs.tpot}; percentiles {defs.percentile_method}; "
             f"per-GPU = {defs.per_gpu} of the {defs.per_gpu_throughput} throughput)",
@@ -131,11 +135,11 @@ def definitions(ctx: Context, out: Out) -> None:
     ]
     if short:
         out.warning(
-            None,
+            "definitions",
             f"definitions given by name only, not as formulas: {', '.join(short)} "
             "(vLLM's TPOT is GuideLLM's ITL)",
             "a formula per metric",
             ", ".join(f"{n} = {getattr(defs, n)!r}" for n in short),
         )
     else:
-        out.passed(None, f"definitions declared; percentiles by {defs.percentile_method}")
+        out.passed("definitions", f"definitions declared; percentiles by {defs.percentile_method}")

@@ -65,7 +65,7 @@ def _where(comp: Comparison, point: ComparisonPoint) -> str:
 @rule("R25", "Comparison recomputation", "arithmetic of relative change; cited inputs")
 def comparison_values(ctx: Context, out: Out) -> None:
     if not ctx.predicate.comparisons:
-        out.info(None, "no comparisons stated")
+        out.info("comparisons", "no comparisons stated")
     for comp in ctx.predicate.comparisons:
         for point in comp.points:
             where = _where(comp, point)
@@ -75,8 +75,9 @@ def comparison_values(ctx: Context, out: Out) -> None:
                 missing = comp.baseline_profile if baseline is None else comp.subject_profile
                 implied = ""
                 value = None if subject is None else _metric(subject, comp.metric)
-                if baseline is None and value is not None:
-                    base = value.mid / (1 + Fraction(point.stated_percent) / 100)
+                factor = 1 + Fraction(point.stated_percent) / 100
+                if baseline is None and value is not None and factor > 0:
+                    base = value.mid / factor
                     implied = f" (it implies a {missing} value of {num(base, 4)})"
                 out.not_checkable(
                     where,
@@ -88,7 +89,7 @@ def comparison_values(ctx: Context, out: Out) -> None:
             results = []
             for name in INPUTS[comp.metric]:
                 s, b = _metric(subject, name), _metric(baseline, name)
-                if s is None or b is None:
+                if s is None or b is None or b.lo <= 0:
                     continue
                 change = (s - b) / b * HUNDRED
                 results.append((name, change, stated.overlaps(change)))
@@ -110,7 +111,12 @@ def comparison_values(ctx: Context, out: Out) -> None:
             else:
                 s, b = _metric(subject, comp.metric), _metric(baseline, comp.metric)
                 diagnosis = ""
-                if s is not None and b is not None and stated.overlaps((s - b) / s * HUNDRED):
+                if (
+                    s is not None
+                    and b is not None
+                    and s.lo > 0
+                    and stated.overlaps((s - b) / s * HUNDRED)
+                ):
                     diagnosis = "; it is reproduced with the subject as the baseline ((s - b)/s)"
                 out.error(
                     where,
@@ -124,7 +130,7 @@ def comparison_values(ctx: Context, out: Out) -> None:
 @rule("R26", "Comparison evidence", "experimental design: repeats, A/A controls, ordering")
 def comparison_evidence(ctx: Context, out: Out) -> None:
     if not ctx.predicate.comparisons:
-        out.info(None, "no comparisons stated")
+        out.info("comparisons", "no comparisons stated")
     for comp in ctx.predicate.comparisons:
         if comp.repeats is not None and comp.repeats >= 3:
             out.passed(comp.id, f"{comp.repeats} repeats per arm")
@@ -162,7 +168,7 @@ def _describe(rv: RunView) -> dict[str, object]:
 @rule("R27", "Like-for-like", "experimental design: one factor varied")
 def like_for_like(ctx: Context, out: Out) -> None:
     if not ctx.predicate.comparisons:
-        out.info(None, "no comparisons stated")
+        out.info("comparisons", "no comparisons stated")
     for comp in ctx.predicate.comparisons:
         for point in comp.points:
             where = _where(comp, point)
@@ -205,7 +211,7 @@ def _rate(agree: int | None, total: int | None, percent: Decimal | None) -> str:
 def controls(ctx: Context, out: Out) -> None:
     ctrls = ctx.predicate.controls
     if not ctrls:
-        out.info(None, "no control experiments (the receipt makes no equivalence claim)")
+        out.info("controls", "no control experiments (the receipt makes no equivalence claim)")
         return
     good = {"negative": 0, "positive": 0}
     for c in ctrls:
@@ -244,7 +250,7 @@ def controls(ctx: Context, out: Out) -> None:
     missing = [kind for kind, count in good.items() if count == 0]
     if missing:
         out.error(
-            None,
+            "controls",
             "a fidelity or equivalence method needs a negative (A/A) control that passes and a "
             f"positive control that fails; missing: {' and '.join(missing)}",
             "one passing negative and one failing positive control",
@@ -280,4 +286,4 @@ def granularity(ctx: Context, out: Out) -> None:
         )
         out.info(c.id, f"{c.agreement_percent}% without k/n{found}")
     if not checked:
-        out.info(None, "no agreement percentages stated")
+        out.info("controls", "no agreement percentages stated")

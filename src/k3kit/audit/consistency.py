@@ -85,7 +85,7 @@ def _proxy(out: Out, rv: RunView) -> int:
                 f"{src} median TPOT is x{num(ratio, 3)} of {formula}; beyond the "
                 f"±15% a median proxy allows: looks like per-chunk ITL, not per-token TPOT"
                 + _itl_hint(rv, "p50", tpot),
-                f"{implied.text()} ms (±15%)",
+                f"{implied.text()} ms; ±15% band {band.range_text()} ms",
                 f"{tpot.text()} ms",
             )
             return -1
@@ -205,7 +205,7 @@ def itl_chunks(ctx: Context, out: Out) -> None:
             continue
         itl, _ = _value(rv, "itl", "mean")
         tpot_mean, _ = _value(rv, "tpot", "mean")
-        if itl is None or tpot_mean is None or not rv.fixed_length():
+        if itl is None or tpot_mean is None or not rv.fixed_length() or tpot_mean.mid <= 0:
             out.not_checkable(rv.id, "needs mean ITL and mean TPOT, or per-request evidence")
             continue
         if itl.hi < tpot_mean.lo:

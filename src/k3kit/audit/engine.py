@@ -139,7 +139,7 @@ def audit_receipt(
         finding = Finding(
             "R01",
             ERROR,
-            None,
+            "receipt",
             f"receipt not verified: {exc.message}",
             "a receipt signed by a trusted key",
             exc.code,

@@ -44,7 +44,7 @@ def scope(ctx: Context, out: Out) -> None:
             out.passed(rv.id, f"evidence ran at concurrency {s.max_concurrency}")
     if ctx.kit is None or ctx.kit.info is None:
         out.not_checkable(
-            None,
+            "kit",
             "kit.json not available: the kit's hardware, profiles and "
             "context length cannot be compared with what was measured",
         )
@@ -53,18 +53,20 @@ def scope(ctx: Context, out: Out) -> None:
     hw = info.hardware
     if hw.gpu != env.gpu or hw.gpus_per_node * hw.nodes != env.gpu_count * env.nodes:
         out.error(
-            None,
+            "kit",
             "the kit targets other hardware than was measured",
             f"{hw.nodes} x {hw.gpus_per_node}x {hw.gpu}",
             f"{env.nodes} x {env.gpu_count}x {env.gpu}",
         )
     else:
-        out.passed(None, f"measured on the kit's target: {hw.nodes} x {hw.gpus_per_node}x {hw.gpu}")
+        out.passed(
+            "kit", f"measured on the kit's target: {hw.nodes} x {hw.gpus_per_node}x {hw.gpu}"
+        )
     measured = {rv.run.profile for rv in ctx.runs}
     for profile in info.profiles:
         if profile.name not in measured:
             out.warning(
-                None,
+                "kit",
                 f"kit profile {profile.name!r} has no measured run",
                 "a run per profile",
                 "none",
@@ -77,10 +79,10 @@ def scope(ctx: Context, out: Out) -> None:
             f"longest measured request is {longest} tokens"
         )
         if stated:
-            out.info(None, f"{message}; stated in limitations: {stated!r}")
+            out.info("kit", f"{message}; stated in limitations: {stated!r}")
         else:
             out.error(
-                None,
+                "kit",
                 message + ", and no limitation says so",
                 "a limitation on untested context lengths",
                 "none",
@@ -122,7 +124,7 @@ def _recomputable(rv: RunView, metric: str) -> bool:
 def availability(ctx: Context, out: Out) -> None:
     evidenced = [rv for rv in ctx.runs if rv.summary is not None]
     if not evidenced:
-        out.not_checkable(None, "no evidence files: no published statistic can be traced")
+        out.not_checkable("evidence", "no evidence files: no published statistic can be traced")
         return
     for rv in evidenced:
         absent = []
@@ -146,17 +148,19 @@ def availability(ctx: Context, out: Out) -> None:
 
 @rule("R33", "Accuracy in performance mode", "MLPerf TEST01/TEST07")
 def accuracy(ctx: Context, out: Out) -> None:
-    out.not_checkable(None, "the receipt carries no output-quality evidence from the timed runs")
+    out.not_checkable(
+        "receipt", "the receipt carries no output-quality evidence from the timed runs"
+    )
 
 
 @rule("R34", "Caching test", "MLPerf TEST04")
 def caching(ctx: Context, out: Out) -> None:
-    out.not_checkable(None, "no repeated-prompt vs unique-prompt runs in the receipt")
+    out.not_checkable("receipt", "no repeated-prompt vs unique-prompt runs in the receipt")
 
 
 @rule("R35", "Reproduction tolerance", "MLPerf TEST01 (±10%)")
 def reproduction(ctx: Context, out: Out) -> None:
-    out.not_checkable(None, "needs an independent re-run of the kit on the same hardware")
+    out.not_checkable("receipt", "needs an independent re-run of the kit on the same hardware")
 
 
 def _short_percentiles(ctx: Context) -> list[str]:
@@ -179,10 +183,10 @@ def limitations(ctx: Context, out: Out) -> None:
     pred = ctx.predicate
     found = _mentions(ctx, r"accura|quality")
     if found:
-        out.passed(None, f"accuracy not evidenced and stated: {found!r}")
+        out.passed("limitations", f"accuracy not evidenced and stated: {found!r}")
     else:
         out.error(
-            None,
+            "limitations",
             "the receipt holds no accuracy evidence, and no limitation says accuracy was not "
             "measured",
             "a limitation such as 'accuracy was not measured'",
@@ -201,13 +205,15 @@ def limitations(ctx: Context, out: Out) -> None:
         wanted.append("the single hardware configuration measured")
     if wanted:
         out.warning(
-            None,
+            "limitations",
             "limitations do not state: " + "; ".join(wanted),
             "a limitation for each",
             "missing",
         )
     else:
-        out.passed(None, f"{len(pred.limitations)} limitations cover what the receipt lacks")
+        out.passed(
+            "limitations", f"{len(pred.limitations)} limitations cover what the receipt lacks"
+        )
 
 
 @rule("R37", "Per-GPU semantics", "InferenceX issues #131, #293 (tok/s/GPU ambiguity)")
@@ -218,11 +224,13 @@ def per_gpu_semantics(ctx: Context, out: Out) -> None:
         if rv.run.metrics.output_tok_s_per_gpu is not None
     ]
     if not runs:
-        out.info(None, "no per-GPU figures published")
+        out.info("per-gpu", "no per-GPU figures published")
         return
     defs = ctx.predicate.definitions
     if ctx.predicate.definitions_declared:
-        out.passed(None, f"per-GPU declared: {defs.per_gpu_throughput} throughput, {defs.per_gpu}")
+        out.passed(
+            "per-gpu", f"per-GPU declared: {defs.per_gpu_throughput} throughput, {defs.per_gpu}"
+        )
         return
     fits = {}
     for basis, published, tool in (
@@ -245,7 +253,7 @@ def per_gpu_semantics(ctx: Context, out: Out) -> None:
     inferred = [basis for basis, ok in fits.items() if ok]
     if inferred:
         out.warning(
-            None,
+            "per-gpu",
             f"per-GPU figures are not defined; they equal {inferred[0]} tok/s / GPUs "
             f"(inferred from {len(runs)} run(s), not declared)",
             "definitions.per_gpu_throughput and divisor declared",
@@ -253,11 +261,11 @@ def per_gpu_semantics(ctx: Context, out: Out) -> None:
         )
     elif fits:
         out.error(
-            None,
+            "per-gpu",
             "per-GPU figures are not defined and match neither output nor total throughput "
             "divided by the GPU count",
             "a declared per-GPU definition",
             "none that reproduces the figures",
         )
     else:
-        out.not_checkable(None, "per-GPU figures not defined and no aggregate to infer from")
+        out.not_checkable("per-gpu", "per-GPU figures not defined and no aggregate to infer from")

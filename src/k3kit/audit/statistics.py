@@ -159,7 +159,7 @@ def support(ctx: Context, out: Out) -> None:
         if fine and not short:
             out.passed(rv.id, f"{fine} published percentile(s) have MLPerf's minimum samples")
     if not any(_claimed_percentiles(rv) for rv in ctx.runs):
-        out.info(None, "no percentiles published")
+        out.info("percentiles", "no percentiles published")
 
 
 @rule("R21", "Interpolation-only tail", "numpy linear percentile; MLPerf LoadGen")
