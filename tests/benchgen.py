@@ -23,8 +23,15 @@ from pathlib import Path
 from typing import Any
 
 GPUS = 8
-DETAIL_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts",
-               "errors")
+DETAIL_KEYS = (
+    "input_lens",
+    "output_lens",
+    "start_times",
+    "ttfts",
+    "itls",
+    "generated_texts",
+    "errors",
+)
 
 
 class Result(dict[str, Any]):
@@ -120,39 +127,41 @@ def simulate(
     ok = [r for r in records if r[6] == ""]
     out_lens = [r[1] for r in records]
     completed = len(ok)
-    result = Result({
-        "date": "20261101-120000",
-        "endpoint_type": "openai",
-        "backend": "openai",
-        "label": None,
-        "model_id": "moonshotai/Kimi-K3",
-        "tokenizer_id": "moonshotai/Kimi-K3",
-        "num_prompts": total,
-        "request_rate": "inf",
-        "burstiness": 1.0,
-        "max_concurrency": concurrency,
-        "duration": duration,
-        "completed": completed,
-        "failed": len(records) - completed,
-        "total_input_tokens": sum(r[0] for r in ok),
-        "total_output_tokens": sum(out_lens),
-        "request_throughput": completed / duration,
-        "request_goodput": None,
-        "output_throughput": sum(out_lens) / duration,
-        "total_token_throughput": (sum(r[0] for r in ok) + sum(out_lens)) / duration,
-        "input_lens": [r[0] for r in records],
-        "output_lens": out_lens,
-        "ttfts": [r[2] for r in records],
-        "itls": [r[3] for r in records],
-        "latencies": [r[4] for r in records],
-        "start_times": [origin + r[5] for r in records],
-        "queue_times": [0.0 for _ in records],
-        "generated_texts": ["" for _ in records],
-        "errors": [r[6] for r in records],
-        "max_output_tokens_per_s": float(max(1, concurrency) * round(1 / per_token)),
-        "max_concurrent_requests": min(concurrency, completed),
-        "rtfx": 0.0,
-    })
+    result = Result(
+        {
+            "date": "20261101-120000",
+            "endpoint_type": "openai",
+            "backend": "openai",
+            "label": None,
+            "model_id": "moonshotai/Kimi-K3",
+            "tokenizer_id": "moonshotai/Kimi-K3",
+            "num_prompts": total,
+            "request_rate": "inf",
+            "burstiness": 1.0,
+            "max_concurrency": concurrency,
+            "duration": duration,
+            "completed": completed,
+            "failed": len(records) - completed,
+            "total_input_tokens": sum(r[0] for r in ok),
+            "total_output_tokens": sum(out_lens),
+            "request_throughput": completed / duration,
+            "request_goodput": None,
+            "output_throughput": sum(out_lens) / duration,
+            "total_token_throughput": (sum(r[0] for r in ok) + sum(out_lens)) / duration,
+            "input_lens": [r[0] for r in records],
+            "output_lens": out_lens,
+            "ttfts": [r[2] for r in records],
+            "itls": [r[3] for r in records],
+            "latencies": [r[4] for r in records],
+            "start_times": [origin + r[5] for r in records],
+            "queue_times": [0.0 for _ in records],
+            "generated_texts": ["" for _ in records],
+            "errors": [r[6] for r in records],
+            "max_output_tokens_per_s": float(max(1, concurrency) * round(1 / per_token)),
+            "max_concurrent_requests": min(concurrency, completed),
+            "rtfx": 0.0,
+        }
+    )
     result.itl_samples = sum(len(r[3]) for r in ok)
     if model.chunk_tokens != (1, 1):
         chunks = sum(len(r[3]) for r in ok)
@@ -167,8 +176,15 @@ def simulate(
             del result[key]
     if legacy:
         result["request_goodput:"] = result.pop("request_goodput")
-        for key in ("failed", "latencies", "start_times", "queue_times",
-                    "max_output_tokens_per_s", "max_concurrent_requests", "rtfx"):
+        for key in (
+            "failed",
+            "latencies",
+            "start_times",
+            "queue_times",
+            "max_output_tokens_per_s",
+            "max_concurrent_requests",
+            "rtfx",
+        ):
             result.pop(key, None)
     return result
 
@@ -243,35 +259,63 @@ class Claims:
         if self.definitions is not None:
             lines.append("[definitions]")
             lines += [f"{k} = {_toml_value(v)}" for k, v in self.definitions.items()]
-        lines += ["[environment]", 'gpu = "NVIDIA B300"', f"gpu_count = {GPUS}", "nodes = 1",
-                  'engine = "vllm"', 'engine_version = "0.33.0"']
+        lines += [
+            "[environment]",
+            'gpu = "NVIDIA B300"',
+            f"gpu_count = {GPUS}",
+            "nodes = 1",
+            'engine = "vllm"',
+            'engine_version = "0.33.0"',
+        ]
         lines.append("[workloads.synthetic]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in self.workload.items()]
-        for table, rows in (("runs", self.runs), ("comparisons", self.comparisons),
-                            ("controls", self.controls)):
+        for table, rows in (
+            ("runs", self.runs),
+            ("comparisons", self.comparisons),
+            ("controls", self.controls),
+        ):
             for row in rows:
                 lines.append(f"[[{table}]]")
                 lines += [f"{k} = {_toml_value(v)}" for k, v in row.items()]
         return "\n".join(lines) + "\n"
 
 
-def make_claims(runs: list[GenRun], *, input_len: int, output_len: int, warmups: int = 0,
-                evidence_dir: str = "results") -> Claims:
+def make_claims(
+    runs: list[GenRun],
+    *,
+    input_len: int,
+    output_len: int,
+    warmups: int = 0,
+    evidence_dir: str = "results",
+) -> Claims:
     """Claims published carefully from generated runs; evidence paths relative to the claims."""
     rows = []
     for run in runs:
         r = run.result
-        rows.append({
-            "id": run.id, "profile": run.profile, "workload": "synthetic",
-            "concurrency": run.concurrency, "requests": run.num_prompts,
-            "completed": r["completed"], "evidence": f"{evidence_dir}/{run.id}.json",
-            "metrics": published_metrics(r), **run.extra,
-        })
+        rows.append(
+            {
+                "id": run.id,
+                "profile": run.profile,
+                "workload": "synthetic",
+                "concurrency": run.concurrency,
+                "requests": run.num_prompts,
+                "completed": r["completed"],
+                "evidence": f"{evidence_dir}/{run.id}.json",
+                "metrics": published_metrics(r),
+                **run.extra,
+            }
+        )
     workload = {
-        "description": "synthetic serving curve", "input_tokens": input_len,
-        "output_tokens": output_len, "temperature": Decimal("0.0"), "streaming": True,
-        "fixed_seed": True, "warmups_per_point": warmups, "ignore_eos": True,
-        "prefix_cache_policy": "reset-before-each-point", "benchmark_tool": "vllm bench serve",
+        "description": "synthetic serving curve",
+        "input_tokens": input_len,
+        "output_tokens": output_len,
+        "temperature": Decimal("0.0"),
+        "streaming": True,
+        "fixed_seed": True,
+        "warmups_per_point": warmups,
+        "ignore_eos": True,
+        "prefix_cache_policy": "reset-before-each-point",
+        "benchmark_tool": "vllm bench serve",
     }
     comparisons = []
     by_c: dict[int, dict[str, GenRun]] = {}
@@ -282,27 +326,56 @@ def make_claims(runs: list[GenRun], *, input_len: int, output_len: int, warmups:
         if {"interactive", "batch"} <= set(pair):
             s = pair["interactive"].result["output_throughput"] / GPUS
             b = pair["batch"].result["output_throughput"] / GPUS
-            points.append({"concurrency": c, "stated_percent": q2((s - b) / b * 100),
-                           "subject_run": pair["interactive"].id, "baseline_run": pair["batch"].id})
+            points.append(
+                {
+                    "concurrency": c,
+                    "stated_percent": q2((s - b) / b * 100),
+                    "subject_run": pair["interactive"].id,
+                    "baseline_run": pair["batch"].id,
+                }
+            )
     if points:
-        comparisons.append({
-            "id": "interactive-vs-batch", "description": "profiles, per GPU",
-            "metric": "output_tok_s_per_gpu", "subject_profile": "interactive",
-            "baseline_profile": "batch", "points": points, "repeats": 3,
-        })
+        comparisons.append(
+            {
+                "id": "interactive-vs-batch",
+                "description": "profiles, per GPU",
+                "metric": "output_tok_s_per_gpu",
+                "subject_profile": "interactive",
+                "baseline_profile": "batch",
+                "points": points,
+                "repeats": 3,
+            }
+        )
     controls = [
-        {"id": "aa", "kind": "negative", "description": "same instance twice",
-         "metric": "top1", "agree": 995, "total": 1000, "agreement_percent": Decimal("99.50"),
-         "threshold_percent": Decimal("99.0"), "passed": True},
-        {"id": "known-diff", "kind": "positive", "description": "fp8 vs bf16 KV cache",
-         "metric": "top1", "agree": 930, "total": 1000, "agreement_percent": Decimal("93.00"),
-         "threshold_percent": Decimal("99.0"), "passed": True},
+        {
+            "id": "aa",
+            "kind": "negative",
+            "description": "same instance twice",
+            "metric": "top1",
+            "agree": 999,
+            "total": 1000,
+            "agreement_percent": Decimal("99.90"),
+            "threshold_percent": Decimal("99.0"),
+            "passed": True,
+        },
+        {
+            "id": "known-diff",
+            "kind": "positive",
+            "description": "fp8 vs bf16 KV cache",
+            "metric": "top1",
+            "agree": 930,
+            "total": 1000,
+            "agreement_percent": Decimal("93.00"),
+            "threshold_percent": Decimal("99.0"),
+            "passed": True,
+        },
     ]
     return Claims(rows, workload, comparisons, controls)
 
 
-def write_bundle(root: Path, claims: Claims, runs: list[GenRun],
-                 evidence_dir: str = "results") -> Path:
+def write_bundle(
+    root: Path, claims: Claims, runs: list[GenRun], evidence_dir: str = "results"
+) -> Path:
     """claims.toml plus one result JSON per run, as a publisher's folder would hold them."""
     root.mkdir(parents=True, exist_ok=True)
     for run in runs:
@@ -314,18 +387,29 @@ def write_bundle(root: Path, claims: Claims, runs: list[GenRun],
     return claims_path
 
 
-def standard_runs(seed: int = 7, *, save_detailed: bool = True, output_len: int = 128,
-                  input_len: int = 2048) -> list[GenRun]:
+def standard_runs(
+    seed: int = 7, *, save_detailed: bool = True, output_len: int = 128, input_len: int = 2048
+) -> list[GenRun]:
     """Interactive (speculative decoding, 1-3 tokens per chunk) and batch runs at c=8 and c=32."""
     spec = ServerModel(decode_s_per_token=0.006, chunk_tokens=(1, 3))
     batch = ServerModel(decode_s_per_token=0.008, batch_slowdown=0.01)
     runs = []
-    for i, (profile, c, n, model) in enumerate([
-        ("interactive", 8, 64, spec), ("batch", 8, 64, batch),
-        ("interactive", 32, 96, spec), ("batch", 32, 96, batch),
-    ]):
-        result = simulate(seed + i, concurrency=c, num_prompts=n, model=model,
-                          output_len=output_len, input_len=input_len,
-                          save_detailed=save_detailed)
+    for i, (profile, c, n, model) in enumerate(
+        [
+            ("interactive", 8, 64, spec),
+            ("batch", 8, 64, batch),
+            ("interactive", 32, 96, spec),
+            ("batch", 32, 96, batch),
+        ]
+    ):
+        result = simulate(
+            seed + i,
+            concurrency=c,
+            num_prompts=n,
+            model=model,
+            output_len=output_len,
+            input_len=input_len,
+            save_detailed=save_detailed,
+        )
         runs.append(GenRun(f"{profile}-c{c}", profile, c, n, result))
     return runs

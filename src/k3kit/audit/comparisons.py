@@ -237,6 +237,19 @@ def controls(ctx: Context, out: Out) -> None:
             )
             continue
         verdict = outcome if outcome is not None else c.passed
+        if verdict and c.agree is not None and c.total and c.threshold_percent is not None:
+            lo, hi = clopper_pearson(c.agree, c.total)
+            bound = Fraction(c.threshold_percent) / 100
+            if (c.kind == "negative" and lo < bound) or (c.kind == "positive" and hi >= bound):
+                out.warning(
+                    c.id,
+                    f"{c.kind} control {rate} is on the right side of the "
+                    f"{c.threshold_percent}% threshold only by its point estimate; its 95% "
+                    "interval crosses it",
+                    f"95% interval {'above' if c.kind == 'negative' else 'below'} "
+                    f"{c.threshold_percent}%",
+                    f"[{pct(lo, 4)}, {pct(hi, 4)}]",
+                )
         if verdict:
             good[c.kind] += 1
             out.passed(c.id, f"{c.kind} control behaves as it must: {rate}")
