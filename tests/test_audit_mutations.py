@@ -228,3 +228,29 @@ def test_summary_evidence_leaves_raw_rules_not_checkable(
         found = [f for f in report.findings if f.rule == rule]
         assert {f.severity for f in found} == {"not-checkable"}
         assert all("summary-level evidence" in f.message for f in found)
+
+
+def test_changed_or_extra_evidence_is_r03_and_not_used(
+    signed: Callable[[Claims, list[GenRun]], Path], golden: GoldenKit
+) -> None:
+    runs = _runs()
+    kit = signed(_claims(runs), runs)
+    target = kit / "evidence" / "batch-c8.json"
+    target.write_bytes(target.read_bytes().replace(b'"completed": 64', b'"completed": 63'))
+    (kit / "evidence" / "notes.txt").write_text("unsigned")
+    report = audit_kit(kit, golden.key)
+    r03 = [(f.severity, f.run) for f in report.findings if f.rule == "R03"]
+    assert ("error", "batch-c8") in r03 and ("error", "evidence") in r03
+    r13 = next(f for f in report.findings if f.rule == "R13" and f.run == "batch-c8")
+    assert r13.severity == "not-checkable" and "evidence unusable: changed" in r13.message
+
+
+def test_one_file_claimed_for_two_runs(
+    signed: Callable[[Claims, list[GenRun]], Path], golden: GoldenKit
+) -> None:
+    runs = _runs()
+    claims = _claims(runs)
+    runs[1].result = copy.deepcopy(runs[0].result)  # batch-c8 reuses interactive-c8's result
+    report = audit_kit(signed(claims, runs), golden.key)
+    assert any(f.rule == "R30" and f.severity == "error" and f.run == "interactive-c8"
+               for f in report.findings)

@@ -13,6 +13,19 @@ from k3kit.audit.stats import mlperf_min_samples
 @rule("R30", "Scope", "MLPerf closed division: declared scope; k3kit kit binding")
 def scope(ctx: Context, out: Out) -> None:
     env = ctx.predicate.environment
+    by_digest: dict[str, list[str]] = {}
+    for rv in ctx.runs:
+        if rv.run.evidence_sha256 is not None:
+            by_digest.setdefault(rv.run.evidence_sha256, []).append(rv.id)
+    for ids in by_digest.values():
+        if len(ids) > 1:
+            out.error(
+                ids[0],
+                f"runs {', '.join(ids)} carry the same evidence file: one measurement claimed "
+                "as several",
+                "one evidence file per measured run",
+                f"{len(ids)} runs, one file",
+            )
     for rv in ctx.runs:
         s = rv.summary
         if rv.gpus > env.gpu_count * env.nodes:
