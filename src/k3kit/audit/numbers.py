@@ -68,9 +68,6 @@ class Interval:
             raise ZeroDivisionError("interval divisor contains zero")
         return self * Interval(1 / other.hi, 1 / other.lo)
 
-    def scale(self, k: Number) -> Interval:
-        return self * Interval.exact(k)
-
     def overlaps(self, other: Interval) -> bool:
         return self.lo <= other.hi and other.lo <= self.hi
 
