@@ -7,8 +7,6 @@ import tomllib
 from decimal import Decimal
 from pathlib import Path
 
-from benchgen import Claims, GenRun, write_bundle
-from conftest import FIXED_TIME, KeyFiles
 from k3kit._canonical import strict_loads
 from k3kit.audit import AuditReport, audit_path, run_rules
 from k3kit.audit.context import build_context
@@ -18,6 +16,8 @@ from k3kit.kit import sign
 from k3kit.models import Claims as ClaimsModel
 from k3kit.models import KitInfo, Statement, load
 from k3kit.receipt import build_statement
+from tests.benchgen import Claims, GenRun, write_bundle
+from tests.conftest import FIXED_TIME, KeyFiles
 
 
 def sign_generated(kit: Path, key: KeyFiles, bundle: Path, claims: Claims,

@@ -6,9 +6,9 @@ import json
 import re
 from pathlib import Path
 
-from auditkit import sign_generated
-from benchgen import make_claims, standard_runs
-from conftest import GoldenKit, KeyFiles, run_k3kit
+from tests.auditkit import sign_generated
+from tests.benchgen import make_claims, standard_runs
+from tests.conftest import GoldenKit, KeyFiles, run_k3kit
 
 
 def test_example_kit_findings_name_rule_run_expected_actual(golden: GoldenKit) -> None:

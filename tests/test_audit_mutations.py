@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from auditkit import audit_kit, errors, sign_generated
-from benchgen import GPUS, Claims, GenRun, make_claims, q2, simulate, standard_runs
-from conftest import GoldenKit
+from tests.auditkit import audit_kit, errors, sign_generated
+from tests.benchgen import GPUS, Claims, GenRun, make_claims, q2, simulate, standard_runs
+from tests.conftest import GoldenKit
 
 INPUT, OUTPUT = 2048, 128
 

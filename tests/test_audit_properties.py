@@ -14,10 +14,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from auditkit import audit_in_memory, errors
-from benchgen import GenRun, ServerModel, make_claims, simulate
-from conftest import GoldenKit
 from k3kit.models import KitInfo, load
+from tests.auditkit import audit_in_memory, errors
+from tests.benchgen import GenRun, ServerModel, make_claims, simulate
+from tests.conftest import GoldenKit
 
 
 def _kit_info(kit: Path) -> KitInfo:

@@ -7,11 +7,11 @@ from decimal import Decimal
 
 import pytest
 
-from auditkit import audit_in_memory
-from benchgen import GPUS, Claims, GenRun, make_claims, q2, standard_runs
-from conftest import GoldenKit
 from k3kit.audit import AuditReport
 from k3kit.models import KitInfo, load
+from tests.auditkit import audit_in_memory
+from tests.benchgen import GPUS, Claims, GenRun, make_claims, q2, standard_runs
+from tests.conftest import GoldenKit
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from auditkit import sign_generated
-from benchgen import GenRun, make_claims, simulate, write_bundle
-from conftest import EXAMPLE, GoldenKit, run_k3kit
 from k3kit.errors import InputError
 from k3kit.evidence import parse_vllm_result, summarize
 from k3kit.keys import load_public
 from k3kit.verify import read_receipt, verify_path
+from tests.auditkit import sign_generated
+from tests.benchgen import GenRun, make_claims, simulate, write_bundle
+from tests.conftest import EXAMPLE, GoldenKit, run_k3kit
 
 
 def _result(**kwargs: object) -> dict[str, object]:
