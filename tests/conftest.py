@@ -34,14 +34,14 @@ os.environ.update(
     }
 )
 
-import pytest  # noqa: E402
+import pytest
 
-from k3kit._canonical import model_bytes  # noqa: E402
-from k3kit._fs import atomic_write  # noqa: E402
-from k3kit.demo import stand_in_files, write_hf_cache  # noqa: E402
-from k3kit.keys import load_private, write_keypair  # noqa: E402
-from k3kit.kit import build, sign  # noqa: E402
-from k3kit.pin import pin_local  # noqa: E402
+from k3kit._canonical import model_bytes
+from k3kit._fs import atomic_write
+from k3kit.demo import stand_in_files, write_hf_cache
+from k3kit.keys import load_private, write_keypair
+from k3kit.kit import build, sign
+from k3kit.pin import pin_local
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "kimi-k3-b300x8"

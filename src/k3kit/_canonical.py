@@ -70,6 +70,40 @@ def _depth(obj: Any, limit: int) -> None:
             stack.extend((v, depth + 1) for v in node)
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise _StrictDecodeError(f"number {text} does not fit a 64-bit float")
+    return value
+
+
+def _parse(
+    data: bytes,
+    *,
+    source: str,
+    max_bytes: int,
+    max_depth: int,
+    error: type[K3kitError],
+    code: str,
+    parse_float: Any,
+) -> Any:
+    if len(data) > max_bytes:
+        raise error(f"{source}: {len(data)} bytes exceeds the {max_bytes}-byte limit", code=code)
+    try:
+        text = data.decode("utf-8")
+        obj = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constants,
+            parse_float=parse_float,
+            parse_int=_int,
+        )
+        _depth(obj, max_depth)
+    except (UnicodeDecodeError, json.JSONDecodeError, _StrictDecodeError, RecursionError) as exc:
+        raise error(f"{source}: not strict JSON: {exc}", code=code) from exc
+    return obj
+
+
 def strict_loads(
     data: bytes,
     *,
@@ -84,21 +118,43 @@ def strict_loads(
     Depth is bounded before recursion can bite because the size cap limits the nesting the C
     scanner can see, and the explicit walk enforces the smaller, documented limit.
     """
-    if len(data) > max_bytes:
-        raise error(f"{source}: {len(data)} bytes exceeds the {max_bytes}-byte limit", code=code)
-    try:
-        text = data.decode("utf-8")
-        obj = json.loads(
-            text,
-            object_pairs_hook=_no_duplicates,
-            parse_constant=_no_constants,
-            parse_float=_no_floats,
-            parse_int=_int,
-        )
-        _depth(obj, max_depth)
-    except (UnicodeDecodeError, json.JSONDecodeError, _StrictDecodeError, RecursionError) as exc:
-        raise error(f"{source}: not strict JSON: {exc}", code=code) from exc
-    return obj
+    return _parse(
+        data,
+        source=source,
+        max_bytes=max_bytes,
+        max_depth=max_depth,
+        error=error,
+        code=code,
+        parse_float=_no_floats,
+    )
+
+
+def measurement_loads(
+    data: bytes,
+    *,
+    source: str,
+    max_bytes: int,
+    max_depth: int = 8,
+    error: type[K3kitError] = VerificationError,
+    code: str = "JSON_MALFORMED",
+) -> Any:
+    """Parse a benchmark tool's JSON: as strict as :func:`strict_loads`, except that floats pass.
+
+    Measurement files (``vllm bench serve --save-result``) are full of floats and are never
+    signed as JSON themselves (their bytes are hashed), so floats are fine here; duplicate keys,
+    ``NaN``/``Infinity``, overflowing numbers, deep nesting and oversize input are still refused,
+    because two parsers reading the same evidence differently is exactly what an auditor must
+    rule out.
+    """
+    return _parse(
+        data,
+        source=source,
+        max_bytes=max_bytes,
+        max_depth=max_depth,
+        error=error,
+        code=code,
+        parse_float=_finite_float,
+    )
 
 
 def require_canonical(data: bytes, obj: Any, *, source: str) -> None:

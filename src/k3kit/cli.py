@@ -84,7 +84,8 @@ def handle_errors(func: F) -> F:
 def cli(debug: bool) -> None:
     """Pin, build, sign, verify and audit deployment kits for frontier LLMs.
 
-    Publisher: keygen, pin, build, sign, pack. Buyer: pull, verify. Everyone: demo.
+    Publisher: keygen, pin, build, sign, pack. Buyer: pull, verify. Auditor: audit.
+    Everyone: demo.
     """
 
 
@@ -550,6 +551,88 @@ def verify(
     sys.exit(0 if report.ok else int(ExitCode.CHECK_FAILED))
 
 
+def print_findings(report: Any, echo: Callable[[str], None], *, show_passes: bool = False) -> None:
+    """The audit table: rule, severity, run, message with expected vs actual; then the counts."""
+    rows: list[tuple[Any, list[str]]] = []
+    for f in report.findings:
+        if f.severity == "pass" and not show_passes:
+            continue
+        # Identical "not checkable"/"pass" lines for several runs are shown once, runs listed.
+        last = rows[-1][0] if rows else None
+        if (
+            f.severity in ("not-checkable", "pass")
+            and last is not None
+            and (last.rule, last.severity, last.message) == (f.rule, f.severity, f.message)
+        ):
+            rows[-1][1].append(f.run or "-")
+            continue
+        rows.append((f, [f.run or "-"]))
+    echo(f"{'RULE':<5} {'SEVERITY':<13} {'RUN':<28} MESSAGE")
+    for f, runs in rows:
+        message = f.message
+        if f.expected is not None or f.actual is not None:
+            message += f" [expected: {f.expected}; actual: {f.actual}]"
+        run = runs[0] if len(runs) == 1 else f"{len(runs)} runs"
+        if len(runs) > 1:
+            message += f" [runs: {', '.join(runs)}]"
+        echo(f"{f.rule:<5} {f.severity:<13} {run:<28} {message}")
+    counts = report.counts()
+    echo(
+        "findings: "
+        + ", ".join(f"{counts[s]} {s}" for s in ("error", "warning", "info", "not-checkable"))
+        + f"; {counts['pass']} checks passed (--all shows them)"
+    )
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("target", type=click.Path(path_type=Path))
+@click.option(
+    "--trust",
+    "trust",
+    multiple=True,
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Publisher public key you trust (repeatable).",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning"]),
+    default="error",
+    show_default=True,
+    help="Exit 1 if any finding is at or above this severity.",
+)
+@click.option("--all", "show_all", is_flag=True, help="Also list the checks that passed.")
+@click.option("--json", "as_json", is_flag=True, help="Print every finding as JSON.")
+@handle_errors
+def audit(
+    target: Path, trust: tuple[Path, ...], fail_on: str, show_all: bool, as_json: bool
+) -> None:
+    """Audit the claims of a signed receipt: TARGET is a kit directory, a .kit.tar.gz or a
+    receipt.dsse.json.
+
+    The signature is verified first (an unverifiable receipt is an R01 error). Then rules R01-R37
+    (docs/audit.md) check arithmetic, metric definitions, statistical support, comparisons,
+    controls, scope and limitations; with a kit, also its checksums and evidence files.
+    Severities: error, warning, info, not-checkable (never counted as a pass).
+    """
+    from k3kit.audit import audit_path
+    from k3kit.keys import load_public
+
+    trusted = [load_public(p) for p in trust]
+    report = audit_path(target, trusted)
+    failing = report.at_or_above(fail_on)
+    if as_json:
+        _emit_json(report.as_json(fail_on))
+        print_findings(report, _err, show_passes=show_all)
+    else:
+        print_findings(report, click.echo, show_passes=show_all)
+    _err(
+        f"audit: {len(failing)} finding(s) at or above {fail_on}"
+        + (" - the receipt's claims do not all hold as stated" if failing else "")
+    )
+    sys.exit(int(ExitCode.CHECK_FAILED) if failing else 0)
+
+
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.option(
     "--workdir",
@@ -579,6 +662,11 @@ def demo(workdir: Path, force: bool) -> None:
         all_as_expected &= as_expected
         verdict = "VERIFIED" if report.ok else "REJECTED (" + ", ".join(failed) + ")"
         click.echo(f"verify   {name:<22} {verdict}{'' if as_expected else '  <-- UNEXPECTED'}")
+    if result.audit is not None:
+        # Findings about the published numbers are reported as they are; they do not decide the
+        # demo's exit code (only the verifier's expectations above do).
+        click.echo("\naudit    the example's published figures, exactly as published:")
+        print_findings(result.audit, click.echo)
     click.echo("\nWhere everything is:")
     for name, path in result.paths.items():
         click.echo(f"  {name:<12} {path}")

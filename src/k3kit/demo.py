@@ -3,7 +3,8 @@
 The demo creates *stand-in* weights: a few small deterministic safetensors shards in Hugging Face
 cache layout, clearly labelled as such. They stand in for Kimi K3's 96 shards / 1.56 TB, which no
 demo downloads. Everything else is real: the key, the pin, the kit, the signed receipt, the archive
-and the verifier, including the two tamper checks it shows failing.
+and the verifier, including the two tamper checks it shows failing, and the audit of the published
+figures, whose findings are shown exactly as the rules find them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write, path_problem
 from k3kit._resources import shipped_dir
 from k3kit.archive import pack
+from k3kit.audit import AuditReport, audit_path
 from k3kit.errors import InputError
 from k3kit.keys import load_private, load_public, write_keypair
 from k3kit.kit import build, load_toml, sign
@@ -44,6 +46,7 @@ class DemoResult:
     paths: dict[str, Path] = field(default_factory=dict)
     reports: dict[str, Report] = field(default_factory=dict)
     archive_sha256: str = ""
+    audit: AuditReport | None = None
 
 
 def _safetensors(index: int, size: int) -> bytes:
@@ -172,4 +175,6 @@ def run_demo(workdir: Path, *, force: bool, now: str, say: Callable[[str], None]
         kit_dir, trusted, weights=tampered_weights
     )
     result.paths["tamper"] = workdir / "tamper"
+    # The published figures are audited as they are; findings are shown, not "fixed".
+    result.audit = audit_path(kit_dir, trusted)
     return result

@@ -3,7 +3,10 @@
 ``build`` renders into a staging directory beside the destination and renames it into place only
 when every file, ``kit.json`` and finally ``MANIFEST.json`` are written, so a failure part-way
 leaves the previous kit untouched. ``sign`` refuses to sign a kit whose files no longer match its
-manifest: a receipt must only ever vouch for the bytes that were measured.
+manifest: a receipt must only ever vouch for the bytes that were measured. It copies each run's
+evidence file (named by the claims, relative to the claims file) to ``evidence/<run id>.json``:
+the whole ``evidence/`` folder is staged and renamed into place, then the receipt is written, and
+everything that can fail on bad input fails before the first write.
 """
 
 from __future__ import annotations
@@ -22,9 +25,17 @@ from k3kit._canonical import model_bytes, require_canonical, sha256_of_model, st
 from k3kit._fs import atomic_write, read_capped, replace_dir, staging_dir
 from k3kit.engines import validate_profile
 from k3kit.errors import InputError
-from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, build_manifest, diff_tree, kit_checksum
+from k3kit.evidence import MAX_EVIDENCE_BYTES
+from k3kit.manifest import (
+    EVIDENCE_DIR,
+    MANIFEST_NAME,
+    RECEIPT_NAME,
+    build_manifest,
+    diff_tree,
+    kit_checksum,
+)
 from k3kit.models import PAYLOAD_TYPE, Claims, KitInfo, Manifest, PackageDef, WeightsLock, load
-from k3kit.receipt import build_statement
+from k3kit.receipt import build_statement, evidence_kit_path
 from k3kit.render import make_environment, render
 from k3kit.sign import sign_envelope
 
@@ -163,11 +174,54 @@ def _read_kit_doc(kit_dir: Path, name: str) -> Any:
     return obj
 
 
+def _read_evidence(claims: Claims, claims_path: Path) -> dict[str, bytes]:
+    """The bytes of every evidence file the claims name, keyed by run id."""
+    out = {}
+    for i, run in enumerate(claims.runs):
+        if run.evidence is None:
+            continue
+        out[run.id] = read_capped(
+            claims_path.parent / run.evidence,
+            MAX_EVIDENCE_BYTES,
+            what=f"{claims_path}: runs[{i}].evidence",
+            error=InputError,
+            code="EVIDENCE_MISSING",
+        )
+    return out
+
+
+def _write_evidence(kit_dir: Path, files: dict[str, bytes], *, force: bool) -> None:
+    """Replace ``evidence/`` as a whole, so it never mixes files of two signings."""
+    folder = kit_dir / EVIDENCE_DIR
+    exists = folder.exists() or folder.is_symlink()
+    if exists and not force:
+        raise InputError(f"{folder} exists", code="OUTPUT_EXISTS", hint="pass --force to replace")
+    if not files:
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder)
+        elif exists:
+            folder.unlink()
+        return
+    stage = staging_dir(folder)
+    try:
+        for rel, data in sorted(files.items()):
+            atomic_write(stage / Path(rel).name, data)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    replace_dir(stage, folder, force=force)
+
+
 def sign(
     kit_dir: Path, key: Ed25519PrivateKey, claims_path: Path, *, issued_at: str, force: bool = False
 ) -> bytes:
-    """Write ``receipt.dsse.json`` for a built kit; returns the statement bytes that were signed."""
+    """Write ``receipt.dsse.json`` (and ``evidence/``) for a built kit; returns the signed bytes."""
     claims = load_toml(claims_path, Claims)
+    if (kit_dir / RECEIPT_NAME).exists() and not force:
+        raise InputError(
+            f"{kit_dir / RECEIPT_NAME} exists", code="OUTPUT_EXISTS", hint="pass --force to replace"
+        )
+    evidence = _read_evidence(claims, claims_path)
     manifest = load(Manifest, _read_kit_doc(kit_dir, MANIFEST_NAME), source=MANIFEST_NAME)
     drift = diff_tree(kit_dir, manifest).differences
     if drift:
@@ -188,7 +242,11 @@ def sign(
         lock_sha256=sha256_of_model(lock),
         issued_at=issued_at,
         source=str(claims_path),
+        evidence=evidence,
     )
     envelope = sign_envelope(statement, PAYLOAD_TYPE, key)
+    _write_evidence(
+        kit_dir, {evidence_kit_path(rid): data for rid, data in evidence.items()}, force=force
+    )
     atomic_write(kit_dir / RECEIPT_NAME, envelope, force=force)
     return statement

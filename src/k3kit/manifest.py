@@ -72,6 +72,47 @@ class TreeDiff:
     evidence: list[str]
 
 
+@dataclass(frozen=True)
+class ExpectedEvidence:
+    """An evidence file as the receipt lists it."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+def diff_evidence(
+    root: Path, found: list[str], expected: list[ExpectedEvidence], *, skip: frozenset[str]
+) -> list[Difference]:
+    """Compare the files under ``evidence/`` with the receipt's list: changed, missing, extra.
+
+    ``found`` is :attr:`TreeDiff.evidence` (regular files only); ``skip`` holds paths already
+    reported as something worse (a symlink in place of an evidence file).
+    """
+    want = {e.path: e for e in expected}
+    diffs: list[Difference] = []
+    for rel in found:
+        entry = want.get(rel)
+        if entry is None:
+            diffs.append(
+                Difference("EVIDENCE_FILE_EXTRA", rel, "evidence file not listed in the receipt")
+            )
+            continue
+        digests, size = hash_file(root / rel)
+        if size != entry.size or digests["sha256"] != entry.sha256:
+            diffs.append(
+                Difference(
+                    "EVIDENCE_FILE_CHANGED",
+                    rel,
+                    f"sha256 {digests['sha256'][:16]}… ({size} bytes) != receipt's "
+                    f"{entry.sha256[:16]}… ({entry.size} bytes)",
+                )
+            )
+    for path in sorted(set(want) - set(found) - skip):
+        diffs.append(Difference("EVIDENCE_FILE_MISSING", path, "listed in the receipt but absent"))
+    return diffs
+
+
 def diff_tree(root: Path, manifest: Manifest) -> TreeDiff:
     """Compare ``root`` with ``manifest``: changed, missing, extra, symlinked or special files."""
     listed = {e.path: e for e in manifest.files}

@@ -4,24 +4,71 @@ The Statement's two subjects are the kit checksum (sha256 of ``MANIFEST.json``) 
 checksum (sha256 of ``weights.lock.json``): a receipt is about *this* kit with *these* weights and
 cannot be moved to another. The claims are copied as published; consistency with the kit (profiles,
 engine) is checked here because a receipt for a profile the kit does not have is a publisher error.
+
+Evidence files (one ``vllm bench serve --save-result`` JSON per run) are parsed here, their tool
+summary, sha256 and size recorded in the run, and their kit path fixed to
+``evidence/<run id>.json``; the bytes themselves are written into the kit by ``kit.sign``.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 from k3kit._canonical import dumps
 from k3kit.errors import InputError
+from k3kit.evidence import parse_vllm_result, summarize
 from k3kit.models import (
     KIT_SUBJECT,
     PREDICATE_TYPE,
     STATEMENT_TYPE,
     WEIGHTS_SUBJECT,
     Claims,
+    Definitions,
     KitInfo,
     ReceiptPredicate,
+    Run,
     load,
 )
+
+
+def evidence_kit_path(run_id: str) -> str:
+    """Where a run's evidence file lives inside the kit (fixed, so no publisher path is trusted)."""
+    return f"evidence/{run_id}.json"
+
+
+def _run_with_evidence(
+    index: int, run: Run, evidence: Mapping[str, bytes], source: str
+) -> dict[str, Any]:
+    out: dict[str, Any] = run.model_dump(mode="json", by_alias=True, exclude_none=True)
+    where = f"{source}: runs[{index}]"
+    if run.evidence is None:
+        if run.evidence_level == "raw":
+            raise InputError(
+                f"{where}: evidence_level = raw needs an evidence file", code="EVIDENCE_MISSING"
+            )
+        out["evidence_level"] = "summary"
+        return out
+    data = evidence.get(run.id)
+    if data is None:
+        raise InputError(f"{where}: evidence {run.evidence} was not read", code="EVIDENCE_MISSING")
+    result = parse_vllm_result(data, source=f"{where}.evidence ({run.evidence})")
+    if run.evidence_level is not None and run.evidence_level != result.level:
+        raise InputError(
+            f"{where}: evidence_level is {run.evidence_level!r}, but {run.evidence} is "
+            f"{result.level} evidence"
+            + (" (run vllm bench serve with --save-detailed)" if result.level == "summary" else ""),
+            code="EVIDENCE_LEVEL_MISMATCH",
+        )
+    out.update(
+        evidence=evidence_kit_path(run.id),
+        evidence_level=result.level,
+        evidence_sha256=hashlib.sha256(data).hexdigest(),
+        evidence_bytes=len(data),
+        evidence_summary=summarize(result).model_dump(mode="json", exclude_none=True),
+    )
+    return out
 
 
 def _check_claims_match_kit(claims: Claims, kit: KitInfo, source: str) -> None:
@@ -54,11 +101,20 @@ def build_statement(
     lock_sha256: str,
     issued_at: str,
     source: str = "claims",
+    evidence: Mapping[str, bytes] | None = None,
 ) -> bytes:
-    """Canonical bytes of the in-toto Statement that ``k3kit sign`` wraps in DSSE."""
+    """Canonical bytes of the in-toto Statement that ``k3kit sign`` wraps in DSSE.
+
+    ``evidence`` maps run ids to the bytes of their evidence files (those whose claims name one).
+    """
     _check_claims_match_kit(claims, kit, source)
     body: dict[str, Any] = claims.model_dump(mode="json", by_alias=True, exclude_none=True)
     body.pop("schema")
+    body["runs"] = [
+        _run_with_evidence(i, run, evidence or {}, source) for i, run in enumerate(claims.runs)
+    ]
+    body["definitions"] = (claims.definitions or Definitions()).model_dump(mode="json")
+    body["definitions_declared"] = claims.definitions is not None
     predicate = load(
         ReceiptPredicate,
         {

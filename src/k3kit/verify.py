@@ -22,7 +22,7 @@ from k3kit._fs import read_capped
 from k3kit.archive import extract_safely
 from k3kit.errors import InputError, VerificationError
 from k3kit.keys import keyid
-from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, diff_tree
+from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, ExpectedEvidence, diff_evidence, diff_tree
 from k3kit.models import (
     KIT_SUBJECT,
     PAYLOAD_TYPE,
@@ -118,15 +118,25 @@ def _step_trust(st: _State, check: Check) -> None:
     check.detail = f"{len(ids)} trusted key(s): " + ", ".join(i[:16] for i in ids)
 
 
-def _step_signature(st: _State, check: Check) -> None:
+@dataclass(frozen=True)
+class VerifiedReceipt:
+    statement: Statement
+    signer_keyid: str
+
+
+MAX_RECEIPT_BYTES = 1024 * 1024
+
+
+def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt:
+    """Read, verify and parse a receipt: the signature first, then only the bytes it covers.
+
+    Shared by ``verify`` and ``audit``: whatever an auditor checks must come from exactly the
+    bytes the publisher signed, parsed by the same strict rules.
+    """
     data = read_capped(
-        st.kit_dir / RECEIPT_NAME,
-        1024 * 1024,
-        what="receipt",
-        error=VerificationError,
-        code="RECEIPT_MISSING",
+        path, MAX_RECEIPT_BYTES, what="receipt", error=VerificationError, code="RECEIPT_MISSING"
     )
-    verified = verify_envelope(data, st.trusted, expected_type=PAYLOAD_TYPE, source=RECEIPT_NAME)
+    verified = verify_envelope(data, trusted, expected_type=PAYLOAD_TYPE, source=path.name)
     obj = strict_loads(
         verified.payload,
         source="receipt payload",
@@ -134,12 +144,18 @@ def _step_signature(st: _State, check: Check) -> None:
         code="RECEIPT_MALFORMED",
     )
     require_canonical(verified.payload, obj, source="receipt payload")
-    st.statement = load(
+    statement = load(
         Statement, obj, source="receipt payload", error=VerificationError, code="RECEIPT_MALFORMED"
     )
+    return VerifiedReceipt(statement, verified.signer_keyid)
+
+
+def _step_signature(st: _State, check: Check) -> None:
+    receipt = read_receipt(st.kit_dir / RECEIPT_NAME, st.trusted)
+    st.statement = receipt.statement
     pred = st.statement.predicate
     check.detail = (
-        f"signed by key {verified.signer_keyid[:16]}, {pred.kit.name} "
+        f"signed by key {receipt.signer_keyid[:16]}, {pred.kit.name} "
         f"{pred.kit.version} (sequence {pred.kit.sequence}), issued {pred.issued_at}"
     )
 
@@ -168,8 +184,16 @@ def _step_kit_checksum(st: _State, check: Check) -> None:
     check.detail = f"sha256:{actual}"
 
 
+def _expected_evidence(statement: Statement) -> list[ExpectedEvidence]:
+    return [
+        ExpectedEvidence(run.evidence, run.evidence_bytes or 0, run.evidence_sha256 or "")
+        for run in statement.predicate.runs
+        if run.evidence is not None
+    ]
+
+
 def _step_kit_files(st: _State, check: Check) -> None:
-    assert st.manifest_bytes is not None
+    assert st.manifest_bytes is not None and st.statement is not None
     manifest = load(
         Manifest,
         strict_loads(st.manifest_bytes, source=MANIFEST_NAME, max_bytes=MAX_DOC_BYTES),
@@ -178,14 +202,15 @@ def _step_kit_files(st: _State, check: Check) -> None:
         code="MANIFEST_MALFORMED",
     )
     tree = diff_tree(st.kit_dir, manifest)
-    problems = [{"code": d.code, "path": d.path, "detail": d.detail} for d in tree.differences]
-    problems += [
-        {
-            "code": "EVIDENCE_FILE_EXTRA",
-            "path": rel,
-            "detail": "evidence file not listed in the receipt",
-        }
-        for rel in tree.evidence
+    expected = _expected_evidence(st.statement)
+    evidence = diff_evidence(
+        st.kit_dir,
+        tree.evidence,
+        expected,
+        skip=frozenset(d.path for d in tree.differences),
+    )
+    problems = [
+        {"code": d.code, "path": d.path, "detail": d.detail} for d in [*tree.differences, *evidence]
     ]
     if problems:
         check.problems = problems
@@ -197,6 +222,8 @@ def _step_kit_files(st: _State, check: Check) -> None:
             code=problems[0]["code"] if len(counts) == 1 else "KIT_FILES_DIFFER",
         )
     check.detail = f"{len(manifest.files)} files match MANIFEST.json"
+    if expected:
+        check.detail += f"; {len(expected)} evidence files match the receipt"
 
 
 def _step_weights_lock(st: _State, check: Check) -> None:

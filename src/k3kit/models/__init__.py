@@ -1,7 +1,20 @@
 """Pydantic models of every k3kit document (level 1: imports only ``errors`` and pydantic)."""
 
 from k3kit.models._base import describe_validation_error, load
-from k3kit.models.claims import Claims, ClaimsBody
+from k3kit.models.claims import (
+    EVIDENCE_IN_KIT,
+    Claims,
+    ClaimsBody,
+    Comparison,
+    ComparisonPoint,
+    Control,
+    Environment,
+    Percentiles,
+    Run,
+    RunMetrics,
+    Workload,
+)
+from k3kit.models.evidence import Definitions, EvidenceLevel, EvidenceSummary, LatencyStats
 from k3kit.models.kit import KitInfo, KitProfile, KitWeights, Manifest, ManifestEntry
 from k3kit.models.lock import LockedFile, PinSource, WeightsLock
 from k3kit.models.package import PackageDef, Profile
@@ -21,6 +34,7 @@ from k3kit.models.receipt import (
 )
 
 __all__ = [
+    "EVIDENCE_IN_KIT",
     "KIT_SUBJECT",
     "PAYLOAD_TYPE",
     "PREDICATE_TYPE",
@@ -28,23 +42,35 @@ __all__ = [
     "WEIGHTS_SUBJECT",
     "Claims",
     "ClaimsBody",
+    "Comparison",
+    "ComparisonPoint",
+    "Control",
+    "Definitions",
     "DsseEnvelope",
     "DsseSignature",
+    "Environment",
+    "EvidenceLevel",
+    "EvidenceSummary",
     "KitInfo",
     "KitProfile",
     "KitWeights",
+    "LatencyStats",
     "LockedFile",
     "Manifest",
     "ManifestEntry",
     "PackageDef",
+    "Percentiles",
     "PinSource",
     "Profile",
     "ReceiptKit",
     "ReceiptPredicate",
     "ReceiptWeights",
+    "Run",
+    "RunMetrics",
     "Statement",
     "Subject",
     "WeightsLock",
+    "Workload",
     "describe_validation_error",
     "load",
 ]

@@ -12,7 +12,11 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from k3kit.models._base import Frozen, Measured, Name, NonNegInt
+from k3kit.models._base import Frozen, Measured, Name, NonNegInt, RelPath, Sha256Hex
+from k3kit.models.evidence import Definitions, EvidenceLevel, EvidenceSummary
+
+# In a receipt an evidence file is always ``evidence/<run id>.json`` inside the kit.
+EVIDENCE_IN_KIT = r"^evidence/[a-z0-9][a-z0-9._-]{0,63}\.json$"
 
 
 class Environment(Frozen):
@@ -36,6 +40,10 @@ class Workload(Frozen):
     warmups_per_point: NonNegInt = 0
     warmups_excluded: bool = True
     benchmark_tool: str = ""
+    ignore_eos: bool | None = Field(
+        default=None, description="every request generated exactly output_tokens tokens"
+    )
+    prefix_cache_policy: Literal["reset-before-each-point", "disabled", "warm"] | None = None
 
 
 class Percentiles(Frozen):
@@ -73,6 +81,17 @@ class Run(Frozen):
     gpus: int | None = Field(default=None, ge=1, description="overrides environment.gpu_count")
     metrics: RunMetrics = Field(default_factory=RunMetrics)
     notes: str = ""
+    evidence: RelPath | None = Field(
+        default=None,
+        description="claims: the tool's result JSON, relative to the claims file; "
+        "receipt: its copy in the kit, evidence/<run id>.json",
+    )
+    evidence_level: EvidenceLevel | None = Field(
+        default=None, description="summary: numbers only; raw: per-request data attached"
+    )
+    evidence_sha256: Sha256Hex | None = None
+    evidence_bytes: NonNegInt | None = None
+    evidence_summary: EvidenceSummary | None = None
 
 
 class ComparisonPoint(Frozen):
@@ -83,12 +102,17 @@ class ComparisonPoint(Frozen):
 
 
 class Comparison(Frozen):
+    """``stated_percent`` = (subject - baseline) / baseline x 100 of ``metric``."""
+
     id: Name
     description: str = Field(min_length=1)
     metric: Literal["output_tok_s_per_gpu", "output_tok_s", "request_rate"]
     subject_profile: Name
     baseline_profile: Name
     points: list[ComparisonPoint] = Field(min_length=1)
+    repeats: int | None = Field(default=None, ge=1, description="runs per arm and point")
+    order: Literal["back-to-back", "interleaved", "randomized"] | None = None
+    aa_control: Name | None = Field(default=None, description="id of an A/A control")
 
 
 class Control(Frozen):
@@ -101,6 +125,12 @@ class Control(Frozen):
     agreement_percent: Measured | None = None
     agree: NonNegInt | None = None
     total: NonNegInt | None = None
+    threshold_percent: Measured | None = Field(
+        default=None, description="agreement needed to call the two setups equivalent"
+    )
+    passed: bool | None = Field(
+        default=None, description="negative: agreement >= threshold; positive: below it"
+    )
 
 
 class ClaimsBody(Frozen):
@@ -112,6 +142,7 @@ class ClaimsBody(Frozen):
     comparisons: list[Comparison] = Field(default_factory=list)
     controls: list[Control] = Field(default_factory=list)
     limitations: list[str] = Field(min_length=1)
+    definitions: Definitions | None = None
 
     @model_validator(mode="after")
     def _references_resolve(self) -> ClaimsBody:
@@ -133,8 +164,29 @@ class ClaimsBody(Frozen):
                 for ref in (point.subject_run, point.baseline_run):
                     if ref is not None and ref not in known:
                         raise ValueError(f"comparison {comp.id!r} names unknown run {ref!r}")
+            controls = {c.id for c in self.controls}
+            if comp.aa_control is not None and comp.aa_control not in controls:
+                raise ValueError(
+                    f"comparison {comp.id!r} names unknown control {comp.aa_control!r}"
+                )
         return self
 
 
 class Claims(ClaimsBody):
     schema_: Literal["k3kit.claims/v1"] = Field(alias="schema")
+
+    @model_validator(mode="after")
+    def _no_signing_outputs(self) -> Claims:
+        """Digests and summaries of evidence are computed by ``k3kit sign``, never claimed."""
+        for run in self.runs:
+            given = [
+                name
+                for name in ("evidence_sha256", "evidence_bytes", "evidence_summary")
+                if getattr(run, name) is not None
+            ]
+            if given:
+                raise ValueError(
+                    f"run {run.id!r}: {', '.join(given)} are computed by k3kit sign; "
+                    "give only evidence (the file) and optionally evidence_level"
+                )
+        return self

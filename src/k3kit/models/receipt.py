@@ -6,12 +6,14 @@ attestation v1); k3kit's own predicate uses snake_case like every other k3kit do
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from k3kit.models._base import CommitSha, Frozen, Name, RepoId, Sha256Hex
-from k3kit.models.claims import ClaimsBody
+from k3kit.models.claims import EVIDENCE_IN_KIT, ClaimsBody
+from k3kit.models.evidence import Definitions
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://k3kit.dev/receipt/v1"
@@ -46,10 +48,37 @@ class ReceiptWeights(Frozen):
 
 
 class ReceiptPredicate(ClaimsBody):
+    """The signed body: the claims as published, plus what ``k3kit sign`` computed.
+
+    Every run states its evidence level; a run with an evidence file names its copy in the kit,
+    its sha256 and size, and the tool's summary of it. ``definitions`` are always present:
+    the publisher's when the claims declared them (``definitions_declared``), else vLLM's, which
+    the auditor then assumes and says so.
+    """
+
     schema_: Literal["k3kit.receipt/v1"] = Field(alias="schema", default="k3kit.receipt/v1")
     kit: ReceiptKit
     weights: ReceiptWeights
     issued_at: str = Field(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+    definitions: Definitions
+    definitions_declared: bool
+
+    @model_validator(mode="after")
+    def _evidence_complete(self) -> ReceiptPredicate:
+        for run in self.runs:
+            if run.evidence_level is None:
+                raise ValueError(f"run {run.id!r}: evidence_level is required in a receipt")
+            if run.evidence is None:
+                if run.evidence_level == "raw" or run.evidence_sha256 or run.evidence_summary:
+                    raise ValueError(f"run {run.id!r}: evidence details without an evidence file")
+                continue
+            if not re.match(EVIDENCE_IN_KIT, run.evidence) or run.evidence != (
+                f"evidence/{run.id}.json"
+            ):
+                raise ValueError(f"run {run.id!r}: evidence must be evidence/{run.id}.json")
+            if None in (run.evidence_sha256, run.evidence_bytes, run.evidence_summary):
+                raise ValueError(f"run {run.id!r}: evidence needs sha256, bytes and summary")
+        return self
 
 
 class Subject(Frozen):

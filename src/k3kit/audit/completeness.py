@@ -1,0 +1,208 @@
+"""R06-R10: were the requests that were promised measured, only those, and of the declared size?"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from k3kit.audit.context import Context, RunView
+from k3kit.audit.findings import Out, rule
+from k3kit.audit.numbers import Interval, pct
+
+
+def _observed(rv: RunView) -> tuple[int | None, int | None, str]:
+    """(completed, failed) from the best evidence available, else as published."""
+    if rv.requests is not None and rv.successes is not None:
+        return len(rv.successes), len(rv.requests) - len(rv.successes), "per-request evidence"
+    if rv.summary is not None and rv.summary.completed is not None:
+        return rv.summary.completed, rv.summary.failed, "evidence summary"
+    return rv.run.completed, rv.run.failed, "published"
+
+
+@rule("R06", "Completed == requested", "vLLM bench serve completed/failed; MLPerf")
+def completed(ctx: Context, out: Out) -> None:
+    for rv in ctx.runs:
+        requested = rv.requested()
+        done, _, source = _observed(rv)
+        if requested is None or done is None:
+            out.not_checkable(rv.id, "requested or completed count not published")
+            continue
+        if done >= requested:
+            out.passed(rv.id, f"{done}/{requested} completed ({source})")
+            continue
+        missing = requested - done
+        published = rv.run.completed
+        disclosed = (
+            published is not None and published <= done and source != "published"
+        ) or source == "published"
+        if rv.run.failed is not None and rv.run.failed >= missing:
+            disclosed = True
+        if disclosed:
+            out.warning(
+                rv.id,
+                f"{done}/{requested} completed: {missing} failure(s) disclosed; every figure "
+                "of this run is conditional on the completed requests",
+            )
+        else:
+            out.error(
+                rv.id,
+                f"{done}/{requested} completed in the {source}, {missing} failure(s) not "
+                "disclosed in the claims",
+                f"completed = {done} or failed = {missing} published",
+                f"completed = {published}, failed = {rv.run.failed}",
+            )
+
+
+@rule("R07", "Warmup excluded", "vLLM --num-warmups (sent before the timed run)")
+def warmup_excluded(ctx: Context, out: Out) -> None:
+    for rv in ctx.runs:
+        requested = rv.run.requests
+        counts: list[tuple[str, int]] = []
+        s = rv.summary
+        if s is not None:
+            if s.num_prompts is not None:
+                counts.append(("num_prompts", s.num_prompts))
+            if s.completed is not None:
+                counts.append(("completed + failed", s.completed + (s.failed or 0)))
+            if s.records is not None:
+                counts.append(("per-request records", s.records))
+        if not counts:
+            if rv.workload.warmups_per_point and not rv.workload.warmups_excluded:
+                out.error(
+                    rv.id,
+                    "the claims state that warmup requests are included in the timed results",
+                    "warmups excluded",
+                    f"{rv.workload.warmups_per_point} warmup(s) per point included",
+                )
+            else:
+                out.not_checkable(rv.id, "no evidence file: warmup exclusion cannot be checked")
+            continue
+        reference = requested if requested is not None else counts[0][1]
+        over = [(name, n) for name, n in counts if n > reference]
+        shown = ", ".join(f"{name} {n}" for name, n in counts)
+        if over:
+            out.error(
+                rv.id,
+                f"the evidence holds more requests than the {reference} timed ones "
+                f"({shown}): warmup or extra requests were counted",
+                f"{reference} requests",
+                shown,
+            )
+        else:
+            out.passed(rv.id, f"{shown}; none beyond the {reference} timed requests")
+
+
+@rule("R08", "Warmup / prefix-cache hygiene", "vLLM bench serve warmups; prefix caching default")
+def cache_hygiene(ctx: Context, out: Out) -> None:
+    for name, wl in sorted(ctx.predicate.workloads.items()):
+        runs = [rv for rv in ctx.runs if rv.run.workload == name]
+        where = f"workload:{name}"
+        if wl.prefix_cache_policy in ("reset-before-each-point", "disabled"):
+            out.passed(where, f"prefix cache {wl.prefix_cache_policy}")
+            continue
+        problems = []
+        if wl.warmups_per_point:
+            smallest = min((rv.requested() or 0 for rv in runs), default=0)
+            share = (
+                f" ({pct(Fraction(1, smallest), 3)} of a {smallest}-request point)"
+                if smallest
+                else ""
+            )
+            problems.append(
+                "vLLM's warmup re-sends the first measured prompt, so with prefix caching (on by "
+                f"default) measured request #0 hits the cache{share}"
+            )
+        if wl.fixed_seed and len(runs) > 1:
+            problems.append(
+                f"{len(runs)} points replay prompts from one fixed seed against the same server"
+            )
+        if not problems:
+            out.passed(where, "no warmups and no repeated prompt sets")
+        elif wl.prefix_cache_policy == "warm":
+            out.warning(where, "prefix cache declared warm: " + "; ".join(problems))
+        else:
+            out.warning(
+                where,
+                "; ".join(problems) + "; no prefix-cache policy declared",
+                "prefix_cache_policy = reset-before-each-point or disabled",
+                "not declared",
+            )
+
+
+def _length_check(
+    out: Out, rv: RunView, what: str, values: list[int] | None, mean_iv: Interval | None
+) -> bool:
+    declared = rv.workload.output_tokens if what == "output" else rv.workload.input_tokens
+    exact = what == "output" and rv.workload.ignore_eos is True
+    if values:
+        off = [v for v in values if v != declared] if exact else []
+        if exact and off:
+            out.error(
+                rv.id,
+                f"ignore_eos declared, but {len(off)}/{len(values)} requests generated "
+                f"{min(off)}..{max(off)} tokens",
+                f"{declared} {what} tokens each",
+                f"{min(values)}..{max(values)}",
+            )
+            return True
+        if not exact and what == "input":
+            worst = max(abs(v - declared) / declared for v in values)
+            if worst > 0.01:
+                severity = out.error if worst > 0.1 else out.warning
+                severity(
+                    rv.id,
+                    f"{what} lengths {min(values)}..{max(values)} vs declared {declared} "
+                    f"(worst {pct(worst, 3)} off)",
+                    f"{declared} ±1%",
+                    f"{min(values)}..{max(values)}",
+                )
+                return True
+        mean_iv = Interval.exact(Fraction(sum(values), len(values)))
+    if mean_iv is None:
+        return False
+    band = Interval(Fraction(declared) * Fraction(9, 10), Fraction(declared) * Fraction(11, 10))
+    if exact and not mean_iv.contains(declared):
+        out.error(
+            rv.id,
+            f"ignore_eos declared, but the mean {what} length is {mean_iv.text()}",
+            str(declared),
+            mean_iv.text(),
+        )
+    elif not mean_iv.overlaps(band):
+        out.error(
+            rv.id,
+            f"mean {what} length {mean_iv.text()} tokens is outside ±10% of the declared "
+            f"{declared} (MLPerf TEST09 bound)",
+            band.range_text(),
+            mean_iv.text(),
+        )
+    else:
+        out.passed(rv.id, f"mean {what} length {mean_iv.text()} for declared {declared}")
+    return True
+
+
+@rule("R09", "Output length", "MLPerf TEST06/TEST09; vLLM ignore_eos with the random dataset")
+def output_length(ctx: Context, out: Out) -> None:
+    for rv in ctx.runs:
+        values = None if rv.successes is None else [r.output_len for r in rv.successes]
+        mean_iv = None
+        s, m = rv.summary, rv.run.metrics
+        if s is not None and s.total_output_tokens is not None and s.completed:
+            mean_iv = Interval.exact(Fraction(s.total_output_tokens, s.completed))
+        elif m.output_tok_s is not None and m.request_rate is not None and m.request_rate > 0:
+            mean_iv = Interval.published(m.output_tok_s) / Interval.published(m.request_rate)
+        if not _length_check(out, rv, "output", values, mean_iv):
+            out.not_checkable(rv.id, "no token counts, and no output and request rate published")
+
+
+@rule("R10", "Input length", "vLLM usage.prompt_tokens; dataset input_len")
+def input_length(ctx: Context, out: Out) -> None:
+    for rv in ctx.runs:
+        values = None
+        if rv.successes is not None and all(r.input_len is not None for r in rv.successes):
+            values = [r.input_len or 0 for r in rv.successes]
+        s = rv.summary
+        mean_iv = None
+        if s is not None and s.total_input_tokens is not None and s.completed:
+            mean_iv = Interval.exact(Fraction(s.total_input_tokens, s.completed))
+        if not _length_check(out, rv, "input", values, mean_iv):
+            out.not_checkable(rv.id, "no input token counts (needs an evidence file)")

@@ -1,0 +1,279 @@
+"""R16-R18: are the latency metrics what their names say, and consistent with each other?
+
+vLLM's TPOT is per request ``(E2E - TTFT) / (output tokens - 1)``; its ITL is the gap between
+streamed *chunks*, so under speculative decoding one ITL sample covers several tokens. A "TPOT"
+several times ``(E2E - TTFT) / (N - 1)`` is almost always an ITL under the wrong name.
+"""
+
+from __future__ import annotations
+
+import itertools
+from decimal import Decimal
+from fractions import Fraction
+
+from k3kit.audit.context import (
+    METRICS,
+    PUBLISHED_PCTS,
+    Context,
+    RunView,
+    close,
+    statistic,
+    tool_keys,
+)
+from k3kit.audit.findings import Out, rule
+from k3kit.audit.numbers import Interval, num
+
+PROXY_RATIO = Fraction(115, 100)  # median-of-ratios vs ratio-of-medians slack (receipts notes R16)
+
+
+def _itl_hint(rv: RunView, key: str, value: Interval) -> str:
+    """Say so when a value labelled TPOT equals the run's ITL statistic."""
+    candidates = []
+    tool = rv.tool("itl", key)
+    if tool is not None:
+        candidates.append(Interval.measured(tool))
+    samples = rv.samples_s("itl")
+    if samples:
+        candidates.append(Interval.measured(statistic(sorted(samples), key)))
+    for candidate in candidates:
+        if value.overlaps(candidate):
+            return (
+                f"; it equals the ITL {key} ({candidate.text()} ms): a per-chunk ITL labelled TPOT"
+            )
+    return ""
+
+
+def _value(rv: RunView, metric: str, key: str) -> tuple[Interval | None, str]:
+    published = rv.published(metric, key)
+    if published is not None:
+        return Interval.published(published), "published"
+    tool = rv.tool(metric, key)
+    if tool is not None:
+        return Interval.measured(tool), "evidence"
+    return None, ""
+
+
+def _proxy(out: Out, rv: RunView) -> int:
+    """Summary-level check of TPOT against (E2E - TTFT)/(N - 1); returns checks made."""
+    n = rv.workload.output_tokens
+    if not rv.fixed_length() or n < 2:
+        return 0
+    for key in ("mean", "p50"):
+        tpot, src = _value(rv, "tpot", key)
+        e2e, _ = _value(rv, "e2el", key)
+        ttft, _ = _value(rv, "ttft", key)
+        if tpot is None or e2e is None or ttft is None:
+            continue
+        implied = (e2e - ttft) / Interval.exact(n - 1)
+        formula = f"({key} E2E - {key} TTFT)/({n} - 1)"
+        if key == "mean":
+            # For requests of one fixed length the mean identity is exact.
+            if not tpot.overlaps(implied):
+                out.error(
+                    rv.id,
+                    f"{src} mean TPOT does not equal {formula}" + _itl_hint(rv, "mean", tpot),
+                    f"{implied.text()} ms",
+                    f"{tpot.text()} ms",
+                )
+                return -1
+            return 1
+        band = Interval(implied.lo / PROXY_RATIO, implied.hi * PROXY_RATIO)
+        if not tpot.overlaps(band):
+            ratio = tpot.mid / implied.mid if implied.mid > 0 else Fraction(0)
+            out.error(
+                rv.id,
+                f"{src} median TPOT is x{num(ratio, 3)} of {formula}; beyond the "
+                f"±15% a median proxy allows: looks like per-chunk ITL, not per-token TPOT"
+                + _itl_hint(rv, "p50", tpot),
+                f"{implied.text()} ms; ±15% band {band.range_text()} ms",
+                f"{tpot.text()} ms",
+            )
+            return -1
+        return 1
+    return 0
+
+
+@rule("R16", "TPOT recomputation", "vLLM serve.py: TPOT = (e2el - ttft)/(output_len - 1)")
+def tpot(ctx: Context, out: Out) -> None:
+    for rv in ctx.runs:
+        checked, bad = 0, 0
+        for key in rv.published_keys("tpot"):
+            published = rv.published("tpot", key)
+            tool = rv.tool("tpot", key)
+            if published is None or tool is None:
+                continue
+            checked += 1
+            claimed = Interval.published(published)
+            if not claimed.overlaps(Interval.measured(tool)):
+                bad += 1
+                out.error(
+                    rv.id,
+                    f"published TPOT {key} is not the evidence's TPOT {key}"
+                    + _itl_hint(rv, key, claimed),
+                    f"{num(tool, 9)} ms (evidence)",
+                    f"{published} ms",
+                )
+        samples = rv.samples_s("tpot")
+        if samples:
+            ordered = sorted(samples)
+            for key in tool_keys(rv, "tpot"):
+                tool = rv.tool("tpot", key)
+                assert tool is not None
+                recomputed = statistic(ordered, key)
+                checked += 1
+                scale = statistic(ordered, "mean") if key == "std" else None
+                if not close(float(tool), recomputed, scale):
+                    bad += 1
+                    out.error(
+                        rv.id,
+                        f"evidence TPOT {key} is not the statistic of per-request "
+                        "(E2E - TTFT)/(N - 1)" + _itl_hint(rv, key, Interval.measured(tool)),
+                        f"{num(recomputed, 9)} ms from {len(samples)} requests",
+                        f"{num(tool, 9)} ms",
+                    )
+            method = ctx.predicate.definitions.percentile_method
+            for key in rv.published_keys("tpot"):
+                published = rv.published("tpot", key)
+                if published is None or rv.tool("tpot", key) is not None:
+                    continue
+                checked += 1
+                recomputed = statistic(ordered, key, method)
+                if not Interval.published(published).contains(Fraction(recomputed)):
+                    bad += 1
+                    out.error(
+                        rv.id,
+                        f"published TPOT {key} does not match the per-request data ({method})",
+                        f"{num(recomputed, 9)} ms",
+                        f"{published} ms",
+                    )
+        elif bad == 0:
+            result = _proxy(out, rv)
+            checked += abs(result)
+            bad += result < 0
+        if not checked:
+            out.not_checkable(rv.id, "no TPOT with matching E2E and TTFT statistics to check")
+        elif not bad:
+            out.passed(rv.id, f"{checked} TPOT check(s) hold")
+
+
+@rule("R17", "ITL / chunk consistency", "vLLM docs: ITL per streamed chunk; speculative decoding")
+def itl_chunks(ctx: Context, out: Out) -> None:
+    for rv in ctx.runs:
+        ok = rv.successes
+        if ok is not None:
+            timed = [r for r in ok if r.latency_s is not None]
+            gaps = [r for r in timed if abs(r.ttft_s + sum(r.itl_s) - (r.latency_s or 0)) > 1e-3]
+            if gaps:
+                out.error(
+                    rv.id,
+                    f"{len(gaps)}/{len(timed)} requests: TTFT + sum(ITL) differs from E2E "
+                    "by more than 1 ms",
+                    "TTFT + sum(ITL) = E2E",
+                    f"{len(gaps)} mismatches",
+                )
+            crowded = [r for r in ok if len(r.itl_s) + 1 > r.output_len]
+            if crowded:
+                out.error(
+                    rv.id,
+                    f"{len(crowded)} requests have more streamed chunks than output tokens",
+                    "chunks <= output tokens",
+                    f"{len(crowded)} requests over",
+                )
+            tokens = sum(r.output_len for r in ok)
+            chunks = sum(len(r.itl_s) + 1 for r in ok)
+            if not chunks:
+                out.not_checkable(rv.id, "no successful requests")
+                continue
+            per_chunk = Fraction(tokens, chunks)
+            accept = None if rv.summary is None else rv.summary.spec_decode_acceptance_length
+            if accept is not None and not (
+                Fraction(accept) * Fraction(4, 5) <= per_chunk <= Fraction(accept) * Fraction(6, 5)
+            ):
+                out.warning(
+                    rv.id,
+                    f"{num(per_chunk, 4)} tokens per chunk vs speculative acceptance length "
+                    f"{num(accept, 4)} (±20%)",
+                    f"{num(accept, 4)} tok/chunk",
+                    f"{num(per_chunk, 4)}",
+                )
+            if not gaps and not crowded:
+                out.passed(
+                    rv.id,
+                    f"{tokens} tokens in {chunks} chunks ({num(per_chunk, 4)} tok/chunk); "
+                    "TTFT + sum(ITL) = E2E for every request",
+                )
+            continue
+        itl, _ = _value(rv, "itl", "mean")
+        tpot_mean, _ = _value(rv, "tpot", "mean")
+        if itl is None or tpot_mean is None or not rv.fixed_length() or tpot_mean.mid <= 0:
+            out.not_checkable(rv.id, "needs mean ITL and mean TPOT, or per-request evidence")
+            continue
+        if itl.hi < tpot_mean.lo:
+            out.error(
+                rv.id,
+                "mean ITL below mean TPOT is impossible for fixed-length outputs: every chunk "
+                "carries at least one token",
+                f">= {tpot_mean.text()} ms",
+                f"{itl.text()} ms",
+            )
+        else:
+            out.passed(
+                rv.id, f"mean ITL / mean TPOT = {num(itl.mid / tpot_mean.mid, 4)} tok per chunk"
+            )
+
+
+def _ordered(values: list[tuple[str, Interval]]) -> list[str]:
+    problems = []
+    for (k1, v1), (k2, v2) in itertools.pairwise(values):
+        if v2.hi < v1.lo:
+            problems.append(f"{k2} {v2.text()} < {k1} {v1.text()}")
+    return problems
+
+
+@rule("R18", "Ordering and units", "definition of quantiles; TTFT is part of E2E")
+def ordering(ctx: Context, out: Out) -> None:
+    for rv in ctx.runs:
+        problems: list[str] = []
+        compared = 0
+        for source in ("published", "evidence"):
+            medians: dict[str, Interval] = {}
+            for metric in METRICS:
+                row: list[tuple[str, Interval]] = []
+                if source == "published":
+                    for key in (*PUBLISHED_PCTS, "max"):
+                        value = rv.published(metric, key)
+                        if value is not None:
+                            row.append((key, Interval.published(value)))
+                            if value <= 0:
+                                problems.append(f"{source} {metric} {key} = {value} <= 0")
+                    mean_value: Decimal | None = rv.published(metric, "mean")
+                else:
+                    for key in tool_keys(rv, metric):
+                        if key not in ("mean", "std"):
+                            tool = rv.tool(metric, key)
+                            assert tool is not None
+                            row.append((key, Interval.measured(tool)))
+                    mean_value = None
+                compared += max(0, len(row) - 1)
+                problems += [f"{source} {metric}: {p}" for p in _ordered(row)]
+                if row and row[0][0] in ("p50", "median"):
+                    medians[metric] = row[0][1]
+                if mean_value is not None and row and row[-1][0] == "max":
+                    compared += 1
+                    if Interval.published(mean_value).lo > row[-1][1].hi:
+                        problems.append(f"{source} {metric}: mean {mean_value} > max")
+            if "ttft" in medians and "e2el" in medians:
+                compared += 1
+                if medians["ttft"].lo > medians["e2el"].hi:
+                    problems.append(
+                        f"{source}: median TTFT {medians['ttft'].text()} > median E2E "
+                        f"{medians['e2el'].text()}"
+                    )
+        if problems:
+            out.error(
+                rv.id, "; ".join(problems), "p50 <= p90 <= p99 <= max, TTFT <= E2E", "violated"
+            )
+        elif compared:
+            out.passed(rv.id, f"{compared} ordering relation(s) hold")
+        else:
+            out.not_checkable(rv.id, "fewer than two statistics to order")

@@ -1,0 +1,235 @@
+"""What the rules see: the verified receipt, per-run views of published and evidence numbers.
+
+Three layers of numbers exist for a run, and rules compare them: the *published* figures
+(``run.metrics``, Decimals with their printed precision), the *tool summary* of the evidence file
+(``run.evidence_summary``, exact floats), and the *per-request data* of a raw evidence file, which
+is only available when a kit directory is audited and the file matched its signed sha256.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import cached_property
+
+from k3kit.audit.numbers import Interval
+from k3kit.audit.stats import mean, percentile, pstdev
+from k3kit.evidence import Request, VllmResult
+from k3kit.models import (
+    EvidenceSummary,
+    KitInfo,
+    LatencyStats,
+    Percentiles,
+    ReceiptPredicate,
+    Workload,
+)
+from k3kit.models import Run as ClaimedRun
+
+METRICS = ("ttft", "tpot", "itl", "e2el")
+LABELS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2E latency"}
+# Published percentile keys of ``Percentiles`` and the percentile each stands for.
+PUBLISHED_PCTS = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9}
+_ATTR = {"p99.9": "p99_9"}
+
+
+@dataclass
+class KitFacts:
+    """What an audit of a kit directory adds to the receipt alone."""
+
+    manifest_sha256: str | None
+    lock_sha256: str | None
+    info: KitInfo | None
+    evidence_status: dict[str, str] = field(default_factory=dict)  # run id -> "ok" or problem
+    evidence_extra: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunView:
+    run: ClaimedRun
+    workload: Workload
+    gpus: int
+    result: VllmResult | None = None
+    raw_note: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.run.id
+
+    @property
+    def summary(self) -> EvidenceSummary | None:
+        return self.run.evidence_summary
+
+    @property
+    def requests(self) -> list[Request] | None:
+        return None if self.result is None else self.result.requests
+
+    @cached_property
+    def successes(self) -> list[Request] | None:
+        reqs = self.requests
+        return None if reqs is None else [r for r in reqs if r.success]
+
+    def published(self, metric: str, key: str) -> Decimal | None:
+        """A published latency statistic: ``published("ttft", "p50")``."""
+        stats: Percentiles | None = getattr(self.run.metrics, f"{metric}_ms")
+        if stats is None:
+            return None
+        value: Decimal | None = getattr(stats, _ATTR.get(key, key))
+        return value
+
+    def published_keys(self, metric: str) -> list[str]:
+        return [
+            k for k in ("mean", *PUBLISHED_PCTS, "max") if self.published(metric, k) is not None
+        ]
+
+    def tool(self, metric: str, key: str) -> Decimal | None:
+        """A statistic the tool reported: key mean/std/p50 (= median)/p90/p99/p99.9."""
+        if self.summary is None:
+            return None
+        stats: LatencyStats | None = getattr(self.summary, f"{metric}_ms")
+        if stats is None:
+            return None
+        if key in ("mean", "std", "median"):
+            value: Decimal | None = getattr(stats, key)
+            return value
+        if key == "p50" and stats.median is not None:
+            return stats.median
+        return stats.percentiles.get(key[1:]) if key.startswith("p") else None
+
+    def samples_s(self, metric: str) -> list[float] | None:
+        """Per-request samples in seconds as vLLM computes them (successful requests only)."""
+        ok = self.successes
+        if ok is None:
+            return None
+        if metric == "ttft":
+            return [r.ttft_s for r in ok]
+        if metric == "itl":
+            return [x for r in ok for x in r.itl_s]
+        if any(r.latency_s is None for r in ok):
+            return None
+        if metric == "e2el":
+            return [r.latency_s for r in ok if r.latency_s is not None]
+        return [
+            (r.latency_s - r.ttft_s) / (r.output_len - 1)
+            for r in ok
+            if r.latency_s is not None and r.output_len > 1
+        ]
+
+    def n_requests(self) -> tuple[int | None, str]:
+        """Successful requests behind the statistics, and where that count comes from."""
+        if self.successes is not None:
+            return len(self.successes), "per-request evidence"
+        if self.summary is not None and self.summary.completed is not None:
+            return self.summary.completed, "evidence summary"
+        if self.run.completed is not None:
+            return self.run.completed, "published"
+        return None, ""
+
+    def n_samples(self, metric: str) -> tuple[int | None, str]:
+        if metric == "itl":
+            samples = self.samples_s("itl")
+            return (None, "") if samples is None else (len(samples), "per-request evidence")
+        if metric == "tpot" and self.successes is not None:
+            return sum(1 for r in self.successes if r.output_len > 1), "per-request evidence"
+        return self.n_requests()
+
+    def requested(self) -> int | None:
+        if self.run.requests is not None:
+            return self.run.requests
+        return None if self.summary is None else self.summary.num_prompts
+
+    def duration(self) -> tuple[Interval | None, str]:
+        """The run's duration in seconds: measured, published, or derived from published rates."""
+        if self.summary is not None and self.summary.duration_s is not None:
+            return Interval.measured(self.summary.duration_s), "evidence duration"
+        m = self.run.metrics
+        if m.duration_s is not None:
+            return Interval.published(m.duration_s), "published duration"
+        count = self.run.completed if self.run.completed is not None else self.run.requests
+        if count and m.request_rate is not None and m.request_rate > 0:
+            rate = Interval.published(m.request_rate)
+            return Interval.exact(count) / rate, f"{count} requests / {m.request_rate} req/s"
+        if count and m.output_tok_s is not None and m.output_tok_s > 0 and self.fixed_length():
+            tokens = count * self.workload.output_tokens
+            return (
+                Interval.exact(tokens) / Interval.published(m.output_tok_s),
+                f"{count} x {self.workload.output_tokens} tokens / {m.output_tok_s} tok/s",
+            )
+        return None, ""
+
+    def fixed_length(self) -> bool:
+        """Every request generates the workload's output_tokens (unless declared otherwise)."""
+        return self.workload.ignore_eos is not False
+
+    def mean_latency_s(self) -> float | None:
+        samples = self.samples_s("e2el")
+        return None if not samples else mean(samples)
+
+
+@dataclass
+class Context:
+    predicate: ReceiptPredicate
+    runs: list[RunView]
+    signer_keyid: str
+    kit: KitFacts | None = None
+    subjects: dict[str, str] = field(default_factory=dict)  # Statement subject -> sha256
+
+    def run(self, run_id: str) -> RunView:
+        return next(rv for rv in self.runs if rv.id == run_id)
+
+
+def build_context(
+    predicate: ReceiptPredicate,
+    *,
+    signer_keyid: str,
+    kit: KitFacts | None,
+    results: dict[str, VllmResult],
+    subjects: dict[str, str],
+) -> Context:
+    """Views of every run; ``results`` holds the parsed evidence files that passed their hash."""
+    views = []
+    for run in predicate.runs:
+        view = RunView(
+            run,
+            predicate.workloads[run.workload],
+            run.gpus or predicate.environment.gpu_count,
+            results.get(run.id),
+        )
+        if run.evidence is None:
+            view.raw_note = "no evidence file (summary-level run)"
+        elif run.evidence_level == "summary":
+            view.raw_note = "summary-level evidence (no per-request data)"
+        elif kit is None:
+            view.raw_note = "per-request evidence not available (receipt audited without its kit)"
+        elif view.result is None:
+            view.raw_note = f"evidence unusable: {kit.evidence_status.get(run.id, 'not read')}"
+        views.append(view)
+    return Context(predicate, views, signer_keyid, kit, subjects)
+
+
+def statistic(sorted_s: list[float], key: str, method: str = "numpy-linear") -> float:
+    """A summary statistic in ms of samples in seconds, computed as vLLM does (x 1000 last)."""
+    if key == "mean":
+        return mean(sorted_s) * 1000
+    if key == "std":
+        return pstdev(sorted_s) * 1000
+    if key == "max":
+        return sorted_s[-1] * 1000
+    p = 50.0 if key in ("median", "p50") else float(key[1:])
+    return percentile(sorted_s, p, method) * 1000
+
+
+def close(a: float, b: float, scale: float | None = None) -> bool:
+    """Equal up to the float rounding of two implementations (relative 1e-9)."""
+    ref = max(abs(a), abs(b), abs(scale or 0.0))
+    return abs(a - b) <= 1e-9 * ref + 1e-12
+
+
+def tool_keys(rv: RunView, metric: str) -> list[str]:
+    """The statistics the tool reported for a metric: mean, std, median, p90, ..."""
+    if rv.summary is None:
+        return []
+    stats: LatencyStats | None = getattr(rv.summary, f"{metric}_ms")
+    if stats is None:
+        return []
+    keys = [k for k in ("mean", "std", "median") if getattr(stats, k) is not None]
+    return keys + [f"p{k}" for k in sorted(stats.percentiles, key=float)]

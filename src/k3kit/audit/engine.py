@@ -1,0 +1,195 @@
+"""Run an audit: verify the receipt's signature, gather the kit's facts, run every rule.
+
+The signature comes first and is not negotiable: an unverifiable receipt yields one R01 error and
+no other finding, because nothing in unsigned bytes is worth auditing. Evidence files are used
+only when their bytes match the sha256 the receipt signs (R03 reports the others).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from k3kit._canonical import strict_loads
+from k3kit._fs import read_capped, walk
+from k3kit.archive import extract_safely
+from k3kit.audit.context import Context, KitFacts, build_context
+from k3kit.audit.findings import ERROR, RANK, SEVERITIES, Finding, Out, ordered_rules
+from k3kit.errors import InputError, K3kitError, VerificationError
+from k3kit.evidence import MAX_EVIDENCE_BYTES, VllmResult, parse_vllm_result, summarize
+from k3kit.manifest import EVIDENCE_DIR, MANIFEST_NAME, RECEIPT_NAME
+from k3kit.models import KitInfo, ReceiptPredicate, load
+from k3kit.verify import KIT_INFO_NAME, LOCK_NAME, MAX_DOC_BYTES, read_receipt
+
+
+@dataclass
+class AuditReport:
+    target: str
+    findings: list[Finding]
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def at_or_above(self, threshold: str) -> list[Finding]:
+        return [f for f in self.findings if RANK[f.severity] >= RANK[threshold]]
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(1 for f in self.findings if f.severity == s) for s in SEVERITIES}
+
+    def as_json(self, fail_on: str) -> dict[str, Any]:
+        return {
+            "ok": not self.at_or_above(fail_on),
+            "target": self.target,
+            "fail_on": fail_on,
+            "counts": self.counts(),
+            **self.facts,
+            "findings": [f.as_json() for f in self.findings],
+        }
+
+
+def run_rules(ctx: Context) -> list[Finding]:
+    """Every registered rule, in id order; a rule with nothing to say is reported as such."""
+    findings: list[Finding] = []
+    for rule in ordered_rules():
+        out = Out(rule.id)
+        rule.check(ctx, out)
+        if not out.findings:
+            out.info(None, "nothing in this receipt for this rule to check")
+        findings += out.findings
+    return findings
+
+
+def _sha256_of(path: Path) -> str | None:
+    try:
+        data = read_capped(path, MAX_DOC_BYTES, what=path.name, error=VerificationError, code="X")
+    except VerificationError:
+        return None
+    return hashlib.sha256(data).hexdigest()
+
+
+def _kit_info(kit_dir: Path) -> KitInfo | None:
+    try:
+        data = read_capped(
+            kit_dir / KIT_INFO_NAME,
+            MAX_DOC_BYTES,
+            what="kit.json",
+            error=VerificationError,
+            code="X",
+        )
+        obj = strict_loads(data, source=KIT_INFO_NAME, max_bytes=MAX_DOC_BYTES)
+        return load(KitInfo, obj, source=KIT_INFO_NAME, error=VerificationError)
+    except K3kitError:
+        return None
+
+
+def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[str, VllmResult]:
+    results: dict[str, VllmResult] = {}
+    listed = set()
+    for run in pred.runs:
+        if run.evidence is None:
+            continue
+        listed.add(run.evidence)
+        try:
+            data = read_capped(
+                kit_dir / run.evidence,
+                MAX_EVIDENCE_BYTES,
+                what=run.evidence,
+                error=VerificationError,
+                code="EVIDENCE_FILE_MISSING",
+            )
+        except VerificationError as exc:
+            facts.evidence_status[run.id] = f"missing or unreadable ({exc.message})"
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != run.evidence_sha256 or len(data) != run.evidence_bytes:
+            facts.evidence_status[run.id] = (
+                f"changed: sha256 {digest[:16]}… ({len(data)} bytes) is not the signed one"
+            )
+            continue
+        try:
+            result = parse_vllm_result(data, source=run.evidence, error=VerificationError)
+        except VerificationError as exc:
+            facts.evidence_status[run.id] = f"unparseable: {exc.message}"
+            continue
+        # Notes about version drift may grow between k3kit versions; the numbers may not differ.
+        recorded = run.evidence_summary
+        if recorded is None or summarize(result).model_copy(
+            update={"notes": []}
+        ) != recorded.model_copy(update={"notes": []}):
+            facts.evidence_status[run.id] = "its tool summary differs from the receipt's"
+            continue
+        facts.evidence_status[run.id] = "ok"
+        results[run.id] = result
+    folder = kit_dir / EVIDENCE_DIR
+    if folder.is_dir() and not folder.is_symlink():
+        facts.evidence_extra = [
+            f"{EVIDENCE_DIR}/{e.rel}"
+            for e in walk(folder)
+            if e.kind != "dir" and f"{EVIDENCE_DIR}/{e.rel}" not in listed
+        ]
+    return results
+
+
+def audit_receipt(
+    receipt: Path, trusted: list[Ed25519PublicKey], *, kit_dir: Path | None, label: str
+) -> AuditReport:
+    """Audit one receipt; with ``kit_dir`` also its subjects and evidence files."""
+    try:
+        verified = read_receipt(receipt, trusted)
+    except VerificationError as exc:
+        finding = Finding(
+            "R01",
+            ERROR,
+            "receipt",
+            f"receipt not verified: {exc.message}",
+            "a receipt signed by a trusted key",
+            exc.code,
+        )
+        return AuditReport(label, [finding], {"verified": False})
+    statement = verified.statement
+    pred = statement.predicate
+    subjects = {s.name: s.digest.get("sha256", "") for s in statement.subject}
+    kit: KitFacts | None = None
+    results: dict[str, VllmResult] = {}
+    if kit_dir is not None:
+        kit = KitFacts(
+            _sha256_of(kit_dir / MANIFEST_NAME), _sha256_of(kit_dir / LOCK_NAME), _kit_info(kit_dir)
+        )
+        results = _evidence(kit_dir, pred, kit)
+    ctx = build_context(
+        pred, signer_keyid=verified.signer_keyid, kit=kit, results=results, subjects=subjects
+    )
+    facts = {
+        "verified": True,
+        "receipt": {
+            "kit": pred.kit.name,
+            "version": pred.kit.version,
+            "issued_at": pred.issued_at,
+            "signer_keyid": verified.signer_keyid,
+            "evidence": {rv.id: rv.run.evidence_level for rv in ctx.runs},
+            "with_kit": kit is not None,
+        },
+    }
+    return AuditReport(label, run_rules(ctx), facts)
+
+
+def audit_path(target: Path, trusted: list[Ed25519PublicKey]) -> AuditReport:
+    """Audit a kit directory, a ``.kit.tar.gz`` or a lone ``receipt.dsse.json``."""
+    if not target.exists():
+        raise InputError(f"not found: {target}", code="AUDIT_TARGET_NOT_FOUND")
+    if target.is_dir():
+        return audit_receipt(target / RECEIPT_NAME, trusted, kit_dir=target, label=str(target))
+    if target.name.endswith((".tar.gz", ".tgz")):
+        staging, digest = extract_safely(target)
+        try:
+            report = audit_receipt(
+                staging / RECEIPT_NAME, trusted, kit_dir=staging, label=str(target)
+            )
+            report.facts["archive_sha256"] = digest
+            return report
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return audit_receipt(target, trusted, kit_dir=None, label=str(target))
