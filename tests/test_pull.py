@@ -51,16 +51,27 @@ def snapshot(dest: Path, served: ServedKit) -> Path:
 
 
 def verify(served: ServedKit, weights: Path) -> tuple[int, dict]:
-    proc = run_k3kit("verify", served.kit, "--trust", served.key.public, "--weights", weights,
-                     "--json")
+    proc = run_k3kit(
+        "verify", served.kit, "--trust", served.key.public, "--weights", weights, "--json"
+    )
     return proc.returncode, json.loads(proc.stdout)
 
 
 def test_pull_cache_layout_then_verify_accepts_root_repo_and_snapshot(
-        served: ServedKit, tmp_path: Path) -> None:
+    served: ServedKit, tmp_path: Path
+) -> None:
     dest = tmp_path / "hf-cache"
-    proc = run_k3kit("pull", served.kit, "--dir", dest, "--endpoint", served.hub.url,
-                     "--trust", served.key.public, "--json")
+    proc = run_k3kit(
+        "pull",
+        served.kit,
+        "--dir",
+        dest,
+        "--endpoint",
+        served.hub.url,
+        "--trust",
+        served.key.public,
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["ok"] is True and result["kit"]["verified"] is True
@@ -82,12 +93,13 @@ def test_pull_plain_layout_from_archive_then_verify(served: ServedKit, tmp_path:
     archive = tmp_path / "k3.kit.tar.gz"
     pack(served.kit, archive)
     dest = tmp_path / "weights"
-    proc = run_k3kit("pull", archive, "--dir", dest, "--layout", "plain", "--json")
+    proc = run_k3kit(
+        "pull", archive, "--dir", dest, "--layout", "plain", "--json", "--trust", served.key.public
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    assert result["kit"] == {"path": str(archive), "verified": False,
-                             "detail": "not verified: no --trust key given"}
-    assert result["endpoint"] == served.hub.url  # taken from the lock
+    assert result["kit"]["verified"] is True
+    assert result["endpoint"] == served.hub.url  # taken from the signed lock
     for path, data in served.files.items():
         assert (dest / path).read_bytes() == data and not (dest / path).is_symlink()
     code, report = verify(served, dest)
@@ -95,8 +107,48 @@ def test_pull_plain_layout_from_archive_then_verify(served: ServedKit, tmp_path:
     assert report["weights"]["layout"] == "plain"
 
 
-def test_pull_refuses_a_kit_that_does_not_verify(served: ServedKit, tmp_path: Path,
-                                                 other_key: KeyFiles) -> None:
+def test_an_unverified_lock_does_not_choose_the_endpoint_or_get_the_token(
+    served: ServedKit, tmp_path: Path, no_sleep: NoSleep
+) -> None:
+    # Without --trust the lock is attacker-controlled: its endpoint must not be used, and the
+    # token goes only where the user pointed (here $HF_ENDPOINT, a closed port).
+    result = invoke(
+        "pull",
+        served.kit,
+        "--dir",
+        tmp_path / "w",
+        "--token-env",
+        "HUB_TOKEN",
+        "--json",
+        env={"HUB_TOKEN": "hf_secret_value"},
+    )
+    assert result.exit_code == 4, result.stderr
+    assert "127.0.0.1:9" in result.stderr and "not verified" in result.stderr
+    assert served.hub.requests == []
+    assert "hf_secret_value" not in result.stderr + result.stdout
+
+
+def test_a_token_is_never_sent_over_plain_http_to_a_remote_host(
+    served: ServedKit, tmp_path: Path
+) -> None:
+    proc = run_k3kit(
+        "pull",
+        served.kit,
+        "--dir",
+        tmp_path / "w",
+        "--endpoint",
+        "http://hub.example.invalid",
+        "--token-env",
+        "HUB_TOKEN",
+        env={"HUB_TOKEN": "hf_secret_value"},
+    )
+    assert proc.returncode == 3 and "plain http" in proc.stderr
+    assert served.hub.requests == []
+
+
+def test_pull_refuses_a_kit_that_does_not_verify(
+    served: ServedKit, tmp_path: Path, other_key: KeyFiles
+) -> None:
     dest = tmp_path / "w"
     proc = run_k3kit("pull", served.kit, "--dir", dest, "--trust", other_key.public)
     assert proc.returncode == 1
@@ -104,16 +156,18 @@ def test_pull_refuses_a_kit_that_does_not_verify(served: ServedKit, tmp_path: Pa
     assert served.hub.requests == [] and not dest.exists()
 
 
-def test_wrong_bytes_twice_exit_1_and_nothing_left_in_place(served: ServedKit,
-                                                            tmp_path: Path) -> None:
+def test_wrong_bytes_twice_exit_1_and_nothing_left_in_place(
+    served: ServedKit, tmp_path: Path
+) -> None:
     served.hub.set_fault("wrong_bytes", path=SHARD1)
     dest = tmp_path / "cache"
-    proc = run_k3kit("pull", served.kit, "--dir", dest, "--json")
+    proc = run_k3kit("pull", served.kit, "--endpoint", served.hub.url, "--dir", dest, "--json")
     assert proc.returncode == 1, proc.stderr
     result = json.loads(proc.stdout)
     assert [q["path"] for q in result["quarantined"]] == [SHARD1, SHARD1]
     assert [(p["code"], p["path"]) for p in result["problems"]] == [
-        ("WEIGHTS_DIGEST_MISMATCH", SHARD1)]
+        ("WEIGHTS_DIGEST_MISMATCH", SHARD1)
+    ]
     assert "wrong bytes again after one re-fetch" in proc.stderr
     assert "NOT VERIFIED" in proc.stderr
     assert resolve_gets(served.hub).count(f"/lfs/{sha256(served.files[SHARD1])}") == 2
@@ -136,13 +190,24 @@ def test_wrong_bytes_twice_exit_1_and_nothing_left_in_place(served: ServedKit,
     assert code == 1
     weights = report["checks"][-1]
     assert [(p["code"], p["path"]) for p in weights["problems"]] == [
-        ("WEIGHTS_FILE_MISSING", SHARD1)]
+        ("WEIGHTS_FILE_MISSING", SHARD1)
+    ]
 
 
 def test_wrong_bytes_once_is_quarantined_and_refetched(served: ServedKit, tmp_path: Path) -> None:
     served.hub.set_fault("wrong_bytes", path=SHARD1, times=1)
     dest = tmp_path / "plain"
-    proc = run_k3kit("pull", served.kit, "--dir", dest, "--layout", "plain", "--json")
+    proc = run_k3kit(
+        "pull",
+        served.kit,
+        "--endpoint",
+        served.hub.url,
+        "--dir",
+        dest,
+        "--layout",
+        "plain",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert [(q["path"], q["origin"]) for q in result["quarantined"]] == [(SHARD1, "downloaded")]
@@ -152,10 +217,11 @@ def test_wrong_bytes_once_is_quarantined_and_refetched(served: ServedKit, tmp_pa
 
 
 def test_resume_after_interrupted_pull_downloads_only_what_is_missing(
-        served: ServedKit, tmp_path: Path, no_sleep: NoSleep) -> None:
+    served: ServedKit, tmp_path: Path, no_sleep: NoSleep
+) -> None:
     dest = tmp_path / "cache"
     served.hub.set_fault("drop", path=SHARD1)  # every attempt breaks off half-way
-    first = invoke("pull", served.kit, "--dir", dest, "--json")
+    first = invoke("pull", served.kit, "--endpoint", served.hub.url, "--dir", dest, "--json")
     assert first.exit_code == 4, first.stderr
     errors = as_json(first)["errors"]
     assert [(e["path"], e["code"]) for e in errors] == [(SHARD1, "HUB_DOWNLOAD_FAILED")]
@@ -163,7 +229,7 @@ def test_resume_after_interrupted_pull_downloads_only_what_is_missing(
     assert unverified_files(dest, served.lock) == []
     served.hub.set_fault(None)
     served.hub.reset_log()
-    second = invoke("pull", served.kit, "--dir", dest, "--json")
+    second = invoke("pull", served.kit, "--endpoint", served.hub.url, "--dir", dest, "--json")
     assert second.exit_code == 0, second.stderr
     result = as_json(second)
     assert result["files_downloaded"] == 1
@@ -175,30 +241,43 @@ def test_resume_after_interrupted_pull_downloads_only_what_is_missing(
 
 def test_rerun_finds_a_corrupted_file_on_disk(served: ServedKit, tmp_path: Path) -> None:
     dest = tmp_path / "cache"
-    assert run_k3kit("pull", served.kit, "--dir", dest).returncode == 0
+    assert (
+        run_k3kit("pull", served.kit, "--endpoint", served.hub.url, "--dir", dest).returncode == 0
+    )
     blob = Path(os.path.realpath(snapshot(dest, served) / "config.json"))
     data = bytearray(blob.read_bytes())
     data[0] ^= 1
     blob.chmod(0o644)
     blob.write_bytes(bytes(data))  # same size, one bit flipped
     served.hub.reset_log()
-    proc = run_k3kit("pull", served.kit, "--dir", dest, "--json")
+    proc = run_k3kit("pull", served.kit, "--endpoint", served.hub.url, "--dir", dest, "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert [(q["path"], q["origin"]) for q in result["quarantined"]] == [
-        ("config.json", "found on disk")]
+        ("config.json", "found on disk")
+    ]
     assert result["files_downloaded"] == 1
-    assert [p for p in resolve_gets(served.hub)] == [
-        f"/{REPO}/resolve/{served.commit}/config.json"]
+    assert [p for p in resolve_gets(served.hub)] == [f"/{REPO}/resolve/{served.commit}/config.json"]
     assert verify(served, dest)[0] == 0
 
 
-def test_pull_into_a_folder_with_other_files_fails_like_verify(served: ServedKit,
-                                                               tmp_path: Path) -> None:
+def test_pull_into_a_folder_with_other_files_fails_like_verify(
+    served: ServedKit, tmp_path: Path
+) -> None:
     dest = tmp_path / "plain"
     dest.mkdir()
     (dest / "stray.bin").write_bytes(b"not in the lock")
-    proc = run_k3kit("pull", served.kit, "--dir", dest, "--layout", "plain", "--json")
+    proc = run_k3kit(
+        "pull",
+        served.kit,
+        "--endpoint",
+        served.hub.url,
+        "--dir",
+        dest,
+        "--layout",
+        "plain",
+        "--json",
+    )
     assert proc.returncode == 1
     problems = json.loads(proc.stdout)["problems"]
     assert [(p["code"], p["path"]) for p in problems] == [("WEIGHTS_FILE_EXTRA", "stray.bin")]
@@ -231,14 +310,35 @@ FAULTS = [
 ]
 
 
-@pytest.mark.parametrize(("mode", "times", "exit_code", "code"), FAULTS,
-                         ids=[f"{m}-{'once' if t else 'always'}" for m, t, _, _ in FAULTS])
+@pytest.mark.parametrize(
+    ("mode", "times", "exit_code", "code"),
+    FAULTS,
+    ids=[f"{m}-{'once' if t else 'always'}" for m, t, _, _ in FAULTS],
+)
 @pytest.mark.parametrize("layout", ["cache", "plain"])
-def test_fault_modes(served: ServedKit, tmp_path: Path, no_sleep: NoSleep, layout: str,
-                     mode: str, times: int | None, exit_code: int, code: str | None) -> None:
+def test_fault_modes(
+    served: ServedKit,
+    tmp_path: Path,
+    no_sleep: NoSleep,
+    layout: str,
+    mode: str,
+    times: int | None,
+    exit_code: int,
+    code: str | None,
+) -> None:
     served.hub.set_fault(mode, path=SHARD1, times=times)
     dest = tmp_path / "w"
-    result = invoke("pull", served.kit, "--dir", dest, "--layout", layout, "--json")
+    result = invoke(
+        "pull",
+        served.kit,
+        "--endpoint",
+        served.hub.url,
+        "--dir",
+        dest,
+        "--layout",
+        layout,
+        "--json",
+    )
     assert result.exit_code == exit_code, result.stderr
     out = as_json(result)
     codes = {(e["path"], e["code"]) for e in out["errors"]}
@@ -251,13 +351,17 @@ def test_fault_modes(served: ServedKit, tmp_path: Path, no_sleep: NoSleep, layou
     assert unverified_files(dest, served.lock) == []
     if exit_code == 0:
         assert (snapshot(dest, served) if layout == "cache" else dest).joinpath(
-            SHARD1).read_bytes() == served.files[SHARD1]
+            SHARD1
+        ).read_bytes() == served.files[SHARD1]
 
 
-def test_storage_auth_failure_is_exit_4(served: ServedKit, tmp_path: Path,
-                                        no_sleep: NoSleep) -> None:
+def test_storage_auth_failure_is_exit_4(
+    served: ServedKit, tmp_path: Path, no_sleep: NoSleep
+) -> None:
     served.hub.set_fault("401", server="storage")
-    result = invoke("pull", served.kit, "--dir", tmp_path / "w", "--json")
+    result = invoke(
+        "pull", served.kit, "--endpoint", served.hub.url, "--dir", tmp_path / "w", "--json"
+    )
     assert result.exit_code == 4
     # the fault answers like the Hub does for a private repo: 401 + X-Error-Code RepoNotFound
     assert {e["code"] for e in as_json(result)["errors"]} <= {"HUB_REPO_NOT_FOUND", "PULL_STOPPED"}
@@ -266,16 +370,27 @@ def test_storage_auth_failure_is_exit_4(served: ServedKit, tmp_path: Path,
     assert unverified_files(tmp_path / "w", served.lock) == []
 
 
-def test_private_repo_pull_uses_token_without_leaking_it(hub: TestHub, tmp_path: Path,
-                                                          signing_key: KeyFiles) -> None:
+def test_private_repo_pull_uses_token_without_leaking_it(
+    hub: TestHub, tmp_path: Path, signing_key: KeyFiles
+) -> None:
     token = "hf_PullTokenThatMustNotAppear42"
     hub.add_repo(REPO, private_token=token)
     served = make_served_kit(hub, tmp_path, signing_key, token=token)
     dest = tmp_path / "w"
-    denied = run_k3kit("pull", served.kit, "--dir", dest)
+    denied = run_k3kit("pull", served.kit, "--endpoint", served.hub.url, "--dir", dest)
     assert denied.returncode == 4 and "--token-env" in denied.stderr
-    ok = run_k3kit("pull", served.kit, "--dir", dest, "--token-env", "K3KIT_T", "--json",
-                   env={"K3KIT_T": token})
+    ok = run_k3kit(
+        "pull",
+        served.kit,
+        "--endpoint",
+        served.hub.url,
+        "--dir",
+        dest,
+        "--token-env",
+        "K3KIT_T",
+        "--json",
+        env={"K3KIT_T": token},
+    )
     assert ok.returncode == 0, ok.stderr
     for proc in (denied, ok):
         assert token not in proc.stdout + proc.stderr
@@ -296,8 +411,9 @@ def test_a_file_changed_after_hashing_is_not_verified(served: ServedKit, tmp_pat
             data = (dest / rel).read_bytes()
             (dest / rel).write_bytes(data.upper())
 
-    report = pull(served.lock, dest, downloader=HfHub(served.hub.url), layout="plain",
-                  on_file_done=tamper)
+    report = pull(
+        served.lock, dest, downloader=HfHub(served.hub.url), layout="plain", on_file_done=tamper
+    )
     assert report.exit_code == 1
     assert [(p.code, p.path) for p in report.problems] == [("PULL_NOT_VERIFIED", "config.json")]
 
@@ -309,7 +425,7 @@ def test_a_planted_link_is_removed_not_followed(served: ServedKit, tmp_path: Pat
     snap = snapshot(dest, served)
     snap.mkdir(parents=True)
     (snap / "config.json").symlink_to(outside)
-    proc = run_k3kit("pull", served.kit, "--dir", dest, "--json")
+    proc = run_k3kit("pull", served.kit, "--endpoint", served.hub.url, "--dir", dest, "--json")
     assert proc.returncode == 0, proc.stderr
     assert "a link that is not a blob of this cache" in proc.stderr
     assert outside.read_bytes() == b"x" * len(served.files["config.json"])  # untouched
@@ -317,11 +433,22 @@ def test_a_planted_link_is_removed_not_followed(served: ServedKit, tmp_path: Pat
     assert verify(served, dest)[0] == 0
 
 
-def test_a_folder_where_a_file_belongs_is_reported_not_removed(served: ServedKit,
-                                                               tmp_path: Path) -> None:
+def test_a_folder_where_a_file_belongs_is_reported_not_removed(
+    served: ServedKit, tmp_path: Path
+) -> None:
     dest = tmp_path / "plain"
     (dest / "config.json").mkdir(parents=True)
-    proc = run_k3kit("pull", served.kit, "--dir", dest, "--layout", "plain", "--json")
+    proc = run_k3kit(
+        "pull",
+        served.kit,
+        "--endpoint",
+        served.hub.url,
+        "--dir",
+        dest,
+        "--layout",
+        "plain",
+        "--json",
+    )
     assert proc.returncode == 1
     problems = json.loads(proc.stdout)["problems"]
     assert [(p["code"], p["path"]) for p in problems] == [("PULL_PATH_BLOCKED", "config.json")]
@@ -337,6 +464,12 @@ def test_a_paced_hub_serves_the_same_bytes(tmp_path: Path) -> None:
     (tmp_path / "w.safetensors").write_bytes(data)
     with TestHub(rate_limit=50 * 2**20) as paced:
         sha = paced.commit(REPO, {"w.safetensors": tmp_path / "w.safetensors"})
-        got = hf_hub_download(REPO, "w.safetensors", revision=sha, endpoint=paced.url,
-                              token=False, cache_dir=tmp_path / "c")
+        got = hf_hub_download(
+            REPO,
+            "w.safetensors",
+            revision=sha,
+            endpoint=paced.url,
+            token=False,
+            cache_dir=tmp_path / "c",
+        )
     assert Path(got).read_bytes() == data

@@ -219,3 +219,48 @@ def test_verify_without_weights_says_weights_not_checked(kit: Path, golden: Gold
     assert "not checked: no --weights" in proc.stderr
     assert "weights not checked" in proc.stderr
 
+
+
+def test_manifest_extra_empty_directory(kit: Path, golden: GoldenKit) -> None:
+    (kit / "profiles" / "evil" / "empty").mkdir(parents=True)
+    rc, report = verify_json(kit, golden.key.public)
+    assert rc == 1
+    assert problem_codes(report, "kit_files") == {"profiles/evil/": "KIT_FILE_EXTRA",
+                                                  "profiles/evil/empty/": "KIT_FILE_EXTRA"}
+
+
+def test_kit_document_replaced_by_a_directory_or_fifo(kit: Path, golden: GoldenKit) -> None:
+    (kit / "receipt.dsse.json").unlink()
+    os.mkfifo(kit / "receipt.dsse.json")  # must not hang the verifier
+    (kit / "kit.json").unlink()
+    (kit / "kit.json").mkdir()
+    rc, report = verify_json(kit, golden.key.public)
+    assert rc == 1
+    assert check(report, "receipt_signature")["code"] == "RECEIPT_MISSING"
+    assert "not a regular file" in check(report, "receipt_signature")["detail"]
+
+
+def test_lock_naming_a_path_outside_the_weights_is_refused(kit: Path, golden: GoldenKit,
+                                                           tmp_path: Path) -> None:
+    from k3kit._canonical import dumps
+
+    lock = json.loads((kit / "weights.lock.json").read_text())
+    lock["files"][0]["path"] = "../victim.txt"
+    lock["files"].sort(key=lambda f: f["path"])
+    evil = tmp_path / "evil.lock.json"
+    evil.write_bytes(dumps(lock))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("do not touch")
+    proc = run_k3kit("pull", evil, "--dir", tmp_path / "weights", "--layout", "plain",
+                     "--endpoint", "http://127.0.0.1:9")
+    assert proc.returncode == 3, proc.stderr
+    assert "unsafe relative path" in proc.stderr
+    assert victim.read_text() == "do not touch"
+    build = run_k3kit("build", Path(__file__).parents[1] / "examples/kimi-k3-b300x8/package.toml",
+                      "--lock", evil, "-o", tmp_path / "kit")
+    assert build.returncode == 3 and "unsafe relative path" in build.stderr
+
+
+def test_duplicate_trust_key_is_a_caller_mistake(kit: Path, golden: GoldenKit) -> None:
+    proc = run_k3kit("verify", kit, "--trust", golden.key.public, "--trust", golden.key.public)
+    assert proc.returncode == 3 and "given twice" in proc.stderr

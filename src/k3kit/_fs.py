@@ -10,50 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import stat
 import tempfile
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from k3kit.errors import EnvironmentProblem, InputError, K3kitError
-
-_SEGMENT = re.compile(r"^[A-Za-z0-9._-]+$")
-_RESERVED_SEGMENTS = {".", ".."}
-MAX_PATH_BYTES = 4096
-MAX_SEGMENT_BYTES = 255
-MAX_DEPTH = 32
-
-
-def path_problem(rel: str) -> str | None:
-    """Why a relative path is unsafe to create from untrusted input, or None when it is fine.
-
-    The policy is deliberately narrow (ASCII letters, digits, ``._-``, NFC, no empty, ``.`` or
-    ``..`` segments, no trailing dot) so that one name cannot mean two files on another
-    filesystem.
-    """
-    if not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel:
-        return "absolute, empty or contains a backslash or NUL"
-    if unicodedata.normalize("NFC", rel) != rel:
-        return "not NFC-normalised"
-    if len(rel.encode()) > MAX_PATH_BYTES:
-        return "path too long"
-    parts = rel.split("/")
-    if len(parts) > MAX_DEPTH:
-        return "path too deep"
-    for part in parts:
-        if part in _RESERVED_SEGMENTS or not part:
-            return "empty, '.' or '..' segment"
-        if not _SEGMENT.match(part):
-            return f"segment {part!r} has characters outside [A-Za-z0-9._-]"
-        if part.endswith("."):
-            return f"segment {part!r} ends with a dot"
-        if len(part.encode()) > MAX_SEGMENT_BYTES:
-            return "segment too long"
-    return None
 
 
 @dataclass(frozen=True)
@@ -170,20 +134,33 @@ def read_capped(
 ) -> bytes:
     """Read a small file, refusing symlinks, special files and anything over ``max_bytes``.
 
-    Raises ``error`` with ``code`` so the caller decides whether a bad file is the artifact's
-    fault (verification, exit 1) or the caller's (bad input, exit 3).
+    The file is opened non-blocking (a FIFO planted where a document belongs must not hang the
+    verifier) and checked with ``fstat`` on that same descriptor before a byte is read. Raises
+    ``error`` with ``code`` so the caller decides whether a bad file is the artifact's fault
+    (verification, exit 1) or the caller's (bad input, exit 3).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError as exc:
         raise error(f"{what} not found: {path}", code=code) from exc
     except OSError as exc:
         raise error(f"{what} cannot be opened (symlink or unreadable): {path}", code=code) from exc
-    with os.fdopen(fd, "rb") as handle:
-        st = os.fstat(handle.fileno())
-        if not stat.S_ISREG(st.st_mode):
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise error(f"{what} is not a regular file: {path}", code=code)
-        data = handle.read(max_bytes + 1)
+        chunks = []
+        remaining = max_bytes + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1024 * 1024))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+    except OSError as exc:
+        raise error(f"{what} cannot be read: {path}: {exc.strerror or exc}", code=code) from exc
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
     if len(data) > max_bytes:
         raise error(f"{what} is larger than {max_bytes} bytes: {path}", code=code)
     return data

@@ -23,7 +23,8 @@ import unicodedata
 from pathlib import Path
 from typing import IO
 
-from k3kit._fs import atomic_write, path_problem, walk
+from k3kit._fs import atomic_write, walk
+from k3kit._pathpolicy import path_problem
 from k3kit.errors import InputError, VerificationError
 
 FIXED_MTIME = 0

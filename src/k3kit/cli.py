@@ -169,6 +169,28 @@ def _endpoint(value: str | None, fallback: str | None = None) -> str:
     return chosen
 
 
+def _trusted_keys(paths: tuple[Path, ...]) -> list[Any]:
+    """Load the --trust keys; the same key given twice is a caller mistake (exit 3)."""
+    from k3kit.keys import keyid, load_public
+
+    keys = [load_public(p) for p in paths]
+    ids = [keyid(k) for k in keys]
+    if len(set(ids)) != len(ids):
+        raise InputError("the same public key was given twice with --trust",
+                         code="TRUST_DUPLICATE_KEY")
+    return keys
+
+
+def _refuse_token_over_plain_http(url: str) -> None:
+    """A bearer token in clear text is readable by anyone on the path; loopback is the exception."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        raise InputError(f"refusing to send a hub token over plain http to {url}",
+                         code="TOKEN_OVER_HTTP", hint="use an https endpoint")
+
+
 def _token(env_var: str | None) -> str | None:
     """The hub token from $VAR; its value is handed to the hub client and never printed."""
     if env_var is None:
@@ -264,7 +286,11 @@ def pin(
         from k3kit.hub import HfHub
         from k3kit.pin import pin_hub
 
-        client = HfHub(_endpoint(endpoint), _token(token_env))
+        url = _endpoint(endpoint)
+        token = _token(token_env)
+        if token is not None:
+            _refuse_token_over_plain_http(url)
+        client = HfHub(url, token)
         lock = pin_hub(
             client, repo=repo_id, revision=revision, pinned_at=_now(), include=include,
             exclude=exclude, hash_local=hash_local, workers=workers, on_file_done=progress,
@@ -346,18 +372,22 @@ def pull(
     files in DIR; 4 hub, network or auth trouble.
     """
     from k3kit.hub import HfHub
-    from k3kit.keys import load_public
     from k3kit.pull import pull as pull_weights
     from k3kit.pull import read_kit_lock
 
-    kit_lock = read_kit_lock(kit, [load_public(p) for p in trust])
+    kit_lock = read_kit_lock(kit, _trusted_keys(trust))
     lock = kit_lock.lock
-    url = _endpoint(endpoint, lock.source.endpoint)
+    # The lock's endpoint is only a default when the kit verified: an unverified lock must never
+    # choose where this machine connects, let alone where its hub token is sent.
+    url = _endpoint(endpoint, lock.source.endpoint if kit_lock.verified else None)
+    token = _token(token_env)
+    if token is not None:
+        _refuse_token_over_plain_http(url)
     _err(f"kit      {kit} ({kit_lock.detail})")
     _err(f"weights  {lock.repo}@{lock.commit}: {lock.file_count} files, {lock.total_bytes} bytes "
          f"from {url}")
     report = pull_weights(
-        lock, dest, downloader=HfHub(url, _token(token_env)),
+        lock, dest, downloader=HfHub(url, token),
         layout="plain" if layout == "plain" else "cache",
         workers=workers, on_file_done=_progress("pulling", lock.total_bytes),
         on_event=lambda text: _err(f"note     {text}"),
@@ -539,10 +569,9 @@ def verify(
     Exits 0 only if every check ran and passed (the weights check is reported as not checked
     when --weights is not given).
     """
-    from k3kit.keys import load_public
     from k3kit.verify import verify_path
 
-    trusted = [load_public(p) for p in trust]
+    trusted = _trusted_keys(trust)
     options = {"workers": workers, "algorithm": algorithm, "all_errors": all_errors}
     report = verify_path(kit, trusted, weights=weights, weights_options=options)
     if as_json:
@@ -616,9 +645,8 @@ def audit(
     Severities: error, warning, info, not-checkable (never counted as a pass).
     """
     from k3kit.audit import audit_path
-    from k3kit.keys import load_public
 
-    trusted = [load_public(p) for p in trust]
+    trusted = _trusted_keys(trust)
     report = audit_path(target, trusted)
     failing = report.at_or_above(fail_on)
     if as_json:

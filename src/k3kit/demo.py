@@ -20,7 +20,8 @@ from pathlib import Path
 import blake3
 
 from k3kit._canonical import model_bytes
-from k3kit._fs import atomic_write, path_problem
+from k3kit._fs import atomic_write
+from k3kit._pathpolicy import path_problem
 from k3kit._resources import shipped_dir
 from k3kit.archive import pack
 from k3kit.audit import AuditReport, audit_path

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from k3kit._digest import sha256_hex
+from k3kit._pathpolicy import path_problem
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.models import PinSource, WeightsLock, load
 from k3kit.weights import hash_tree, local_layout
@@ -253,8 +254,10 @@ def pin_hub(
     listing = _check_listing(client.list_files(repo, commit), repo, commit)
     chosen = select(listing, include, exclude)
     for path in chosen:
-        if any(seg in ("", ".", "..") for seg in path.split("/")) or path.startswith("/"):
-            raise _bad_answer(f"the listing names an unsafe path {path!r}")
+        problem = path_problem(path)
+        if problem:
+            raise _bad_answer(f"the listing names a path k3kit refuses ({problem}): {path!r}; "
+                              "leave it out with --exclude if the deployment does not need it")
     small = [listing[p] for p in chosen if listing[p].lfs_sha256 is None]
     entries = {p: _lfs_entry(listing[p]) for p in chosen if listing[p].lfs_sha256 is not None}
     with ThreadPoolExecutor(max_workers=max(1, fetch_workers)) as pool:

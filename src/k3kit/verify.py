@@ -293,6 +293,9 @@ def verify_dir(
             check.status = PASSED
         except VerificationError as exc:
             check.status, check.code, check.detail = FAILED, exc.code, exc.message
+        except OSError as exc:  # a kit file that cannot be read is a kit that does not verify
+            check.status, check.code = FAILED, "KIT_UNREADABLE"
+            check.detail = f"cannot read the kit: {exc}"
     report.checks.append(_weights_check(st, report, weights, weights_options or {}))
     if st.lock_sha256 is not None:  # lets `pull --trust` tie the lock it uses to this verdict
         report.facts["weights_lock_sha256"] = st.lock_sha256
@@ -361,6 +364,9 @@ def verify_path(
         raise InputError(f"kit not found: {kit}", code="KIT_NOT_FOUND")
     if kit.is_dir():
         return verify_dir(kit, trusted, weights=weights, weights_options=weights_options)
+    if not kit.is_file():
+        raise InputError(f"{kit} is neither a kit directory nor an archive file",
+                         code="KIT_NOT_RECOGNISED")
     archive_check = Check("archive", "archive members pass the extraction policy")
     try:
         staging, digest = extract_safely(kit)

@@ -12,8 +12,9 @@ import re
 from decimal import Decimal
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, ValidationError
 
+from k3kit._pathpolicy import path_problem
 from k3kit.errors import InputError, K3kitError
 
 SHA256_HEX = r"^[0-9a-f]{64}$"
@@ -22,8 +23,17 @@ COMMIT_HEX = r"^[0-9a-f]{40}$"
 Sha256Hex = Annotated[str, Field(pattern=SHA256_HEX)]
 CommitSha = Annotated[str, Field(pattern=COMMIT_HEX)]
 Blake3Hex = Annotated[str, Field(pattern=SHA256_HEX)]
-# A relative POSIX path made of safe characters; the path policy in ``_fs`` checks the rest.
-RelPath = Annotated[str, Field(pattern=r"^[A-Za-z0-9._\-][A-Za-z0-9._/\- ]*$", max_length=4096)]
+
+
+def _safe_relpath(value: str) -> str:
+    problem = path_problem(value)
+    if problem:
+        raise ValueError(f"unsafe relative path: {problem}")
+    return value
+
+
+# A relative path from an untrusted document: refused at load time if it could escape or collide.
+RelPath = Annotated[str, AfterValidator(_safe_relpath)]
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")]
 RepoId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
 # Signed documents must not carry floats (RFC 8785 and JSON parsers disagree on them), and a

@@ -43,7 +43,13 @@ def _lock_bytes(kit: Path) -> bytes:
         return read_capped(
             kit, MAX_DOC_BYTES, what="weights lock", error=InputError, code="LOCK_MISSING"
         )
-    staging, _ = extract_safely(kit)
+    try:
+        staging, _ = extract_safely(kit)
+    except VerificationError as exc:
+        if exc.code != "ARCHIVE_FORMAT":
+            raise
+        raise InputError(f"{kit} is not a kit: give a kit directory, a .kit.tar.gz or a "
+                         f"weights.lock.json ({exc.message})", code="KIT_NOT_RECOGNISED") from exc
     try:
         return read_capped(
             staging / LOCK_NAME, MAX_DOC_BYTES, what="weights lock", error=InputError,

@@ -1,0 +1,45 @@
+"""The one path policy for names that come from untrusted bytes (locks, manifests, archives).
+
+It lives at the bottom layer so that the models can refuse an unsafe path when a document is
+loaded, before any code can join it onto a directory: a lock naming ``../victim`` must fail to
+parse, not depend on every caller remembering to check.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_SEGMENT = re.compile(r"^[A-Za-z0-9._-]+$")
+_RESERVED_SEGMENTS = {".", ".."}
+MAX_PATH_BYTES = 4096
+MAX_SEGMENT_BYTES = 255
+MAX_DEPTH = 32
+
+
+def path_problem(rel: str) -> str | None:
+    """Why a relative path is unsafe to create from untrusted input, or None when it is fine.
+
+    The policy is deliberately narrow (ASCII letters, digits, ``._-``, NFC, no empty, ``.`` or
+    ``..`` segments, no trailing dot) so that one name cannot mean two files on another
+    filesystem.
+    """
+    if not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel:
+        return "absolute, empty or contains a backslash or NUL"
+    if unicodedata.normalize("NFC", rel) != rel:
+        return "not NFC-normalised"
+    if len(rel.encode()) > MAX_PATH_BYTES:
+        return "path too long"
+    parts = rel.split("/")
+    if len(parts) > MAX_DEPTH:
+        return "path too deep"
+    for part in parts:
+        if part in _RESERVED_SEGMENTS or not part:
+            return "empty, '.' or '..' segment"
+        if not _SEGMENT.match(part):
+            return f"segment {part!r} has characters outside [A-Za-z0-9._-]"
+        if part.endswith("."):
+            return f"segment {part!r} ends with a dot"
+        if len(part.encode()) > MAX_SEGMENT_BYTES:
+            return "segment too long"
+    return None
