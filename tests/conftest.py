@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,15 +19,17 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 os.environ.pop("HF_TOKEN", None)
 os.environ.pop("HF_HUB_OFFLINE", None)
+# `k3kit verify` keeps its verification cache under $XDG_CACHE_HOME/k3kit: never the user's.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="k3kit-test-xdg-cache-")
 
-import pytest  # noqa: E402
+import pytest
 
-from k3kit._canonical import model_bytes  # noqa: E402
-from k3kit._fs import atomic_write  # noqa: E402
-from k3kit.demo import stand_in_files, write_hf_cache  # noqa: E402
-from k3kit.keys import load_private, write_keypair  # noqa: E402
-from k3kit.kit import build, sign  # noqa: E402
-from k3kit.pin import pin_local  # noqa: E402
+from k3kit._canonical import model_bytes
+from k3kit._fs import atomic_write
+from k3kit.demo import stand_in_files, write_hf_cache
+from k3kit.keys import load_private, write_keypair
+from k3kit.kit import build, sign
+from k3kit.pin import pin_local
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "kimi-k3-b300x8"
