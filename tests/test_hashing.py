@@ -119,12 +119,20 @@ def test_read_size_keeps_total_buffer_memory_bounded() -> None:
 
 
 def test_plan_puts_spare_workers_inside_files_only_for_blake3() -> None:
-    assert plan(1, 8, "blake3")[:2] == (1, 8)
-    assert plan(3, 8, "blake3")[:2] == (3, 2)
-    assert plan(100, 8, "blake3")[:2] == (8, 1)
-    assert plan(1, 8, "sha256")[:2] == (1, 1)
-    threads, _inner, chunk = plan(2, 64, "blake3")
-    assert threads * PIPELINE_DEPTH * chunk <= BUFFER_BUDGET
+    one = plan(1, 8, "blake3")
+    assert (one.threads, one.inner(0)) == (1, 8)
+    three = plan(3, 8, "blake3")
+    assert (three.threads, [three.inner(i) for i in range(3)]) == (3, [2, 2, 2])
+    even = plan(96, 8, "blake3")
+    assert even.threads == 8 and {even.inner(i) for i in range(96)} == {1}
+    # 96 shards on 64 cores: one full round, then 32 files with two threads each.
+    tail = plan(96, 64, "blake3")
+    assert [tail.inner(i) for i in (0, 63, 64, 95)] == [1, 1, 2, 2]
+    assert plan(1, 8, "sha256").inner(0) == 1
+    assert plan(96, 64, "sha256").inner(95) == 1
+    big = plan(2, 64, "blake3")
+    assert big.threads * PIPELINE_DEPTH * big.pipelined_chunk <= BUFFER_BUDGET
+    assert big.threads * big.chunk <= BUFFER_BUDGET
 
 
 def _jobs(tmp_path: Path, sizes: list[int], bad: set[int]) -> list[HashJob]:

@@ -6,9 +6,9 @@ The scheduling choices, each measured on the 2-core machine (docs/performance.md
   files first so the last file to finish is a small one;
 * one read buffer per thread, reused for every file it hashes, sized from a fixed budget, so
   memory does not grow with file size or file count;
-* when there are fewer files than workers and the digest is blake3, the spare workers go *inside*
-  the files (``blake3(max_threads=k)`` fed by a reader thread); sha256 is sequential by
-  construction and cannot use them;
+* when there are fewer files than workers, or in the last partial round of equal-sized shards, and
+  the digest is blake3, the spare workers go *inside* the files (``blake3(max_threads=k)`` fed by a
+  reader thread, see :class:`Plan`); sha256 is sequential by construction and cannot use them;
 * stop early: a worker that finds a mismatch sets a shared event before it returns, so no later
   file starts and the files being read stop within one buffer. Ctrl-C does the same.
 
@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from k3kit._digest import (
+    CHUNK,
+    PIPELINE_CHUNK,
     PIPELINE_DEPTH,
     Cancelled,
     FileDigest,
@@ -82,12 +84,38 @@ def _buffer(size: int) -> bytearray:
     return buf
 
 
-def plan(n_files: int, workers: int, algorithm: str) -> tuple[int, int, int]:
-    """(threads over files, blake3 threads per file, read size) for a run."""
+@dataclass(frozen=True)
+class Plan:
+    """How a run uses its workers.
+
+    ``threads`` files are hashed at once. With equal-sized shards they run in rounds; the jobs of
+    a last, partial round (or all jobs, when there are fewer files than workers) would leave
+    cores idle, so for blake3 each of them gets ``tail_inner`` threads inside its file.
+    """
+
+    threads: int
+    full_rounds_jobs: int
+    tail_inner: int
+    chunk: int
+    pipelined_chunk: int
+
+    def inner(self, index: int) -> int:
+        return 1 if index < self.full_rounds_jobs else self.tail_inner
+
+
+def plan(n_files: int, workers: int, algorithm: str) -> Plan:
+    """The schedule for ``n_files`` files (in hashing order) on ``workers`` workers."""
     threads = max(1, min(workers, n_files))
-    inner = max(1, workers // max(1, n_files)) if algorithm == "blake3" else 1
-    buffers = threads * (PIPELINE_DEPTH if inner > 1 else 1)
-    return threads, inner, read_size(buffers)
+    full = n_files - n_files % threads if n_files >= workers else 0
+    tail = n_files - full
+    tail_inner = max(1, workers // tail) if algorithm == "blake3" and tail else 1
+    return Plan(
+        threads,
+        full,
+        tail_inner,
+        read_size(threads, CHUNK),
+        read_size(threads * PIPELINE_DEPTH, PIPELINE_CHUNK),
+    )
 
 
 def _compare(job: HashJob, digest: FileDigest, algorithm: str) -> tuple[str, str] | None:
@@ -116,8 +144,8 @@ def run_jobs(
     out = PoolResult()
     if not ordered:
         return out
-    threads, inner, chunk = plan(len(ordered), workers, algorithm)
-    out.threads, out.blake3_threads = threads, inner
+    schedule = plan(len(ordered), workers, algorithm)
+    out.threads, out.blake3_threads = schedule.threads, schedule.tail_inner
     total = sum(j.size for j in ordered)
     read = [0] * len(ordered)
     cancel = threading.Event()
@@ -129,6 +157,8 @@ def run_jobs(
         def count(n: int) -> None:
             read[index] += n
 
+        inner = schedule.inner(index)
+        chunk = schedule.pipelined_chunk if inner > 1 else schedule.chunk
         started = time.time_ns()
         digest: FileDigest | None = None
         try:
@@ -163,7 +193,7 @@ def run_jobs(
         if on_done is not None:
             on_done(result)
 
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="k3kit-hash")
+    pool = ThreadPoolExecutor(max_workers=schedule.threads, thread_name_prefix="k3kit-hash")
     try:
         futures = [pool.submit(one, i, job) for i, job in enumerate(ordered)]
         pending: set[Future[JobResult | None]] = set(futures)
