@@ -91,6 +91,7 @@ def test_unchanged_files_come_from_the_cache_without_being_read(
     assert facts(first)["files_hashed"] == N_FILES
     assert facts(first)["files_from_cache"] == 0
     assert facts(first)["cache"] == {"status": "empty", "saved": True}
+    written = state_file(state).stat().st_mtime_ns
 
     proc, second = verify(golden, weights_copy, state)
     assert proc.returncode == 0, proc.stderr
@@ -101,6 +102,7 @@ def test_unchanged_files_come_from_the_cache_without_being_read(
     assert "5 unchanged since verified" in proc.stderr
 
     path = state_file(state)
+    assert path.stat().st_mtime_ns == written  # nothing changed, nothing rewritten
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     doc = json.loads(path.read_bytes())

@@ -350,7 +350,7 @@ class ByteProgress:
             left = int((total - done) / rate)
             eta = f"{left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}"
         else:
-            eta = "-"
+            eta = "0:00:00" if done >= total else "-"
         pct = 100.0 * done / total if total else 100.0
         sys.stderr.write(
             f"\r{self.label}: {_size(done)} of {_size(total)} ({pct:.0f}%), "

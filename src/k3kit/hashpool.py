@@ -18,6 +18,7 @@ a second, from per-job counters each written by one thread only, so no lock is t
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -73,6 +74,13 @@ class PoolResult:
 
 
 _local = threading.local()
+
+
+def default_workers() -> int:
+    """The cores this process may run on (affinity/cpuset), not the machine's core count."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
 
 
 def _buffer(size: int) -> bytearray:
@@ -134,7 +142,7 @@ def run_jobs(
     jobs: Iterable[HashJob],
     algorithm: str,
     *,
-    workers: int,
+    workers: int | None = None,
     stop_on_first: bool = True,
     on_progress: Callable[[int, int], None] | None = None,
     on_done: Callable[[JobResult], None] | None = None,
@@ -144,7 +152,7 @@ def run_jobs(
     out = PoolResult()
     if not ordered:
         return out
-    schedule = plan(len(ordered), workers, algorithm)
+    schedule = plan(len(ordered), workers or default_workers(), algorithm)
     out.threads, out.blake3_threads = schedule.threads, schedule.tail_inner
     total = sum(j.size for j in ordered)
     read = [0] * len(ordered)
@@ -197,11 +205,13 @@ def run_jobs(
     try:
         futures = [pool.submit(one, i, job) for i, job in enumerate(ordered)]
         pending: set[Future[JobResult | None]] = set(futures)
+        shown = time.monotonic()
         while pending and not cancel.is_set():
             done, pending = wait(pending, timeout=PROGRESS_INTERVAL_S, return_when=FIRST_COMPLETED)
             for fut in done:
                 collect(fut)
-            if on_progress is not None:
+            if on_progress is not None and time.monotonic() - shown >= PROGRESS_INTERVAL_S:
+                shown = time.monotonic()
                 on_progress(sum(read), total)
     finally:
         # Normal end: nothing is pending. Early stop, a bug or Ctrl-C: stop the readers, drop

@@ -129,6 +129,7 @@ class VerifyCache:
         self._records: dict[str, Record] = {}
         self._touched: set[str] = set()
         self._dropped: set[str] = set()
+        self._changed = False
         try:
             self._records = _read_trusted(self.path, lock_sha256)
             self.status = "loaded"
@@ -136,9 +137,6 @@ class VerifyCache:
             self.status = "empty"
         except _Distrust as exc:
             self.status = f"ignored ({exc})"
-
-    def __len__(self) -> int:
-        return len(self._records)
 
     def lookup(self, real: str, stamp: FileStamp, algorithm: str, expected: str) -> bool:
         """True when a record proves the file at ``real`` still has ``expected`` as its digest."""
@@ -166,15 +164,22 @@ class VerifyCache:
         ):
             self.forget(real)
             return False
-        self._records[real] = Record(algorithm, expected, digest.before.encode())
+        record = Record(algorithm, expected, digest.before.encode())
+        self._changed |= self._records.get(real) != record
+        self._records[real] = record
         self._touched.add(real)
         self._dropped.discard(real)
         return True
 
     def forget(self, real: str) -> None:
-        self._records.pop(real, None)
+        self._changed |= self._records.pop(real, None) is not None
         self._touched.add(real)
         self._dropped.add(real)
+
+    @property
+    def needs_saving(self) -> bool:
+        """False when the file on disk already says exactly this (a warm run writes nothing)."""
+        return self._changed or self.status != "loaded"
 
     def _merged(self) -> dict[str, Record]:
         """This run's records over whatever another run saved meanwhile for other files."""
@@ -192,6 +197,8 @@ class VerifyCache:
 
     def save(self) -> None:
         """Write the records atomically (0600 in a 0700 directory); raises K3kitError on I/O."""
+        if not self.needs_saving:
+            return
         records = self._merged()
         doc: dict[str, Any] = {
             "schema": SCHEMA,

@@ -3,9 +3,11 @@
 Accepts the three layouts a buyer's node can have: a plain folder, a Hugging Face cache snapshot
 (``…/snapshots/<commit>/``, entries symlinked into ``../../blobs/``), or a cache root holding the
 repo. The file set must equal the lock's; sizes are compared before any byte is hashed, so a
-truncated or missing shard fails in milliseconds; then digests are computed in parallel threads.
-In a snapshot, a symlink may only resolve into that repo's ``blobs/`` (or the cache's shared
-``blobs/`` store): a link to anywhere else is a swap, not a cache.
+truncated or missing shard fails in milliseconds; then digests are computed in parallel threads
+(:mod:`k3kit.hashpool`), skipping files the verification cache proves unchanged
+(:mod:`k3kit.vcache`, docs/verification-cache.md). In a snapshot, a symlink may only resolve into
+that repo's ``blobs/`` (or the cache's shared ``blobs/`` store): a link to anywhere else is a swap,
+not a cache.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from k3kit._canonical import sha256_of_model
 from k3kit._digest import FileStamp, hash_file
 from k3kit._fs import walk
 from k3kit.errors import K3kitError, VerificationError
-from k3kit.hashpool import HashJob, JobResult, run_jobs
+from k3kit.hashpool import HashJob, JobResult, default_workers, run_jobs
 from k3kit.models import LockedFile, WeightsLock
 from k3kit.vcache import VerifyCache
 
@@ -199,13 +201,6 @@ def choose_algorithm(lock: WeightsLock, forced: str | None) -> str:
     return "blake3" if lock.has_blake3 else "sha256"
 
 
-def default_workers() -> int:
-    """The cores this process may run on (affinity/cpuset), not the machine's core count."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
-
-
 def _expected(want: LockedFile, algorithm: str) -> str:
     digest = want.blake3 if algorithm == "blake3" else want.sha256
     assert digest is not None  # choose_algorithm only picks blake3 when every file has it
@@ -258,7 +253,7 @@ def check_weights(
     pool = run_jobs(
         jobs,
         algo,
-        workers=workers or default_workers(),
+        workers=workers,
         stop_on_first=not all_errors,
         on_progress=on_progress,
         on_done=done,
