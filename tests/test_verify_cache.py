@@ -361,3 +361,36 @@ def test_progress_only_on_a_terminal_and_never_with_quiet(
     quiet = on_tty("--quiet")
     assert "verifying weights:" not in quiet
     assert quiet.strip().splitlines() == ["verdict: VERIFIED"]
+
+
+@pytest.mark.parametrize("order", ["first-saves-first", "second-saves-first"])
+def test_concurrent_runs_merge_their_records_and_never_resurrect_a_failure(
+    tmp_path: Path, order: str
+) -> None:
+    """Two runs over one state file (unit level: the settle rule is satisfied by passing a later
+    start time, which the CLI tests cannot do without sleeping)."""
+    from k3kit._digest import digest_file
+    from k3kit.vcache import VerifyCache
+
+    files = {}
+    for name in ("a", "b", "c"):
+        (tmp_path / name).write_bytes(name.encode() * 1000)
+        files[name] = digest_file(tmp_path / name, ("sha256",))
+    later = time.time_ns() + 10 * SETTLE_NS
+    state, lock = tmp_path / "state", "1" * 64
+
+    def remember(cache: VerifyCache, name: str) -> None:
+        d = files[name]
+        assert cache.remember(str(tmp_path / name), d, "sha256", d.digests["sha256"], later)
+
+    seed = VerifyCache(state, lock)
+    remember(seed, "c")
+    seed.save()
+    first, second = VerifyCache(state, lock), VerifyCache(state, lock)  # both load {c}
+    remember(first, "a")
+    second.forget(str(tmp_path / "c"))  # the second run found c changed
+    remember(second, "b")
+    for cache in (first, second) if order == "first-saves-first" else (second, first):
+        cache.save()
+    records = json.loads((state / "verify" / f"{lock}.json").read_bytes())["records"]
+    assert sorted(Path(k).name for k in records) == ["a", "b"]
