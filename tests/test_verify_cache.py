@@ -44,7 +44,7 @@ def aged(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Aged:
     root = tmp_path_factory.mktemp("aged")
     plain = [
         Path(shutil.copytree(golden.snapshot, root / f"plain-{i}", symlinks=False))
-        for i in range(12)
+        for i in range(14)
     ]
     cache_root = golden.snapshot.parents[2]
     caches = [
@@ -209,8 +209,13 @@ def _symlink(path: Path) -> None:
     path.symlink_to(real)
 
 
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path, 0o600)
+
+
 @pytest.mark.parametrize(
-    "damage", [_truncate, _garbage, _duplicate_key, _other_lock, _world_writable, _symlink]
+    "damage", [_truncate, _garbage, _duplicate_key, _other_lock, _world_writable, _symlink, _fifo]
 )
 def test_a_damaged_or_untrusted_state_file_is_ignored_and_everything_rehashed(
     golden: GoldenKit, weights_copy: Path, tmp_path: Path, damage: Any

@@ -87,20 +87,23 @@ def _parse(data: bytes, lock_sha256: str) -> dict[str, Record]:
 def _read_trusted(path: Path, lock_sha256: str) -> dict[str, Record]:
     """Records from ``path``; FileNotFoundError when absent, _Distrust when not to be trusted."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO must not block
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise _Distrust(f"cannot open: {exc.strerror}") from exc
-    with os.fdopen(fd, "rb") as handle:
-        st = os.fstat(handle.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise _Distrust("not a regular file")
-        if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
-            raise _Distrust("owned by another user")
-        if st.st_mode & 0o022:
-            raise _Distrust("writable by group or others")
-        data = handle.read(MAX_BYTES + 1)
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise _Distrust("not a regular file")
+            if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+                raise _Distrust("owned by another user")
+            if st.st_mode & 0o022:
+                raise _Distrust("writable by group or others")
+            data = handle.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise _Distrust(f"cannot read: {exc.strerror or exc}") from exc
     return _parse(data, lock_sha256)
 
 
