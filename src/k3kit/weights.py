@@ -56,7 +56,7 @@ class WeightsReport:
     bytes_hashed: int = 0  # bytes actually read, including a file stopped part-way
     files_from_cache: int = 0
     bytes_from_cache: int = 0
-    cache_status: str = "off"  # off | empty | loaded | ignored (why) | bypassed (--full)
+    cache_status: str = "off"  # off | empty | loaded | ignored (why) | bypassed (--full) | not used
     cache_saved: bool = False
     cache_note: str | None = None
     workers: int = 0
@@ -231,6 +231,7 @@ def check_weights(
     problems, present = _file_set_problems(layout, lock)
     report.problems.extend(problems)
     if problems and not all_errors:
+        report.cache_status = "not used (the file set or sizes differ)"
         return report
     by_path = {f.path: f for f in lock.files}
     cache = VerifyCache(state_dir, sha256_of_model(lock)) if state_dir is not None else None
