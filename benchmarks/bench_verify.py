@@ -356,7 +356,10 @@ def main() -> int:
             + self1.ru_utime + self1.ru_stime - self0.ru_utime - self0.ru_stime)
     foreign = max(0.0, (busy1 - busy0) - ours) / elapsed
     report = summarise(results, shards, big, cores)
+    git = subprocess.run(["git", "-C", str(Path(__file__).parent), "describe", "--always",
+                          "--dirty"], capture_output=True, text=True, check=False).stdout.strip()
     report.update({
+        "k3kit_commit": git,
         "machine": info,
         "dataset": {"files": shards.lock.file_count, "bytes": total,
                     "shard_bytes": shard_bytes, "big_file_bytes": big.lock.total_bytes,
