@@ -31,6 +31,8 @@ os.environ.update(
         "HF_HUB_DISABLE_PROGRESS_BARS": "1",
         "HF_HUB_ETAG_TIMEOUT": "5",
         "HF_HUB_DOWNLOAD_TIMEOUT": "10",
+        # `k3kit verify` keeps its verification cache under $XDG_CACHE_HOME/k3kit: never the user's.
+        "XDG_CACHE_HOME": tempfile.mkdtemp(prefix="k3kit-test-xdg-cache-"),
     }
 )
 

@@ -513,20 +513,77 @@ def pack(kit: Path, output: Path | None, force: bool, as_json: bool) -> None:
         click.echo(f"packed {out}\nsha256 {digest}\nsize   {size} bytes")
 
 
-def print_report(report: Any) -> None:
-    """Human rendering of a verify report: one line per check, problems indented, the verdict."""
+def print_report(report: Any, *, quiet: bool = False) -> None:
+    """Human rendering of a verify report: one line per check, problems indented, the verdict.
+
+    ``quiet`` keeps only the failed checks, notes and the verdict.
+    """
     marks = {"passed": "ok  ", "failed": "FAIL", "not checked": "--  "}
     for i, check in enumerate(report.checks, start=1):
+        if quiet and check.status != "failed":
+            continue
         code = f" [{check.code}]" if check.code and check.status == "failed" else ""
         _err(f"{i}. {marks[check.status]} {check.title}{code}: {check.detail}")
         for problem in check.problems[:50]:
             _err(f"       {problem['code']:<26} {problem['path']}: {problem['detail']}")
         if len(check.problems) > 50:
             _err(f"       … and {len(check.problems) - 50} more (use --json for all)")
+    note = report.facts.get("weights", {}).get("cache", {}).get("note")
+    if note:
+        _err(f"note: {note}")
     weights = next((c for c in report.checks if c.id == "weights"), None)
     unchecked = weights is not None and weights.status != "passed"
     scope = " (kit and receipt; weights not checked)" if unchecked else ""
     _err("verdict: " + (f"VERIFIED{scope}" if report.ok else "NOT VERIFIED - do not deploy"))
+
+
+def default_state_dir() -> Path | None:
+    """Where k3kit keeps its verification cache: $XDG_CACHE_HOME/k3kit, else ~/.cache/k3kit."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "k3kit"
+    try:
+        return Path.home() / ".cache" / "k3kit"
+    except RuntimeError:  # no home directory: run without a cache rather than guess
+        return None
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+class ByteProgress:
+    """One self-rewriting stderr line: bytes done of total, rate, ETA. Only used on a terminal."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.start = time.monotonic()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        elapsed = time.monotonic() - self.start
+        rate = done / elapsed if elapsed > 0 else 0.0
+        if rate > 0 and total > done:
+            left = int((total - done) / rate)
+            eta = f"{left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}"
+        else:
+            eta = "0:00:00" if done >= total else "-"
+        pct = 100.0 * done / total if total else 100.0
+        sys.stderr.write(
+            f"\r{self.label}: {_size(done)} of {_size(total)} ({pct:.0f}%), "
+            f"{_size(rate)}/s, ETA {eta}\x1b[K"
+        )
+        sys.stderr.flush()
+        self.shown = True
+
+    def finish(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -544,14 +601,31 @@ def print_report(report: Any) -> None:
     type=click.Path(path_type=Path),
     help="Weights folder: plain, cache snapshot, or cache root.",
 )
-@click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads (default: cores).")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    help="Hashing threads (default: the cores this process may use).",
+)
 @click.option(
     "--algorithm",
     type=click.Choice(["sha256", "blake3"]),
-    help="Force a digest (default: blake3 when the lock has it).",
+    help="Force a digest (default: blake3 when the lock has it; sha256 is the hub's).",
 )
 @click.option(
     "--all-errors", is_flag=True, help="Hash every file instead of stopping at the first mismatch."
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Re-read and re-hash every file, ignoring the verification cache (then refresh it).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Verification cache folder (default: $XDG_CACHE_HOME/k3kit or ~/.cache/k3kit).",
+)
+@click.option(
+    "-q", "--quiet", is_flag=True, help="No progress; print only failures and the verdict."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
@@ -562,21 +636,39 @@ def verify(
     workers: int | None,
     algorithm: str | None,
     all_errors: bool,
+    full: bool,
+    state_dir: Path | None,
+    quiet: bool,
     as_json: bool,
 ) -> None:
     """Verify KIT (directory or .kit.tar.gz): receipt, kit files, weight lock, weights.
 
     Exits 0 only if every check ran and passed (the weights check is reported as not checked
-    when --weights is not given).
+    when --weights is not given). Weight files that verified before and whose device, inode,
+    size, mtime and ctime have not changed since are not read again (see
+    docs/verification-cache.md); --full reads everything. Progress (bytes, rate, ETA) goes to
+    stderr when it is a terminal.
     """
     from k3kit.verify import verify_path
 
     trusted = _trusted_keys(trust)
-    options = {"workers": workers, "algorithm": algorithm, "all_errors": all_errors}
-    report = verify_path(kit, trusted, weights=weights, weights_options=options)
+    progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not quiet else None
+    options: dict[str, Any] = {
+        "workers": workers,
+        "algorithm": algorithm,
+        "all_errors": all_errors,
+        "full": full,
+        "state_dir": state_dir if state_dir is not None else default_state_dir(),
+        "on_progress": progress,
+    }
+    try:
+        report = verify_path(kit, trusted, weights=weights, weights_options=options)
+    finally:
+        if progress is not None:
+            progress.finish()
     if as_json:
         _emit_json(report.as_json())
-    print_report(report)
+    print_report(report, quiet=quiet)
     sys.exit(0 if report.ok else int(ExitCode.CHECK_FAILED))
 
 

@@ -334,6 +334,15 @@ def _weights_check(
         "algorithm": result.algorithm,
         "files_hashed": result.files_hashed,
         "bytes_hashed": result.bytes_hashed,
+        "files_from_cache": result.files_from_cache,
+        "bytes_from_cache": result.bytes_from_cache,
+        "cache": {
+            "status": result.cache_status,
+            "saved": result.cache_saved,
+            **({"note": result.cache_note} if result.cache_note else {}),
+        },
+        "workers": result.workers,
+        "blake3_threads_per_file": result.blake3_threads,
     }
     if result.problems:
         check.status = FAILED
@@ -346,8 +355,10 @@ def _weights_check(
     else:
         check.status = PASSED
         check.detail = (
-            f"{st.lock.file_count} files, {result.bytes_hashed} bytes, "
-            f"{result.algorithm}, {result.layout.kind} layout"
+            f"{st.lock.file_count} files, {st.lock.total_bytes} bytes, "
+            f"{result.algorithm}, {result.layout.kind} layout; "
+            f"{result.files_hashed} hashed ({result.bytes_hashed} bytes read), "
+            f"{result.files_from_cache} unchanged since verified (verification cache)"
         )
     return check
 

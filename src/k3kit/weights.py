@@ -3,9 +3,11 @@
 Accepts the three layouts a buyer's node can have: a plain folder, a Hugging Face cache snapshot
 (``…/snapshots/<commit>/``, entries symlinked into ``../../blobs/``), or a cache root holding the
 repo. The file set must equal the lock's; sizes are compared before any byte is hashed, so a
-truncated or missing shard fails in milliseconds; then digests are computed in parallel threads.
-In a snapshot, a symlink may only resolve into that repo's ``blobs/`` (or the cache's shared
-``blobs/`` store): a link to anywhere else is a swap, not a cache.
+truncated or missing shard fails in milliseconds; then digests are computed in parallel threads
+(:mod:`k3kit.hashpool`), skipping files the verification cache proves unchanged
+(:mod:`k3kit.vcache`, docs/verification-cache.md). In a snapshot, a symlink may only resolve into
+that repo's ``blobs/`` (or the cache's shared ``blobs/`` store): a link to anywhere else is a swap,
+not a cache.
 """
 
 from __future__ import annotations
@@ -13,14 +15,17 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from k3kit._digest import NotRegularFile, hash_file
+from k3kit._canonical import sha256_of_model
+from k3kit._digest import FileStamp, hash_file
 from k3kit._fs import walk
-from k3kit.errors import VerificationError
+from k3kit.errors import K3kitError, VerificationError
+from k3kit.hashpool import HashJob, JobResult, default_workers, run_jobs
 from k3kit.models import LockedFile, WeightsLock
+from k3kit.vcache import VerifyCache
 
 # Files huggingface_hub's ``local_dir`` mode writes beside the weights; never loaded by an engine.
 _HF_LOCAL_META = ".cache/huggingface/"
@@ -48,7 +53,14 @@ class WeightsReport:
     algorithm: str
     problems: list[WeightsProblem] = field(default_factory=list)
     files_hashed: int = 0
-    bytes_hashed: int = 0
+    bytes_hashed: int = 0  # bytes actually read, including a file stopped part-way
+    files_from_cache: int = 0
+    bytes_from_cache: int = 0
+    cache_status: str = "off"  # off | empty | loaded | ignored (why) | bypassed (--full) | not used
+    cache_saved: bool = False
+    cache_note: str | None = None
+    workers: int = 0
+    blake3_threads: int = 1
 
     @property
     def ok(self) -> bool:
@@ -123,10 +135,10 @@ class _PolicyViolation(Exception):
 
 def _file_set_problems(
     layout: Layout, lock: WeightsLock
-) -> tuple[list[WeightsProblem], dict[str, Path]]:
+) -> tuple[list[WeightsProblem], dict[str, tuple[Path, os.stat_result]]]:
     listed = {f.path: f for f in lock.files}
     problems: list[WeightsProblem] = []
-    present: dict[str, Path] = {}
+    present: dict[str, tuple[Path, os.stat_result]] = {}
     for entry in walk(layout.root):
         if entry.kind == "dir":
             continue
@@ -173,7 +185,7 @@ def _file_set_problems(
                 WeightsProblem(code, entry.rel, f"size {st.st_size} != locked {want.size}")
             )
             continue
-        present[entry.rel] = real
+        present[entry.rel] = (real, st)
     for rel in sorted(set(listed) - set(present) - {p.path for p in problems}):
         problems.append(WeightsProblem("WEIGHTS_FILE_MISSING", rel, "locked file is absent"))
     return problems, present
@@ -189,25 +201,10 @@ def choose_algorithm(lock: WeightsLock, forced: str | None) -> str:
     return "blake3" if lock.has_blake3 else "sha256"
 
 
-def _hash_one(path: Path, want: LockedFile, algorithm: str) -> WeightsProblem | None:
-    try:
-        digests, size = hash_file(path, (algorithm,), follow_symlinks=False)
-    except NotRegularFile:
-        return WeightsProblem("WEIGHTS_NOT_REGULAR", want.path, "not a regular file")
-    except OSError as exc:
-        return WeightsProblem("WEIGHTS_UNREADABLE", want.path, f"cannot read: {exc}")
-    expected = want.blake3 if algorithm == "blake3" else want.sha256
-    if size != want.size:
-        return WeightsProblem(
-            "WEIGHTS_TRUNCATED", want.path, f"read {size} bytes, locked {want.size}"
-        )
-    if digests[algorithm] != expected:
-        return WeightsProblem(
-            "WEIGHTS_DIGEST_MISMATCH",
-            want.path,
-            f"{algorithm} {digests[algorithm][:16]}… != locked {(expected or '')[:16]}…",
-        )
-    return None
+def _expected(want: LockedFile, algorithm: str) -> str:
+    digest = want.blake3 if algorithm == "blake3" else want.sha256
+    assert digest is not None  # choose_algorithm only picks blake3 when every file has it
+    return digest
 
 
 def check_weights(
@@ -217,39 +214,71 @@ def check_weights(
     algorithm: str | None = None,
     workers: int | None = None,
     all_errors: bool = False,
+    state_dir: Path | None = None,
+    full: bool = False,
     on_file_done: Callable[[str, int], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> WeightsReport:
-    """Check file set and sizes, then digests in parallel; stop at the first mismatch by default."""
+    """Check file set and sizes, then digests in parallel; stop at the first mismatch by default.
+
+    With ``state_dir``, files whose verification-cache record still matches are not read (see
+    :mod:`k3kit.vcache`); ``full`` re-hashes them anyway and refreshes the records.
+    ``on_progress(bytes_done, bytes_to_hash)`` is called from this thread a few times a second.
+    """
     layout = locate(path, lock)
     algo = choose_algorithm(lock, algorithm)
     report = WeightsReport(layout, algo)
     problems, present = _file_set_problems(layout, lock)
     report.problems.extend(problems)
     if problems and not all_errors:
+        report.cache_status = "not used (the file set or sizes differ)"
         return report
     by_path = {f.path: f for f in lock.files}
-    order = sorted(present, key=lambda rel: -by_path[rel].size)  # biggest first: best packing
-    n_workers = workers or len(os.sched_getaffinity(0))
-    with ThreadPoolExecutor(max_workers=max(1, n_workers)) as pool:
-        futures: dict[Future[WeightsProblem | None], str] = {
-            pool.submit(_hash_one, present[rel], by_path[rel], algo): rel for rel in order
-        }
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED, timeout=0.2)
-            for fut in done:
-                rel = futures[fut]
-                problem = fut.result()
-                report.files_hashed += 1
-                report.bytes_hashed += by_path[rel].size
-                if on_file_done:
-                    on_file_done(rel, by_path[rel].size)
-                if problem:
-                    report.problems.append(problem)
-            if report.problems and not all_errors:
-                for fut in pending:
-                    fut.cancel()
-                break
+    cache = VerifyCache(state_dir, sha256_of_model(lock)) if state_dir is not None else None
+    report.cache_status = "off" if cache is None else "bypassed (--full)" if full else cache.status
+    jobs: list[HashJob] = []
+    for rel, (real, st) in sorted(present.items()):
+        want = by_path[rel]
+        expected = _expected(want, algo)
+        key = os.path.realpath(real)
+        if cache is not None and not full and cache.lookup(key, FileStamp.of(st), algo, expected):
+            report.files_from_cache += 1
+            report.bytes_from_cache += want.size
+            continue
+        jobs.append(HashJob(rel, Path(key), want.size, expected))
+
+    def done(result: JobResult) -> None:
+        if on_file_done is not None:
+            on_file_done(result.job.name, result.job.size)
+
+    pool = run_jobs(
+        jobs,
+        algo,
+        workers=workers,
+        stop_on_first=not all_errors,
+        on_progress=on_progress,
+        on_done=done,
+    )
+    report.workers, report.blake3_threads = pool.threads, pool.blake3_threads
+    report.bytes_hashed = pool.bytes_read
+    for result in pool.results:
+        report.files_hashed += 1
+        if result.problem is not None:
+            code, detail = result.problem
+            report.problems.append(WeightsProblem(f"WEIGHTS_{code}", result.job.name, detail))
+        if cache is None:
+            continue
+        key = str(result.job.path)
+        if result.ok and result.digest is not None:
+            cache.remember(key, result.digest, algo, result.job.expected, result.started_ns)
+        else:
+            cache.forget(key)
+    if cache is not None:
+        try:
+            cache.save()
+            report.cache_saved = True
+        except K3kitError as exc:
+            report.cache_note = f"verification cache not saved: {exc.message}"
     report.problems.sort(key=lambda p: p.path)
     return report
 
@@ -302,7 +331,7 @@ def hash_tree(
             on_file_done(rel, size)
         return LockedFile(path=rel, size=size, sha256=digests["sha256"], blake3=digests["blake3"])
 
-    n_workers = workers or len(os.sched_getaffinity(0))
+    n_workers = workers or default_workers()
     with ThreadPoolExecutor(max_workers=max(1, n_workers)) as pool:
         files = list(pool.map(one, rels))
     return sorted(files, key=lambda f: f.path)
@@ -319,4 +348,4 @@ def check_file_set(
     """
     layout = locate(path, lock)
     problems, present = _file_set_problems(layout, lock)
-    return layout, problems, present
+    return layout, problems, {rel: real for rel, (real, _) in present.items()}

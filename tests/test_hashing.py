@@ -1,0 +1,186 @@
+"""The hashing engine: digests equal the reference libraries, reads stop when told, buffers reused.
+
+Speed is not asserted here (benchmarks/bench_verify.py measures it); these tests pin down the
+behaviour the speed relies on: correct digests on every read path, cancellation within one buffer,
+a stamp that notices a file changing under the reader, and early exit across files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import blake3
+import pytest
+
+from k3kit._digest import (
+    BUFFER_BUDGET,
+    CHUNK,
+    MIN_CHUNK,
+    PIPELINE_DEPTH,
+    Cancelled,
+    FileStamp,
+    NotRegularFile,
+    digest_file,
+    hash_fd,
+    read_size,
+)
+from k3kit.hashpool import HashJob, plan, run_jobs
+from k3kit.vcache import COARSE_SETTLE_NS, SETTLE_NS, settled
+
+SMALL = 4096  # a small buffer makes multi-read paths cheap to exercise
+
+
+def _write(path: Path, size: int, seed: int = 0) -> bytes:
+    data = blake3.blake3(f"seed-{seed}".encode()).digest(length=size)
+    path.write_bytes(data)
+    return data
+
+
+@pytest.mark.parametrize("size", [0, 1, SMALL - 1, SMALL, SMALL + 1, 5 * SMALL + 7])
+@pytest.mark.parametrize("blake3_threads", [1, 2])
+def test_digests_match_reference_on_every_read_path(
+    tmp_path: Path, size: int, blake3_threads: int
+) -> None:
+    data = _write(tmp_path / "f", size)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        digests, total = hash_fd(
+            fd, ("sha256", "blake3"), blake3_threads=blake3_threads, buffer=bytearray(SMALL)
+        )
+    finally:
+        os.close(fd)
+    assert total == size
+    assert digests == {
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "blake3": blake3.blake3(data).hexdigest(),
+    }
+
+
+@pytest.mark.parametrize("blake3_threads", [1, 2])
+def test_cancel_stops_a_large_file_within_one_buffer(tmp_path: Path, blake3_threads: int) -> None:
+    _write(tmp_path / "big", 64 * SMALL)
+    cancel = threading.Event()
+    consumed: list[int] = []
+
+    def first_read_then_cancel(n: int) -> None:
+        consumed.append(n)
+        cancel.set()
+
+    with pytest.raises(Cancelled):
+        digest_file(
+            tmp_path / "big",
+            ("blake3",),
+            blake3_threads=blake3_threads,
+            buffer=bytearray(SMALL),
+            cancel=cancel,
+            on_bytes=first_read_then_cancel,
+        )
+    assert consumed == [SMALL]  # one buffer hashed, 63 left unread by the hasher
+
+
+def test_stamp_notices_a_file_changing_during_the_read(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    _write(path, 8 * SMALL)
+    grown = False
+
+    def append_once(_n: int) -> None:
+        nonlocal grown
+        if not grown:
+            grown = True
+            with path.open("ab") as handle:
+                handle.write(b"x")
+
+    result = digest_file(path, ("sha256",), buffer=bytearray(SMALL), on_bytes=append_once)
+    assert not result.stable
+    quiet = digest_file(path, ("sha256",), buffer=bytearray(SMALL))
+    assert quiet.stable
+    assert quiet.before == FileStamp.of(path.stat())
+
+
+def test_digest_file_refuses_symlinks_and_special_files(tmp_path: Path) -> None:
+    _write(tmp_path / "real", 10)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(OSError):  # O_NOFOLLOW: ELOOP, never the target's bytes
+        digest_file(tmp_path / "link", ("sha256",))
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(NotRegularFile):
+        digest_file(tmp_path / "fifo", ("sha256",))
+
+
+def test_read_size_keeps_total_buffer_memory_bounded() -> None:
+    assert read_size(1) == CHUNK
+    for workers in (1, 2, 16, 64, 256, 10_000):
+        size = read_size(workers)
+        assert MIN_CHUNK <= size <= CHUNK
+        assert size * workers <= max(BUFFER_BUDGET, MIN_CHUNK * workers)
+
+
+def test_plan_puts_spare_workers_inside_files_only_for_blake3() -> None:
+    one = plan(1, 8, "blake3")
+    assert (one.threads, one.inner(0)) == (1, 8)
+    three = plan(3, 8, "blake3")
+    assert (three.threads, [three.inner(i) for i in range(3)]) == (3, [2, 2, 2])
+    even = plan(96, 8, "blake3")
+    assert even.threads == 8 and {even.inner(i) for i in range(96)} == {1}
+    # 96 shards on 64 cores: one full round, then 32 files with two threads each.
+    tail = plan(96, 64, "blake3")
+    assert [tail.inner(i) for i in (0, 63, 64, 95)] == [1, 1, 2, 2]
+    assert plan(1, 8, "sha256").inner(0) == 1
+    assert plan(96, 64, "sha256").inner(95) == 1
+    big = plan(2, 64, "blake3")
+    assert big.threads * PIPELINE_DEPTH * big.pipelined_chunk <= BUFFER_BUDGET
+    assert big.threads * big.chunk <= BUFFER_BUDGET
+
+
+def _jobs(tmp_path: Path, sizes: list[int], bad: set[int]) -> list[HashJob]:
+    jobs = []
+    for i, size in enumerate(sizes):
+        data = _write(tmp_path / f"f{i:02d}", size, seed=i)
+        want = hashlib.sha256(data).hexdigest()
+        if i in bad:
+            want = hashlib.sha256(b"something else").hexdigest()
+        jobs.append(HashJob(f"f{i:02d}", tmp_path / f"f{i:02d}", size, want))
+    return jobs
+
+
+def test_first_mismatch_stops_every_later_file(tmp_path: Path) -> None:
+    # Biggest first: with one worker the bad file (index 0, largest) is hashed first, and the
+    # worker raises the stop flag before it can pick up the next file.
+    sizes = [40 * SMALL] + [SMALL] * 20
+    pool = run_jobs(_jobs(tmp_path, sizes, {0}), "sha256", workers=1)
+    assert [r.job.name for r in pool.results] == ["f00"]
+    assert pool.results[0].problem is not None
+    assert pool.results[0].problem[0] == "DIGEST_MISMATCH"
+    assert pool.cancelled == 20
+    assert pool.bytes_read == 40 * SMALL
+
+
+def test_all_errors_hashes_everything_and_reports_each_bad_file(tmp_path: Path) -> None:
+    sizes = [3 * SMALL, SMALL, 2 * SMALL, SMALL]
+    progress: list[tuple[int, int]] = []
+    pool = run_jobs(
+        _jobs(tmp_path, sizes, {1, 3}),
+        "sha256",
+        workers=2,
+        stop_on_first=False,
+        on_progress=lambda done, total: progress.append((done, total)),
+    )
+    assert sorted(r.job.name for r in pool.results if not r.ok) == ["f01", "f03"]
+    assert len(pool.results) == 4
+    assert pool.bytes_read == sum(sizes)
+    assert progress[-1] == (sum(sizes), sum(sizes))
+
+
+def test_settle_rule_needs_older_timestamps_on_coarse_filesystems() -> None:
+    now = 1_800_000_000_123_456_789
+    fine = FileStamp(1, 2, 3, now - SETTLE_NS - 1, now - SETTLE_NS - 1)
+    assert settled(fine, now)
+    assert not settled(FileStamp(1, 2, 3, now - 10, now - 10), now)
+    assert not settled(FileStamp(1, 2, 3, now + 10**12, now - SETTLE_NS * 5), now)  # future mtime
+    whole = (now // 10**9) * 10**9 - SETTLE_NS  # whole-second stamps: a 1-2 s granularity fs
+    assert not settled(FileStamp(1, 2, 3, whole, whole), now)
+    older = whole - COARSE_SETTLE_NS
+    assert settled(FileStamp(1, 2, 3, older, older), now)
