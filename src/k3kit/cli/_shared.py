@@ -1,0 +1,175 @@
+"""Option handling shared by several commands: passphrases, tokens, endpoints, trusted keys,
+progress lines, and the human rendering of a verification report."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from k3kit.cli._app import err
+from k3kit.errors import InputError
+
+
+def read_passphrase(env_var: str | None) -> bytes | None:
+    if env_var is None:
+        return None
+    value = os.environ.get(env_var)
+    if not value:
+        raise InputError(
+            f"--passphrase-env {env_var}: the variable is not set or empty",
+            code="PASSPHRASE_MISSING",
+        )
+    return value.encode()
+
+
+def file_progress(label: str, total: int | None = None) -> Callable[[str, int], None] | None:
+    """Per-file progress on stderr when it is a terminal; silent otherwise."""
+    if not sys.stderr.isatty():
+        return None
+    state = {"bytes": 0, "files": 0, "start": time.monotonic()}
+
+    def tick(_rel: str, size: int) -> None:
+        state["bytes"] += size
+        state["files"] += 1
+        rate = state["bytes"] / max(time.monotonic() - state["start"], 1e-6) / 1e9
+        of = f"/{total / 1e9:.2f}" if total else ""
+        sys.stderr.write(
+            f"\r{label}: {state['files']} files, {state['bytes'] / 1e9:.2f}{of} GB, "
+            f"{rate:.2f} GB/s "
+        )
+        sys.stderr.flush()
+
+    return tick
+
+
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def resolve_endpoint(value: str | None, fallback: str | None = None) -> str:
+    """--endpoint, else the given fallback, else $HF_ENDPOINT, else the public Hub."""
+    from k3kit.hub import DEFAULT_ENDPOINT
+    from k3kit.models.lock import ENDPOINT_PATTERN
+
+    chosen = (value or fallback or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+    if not re.match(ENDPOINT_PATTERN, chosen):
+        raise InputError(
+            "--endpoint must be an http(s) URL without credentials, query or fragment",
+            code="BAD_ENDPOINT",
+        )
+    return chosen
+
+
+def trusted_keys(paths: tuple[Path, ...]) -> list[Any]:
+    """Load the --trust keys; the same key given twice is a caller mistake (exit 3)."""
+    from k3kit.keys import keyid, load_public
+
+    keys = [load_public(p) for p in paths]
+    ids = [keyid(k) for k in keys]
+    if len(set(ids)) != len(ids):
+        raise InputError(
+            "the same public key was given twice with --trust", code="TRUST_DUPLICATE_KEY"
+        )
+    return keys
+
+
+def refuse_token_over_plain_http(url: str) -> None:
+    """A bearer token in clear text is readable by anyone on the path; loopback is the exception."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        raise InputError(
+            f"refusing to send a hub token over plain http to {url}",
+            code="TOKEN_OVER_HTTP",
+            hint="use an https endpoint",
+        )
+
+
+def read_token(env_var: str | None) -> str | None:
+    """The hub token from $VAR; its value is handed to the hub client and never printed."""
+    if env_var is None:
+        return None
+    value = os.environ.get(env_var)
+    if not value:
+        raise InputError(
+            f"--token-env {env_var}: the variable is not set or empty", code="TOKEN_ENV_EMPTY"
+        )
+    return value
+
+
+def print_report(report: Any, *, quiet: bool = False) -> None:
+    """Human rendering of a verify report: one line per check, problems indented, the verdict.
+
+    ``quiet`` keeps only the failed checks, notes and the verdict.
+    """
+    marks = {"passed": "ok  ", "failed": "FAIL", "not checked": "--  "}
+    for i, check in enumerate(report.checks, start=1):
+        if quiet and check.status != "failed":
+            continue
+        code = f" [{check.code}]" if check.code and check.status == "failed" else ""
+        err(f"{i}. {marks[check.status]} {check.title}{code}: {check.detail}")
+        for problem in check.problems[:50]:
+            err(f"       {problem['code']:<26} {problem['path']}: {problem['detail']}")
+        if len(check.problems) > 50:
+            err(f"       … and {len(check.problems) - 50} more (use --json for all)")
+    note = report.facts.get("weights", {}).get("cache", {}).get("note")
+    if note:
+        err(f"note: {note}")
+    weights = next((c for c in report.checks if c.id == "weights"), None)
+    unchecked = weights is not None and weights.status != "passed"
+    scope = " (kit and receipt; weights not checked)" if unchecked else ""
+    err("verdict: " + (f"VERIFIED{scope}" if report.ok else "NOT VERIFIED - do not deploy"))
+
+
+def default_state_dir() -> Path | None:
+    """Where k3kit keeps its verification cache: $XDG_CACHE_HOME/k3kit, else ~/.cache/k3kit."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "k3kit"
+    try:
+        return Path.home() / ".cache" / "k3kit"
+    except RuntimeError:  # no home directory: run without a cache rather than guess
+        return None
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+class ByteProgress:
+    """One self-rewriting stderr line: bytes done of total, rate, ETA. Only used on a terminal."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.start = time.monotonic()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        elapsed = time.monotonic() - self.start
+        rate = done / elapsed if elapsed > 0 else 0.0
+        if rate > 0 and total > done:
+            left = int((total - done) / rate)
+            eta = f"{left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}"
+        else:
+            eta = "0:00:00" if done >= total else "-"
+        pct = 100.0 * done / total if total else 100.0
+        sys.stderr.write(
+            f"\r{self.label}: {_size(done)} of {_size(total)} ({pct:.0f}%), "
+            f"{_size(rate)}/s, ETA {eta}\x1b[K"
+        )
+        sys.stderr.flush()
+        self.shown = True
+
+    def finish(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()

@@ -1,0 +1,223 @@
+"""Buyer commands: pull the pinned weights, verify kit + receipt + weights."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
+from k3kit.cli._shared import (
+    ByteProgress,
+    default_state_dir,
+    file_progress,
+    print_report,
+    read_token,
+    refuse_token_over_plain_http,
+    resolve_endpoint,
+    trusted_keys,
+)
+from k3kit.errors import ExitCode
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("kit", type=click.Path(path_type=Path))
+@click.option(
+    "--dir",
+    "dest",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the weights go: the cache root (--layout cache) or the folder (plain).",
+)
+@click.option(
+    "--layout",
+    type=click.Choice(["cache", "plain"]),
+    default="cache",
+    show_default=True,
+    help="Hugging Face cache layout (models--org--name/snapshots/<commit>/) or a plain folder.",
+)
+@click.option("--endpoint", help="Hub URL (default: the lock's endpoint).")
+@click.option("--token-env", metavar="VAR", help="Read the hub token from $VAR (gated repos).")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=8,
+    show_default=True,
+    help="Parallel downloads.",
+)
+@click.option(
+    "--trust",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Verify the kit with this publisher key before pulling (repeatable; optional).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def pull(
+    kit: Path,
+    dest: Path,
+    layout: str,
+    endpoint: str | None,
+    token_env: str | None,
+    workers: int,
+    trust: tuple[Path, ...],
+    as_json: bool,
+) -> None:
+    """Download KIT's pinned weights from the hub, hashing each file as it lands.
+
+    KIT is a kit directory, a .kit.tar.gz, or a weights.lock.json. Exactly the lock's files at
+    the lock's commit are fetched; a file with wrong bytes is quarantined beside DIR (in
+    DIR.k3kit-quarantine/) and fetched once more. A rerun resumes. Exit 0 only when every file
+    matches the lock (the same verdict as `k3kit verify --weights DIR`); 1 wrong bytes or other
+    files in DIR; 4 hub, network or auth trouble.
+    """
+    from k3kit.hub import HfHub
+    from k3kit.pull import pull as pull_weights
+    from k3kit.pull import read_kit_lock
+
+    kit_lock = read_kit_lock(kit, trusted_keys(trust))
+    lock = kit_lock.lock
+    # The lock's endpoint is only a default when the kit verified: an unverified lock must never
+    # choose where this machine connects, let alone where its hub token is sent.
+    url = resolve_endpoint(endpoint, lock.source.endpoint if kit_lock.verified else None)
+    token = read_token(token_env)
+    if token is not None:
+        refuse_token_over_plain_http(url)
+    err(f"kit      {kit} ({kit_lock.detail})")
+    err(
+        f"weights  {lock.repo}@{lock.commit}: {lock.file_count} files, {lock.total_bytes} bytes "
+        f"from {url}"
+    )
+    report = pull_weights(
+        lock,
+        dest,
+        downloader=HfHub(url, token),
+        layout="plain" if layout == "plain" else "cache",
+        workers=workers,
+        on_file_done=file_progress("pulling", lock.total_bytes),
+        on_event=lambda text: err(f"note     {text}"),
+    )
+    result = {
+        "ok": report.ok,
+        "exit_code": report.exit_code,
+        "kit": {"path": str(kit), "verified": kit_lock.verified, "detail": kit_lock.detail},
+        "repo": lock.repo,
+        "commit": lock.commit,
+        "endpoint": url,
+        "layout": layout,
+        "dir": str(dest),
+        "weights_root": str(report.root),
+        "files": lock.file_count,
+        "total_bytes": lock.total_bytes,
+        "files_downloaded": report.files_downloaded,
+        "bytes_downloaded": report.bytes_downloaded,
+        "files_in_place": report.files_in_place,
+        "bytes_hashed": report.bytes_hashed,
+        "quarantined": [dataclasses.asdict(q) for q in report.quarantined],
+        "problems": [dataclasses.asdict(p) for p in report.problems],
+        "errors": [dataclasses.asdict(e) for e in report.errors],
+    }
+    if as_json:
+        emit_json(result)
+    for p in report.problems[:50]:
+        err(f"FAIL     {p.code:<26} {p.path}: {p.detail}")
+    for e in report.errors[:50]:
+        err(f"ERROR    {e.code:<26} {e.path}: {e.message}")
+        if e.hint:
+            err(f"hint     {e.hint}")
+    err(
+        f"pulled   {report.files_downloaded} files ({report.bytes_downloaded} bytes) downloaded, "
+        f"{report.files_in_place} already in place, {len(report.quarantined)} quarantined"
+    )
+    verdict = {0: "VERIFIED", 1: "NOT VERIFIED - do not deploy", 4: "INCOMPLETE - rerun to resume"}
+    err(f"verdict: {verdict[report.exit_code]} ({report.root})")
+    sys.exit(report.exit_code)
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("kit", type=click.Path(path_type=Path))
+@click.option(
+    "--trust",
+    "trust",
+    multiple=True,
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Publisher public key you trust (repeatable).",
+)
+@click.option(
+    "--weights",
+    type=click.Path(path_type=Path),
+    help="Weights folder: plain, cache snapshot, or cache root.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    help="Hashing threads (default: the cores this process may use).",
+)
+@click.option(
+    "--algorithm",
+    type=click.Choice(["sha256", "blake3"]),
+    help="Force a digest (default: blake3 when the lock has it; sha256 is the hub's).",
+)
+@click.option(
+    "--all-errors", is_flag=True, help="Hash every file instead of stopping at the first mismatch."
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Re-read and re-hash every file, ignoring the verification cache (then refresh it).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Verification cache folder (default: $XDG_CACHE_HOME/k3kit or ~/.cache/k3kit).",
+)
+@click.option(
+    "-q", "--quiet", is_flag=True, help="No progress; print only failures and the verdict."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@handle_errors
+def verify(
+    kit: Path,
+    trust: tuple[Path, ...],
+    weights: Path | None,
+    workers: int | None,
+    algorithm: str | None,
+    all_errors: bool,
+    full: bool,
+    state_dir: Path | None,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Verify KIT (directory or .kit.tar.gz): receipt, kit files, weight lock, weights.
+
+    Exits 0 only if every check ran and passed (the weights check is reported as not checked
+    when --weights is not given). Weight files that verified before and whose device, inode,
+    size, mtime and ctime have not changed since are not read again (see
+    docs/verification-cache.md); --full reads everything. Progress (bytes, rate, ETA) goes to
+    stderr when it is a terminal.
+    """
+    from k3kit.verify import verify_path
+
+    trusted = trusted_keys(trust)
+    progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not quiet else None
+    options: dict[str, Any] = {
+        "workers": workers,
+        "algorithm": algorithm,
+        "all_errors": all_errors,
+        "full": full,
+        "state_dir": state_dir if state_dir is not None else default_state_dir(),
+        "on_progress": progress,
+    }
+    try:
+        report = verify_path(kit, trusted, weights=weights, weights_options=options)
+    finally:
+        if progress is not None:
+            progress.finish()
+    if as_json:
+        emit_json(report.as_json())
+    print_report(report, quiet=quiet)
+    sys.exit(0 if report.ok else int(ExitCode.CHECK_FAILED))

@@ -1,0 +1,261 @@
+"""Publisher commands: keygen, pin, build, sign, pack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, handle_errors, now_utc
+from k3kit.cli._shared import (
+    REPO_ID,
+    file_progress,
+    read_passphrase,
+    read_token,
+    refuse_token_over_plain_http,
+    resolve_endpoint,
+)
+from k3kit.errors import InputError
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Path prefix: writes OUT.key (private, 0600) and OUT.pub.",
+)
+@click.option("--passphrase-env", metavar="VAR", help="Encrypt the private key with $VAR.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def keygen(out: Path, passphrase_env: str | None, as_json: bool) -> None:
+    """Generate an Ed25519 signing key pair. Never overwrites an existing key."""
+    from k3kit.keys import keyid, ssh_fingerprint, write_keypair
+
+    paths, pub = write_keypair(out, read_passphrase(passphrase_env))
+    result = {
+        "private_key": str(paths.private),
+        "public_key": str(paths.public),
+        "keyid": keyid(pub),
+        "fingerprint": ssh_fingerprint(pub),
+    }
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(f"private key  {paths.private} (mode 0600; keep it secret, never commit it)")
+    click.echo(f"public key   {paths.public}")
+    click.echo(f"key id       {result['keyid']}")
+    click.echo(f"fingerprint  {result['fingerprint']}")
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("repo_arg", metavar="[ORG/NAME]", required=False)
+@click.option(
+    "--local",
+    "local",
+    type=click.Path(path_type=Path),
+    help="Pin a local copy instead (plain folder or cache snapshot); needs --repo, 40-hex rev.",
+)
+@click.option("--repo", help="Upstream repo id, e.g. moonshotai/Kimi-K3 (or give ORG/NAME).")
+@click.option(
+    "--revision", required=True, help="Branch, tag or commit to pin (--local: the 40-hex commit)."
+)
+@click.option("--endpoint", help="Hub URL (default: $HF_ENDPOINT, else https://huggingface.co).")
+@click.option("--token-env", metavar="VAR", help="Read the hub token from $VAR (gated repos).")
+@click.option("--include", multiple=True, metavar="PATTERN", help="Pin only matching paths.")
+@click.option("--exclude", multiple=True, metavar="PATTERN", help="Leave matching paths out.")
+@click.option(
+    "--hash-local",
+    type=click.Path(path_type=Path),
+    help="Also hash this local copy: check every sha256 against the hub, add blake3.",
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Where to write weights.lock.json.",
+)
+@click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads (default: cores).")
+@click.option("--force", is_flag=True, help="Replace an existing output file.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@handle_errors
+def pin(
+    repo_arg: str | None,
+    local: Path | None,
+    repo: str | None,
+    revision: str,
+    endpoint: str | None,
+    token_env: str | None,
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    hash_local: Path | None,
+    output: Path,
+    workers: int | None,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Pin a weight revision into a lock, from the hub's metadata or from a local copy.
+
+    From a hub: `k3kit pin ORG/NAME --revision REV -o weights.lock.json` resolves REV to its
+    commit and records every file's size and sha256 (the LFS oid the hub publishes; small files
+    are fetched and hashed). No LFS byte is downloaded. From a local copy: `k3kit pin --local DIR
+    --repo ORG/NAME --revision SHA40 -o weights.lock.json` hashes every file (sha256 + blake3).
+    """
+    from k3kit._canonical import model_bytes
+    from k3kit._fs import atomic_write
+
+    if repo and repo_arg and repo != repo_arg:
+        raise click.UsageError("give the repo once: ORG/NAME or --repo")
+    repo_id = repo or repo_arg
+    if not repo_id:
+        raise click.UsageError("name the repo: k3kit pin ORG/NAME --revision REV -o LOCK")
+    if not REPO_ID.match(repo_id):
+        raise InputError(f"{repo_id!r} is not a repo id of the form ORG/NAME", code="BAD_REPO_ID")
+    if local is not None and (endpoint or token_env or include or exclude or hash_local):
+        raise click.UsageError(
+            "--endpoint, --token-env, --include, --exclude and --hash-local pin from a hub; "
+            "--local pins a local copy"
+        )
+    if output.exists() and not force:
+        raise InputError(f"{output} exists", code="OUTPUT_EXISTS", hint="pass --force to replace")
+    progress = file_progress("hashing")
+    if local is not None:
+        from k3kit.pin import pin_local
+
+        lock = pin_local(
+            local,
+            repo=repo_id,
+            revision=revision,
+            pinned_at=now_utc(),
+            workers=workers,
+            on_file_done=progress,
+        )
+    else:
+        from k3kit.hub import HfHub
+        from k3kit.pin import pin_hub
+
+        url = resolve_endpoint(endpoint)
+        token = read_token(token_env)
+        if token is not None:
+            refuse_token_over_plain_http(url)
+        client = HfHub(url, token)
+        lock = pin_hub(
+            client,
+            repo=repo_id,
+            revision=revision,
+            pinned_at=now_utc(),
+            include=include,
+            exclude=exclude,
+            hash_local=hash_local,
+            workers=workers,
+            on_file_done=progress,
+        )
+    atomic_write(output, model_bytes(lock), force=force)
+    trusted = {
+        "local-hash": "hashed from the local copy",
+        "hub-lfs": "LFS sha256 as declared on the hub (uploader's LFS oid), not checked locally",
+        "hub-lfs+local-hash": "hub sha256 values checked against the local copy",
+    }[lock.source.sha256_source]
+    summary = {
+        "lock": str(output),
+        "repo": lock.repo,
+        "commit": lock.commit,
+        "requested_revision": lock.source.requested_revision,
+        "endpoint": lock.source.endpoint,
+        "files": lock.file_count,
+        "total_bytes": lock.total_bytes,
+        "sha256_source": lock.source.sha256_source,
+    }
+    if as_json:
+        emit_json(summary)
+    else:
+        click.echo(
+            f"pinned {lock.repo}@{lock.commit} ({lock.source.requested_revision}): "
+            f"{lock.file_count} files, {lock.total_bytes} bytes -> {output}\nsha256: {trusted}"
+        )
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("package", type=click.Path(path_type=Path))
+@click.option(
+    "--lock",
+    "lock",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="weights.lock.json from `k3kit pin`.",
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Kit directory to create.",
+)
+@click.option("--force", is_flag=True, help="Replace an existing kit directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@handle_errors
+def build(package: Path, lock: Path, output: Path, force: bool, as_json: bool) -> None:
+    """Render a deterministic kit directory from PACKAGE (package.toml) and a lock."""
+    from k3kit.kit import build as build_kit
+    from k3kit.manifest import kit_checksum
+
+    manifest = build_kit(package, lock, output, force=force)
+    digest = kit_checksum(manifest)
+    if as_json:
+        emit_json({"kit": str(output), "files": len(manifest.files), "kit_sha256": digest})
+    else:
+        click.echo(f"built {output}: {len(manifest.files)} files, kit checksum sha256:{digest}")
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("kit", type=click.Path(path_type=Path))
+@click.option("--key", required=True, type=click.Path(path_type=Path), help="Private key (.key).")
+@click.option(
+    "--claims",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="claims.toml: what was measured and what was not.",
+)
+@click.option("--passphrase-env", metavar="VAR", help="Read the key's passphrase from $VAR.")
+@click.option("--force", is_flag=True, help="Replace an existing receipt.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@handle_errors
+def sign(
+    kit: Path, key: Path, claims: Path, passphrase_env: str | None, force: bool, as_json: bool
+) -> None:
+    """Sign KIT's benchmark receipt (DSSE + in-toto Statement, Ed25519)."""
+    from k3kit.keys import keyid, load_private
+    from k3kit.kit import sign as sign_kit
+
+    private = load_private(key, read_passphrase(passphrase_env))
+    sign_kit(kit, private, claims, issued_at=now_utc(), force=force)
+    receipt = kit / "receipt.dsse.json"
+    if as_json:
+        emit_json({"receipt": str(receipt), "keyid": keyid(private.public_key())})
+    else:
+        click.echo(f"signed {receipt} with key {keyid(private.public_key())[:16]}")
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("kit", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="Archive path (default: NAME-VERSION.kit.tar.gz beside the kit).",
+)
+@click.option("--force", is_flag=True, help="Replace an existing archive.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@handle_errors
+def pack(kit: Path, output: Path | None, force: bool, as_json: bool) -> None:
+    """Write a deterministic .kit.tar.gz of a signed kit directory."""
+    from k3kit.archive import pack as pack_kit
+
+    out = output or kit.resolve().parent / f"{kit.resolve().name}.kit.tar.gz"
+    digest, size = pack_kit(kit, out, force=force)
+    if as_json:
+        emit_json({"archive": str(out), "sha256": digest, "size": size})
+    else:
+        click.echo(f"packed {out}\nsha256 {digest}\nsize   {size} bytes")
