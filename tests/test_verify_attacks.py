@@ -264,3 +264,18 @@ def test_lock_naming_a_path_outside_the_weights_is_refused(kit: Path, golden: Go
 def test_duplicate_trust_key_is_a_caller_mistake(kit: Path, golden: GoldenKit) -> None:
     proc = run_k3kit("verify", kit, "--trust", golden.key.public, "--trust", golden.key.public)
     assert proc.returncode == 3 and "given twice" in proc.stderr
+
+
+def test_weights_file_hidden_under_hf_metadata_folder(kit: Path, weights: Path,
+                                                       golden: GoldenKit) -> None:
+    meta = weights / ".cache" / "huggingface"
+    (meta / "download").mkdir(parents=True)
+    (meta / "download" / "config.json.metadata").write_text("sha\netag\n0\n")  # excused
+    (meta / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    rc, report = verify_json(kit, golden.key.public, "--weights", weights)
+    assert rc == 0, report
+    (meta / "evil.safetensors").write_bytes(b"hidden")  # not huggingface_hub's bookkeeping
+    rc, report = verify_json(kit, golden.key.public, "--weights", weights)
+    assert rc == 1
+    assert problem_codes(report, "weights") == {
+        ".cache/huggingface/evil.safetensors": "WEIGHTS_FILE_EXTRA"}

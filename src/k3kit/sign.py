@@ -1,4 +1,4 @@
-"""DSSE v1.0.2 envelopes with Ed25519, and the verifier's signature step.
+"""DSSE v1.0.2 envelopes with Ed25519, and reading a signed receipt's in-toto Statement.
 
 The signature covers PAE(payloadType, payload) and the payload is RFC 8785 bytes, so the same
 statement always yields the same bytes and (Ed25519 being deterministic) the same signature. The
@@ -12,14 +12,16 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from k3kit._canonical import dumps, strict_loads
+from k3kit._canonical import dumps, require_canonical, strict_loads
+from k3kit._fs import read_capped
 from k3kit.errors import VerificationError
 from k3kit.keys import keyid
-from k3kit.models import DsseEnvelope, load
+from k3kit.models import PAYLOAD_TYPE, DsseEnvelope, Statement, load
 
 MAX_ENVELOPE_BYTES = 1024 * 1024
 _B64 = re.compile(r"^[A-Za-z0-9+/_-]*={0,2}$")
@@ -100,4 +102,43 @@ def verify_envelope(
         f"{source}: no signature verifies with a trusted key",
         code="RECEIPT_UNTRUSTED_KEY",
         hint="check --trust: is this the publisher's public key?",
+    )
+
+
+@dataclass(frozen=True)
+class VerifiedReceipt:
+    statement: Statement
+    signer_keyid: str
+
+
+def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt:
+    """Read, verify and parse a receipt: the signature first, then only the bytes it covers.
+
+    Shared by ``verify`` and ``audit``: whatever an auditor checks must come from exactly the
+    bytes the publisher signed, parsed by the same strict rules.
+    """
+    data = read_capped(
+        path, MAX_ENVELOPE_BYTES, what="receipt", error=VerificationError, code="RECEIPT_MISSING"
+    )
+    verified = verify_envelope(data, trusted, expected_type=PAYLOAD_TYPE, source=path.name)
+    obj = strict_loads(
+        verified.payload,
+        source="receipt payload",
+        max_bytes=len(verified.payload),
+        code="RECEIPT_MALFORMED",
+    )
+    require_canonical(verified.payload, obj, source="receipt payload")
+    statement = load(
+        Statement, obj, source="receipt payload", error=VerificationError, code="RECEIPT_MALFORMED"
+    )
+    return VerifiedReceipt(statement, verified.signer_keyid)
+
+
+def subject_digest(statement: Statement, name: str) -> str:
+    """The sha256 a Statement records for subject ``name``; a receipt without it is malformed."""
+    for subject in statement.subject:
+        if subject.name == name and "sha256" in subject.digest:
+            return subject.digest["sha256"]
+    raise VerificationError(
+        f"the receipt has no sha256 subject named {name!r}", code="RECEIPT_MALFORMED"
     )

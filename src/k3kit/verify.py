@@ -25,7 +25,6 @@ from k3kit.keys import keyid
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, ExpectedEvidence, diff_evidence, diff_tree
 from k3kit.models import (
     KIT_SUBJECT,
-    PAYLOAD_TYPE,
     WEIGHTS_SUBJECT,
     KitInfo,
     Manifest,
@@ -33,7 +32,7 @@ from k3kit.models import (
     WeightsLock,
     load,
 )
-from k3kit.sign import verify_envelope
+from k3kit.sign import read_receipt, subject_digest
 from k3kit.weights import check_weights
 
 MAX_DOC_BYTES = 16 * 1024 * 1024
@@ -100,15 +99,6 @@ class _State:
     lock_sha256: str | None = None
 
 
-def _subject_digest(statement: Statement, name: str) -> str:
-    for subject in statement.subject:
-        if subject.name == name and "sha256" in subject.digest:
-            return subject.digest["sha256"]
-    raise VerificationError(
-        f"the receipt has no sha256 subject named {name!r}", code="RECEIPT_MALFORMED"
-    )
-
-
 def _step_trust(st: _State, check: Check) -> None:
     if not st.trusted:
         raise VerificationError("no trusted public key was given", code="TRUST_EMPTY")
@@ -116,38 +106,6 @@ def _step_trust(st: _State, check: Check) -> None:
     if len(set(ids)) != len(ids):
         raise VerificationError("the same key was given twice", code="TRUST_DUPLICATE_KEY")
     check.detail = f"{len(ids)} trusted key(s): " + ", ".join(i[:16] for i in ids)
-
-
-@dataclass(frozen=True)
-class VerifiedReceipt:
-    statement: Statement
-    signer_keyid: str
-
-
-MAX_RECEIPT_BYTES = 1024 * 1024
-
-
-def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt:
-    """Read, verify and parse a receipt: the signature first, then only the bytes it covers.
-
-    Shared by ``verify`` and ``audit``: whatever an auditor checks must come from exactly the
-    bytes the publisher signed, parsed by the same strict rules.
-    """
-    data = read_capped(
-        path, MAX_RECEIPT_BYTES, what="receipt", error=VerificationError, code="RECEIPT_MISSING"
-    )
-    verified = verify_envelope(data, trusted, expected_type=PAYLOAD_TYPE, source=path.name)
-    obj = strict_loads(
-        verified.payload,
-        source="receipt payload",
-        max_bytes=len(verified.payload),
-        code="RECEIPT_MALFORMED",
-    )
-    require_canonical(verified.payload, obj, source="receipt payload")
-    statement = load(
-        Statement, obj, source="receipt payload", error=VerificationError, code="RECEIPT_MALFORMED"
-    )
-    return VerifiedReceipt(statement, verified.signer_keyid)
 
 
 def _step_signature(st: _State, check: Check) -> None:
@@ -173,7 +131,7 @@ def _step_kit_checksum(st: _State, check: Check) -> None:
     assert st.statement is not None
     data, _ = _read_doc(st, MANIFEST_NAME, "MANIFEST_MALFORMED")
     actual = hashlib.sha256(data).hexdigest()
-    expected = _subject_digest(st.statement, KIT_SUBJECT)
+    expected = subject_digest(st.statement, KIT_SUBJECT)
     if actual != expected or st.statement.predicate.kit.kit_sha256 != actual:
         raise VerificationError(
             f"kit checksum {actual[:16]}… is not the one the receipt signs "
@@ -230,7 +188,7 @@ def _step_weights_lock(st: _State, check: Check) -> None:
     assert st.statement is not None
     data, obj = _read_doc(st, LOCK_NAME, "LOCK_MALFORMED")
     actual = hashlib.sha256(data).hexdigest()
-    expected = _subject_digest(st.statement, WEIGHTS_SUBJECT)
+    expected = subject_digest(st.statement, WEIGHTS_SUBJECT)
     if actual != expected or st.statement.predicate.weights.lock_sha256 != actual:
         raise VerificationError(
             f"weights.lock.json sha256 {actual[:16]}… is not the weight "
@@ -376,8 +334,9 @@ def verify_path(
     if kit.is_dir():
         return verify_dir(kit, trusted, weights=weights, weights_options=weights_options)
     if not kit.is_file():
-        raise InputError(f"{kit} is neither a kit directory nor an archive file",
-                         code="KIT_NOT_RECOGNISED")
+        raise InputError(
+            f"{kit} is neither a kit directory nor an archive file", code="KIT_NOT_RECOGNISED"
+        )
     archive_check = Check("archive", "archive members pass the extraction policy")
     try:
         staging, digest = extract_safely(kit)

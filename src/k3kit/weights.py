@@ -1,13 +1,10 @@
 """Check a folder of weights against ``weights.lock.json``.
 
-Accepts the three layouts a buyer's node can have: a plain folder, a Hugging Face cache snapshot
-(``…/snapshots/<commit>/``, entries symlinked into ``../../blobs/``), or a cache root holding the
-repo. The file set must equal the lock's; sizes are compared before any byte is hashed, so a
-truncated or missing shard fails in milliseconds; then digests are computed in parallel threads
-(:mod:`k3kit.hashpool`), skipping files the verification cache proves unchanged
-(:mod:`k3kit.vcache`, docs/verification-cache.md). In a snapshot, a symlink may only resolve into
-that repo's ``blobs/`` (or the cache's shared ``blobs/`` store): a link to anywhere else is a swap,
-not a cache.
+Accepts the layouts of :mod:`k3kit.layouts` (a plain folder, a Hugging Face cache snapshot, a
+cache root holding the repo). The file set must equal the lock's; sizes are compared before any
+byte is hashed, so a truncated or missing shard fails in milliseconds; then digests are computed
+in parallel threads (:mod:`k3kit.hashpool`), skipping files the verification cache proves
+unchanged (:mod:`k3kit.vcache`, docs/verification-cache.md).
 """
 
 from __future__ import annotations
@@ -24,11 +21,17 @@ from k3kit._digest import FileStamp, hash_file
 from k3kit._fs import walk
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.hashpool import HashJob, JobResult, default_workers, run_jobs
+from k3kit.layouts import (
+    Layout,
+    LinkPolicyViolation,
+    is_hf_local_metadata,
+    local_layout,
+    locate,
+    repo_folder_name,
+    resolve_file,
+)
 from k3kit.models import LockedFile, WeightsLock
 from k3kit.vcache import VerifyCache
-
-# Files huggingface_hub's ``local_dir`` mode writes beside the weights; never loaded by an engine.
-_HF_LOCAL_META = ".cache/huggingface/"
 
 
 @dataclass(frozen=True)
@@ -36,15 +39,6 @@ class WeightsProblem:
     code: str
     path: str
     detail: str
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where the lock's relative paths live, and which link targets are allowed there."""
-
-    root: Path
-    kind: str  # "plain" or "snapshot"
-    allowed_link_roots: tuple[Path, ...] = ()
 
 
 @dataclass
@@ -67,72 +61,6 @@ class WeightsReport:
         return not self.problems
 
 
-def repo_folder_name(repo: str) -> str:
-    org, name = repo.split("/", 1)
-    return f"models--{org}--{name}"
-
-
-def locate(path: Path, lock: WeightsLock) -> Layout:
-    """Work out which layout ``path`` is, without trusting anything inside it yet."""
-    path = Path(os.path.abspath(path))
-    repo_dir_name = repo_folder_name(lock.repo)
-    candidates: list[tuple[Path, Path]] = []  # (snapshot dir, cache root)
-    if (path / repo_dir_name).is_dir():
-        candidates.append((path / repo_dir_name / "snapshots" / lock.commit, path))
-    if path.name == repo_dir_name:
-        candidates.append((path / "snapshots" / lock.commit, path.parent))
-    if path.parent.name == "snapshots" and path.parent.parent.name == repo_dir_name:
-        if path.name != lock.commit:
-            raise VerificationError(
-                f"{path} is a snapshot of commit {path.name}, but the lock pins {lock.commit}",
-                code="WEIGHTS_WRONG_REVISION",
-            )
-        candidates.append((path, path.parent.parent.parent))
-    for snapshot, cache_root in candidates:
-        if snapshot.is_dir():
-            repo_dir = snapshot.parent.parent
-            return Layout(
-                snapshot,
-                "snapshot",
-                (
-                    Path(os.path.realpath(repo_dir / "blobs")),
-                    Path(os.path.realpath(cache_root / "blobs")),
-                ),
-            )
-        raise VerificationError(
-            f"no snapshot of {lock.repo} at commit {lock.commit} under {path}",
-            code="WEIGHTS_MISSING_SNAPSHOT",
-            hint="run `k3kit pull` for this kit first",
-        )
-    if not path.is_dir():
-        raise VerificationError(f"weights folder not found: {path}", code="WEIGHTS_NOT_FOUND")
-    return Layout(path, "plain")
-
-
-def _inside(path: Path, roots: tuple[Path, ...]) -> bool:
-    return any(path == r or r in path.parents for r in roots)
-
-
-def resolve_file(layout: Layout, rel: str) -> Path:
-    """The real file behind ``rel``, applying the symlink policy of the layout."""
-    path = layout.root / rel
-    if layout.kind == "plain" or not path.is_symlink():
-        return path
-    real = Path(os.path.realpath(path))
-    if not _inside(real, layout.allowed_link_roots):
-        raise _PolicyViolation(
-            "WEIGHTS_SYMLINK_ESCAPE", f"symlink resolves outside the repo's blobs/: {real}"
-        )
-    return real
-
-
-class _PolicyViolation(Exception):
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
-        self.detail = detail
-
-
 def _file_set_problems(
     layout: Layout, lock: WeightsLock
 ) -> tuple[list[WeightsProblem], dict[str, tuple[Path, os.stat_result]]]:
@@ -142,7 +70,7 @@ def _file_set_problems(
     for entry in walk(layout.root):
         if entry.kind == "dir":
             continue
-        if layout.kind == "plain" and entry.rel.startswith(_HF_LOCAL_META):
+        if layout.kind == "plain" and is_hf_local_metadata(entry.rel):
             continue
         if entry.rel not in listed:
             problems.append(
@@ -161,7 +89,7 @@ def _file_set_problems(
         try:
             real = resolve_file(layout, entry.rel)
             st = os.stat(real, follow_symlinks=False)
-        except _PolicyViolation as exc:
+        except LinkPolicyViolation as exc:
             problems.append(WeightsProblem(exc.code, entry.rel, exc.detail))
             continue
         except OSError as exc:
@@ -283,24 +211,6 @@ def check_weights(
     return report
 
 
-def local_layout(path: Path) -> Layout:
-    """Layout of a folder being pinned: a cache snapshot if inside ``snapshots/``, else plain."""
-    path = Path(os.path.abspath(path))
-    if not path.is_dir():
-        raise VerificationError(f"weights folder not found: {path}", code="WEIGHTS_NOT_FOUND")
-    if path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--"):
-        cache_root = path.parent.parent.parent
-        return Layout(
-            path,
-            "snapshot",
-            (
-                Path(os.path.realpath(path.parent.parent / "blobs")),
-                Path(os.path.realpath(cache_root / "blobs")),
-            ),
-        )
-    return Layout(path, "plain")
-
-
 def hash_tree(
     layout: Layout,
     *,
@@ -310,7 +220,7 @@ def hash_tree(
     """sha256 and blake3 of every file under a layout, in parallel, for pinning a local copy."""
     rels: list[str] = []
     for entry in walk(layout.root):
-        if entry.kind == "dir" or (layout.kind == "plain" and entry.rel.startswith(_HF_LOCAL_META)):
+        if entry.kind == "dir" or (layout.kind == "plain" and is_hf_local_metadata(entry.rel)):
             continue
         if entry.kind == "special" or (entry.kind == "symlink" and layout.kind == "plain"):
             raise VerificationError(
@@ -324,7 +234,7 @@ def hash_tree(
     def one(rel: str) -> LockedFile:
         try:
             real = resolve_file(layout, rel)
-        except _PolicyViolation as exc:
+        except LinkPolicyViolation as exc:
             raise VerificationError(f"{rel}: {exc.detail}", code=exc.code) from exc
         digests, size = hash_file(real, ("sha256", "blake3"), follow_symlinks=False)
         if on_file_done:
@@ -349,3 +259,17 @@ def check_file_set(
     layout = locate(path, lock)
     problems, present = _file_set_problems(layout, lock)
     return layout, problems, {rel: real for rel, (real, _) in present.items()}
+
+
+__all__ = [
+    "Layout",
+    "WeightsProblem",
+    "WeightsReport",
+    "check_file_set",
+    "check_weights",
+    "choose_algorithm",
+    "hash_tree",
+    "local_layout",
+    "locate",
+    "repo_folder_name",
+]

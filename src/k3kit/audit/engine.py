@@ -24,7 +24,8 @@ from k3kit.errors import InputError, K3kitError, VerificationError
 from k3kit.evidence import MAX_EVIDENCE_BYTES, VllmResult, parse_vllm_result, summarize
 from k3kit.manifest import EVIDENCE_DIR, MANIFEST_NAME, RECEIPT_NAME
 from k3kit.models import KitInfo, ReceiptPredicate, load
-from k3kit.verify import KIT_INFO_NAME, LOCK_NAME, MAX_DOC_BYTES, read_receipt
+from k3kit.sign import read_receipt
+from k3kit.verify import KIT_INFO_NAME, LOCK_NAME, MAX_DOC_BYTES
 
 
 @dataclass

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.hub import FATAL_CODES
+from k3kit.layouts import Layout, LinkPolicyViolation, repo_folder_name, resolve_file
 from k3kit.models import LockedFile, WeightsLock
 from k3kit.pull._parts import (
     Downloader,
@@ -21,7 +22,7 @@ from k3kit.pull._parts import (
 )
 from k3kit.pull._quarantine import Quarantine, QuarantineRecord
 from k3kit.pull._report import LayoutName, PullError, PullReport
-from k3kit.weights import WeightsProblem, check_file_set, repo_folder_name
+from k3kit.weights import WeightsProblem, check_file_set
 
 
 class Puller:
@@ -38,9 +39,13 @@ class Puller:
         self.on_file_done, self.on_event = on_file_done, on_event
         repo_dir = dest / repo_folder_name(lock.repo)
         self.root = repo_dir / "snapshots" / lock.commit if layout == "cache" else dest
-        self.link_roots = (
-            Path(os.path.realpath(repo_dir / "blobs")),
-            Path(os.path.realpath(dest / "blobs")),
+        self.links = Layout(
+            self.root,
+            "snapshot",
+            (
+                Path(os.path.realpath(repo_dir / "blobs")),
+                Path(os.path.realpath(dest / "blobs")),
+            ),
         )
         self.report = PullReport(lock, layout, self.root)
         self.quarantine = Quarantine(dest, lock.commit)
@@ -63,9 +68,11 @@ class Puller:
         if not os.path.lexists(path):
             return None
         if path.is_symlink():
-            real = Path(os.path.realpath(path))
-            inside = any(real == r or r in real.parents for r in self.link_roots)
-            if self.layout == "plain" or not inside or not real.is_file():
+            try:  # the verifier's own symlink policy (k3kit.layouts), never a second copy of it
+                real = resolve_file(self.links, rel) if self.layout == "cache" else None
+            except LinkPolicyViolation:
+                real = None
+            if real is None or not real.is_file():
                 self._say(f"removing {rel}: a link that is not a blob of this cache")
                 path.unlink()
                 return None
@@ -103,8 +110,9 @@ class Puller:
     def _keep(self, record: QuarantineRecord) -> None:
         self.report.quarantined.append(record)
         where = record.moved_to or "deleted (could not move it out of the weights folder)"
-        self._say(f"quarantined {record.path} ({record.actual}, expected {record.expected}) -> "
-                  f"{where}")
+        self._say(
+            f"quarantined {record.path} ({record.actual}, expected {record.expected}) -> {where}"
+        )
         if record.problem:
             self.report.problems.append(
                 WeightsProblem("PULL_QUARANTINE_FAILED", record.path, record.problem)
@@ -207,8 +215,9 @@ class Puller:
                             if stopped is not None:
                                 g.error = stopped_error(g, stopped)
                             continue
-                        self._say(f"fetching {g.files[0].path}"
-                                  + (" once more" if g.downloads else ""))
+                        self._say(
+                            f"fetching {g.files[0].path}" + (" once more" if g.downloads else "")
+                        )
                         fetch(g)
                     continue
                 # A finished download, failed or cancelled: hash whatever is in place
@@ -243,9 +252,13 @@ class Puller:
         if refetch and g.downloads >= 2:
             for f, _, wrong in results:
                 if wrong is not None:
-                    self.report.problems.append(WeightsProblem(
-                        "WEIGHTS_DIGEST_MISMATCH", f.path,
-                        f"wrong bytes again after one re-fetch ({wrong}); quarantined"))
+                    self.report.problems.append(
+                        WeightsProblem(
+                            "WEIGHTS_DIGEST_MISMATCH",
+                            f.path,
+                            f"wrong bytes again after one re-fetch ({wrong}); quarantined",
+                        )
+                    )
         if not refetch and g.downloads == 0:
             self.report.files_in_place += len(g.files)
         return refetch
@@ -267,7 +280,12 @@ class Puller:
             report.problems.append(p)
         for rel, real in sorted(present.items()):
             if self.verified.get(real) != signature(os.stat(real)):
-                report.problems.append(WeightsProblem(
-                    "PULL_NOT_VERIFIED", rel, "not hashed by this pull, or changed after hashing"))
+                report.problems.append(
+                    WeightsProblem(
+                        "PULL_NOT_VERIFIED",
+                        rel,
+                        "not hashed by this pull, or changed after hashing",
+                    )
+                )
         report.problems.sort(key=lambda p: p.path)
         return report
