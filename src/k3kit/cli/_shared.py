@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import click
+
 from k3kit.cli._app import err
 from k3kit.errors import InputError
 
@@ -173,3 +175,14 @@ class ByteProgress:
         if self.shown:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
+
+
+# The publisher keys a verifying command trusts; required, because trust is never implicit.
+trust_option = click.option(
+    "--trust",
+    "trust",
+    multiple=True,
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Publisher public key you trust (repeatable).",
+)

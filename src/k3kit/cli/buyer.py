@@ -18,6 +18,7 @@ from k3kit.cli._shared import (
     read_token,
     refuse_token_over_plain_http,
     resolve_endpoint,
+    trust_option,
     trusted_keys,
 )
 from k3kit.errors import ExitCode
@@ -139,14 +140,7 @@ def pull(
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("kit", type=click.Path(path_type=Path))
-@click.option(
-    "--trust",
-    "trust",
-    multiple=True,
-    required=True,
-    type=click.Path(path_type=Path),
-    help="Publisher public key you trust (repeatable).",
-)
+@trust_option
 @click.option(
     "--weights",
     type=click.Path(path_type=Path),

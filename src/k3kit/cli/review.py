@@ -11,6 +11,7 @@ import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, now_utc
 from k3kit.cli._shared import (
+    trust_option,
     trusted_keys,
 )
 from k3kit.errors import ExitCode
@@ -51,14 +52,7 @@ def print_findings(report: Any, echo: Callable[[str], None], *, show_passes: boo
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("target", type=click.Path(path_type=Path))
-@click.option(
-    "--trust",
-    "trust",
-    multiple=True,
-    required=True,
-    type=click.Path(path_type=Path),
-    help="Publisher public key you trust (repeatable).",
-)
+@trust_option
 @click.option(
     "--fail-on",
     type=click.Choice(["error", "warning"]),
