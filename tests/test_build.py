@@ -96,6 +96,7 @@ def test_malformed_lock_is_exit_3(golden: GoldenKit, tmp_path: Path, mutate, exp
     ('workload = "headline"', 'workload = "nope"', "unknown workload"),
     ('profile = "batch"', 'profile = "turbo"', "not a profile of this kit"),
     ('schema = "k3kit.claims/v1"', "", "schema"),
+    ("output_tok_s = 89.04", "output_tok_s = 1e999999", "magnitude outside"),
 ])
 def test_malformed_claims_is_exit_3(kit: Path, golden: GoldenKit, tmp_path: Path, old: str,
                                     new: str, expected: str) -> None:
@@ -117,3 +118,18 @@ def test_sign_refuses_a_kit_that_drifted_from_its_manifest(kit: Path, golden: Go
                      EXAMPLE / "claims.toml", "--force")
     assert proc.returncode == 3
     assert "KIT_FILE_CHANGED README.md" in proc.stderr
+
+
+def test_sign_refuses_a_receipt_verifiers_would_not_read(kit: Path, golden: GoldenKit,
+                                                        tmp_path: Path) -> None:
+    text = (EXAMPLE / "claims.toml").read_text()
+    runs = "".join(f'[[runs]]\nid = "extra-{i}"\nprofile = "batch"\nworkload = "headline"\n'
+                   f'concurrency = 1\nrequests = 8\ncompleted = 8\nnotes = "{"x" * 300}"\n\n'
+                   for i in range(4000))
+    claims = tmp_path / "claims.toml"
+    claims.write_text(text + "\n" + runs)
+    before = (kit / "receipt.dsse.json").read_bytes()
+    proc = run_k3kit("sign", kit, "--key", golden.key.private, "--claims", claims, "--force")
+    assert proc.returncode == 3, proc.stderr
+    assert "limit verifiers enforce" in proc.stderr
+    assert (kit / "receipt.dsse.json").read_bytes() == before

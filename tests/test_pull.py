@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from k3kit.archive import pack
+from k3kit.keys import load_private
+from k3kit.kit import build, sign
 from k3kit.pull import quarantine_dir
 from k3kit.weights import repo_folder_name
-from tests.conftest import KeyFiles, run_k3kit
+from tests.conftest import EXAMPLE, FIXED_TIME, KeyFiles, run_k3kit
 from tests.hubkit import (
     REPO,
     NoSleep,
@@ -473,3 +475,36 @@ def test_a_paced_hub_serves_the_same_bytes(tmp_path: Path) -> None:
             cache_dir=tmp_path / "c",
         )
     assert Path(got).read_bytes() == data
+
+
+def test_pull_into_an_unusable_dir_or_from_a_fifo_is_a_clean_error(served: ServedKit,
+                                                                  tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    proc = run_k3kit("pull", served.kit, "--endpoint", served.hub.url, "--dir", not_a_dir / "sub")
+    assert proc.returncode == 4, proc.stderr
+    assert "cannot create the weights folder" in proc.stderr
+    fifo = tmp_path / "kit.fifo"
+    os.mkfifo(fifo)
+    proc = run_k3kit("pull", fifo, "--dir", tmp_path / "w")
+    assert proc.returncode == 3 and "neither a kit directory nor a file" in proc.stderr
+
+
+def test_a_signed_http_endpoint_still_never_gets_a_token(hub: TestHub, tmp_path: Path,
+                                                         signing_key: KeyFiles) -> None:
+    served = make_served_kit(hub, tmp_path, signing_key)
+    lock = json.loads(served.lock_path.read_text())
+    assert lock["source"]["endpoint"].startswith("http://127.0.0.1")
+    # Re-sign the same kit with a lock whose (signed) endpoint is remote and plain http.
+    from k3kit._canonical import dumps
+
+    lock["source"]["endpoint"] = "http://hub.example.invalid"
+    served.lock_path.write_bytes(dumps(lock))
+    kit = tmp_path / "kit2"
+    build(EXAMPLE / "package.toml", served.lock_path, kit)
+    sign(kit, load_private(signing_key.private, None), EXAMPLE / "claims.toml",
+         issued_at=FIXED_TIME)
+    proc = run_k3kit("pull", kit, "--dir", tmp_path / "w", "--trust", signing_key.public,
+                     "--token-env", "HUB_TOKEN", env={"HUB_TOKEN": "hf_secret_value"})
+    assert proc.returncode == 3 and "plain http" in proc.stderr
+    assert "hf_secret_value" not in proc.stderr + proc.stdout

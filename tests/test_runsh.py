@@ -78,3 +78,27 @@ def test_run_sh_refuses_site_settings_beyond_its_four_keys(
     assert proc.returncode == 3
     assert "'PATH' is not a site setting" in proc.stderr
     assert not fake_path[1].exists()
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ("MODEL_DIR", "is not KEY=value"),
+    ("PORT=-rf", "must not start with '-'"),
+])
+def test_run_sh_refuses_malformed_site_lines(kit: Path, golden: GoldenKit, tmp_path: Path,
+                                             fake_path: tuple[str, Path], line: str,
+                                             why: str) -> None:
+    site = tmp_path / "site.env"
+    site.write_text(f"K3KIT_TRUST_KEY={golden.key.public}\r\n{line}\r\n")
+    proc = _run(kit, site, fake_path)
+    assert proc.returncode == 3, proc.stderr
+    assert why in proc.stderr
+    assert not fake_path[1].exists()
+
+
+def test_run_sh_accepts_crlf_site_files(kit: Path, weights: Path, golden: GoldenKit,
+                                        tmp_path: Path, fake_path: tuple[str, Path]) -> None:
+    site = tmp_path / "site.env"
+    site.write_text(f"MODEL_DIR={weights}\r\nK3KIT_TRUST_KEY={golden.key.public}\r\n\r\n")
+    proc = _run(kit, site, fake_path)
+    assert proc.returncode == 0, proc.stderr
+    assert fake_path[1].read_text().startswith(f"args: serve {weights} --config")

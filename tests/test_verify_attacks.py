@@ -229,15 +229,37 @@ def test_manifest_extra_empty_directory(kit: Path, golden: GoldenKit) -> None:
                                                   "profiles/evil/empty/": "KIT_FILE_EXTRA"}
 
 
-def test_kit_document_replaced_by_a_directory_or_fifo(kit: Path, golden: GoldenKit) -> None:
+def test_receipt_replaced_by_a_fifo_does_not_hang_verify(kit: Path, golden: GoldenKit) -> None:
     (kit / "receipt.dsse.json").unlink()
-    os.mkfifo(kit / "receipt.dsse.json")  # must not hang the verifier
-    (kit / "kit.json").unlink()
-    (kit / "kit.json").mkdir()
+    os.mkfifo(kit / "receipt.dsse.json")
     rc, report = verify_json(kit, golden.key.public)
     assert rc == 1
     assert check(report, "receipt_signature")["code"] == "RECEIPT_MISSING"
     assert "not a regular file" in check(report, "receipt_signature")["detail"]
+
+
+def test_kit_json_replaced_by_a_directory(kit: Path, golden: GoldenKit) -> None:
+    (kit / "kit.json").unlink()
+    (kit / "kit.json").mkdir()
+    rc, report = verify_json(kit, golden.key.public)
+    assert rc == 1
+    assert check(report, "weights_lock")["code"] == "KIT_INFO_MALFORMED"
+    assert problem_codes(report, "kit_files")["kit.json"] == "KIT_FILE_MISSING"
+
+
+def test_weights_hf_metadata_names_excuse_only_small_regular_files(
+        kit: Path, weights: Path, golden: GoldenKit) -> None:
+    meta = weights / ".cache" / "huggingface" / "download"
+    meta.mkdir(parents=True)
+    os.mkfifo(meta / "config.json.metadata")
+    (meta / "evil.safetensors.incomplete").write_bytes(b"\0" * (64 * 1024 + 1))
+    (meta / "x.lock").symlink_to("/etc/passwd")
+    rc, report = verify_json(kit, golden.key.public, "--weights", weights)
+    assert rc == 1
+    assert set(problem_codes(report, "weights")) == {
+        ".cache/huggingface/download/config.json.metadata",
+        ".cache/huggingface/download/evil.safetensors.incomplete",
+        ".cache/huggingface/download/x.lock"}
 
 
 def test_lock_naming_a_path_outside_the_weights_is_refused(kit: Path, golden: GoldenKit,

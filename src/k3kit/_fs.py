@@ -130,7 +130,13 @@ def replace_dir(staged: Path, dest: Path, *, force: bool) -> None:
 
 
 def read_capped(
-    path: Path, max_bytes: int, *, what: str, error: type[K3kitError], code: str
+    path: Path,
+    max_bytes: int,
+    *,
+    what: str,
+    error: type[K3kitError],
+    code: str,
+    too_large_code: str | None = None,
 ) -> bytes:
     """Read a small file, refusing symlinks, special files and anything over ``max_bytes``.
 
@@ -162,5 +168,5 @@ def read_capped(
         os.close(fd)
     data = b"".join(chunks)
     if len(data) > max_bytes:
-        raise error(f"{what} is larger than {max_bytes} bytes: {path}", code=code)
+        raise error(f"{what} is larger than {max_bytes} bytes: {path}", code=too_large_code or code)
     return data

@@ -79,6 +79,11 @@ class VllmResult:
         return "raw" if self.requests is not None else "summary"
 
 
+# No benchmark figure (seconds, tokens, counts, perf_counter stamps) comes near this; bigger values
+# would only overflow the auditor's sums.
+MAX_MAGNITUDE = 1e15
+
+
 class _Reader:
     def __init__(self, obj: dict[str, Any], source: str, error: type[K3kitError], code: str):
         self.obj, self.source, self.error, self.code = obj, source, error, code
@@ -89,6 +94,8 @@ class _Reader:
     def number(self, key: str, value: Any) -> float | int:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(key, f"expected a number, got {type(value).__name__}")
+        if not abs(value) <= MAX_MAGNITUDE:  # also refuses NaN, whatever let it through
+            raise self.fail(key, f"{value!r} is outside +/-{MAX_MAGNITUDE:g}")
         return value
 
     def count(self, key: str, value: Any) -> int:

@@ -37,7 +37,7 @@ from k3kit.manifest import (
 from k3kit.models import PAYLOAD_TYPE, Claims, KitInfo, Manifest, PackageDef, WeightsLock, load
 from k3kit.receipt import build_statement, evidence_kit_path
 from k3kit.render import make_environment, render
-from k3kit.sign import sign_envelope
+from k3kit.sign import MAX_ENVELOPE_BYTES, sign_envelope
 
 M = TypeVar("M", bound=BaseModel)
 MAX_INPUT_BYTES = 16 * 1024 * 1024
@@ -245,6 +245,13 @@ def sign(
         evidence=evidence,
     )
     envelope = sign_envelope(statement, PAYLOAD_TYPE, key)
+    if len(envelope) > MAX_ENVELOPE_BYTES:  # never write a receipt no verifier will read
+        raise InputError(
+            f"the receipt would be {len(envelope)} bytes, over the {MAX_ENVELOPE_BYTES}-byte "
+            "limit verifiers enforce",
+            code="RECEIPT_TOO_LARGE",
+            hint="attach per-request data as evidence files instead of inline claims",
+        )
     _write_evidence(
         kit_dir, {evidence_kit_path(rid): data for rid, data in evidence.items()}, force=force
     )

@@ -27,9 +27,15 @@ _HF_LOCAL_META = re.compile(
 )
 
 
-def is_hf_local_metadata(rel: str) -> bool:
-    """True for huggingface_hub's own bookkeeping files in a ``local_dir`` download."""
-    return _HF_LOCAL_META.match(rel) is not None
+# Its bookkeeping files are a few hundred bytes; a big file under one of those names is not one.
+HF_LOCAL_META_MAX_BYTES = 64 * 1024
+
+
+def is_hf_local_metadata(rel: str, kind: str, size: int) -> bool:
+    """True for huggingface_hub's own bookkeeping in a ``local_dir`` download: the exact names it
+    writes, as small regular files (a FIFO there would hang its next run; a symlink proves nothing).
+    """
+    return kind == "file" and size <= HF_LOCAL_META_MAX_BYTES and bool(_HF_LOCAL_META.match(rel))
 
 
 @dataclass(frozen=True)

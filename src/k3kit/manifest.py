@@ -123,13 +123,19 @@ def diff_tree(root: Path, manifest: Manifest) -> TreeDiff:
     # A directory is expected only as the parent of a listed file (or the evidence folder); an
     # empty or unexplained one is reported, so a verified kit is exactly what was built.
     parents = {p.rsplit("/", 1)[0] for p in listed if "/" in p}
-    expected_dirs = {"/".join(d.split("/")[: i + 1]) for d in parents
-                     for i in range(d.count("/") + 1)} | {EVIDENCE_DIR}
+    expected_dirs = {
+        "/".join(d.split("/")[: i + 1]) for d in parents for i in range(d.count("/") + 1)
+    } | {EVIDENCE_DIR}
     for entry in walk(root):
         if entry.kind == "dir":
             if entry.rel not in expected_dirs and not entry.rel.startswith(EVIDENCE_DIR + "/"):
-                diffs.append(Difference("KIT_FILE_EXTRA", entry.rel + "/",
-                                        "directory holds no file of MANIFEST.json"))
+                diffs.append(
+                    Difference(
+                        "KIT_FILE_EXTRA",
+                        entry.rel + "/",
+                        "directory holds no file of MANIFEST.json",
+                    )
+                )
             continue
         if entry.kind != "file":
             code = "KIT_SYMLINK" if entry.kind == "symlink" else "KIT_SPECIAL_FILE"

@@ -255,9 +255,12 @@ def pin_hub(
     chosen = select(listing, include, exclude)
     for path in chosen:
         problem = path_problem(path)
-        if problem:
-            raise _bad_answer(f"the listing names a path k3kit refuses ({problem}): {path!r}; "
-                              "leave it out with --exclude if the deployment does not need it")
+        if problem:  # the hub is fine; k3kit's policy refuses the name, so the caller must act
+            raise InputError(
+                f"{repo}@{commit[:12]} has a file k3kit refuses to pin ({problem}): {path!r}",
+                code="PATH_REFUSED",
+                hint="leave it out with --exclude if the deployment does not need it",
+            )
     small = [listing[p] for p in chosen if listing[p].lfs_sha256 is None]
     entries = {p: _lfs_entry(listing[p]) for p in chosen if listing[p].lfs_sha256 is not None}
     with ThreadPoolExecutor(max_workers=max(1, fetch_workers)) as pool:

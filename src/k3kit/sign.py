@@ -118,7 +118,12 @@ def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt
     bytes the publisher signed, parsed by the same strict rules.
     """
     data = read_capped(
-        path, MAX_ENVELOPE_BYTES, what="receipt", error=VerificationError, code="RECEIPT_MISSING"
+        path,
+        MAX_ENVELOPE_BYTES,
+        what="receipt",
+        error=VerificationError,
+        code="RECEIPT_MISSING",
+        too_large_code="RECEIPT_TOO_LARGE",
     )
     verified = verify_envelope(data, trusted, expected_type=PAYLOAD_TYPE, source=path.name)
     obj = strict_loads(

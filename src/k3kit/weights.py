@@ -70,7 +70,7 @@ def _file_set_problems(
     for entry in walk(layout.root):
         if entry.kind == "dir":
             continue
-        if layout.kind == "plain" and is_hf_local_metadata(entry.rel):
+        if layout.kind == "plain" and is_hf_local_metadata(entry.rel, entry.kind, entry.size):
             continue
         if entry.rel not in listed:
             problems.append(
@@ -220,7 +220,9 @@ def hash_tree(
     """sha256 and blake3 of every file under a layout, in parallel, for pinning a local copy."""
     rels: list[str] = []
     for entry in walk(layout.root):
-        if entry.kind == "dir" or (layout.kind == "plain" and is_hf_local_metadata(entry.rel)):
+        if entry.kind == "dir" or (
+            layout.kind == "plain" and is_hf_local_metadata(entry.rel, entry.kind, entry.size)
+        ):
             continue
         if entry.kind == "special" or (entry.kind == "symlink" and layout.kind == "plain"):
             raise VerificationError(

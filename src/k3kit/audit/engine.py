@@ -56,7 +56,11 @@ def run_rules(ctx: Context) -> list[Finding]:
     findings: list[Finding] = []
     for rule in ordered_rules():
         out = Out(rule.id)
-        rule.check(ctx, out)
+        try:
+            rule.check(ctx, out)
+        except (ArithmeticError, ValueError) as exc:  # numbers a rule cannot compute with
+            out.findings.clear()
+            out.not_checkable(None, f"the receipt's numbers defeat this rule's arithmetic: {exc}")
         if not out.findings:
             out.info(None, "nothing in this receipt for this rule to check")
         findings += out.findings

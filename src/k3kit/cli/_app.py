@@ -45,7 +45,8 @@ def emit_json(obj: Any) -> None:
 
 
 def handle_errors(func: F) -> F:
-    """Map K3kitError to its exit code with a one-line message; anything else is a bug (70)."""
+    """Map K3kitError to its exit code with a one-line message, an unexpected OSError to 4 (the
+    environment), and anything else to 70 (a bug)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -59,6 +60,14 @@ def handle_errors(func: F) -> F:
             ctx.exit(int(exc.exit_code))
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
+        except OSError as exc:  # the machine got in the way (disk full, permissions, no such dir)
+            if ctx.find_root().params.get("debug"):
+                traceback.print_exc()
+            err(
+                f"error: {exc.strerror or exc}: {exc.filename or ''} (an I/O problem on this "
+                "machine; --debug shows where)"
+            )
+            ctx.exit(int(ExitCode.ENVIRONMENT))
         except Exception as exc:
             if ctx.find_root().params.get("debug"):
                 traceback.print_exc()

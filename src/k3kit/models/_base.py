@@ -39,7 +39,26 @@ RepoId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][
 # Signed documents must not carry floats (RFC 8785 and JSON parsers disagree on them), and a
 # measured figure must keep the precision it was published with ("272.70" has two decimals), so
 # measurements are decimals that travel as strings ("7.4E+3" keeps two significant digits).
-Measured = Annotated[Decimal, PlainSerializer(str, return_type=str)]
+
+
+def _bounded_decimal(value: Decimal) -> Decimal:
+    """A measured figure a reader can do arithmetic on: finite, sane magnitude and precision.
+
+    ``1e999999999`` is a valid TOML float and a valid Decimal, but no benchmark produced it, and
+    every consumer (the auditor first) would overflow or spin on it, so it is refused at load.
+    """
+    if not value.is_finite():
+        raise ValueError("must be a finite number")
+    if value != 0 and not -18 <= value.adjusted() <= 18:
+        raise ValueError("magnitude outside 1e-18 .. 1e18")
+    if len(value.as_tuple().digits) > 30:
+        raise ValueError("more than 30 significant digits")
+    return value
+
+
+Measured = Annotated[
+    Decimal, AfterValidator(_bounded_decimal), PlainSerializer(str, return_type=str)
+]
 NonNegInt = Annotated[int, Field(ge=0, le=2**53 - 1)]
 
 

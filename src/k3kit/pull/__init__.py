@@ -25,6 +25,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from k3kit.errors import EnvironmentProblem
 from k3kit.models import WeightsLock
 from k3kit.pull._engine import Puller
 from k3kit.pull._kit import KitLock, read_kit_lock
@@ -57,6 +58,11 @@ def pull(
 ) -> PullReport:
     """Fetch and verify every file of ``lock`` into ``dest``; never raises for wrong bytes."""
     dest = Path(os.path.abspath(dest))
-    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"cannot create the weights folder {dest}: {exc.strerror or exc}", code="DIR_UNUSABLE"
+        ) from exc
     puller = Puller(lock, dest, layout, downloader, on_file_done, on_event)
     return puller.run(workers, hash_workers or len(os.sched_getaffinity(0)))

@@ -36,9 +36,14 @@ class KitLock:
 def _lock_bytes(kit: Path) -> bytes:
     if kit.is_dir():
         return read_capped(
-            kit / LOCK_NAME, MAX_DOC_BYTES, what="weights lock", error=InputError,
+            kit / LOCK_NAME,
+            MAX_DOC_BYTES,
+            what="weights lock",
+            error=InputError,
             code="KIT_INCOMPLETE",
         )
+    if not kit.is_file():
+        raise InputError(f"{kit} is neither a kit directory nor a file", code="KIT_NOT_RECOGNISED")
     if kit.name.endswith(".json"):
         return read_capped(
             kit, MAX_DOC_BYTES, what="weights lock", error=InputError, code="LOCK_MISSING"
@@ -48,11 +53,17 @@ def _lock_bytes(kit: Path) -> bytes:
     except VerificationError as exc:
         if exc.code != "ARCHIVE_FORMAT":
             raise
-        raise InputError(f"{kit} is not a kit: give a kit directory, a .kit.tar.gz or a "
-                         f"weights.lock.json ({exc.message})", code="KIT_NOT_RECOGNISED") from exc
+        raise InputError(
+            f"{kit} is not a kit: give a kit directory, a .kit.tar.gz or a "
+            f"weights.lock.json ({exc.message})",
+            code="KIT_NOT_RECOGNISED",
+        ) from exc
     try:
         return read_capped(
-            staging / LOCK_NAME, MAX_DOC_BYTES, what="weights lock", error=InputError,
+            staging / LOCK_NAME,
+            MAX_DOC_BYTES,
+            what="weights lock",
+            error=InputError,
             code="KIT_INCOMPLETE",
         )
     finally:

@@ -36,9 +36,7 @@ def signature(st: os.stat_result) -> Signature:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def hash_with_identity(
-    path: Path, blake3: bool
-) -> tuple[dict[str, str], int, Signature | None]:
+def hash_with_identity(path: Path, blake3: bool) -> tuple[dict[str, str], int, Signature | None]:
     """Digests of the file open at ``path`` and its identity, or None for the identity when the
     file changed while it was being read (then the digests prove nothing about what is there)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
