@@ -94,7 +94,7 @@ class _State:
     kit_dir: Path
     trusted: list[Ed25519PublicKey]
     statement: Statement | None = None
-    manifest_bytes: bytes | None = None
+    manifest_obj: Any = None  # parsed once, from the bytes whose checksum matched
     lock: WeightsLock | None = None
     lock_sha256: str | None = None
 
@@ -129,7 +129,7 @@ def _read_doc(st: _State, name: str, code: str) -> tuple[bytes, Any]:
 
 def _step_kit_checksum(st: _State, check: Check) -> None:
     assert st.statement is not None
-    data, _ = _read_doc(st, MANIFEST_NAME, "MANIFEST_MALFORMED")
+    data, obj = _read_doc(st, MANIFEST_NAME, "MANIFEST_MALFORMED")
     actual = hashlib.sha256(data).hexdigest()
     expected = subject_digest(st.statement, KIT_SUBJECT)
     if actual != expected or st.statement.predicate.kit.kit_sha256 != actual:
@@ -138,7 +138,7 @@ def _step_kit_checksum(st: _State, check: Check) -> None:
             f"({expected[:16]}…): the receipt belongs to another kit",
             code="RECEIPT_KIT_MISMATCH",
         )
-    st.manifest_bytes = data
+    st.manifest_obj = obj
     check.detail = f"sha256:{actual}"
 
 
@@ -151,10 +151,10 @@ def _expected_evidence(statement: Statement) -> list[ExpectedEvidence]:
 
 
 def _step_kit_files(st: _State, check: Check) -> None:
-    assert st.manifest_bytes is not None and st.statement is not None
+    assert st.manifest_obj is not None and st.statement is not None
     manifest = load(
         Manifest,
-        strict_loads(st.manifest_bytes, source=MANIFEST_NAME, max_bytes=MAX_DOC_BYTES),
+        st.manifest_obj,
         source=MANIFEST_NAME,
         error=VerificationError,
         code="MANIFEST_MALFORMED",
