@@ -112,3 +112,23 @@ def test_ordering_violation(golden: GoldenKit, claims: Claims, runs: list[GenRun
     ttft["p90"] = ttft["p50"] - Decimal("1.00")
     report = _audit(golden, claims, runs)
     assert ("error", "interactive-c8") in _found(report, "R18")
+
+
+def test_a_rule_that_cannot_compute_reports_not_checkable(
+        golden: GoldenKit, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Bounds at load keep absurd numbers out of receipts; if a rule still overflows, the auditor
+    # must say "not checkable" for that rule, never crash and never pass it.
+    from dataclasses import replace
+
+    from k3kit.audit import audit_path
+    from k3kit.audit.findings import RULES
+    from k3kit.keys import load_public
+
+    def overflow(ctx: object, out: object) -> None:
+        raise OverflowError("integer division result too large for a float")
+
+    monkeypatch.setitem(RULES, "R16", replace(RULES["R16"], check=overflow))
+    report = audit_path(golden.kit, [load_public(golden.key.public)])
+    r16 = [f for f in report.findings if f.rule == "R16"]
+    assert [(f.severity, "too large" in f.message) for f in r16] == [("not-checkable", True)]
+    assert any(f.rule == "R20" and f.severity == "error" for f in report.findings)
