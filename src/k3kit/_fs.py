@@ -66,10 +66,20 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def _exists_error(path: Path) -> InputError:
+    return InputError(f"{path} exists", code="OUTPUT_EXISTS", hint="pass --force to replace it")
+
+
+def refuse_existing(path: Path, *, force: bool) -> None:
+    """Refuse an output that exists unless ``force``; callers with hours of work ahead (hashing a
+    terabyte for a pin) check this first so the refusal comes before the work, not after."""
+    if not force and (path.exists() or path.is_symlink()):
+        raise _exists_error(path)
+
+
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, force: bool = False) -> None:
     """Write ``data`` to ``path`` atomically; never replace an existing file unless ``force``."""
-    if path.exists() and not force:
-        raise InputError(f"{path} exists", code="OUTPUT_EXISTS", hint="pass --force to replace it")
+    refuse_existing(path, force=force)
     parent = path.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -91,9 +101,7 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, force: bool = Fa
                 os.unlink(tmp)
             raise
     except FileExistsError as exc:
-        raise InputError(
-            f"{path} exists", code="OUTPUT_EXISTS", hint="pass --force to replace it"
-        ) from exc
+        raise _exists_error(path) from exc
     except OSError as exc:
         raise EnvironmentProblem(f"cannot write {path}: {exc.strerror or exc}") from exc
     _fsync_dir(parent)
@@ -113,9 +121,7 @@ def replace_dir(staged: Path, dest: Path, *, force: bool) -> None:
     if dest.exists() or dest.is_symlink():
         if not force:
             shutil.rmtree(staged, ignore_errors=True)
-            raise InputError(
-                f"{dest} exists", code="OUTPUT_EXISTS", hint="pass --force to replace it"
-            )
+            raise _exists_error(dest)
         old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
         os.replace(dest, old)
         try:

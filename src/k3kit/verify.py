@@ -127,6 +127,22 @@ def _read_doc(st: _State, name: str, code: str) -> tuple[bytes, Any]:
     return data, obj
 
 
+def _require_signed_digest(
+    statement: Statement, subject: str, in_predicate: str, data: bytes, *, what: str, code: str
+) -> str:
+    """sha256 of ``data``; it must equal both the Statement's subject and the predicate's copy,
+    or the receipt is about other bytes (another kit, another weight pin)."""
+    actual = hashlib.sha256(data).hexdigest()
+    expected = subject_digest(statement, subject)
+    if actual != expected or in_predicate != actual:
+        raise VerificationError(
+            f"{what} {actual[:16]}… of {subject.split(':', 1)[1]} is not the one the receipt "
+            f"signs ({expected[:16]}…): the receipt belongs to other bytes",
+            code=code,
+        )
+    return actual
+
+
 def _step_kit_checksum(st: _State, check: Check) -> None:
     assert st.statement is not None
     data, obj = _read_doc(st, MANIFEST_NAME, "MANIFEST_MALFORMED")
@@ -187,14 +203,14 @@ def _step_kit_files(st: _State, check: Check) -> None:
 def _step_weights_lock(st: _State, check: Check) -> None:
     assert st.statement is not None
     data, obj = _read_doc(st, LOCK_NAME, "LOCK_MALFORMED")
-    actual = hashlib.sha256(data).hexdigest()
-    expected = subject_digest(st.statement, WEIGHTS_SUBJECT)
-    if actual != expected or st.statement.predicate.weights.lock_sha256 != actual:
-        raise VerificationError(
-            f"weights.lock.json sha256 {actual[:16]}… is not the weight "
-            f"checksum the receipt signs ({expected[:16]}…)",
-            code="RECEIPT_WEIGHTS_MISMATCH",
-        )
+    actual = _require_signed_digest(
+        st.statement,
+        WEIGHTS_SUBJECT,
+        st.statement.predicate.weights.lock_sha256,
+        data,
+        what="weight checksum",
+        code="RECEIPT_WEIGHTS_MISMATCH",
+    )
     lock = load(WeightsLock, obj, source=LOCK_NAME, error=VerificationError, code="LOCK_MALFORMED")
     _, info_obj = _read_doc(st, KIT_INFO_NAME, "KIT_INFO_MALFORMED")
     info = load(

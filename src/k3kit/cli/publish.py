@@ -104,7 +104,7 @@ def pin(
     --repo ORG/NAME --revision SHA40 -o weights.lock.json` hashes every file (sha256 + blake3).
     """
     from k3kit._canonical import model_bytes
-    from k3kit._fs import atomic_write
+    from k3kit._fs import atomic_write, refuse_existing
 
     if repo and repo_arg and repo != repo_arg:
         raise click.UsageError("give the repo once: ORG/NAME or --repo")
@@ -118,8 +118,7 @@ def pin(
             "--endpoint, --token-env, --include, --exclude and --hash-local pin from a hub; "
             "--local pins a local copy"
         )
-    if output.exists() and not force:
-        raise InputError(f"{output} exists", code="OUTPUT_EXISTS", hint="pass --force to replace")
+    refuse_existing(output, force=force)  # before hashing, not after
     progress = file_progress("hashing")
     if local is not None:
         from k3kit.pin import pin_local
