@@ -52,11 +52,12 @@ FIXED_TIME = "2026-11-01T00:00:00Z"
 
 
 def run_k3kit(*args: str | Path, cwd: Path | None = None,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+              env: dict[str, str] | None = None,
+              timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a subprocess, as a user would."""
     full_env = {**os.environ, "SOURCE_DATE_EPOCH": "1793491200", **(env or {})}
     return subprocess.run([sys.executable, "-m", "k3kit", *map(str, args)], cwd=cwd,
-                          env=full_env, capture_output=True, text=True, timeout=120, check=False)
+                          env=full_env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="session", autouse=True)
