@@ -1,1 +1,1 @@
-"""The adversarial corpus: one named attack per module-level ``@attack`` function (see corpus.py)."""
+"""The adversarial corpus: one named attack per ``@attack`` function (see corpus.py)."""

@@ -90,9 +90,9 @@ class Attack:
 REGISTRY: dict[str, Attack] = {}
 
 
-def attack(code: str, *, exit_code: int = 1, timeout: float = 120.0) -> Callable[
-    [Callable[[Workbench], Argv]], Callable[[Workbench], Argv]
-]:
+def attack(
+    code: str, *, exit_code: int = 1, timeout: float = 120.0
+) -> Callable[[Callable[[Workbench], Argv]], Callable[[Workbench], Argv]]:
     """Register the decorated builder as a case named after the function."""
 
     def register(build: Callable[[Workbench], Argv]) -> Callable[[Workbench], Argv]:
