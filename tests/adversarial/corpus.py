@@ -55,12 +55,12 @@ class Workbench:
 
     def cache_root(self) -> Path:
         """A private copy of the Hugging Face cache root (links into ``blobs/`` kept as links)."""
-        cache = self.golden.snapshot.parents[3]
+        cache = self.golden.snapshot.parents[2]
         return self._copy("hf-cache", lambda dest: shutil.copytree(cache, dest, symlinks=True))
 
     def snapshot(self) -> Path:
         """The snapshot folder inside :meth:`cache_root`'s copy."""
-        rel = self.golden.snapshot.relative_to(self.golden.snapshot.parents[3])
+        rel = self.golden.snapshot.relative_to(self.golden.snapshot.parents[2])
         return self.cache_root() / rel
 
     def plain_weights(self) -> Path:
