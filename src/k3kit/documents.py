@@ -31,7 +31,7 @@ from pydantic import BaseModel
 from k3kit._canonical import require_canonical, strict_loads
 from k3kit._text import shown
 from k3kit.errors import K3kitError, VerificationError
-from k3kit.models import load
+from k3kit.models import KitInfo, Manifest, load
 
 M = TypeVar("M", bound=BaseModel)
 _CHUNK = 1024 * 1024
@@ -141,3 +141,31 @@ def read_document(
         data, model, what=shown(label), max_bytes=max_bytes, error=error, code=code
     )
     return Document(data, actual, parsed)
+
+
+def read_kit_info(kit_dir: Path, kit_sha256: str, *, max_bytes: int) -> KitInfo:
+    """``kit.json``, only if it is the one a manifest with the signed ``kit_sha256`` lists.
+
+    ``audit`` reads the engine image digest from kit.json; trusting an unverified kit.json would
+    let an edited digest turn a warning into a pass. So: MANIFEST.json hashed against the signed
+    kit checksum, then kit.json hashed against the manifest's entry, then parsed.
+    """
+    manifest = read_document(
+        kit_dir / "MANIFEST.json",  # k3kit.manifest.MANIFEST_NAME (a level above this one)
+        Manifest,
+        max_bytes=max_bytes,
+        expected_sha256=kit_sha256,
+        code="MANIFEST_MALFORMED",
+        mismatch_code="RECEIPT_KIT_MISMATCH",
+    ).model
+    entry = next((e for e in manifest.files if e.path == "kit.json"), None)
+    if entry is None:
+        raise VerificationError("MANIFEST.json does not list kit.json", code="KIT_INFO_MALFORMED")
+    return read_document(
+        kit_dir / "kit.json",
+        KitInfo,
+        max_bytes=max_bytes,
+        expected_sha256=entry.sha256,
+        code="KIT_INFO_MALFORMED",
+        mismatch_code="KIT_FILE_CHANGED",
+    ).model
