@@ -251,8 +251,11 @@ def hash_tree(
         return LockedFile(path=rel, size=size, sha256=digests["sha256"], blake3=digests["blake3"])
 
     n_workers = workers or default_workers()
-    with ThreadPoolExecutor(max_workers=max(1, n_workers)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, n_workers))
+    try:
         files = list(pool.map(one, rels))
+    finally:  # on Ctrl-C, drop the queued files instead of hashing them all first
+        pool.shutdown(wait=False, cancel_futures=True)
     return sorted(files, key=lambda f: f.path)
 
 

@@ -160,8 +160,15 @@ def main(argv: list[str] | None = None) -> None:
         err("interrupted" if interrupted else "aborted")
         if as_json:
             emit_json(error_object(code, "INTERRUPTED" if interrupted else "ABORTED", "", None))
-        sys.exit(code)
+        rv = code
     except KeyboardInterrupt:
         err("interrupted")
-        sys.exit(INTERRUPTED)
+        rv = INTERRUPTED
+    if rv == INTERRUPTED:
+        # Worker threads (hashing a shard, a download) are not interruptible and the interpreter
+        # would join them before exiting: Ctrl-C would wait for a whole file. Every `finally` of
+        # the main thread has run and every write is atomic, so leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(INTERRUPTED)
     sys.exit(rv if isinstance(rv, int) else 0)
