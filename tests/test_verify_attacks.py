@@ -171,3 +171,26 @@ def test_weights_file_hidden_under_hf_metadata_folder(kit: Path, weights: Path,
     assert rc == 1
     assert problem_codes(report, "weights") == {
         ".cache/huggingface/evil.safetensors": "WEIGHTS_FILE_EXTRA"}
+
+
+def test_audit_kit_json_edited_engine_image_is_not_a_pass(kit: Path, golden: GoldenKit) -> None:
+    """An edited engine image digest in kit.json (not the bytes the signed manifest lists) must
+    not turn R04's warning into a pass: audit reads kit.json only when it verifies.
+
+    Not a corpus case: an audit's JSON findings carry no error code for the runner to match."""
+    from k3kit._canonical import dumps
+
+    def r04_kit() -> list[tuple[str, str]]:
+        proc = run_k3kit("audit", kit, "--trust", golden.key.public, "--json")
+        assert "Traceback" not in proc.stderr
+        findings = json.loads(proc.stdout)["findings"]
+        return [(f["severity"], f["message"]) for f in findings
+                if f["rule"] == "R04" and f["run"] == "kit" and "image" in f["message"]]
+
+    assert [s for s, _ in r04_kit()] == ["warning"]  # the genuine kit pins no image
+    info = json.loads((kit / "kit.json").read_text())
+    info["engine"]["image"] = "vllm/vllm-openai@sha256:" + "ab" * 32
+    (kit / "kit.json").write_bytes(dumps(info))
+    edited = r04_kit()
+    assert [s for s, _ in edited] == ["not-checkable"], edited
+    assert "not the one the signed MANIFEST.json lists" in edited[0][1]
