@@ -8,6 +8,7 @@ the first, because an operator fixing a broken kit needs the whole list.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._digest import hash_file
 from k3kit._fs import walk
 from k3kit._pathpolicy import path_problem
+from k3kit._text import shown
 from k3kit.errors import InputError
 from k3kit.models import Manifest, ManifestEntry
 
@@ -37,12 +39,14 @@ def build_manifest(root: Path) -> Manifest:
             continue
         if entry.kind != "file":
             raise InputError(
-                f"{root / entry.rel}: a kit may hold only regular files, not a {entry.kind}",
+                f"{shown(root / entry.rel)}: a kit may hold only regular files, not a {entry.kind}",
                 code="KIT_NOT_REGULAR",
             )
         problem = path_problem(entry.rel)
         if problem:
-            raise InputError(f"{entry.rel}: unsafe kit path: {problem}", code="KIT_PATH_UNSAFE")
+            raise InputError(
+                f"{shown(entry.rel)}: unsafe kit path: {shown(problem)}", code="KIT_PATH_UNSAFE"
+            )
         digests, size = hash_file(root / entry.rel)
         entries.append(ManifestEntry(path=entry.rel, size=size, sha256=digests["sha256"]))
     entries.sort(key=lambda e: e.path)
@@ -97,6 +101,18 @@ def diff_evidence(
         if entry is None:
             diffs.append(
                 Difference("EVIDENCE_FILE_EXTRA", rel, "evidence file not listed in the receipt")
+            )
+            continue
+        # Size first, from lstat: a 32 GiB sparse file in place of a 2 MB result is refused
+        # without reading it.
+        size = os.lstat(root / rel).st_size
+        if size != entry.size:
+            diffs.append(
+                Difference(
+                    "EVIDENCE_FILE_CHANGED",
+                    rel,
+                    f"size {size} bytes != receipt's {entry.size} bytes (not hashed)",
+                )
             )
             continue
         digests, size = hash_file(root / rel)

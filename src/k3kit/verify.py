@@ -8,7 +8,6 @@ huggingface_hub, jinja2, ``pin`` or ``render`` (import-linter enforces it).
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,9 +16,9 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from k3kit._canonical import require_canonical, strict_loads
-from k3kit._fs import read_capped
+from k3kit._text import shown
 from k3kit.archive import extract_safely
+from k3kit.documents import read_document
 from k3kit.errors import InputError, VerificationError
 from k3kit.keys import keyid
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, ExpectedEvidence, diff_evidence, diff_tree
@@ -30,7 +29,6 @@ from k3kit.models import (
     Manifest,
     Statement,
     WeightsLock,
-    load,
 )
 from k3kit.sign import read_receipt, subject_digest
 from k3kit.weights import check_weights
@@ -94,7 +92,7 @@ class _State:
     kit_dir: Path
     trusted: list[Ed25519PublicKey]
     statement: Statement | None = None
-    manifest_obj: Any = None  # parsed once, from the bytes whose checksum matched
+    manifest: Manifest | None = None  # parsed once, from the bytes whose checksum matched
     lock: WeightsLock | None = None
     lock_sha256: str | None = None
 
@@ -118,44 +116,40 @@ def _step_signature(st: _State, check: Check) -> None:
     )
 
 
-def _read_doc(st: _State, name: str, code: str) -> tuple[bytes, Any]:
-    data = read_capped(
-        st.kit_dir / name, MAX_DOC_BYTES, what=name, error=VerificationError, code=code
-    )
-    obj = strict_loads(data, source=name, max_bytes=MAX_DOC_BYTES, code=code)
-    require_canonical(data, obj, source=name)
-    return data, obj
-
-
-def _require_signed_digest(
-    statement: Statement, subject: str, in_predicate: str, data: bytes, *, what: str, code: str
-) -> str:
-    """sha256 of ``data``; it must equal both the Statement's subject and the predicate's copy,
-    or the receipt is about other bytes (another kit, another weight pin)."""
-    actual = hashlib.sha256(data).hexdigest()
+def _signed_digest(statement: Statement, subject: str, in_predicate: str, *, code: str) -> str:
+    """The sha256 the receipt signs for ``subject``; the Statement's subject and the predicate's
+    copy must agree, or the receipt contradicts itself."""
     expected = subject_digest(statement, subject)
-    if actual != expected or in_predicate != actual:
+    if in_predicate != expected:
         raise VerificationError(
-            f"{what} {actual[:16]}… of {subject.split(':', 1)[1]} is not the one the receipt "
-            f"signs ({expected[:16]}…): the receipt belongs to other bytes",
+            f"the receipt's subject {subject.split(':', 1)[1]} ({expected[:16]}…) and its "
+            f"predicate ({in_predicate[:16]}…) name different bytes",
             code=code,
         )
-    return actual
+    return expected
 
 
 def _step_kit_checksum(st: _State, check: Check) -> None:
     assert st.statement is not None
-    data, obj = _read_doc(st, MANIFEST_NAME, "MANIFEST_MALFORMED")
-    actual = hashlib.sha256(data).hexdigest()
-    expected = subject_digest(st.statement, KIT_SUBJECT)
-    if actual != expected or st.statement.predicate.kit.kit_sha256 != actual:
-        raise VerificationError(
-            f"kit checksum {actual[:16]}… is not the one the receipt signs "
-            f"({expected[:16]}…): the receipt belongs to another kit",
-            code="RECEIPT_KIT_MISMATCH",
-        )
-    st.manifest_obj = obj
-    check.detail = f"sha256:{actual}"
+    expected = _signed_digest(
+        st.statement,
+        KIT_SUBJECT,
+        st.statement.predicate.kit.kit_sha256,
+        code="RECEIPT_KIT_MISMATCH",
+    )
+    # Hashed and compared before it is parsed: an unsigned manifest costs one read, whatever
+    # it holds (documents.read_document).
+    doc = read_document(
+        st.kit_dir / MANIFEST_NAME,
+        Manifest,
+        max_bytes=MAX_DOC_BYTES,
+        expected_sha256=expected,
+        code="MANIFEST_MALFORMED",
+        mismatch_code="RECEIPT_KIT_MISMATCH",
+        mismatch_detail="the receipt belongs to another kit",
+    )
+    st.manifest = doc.model
+    check.detail = f"sha256:{doc.sha256}"
 
 
 def _expected_evidence(statement: Statement) -> list[ExpectedEvidence]:
@@ -167,14 +161,8 @@ def _expected_evidence(statement: Statement) -> list[ExpectedEvidence]:
 
 
 def _step_kit_files(st: _State, check: Check) -> None:
-    assert st.manifest_obj is not None and st.statement is not None
-    manifest = load(
-        Manifest,
-        st.manifest_obj,
-        source=MANIFEST_NAME,
-        error=VerificationError,
-        code="MANIFEST_MALFORMED",
-    )
+    assert st.manifest is not None and st.statement is not None
+    manifest = st.manifest
     tree = diff_tree(st.kit_dir, manifest)
     expected = _expected_evidence(st.statement)
     evidence = diff_evidence(
@@ -200,22 +188,44 @@ def _step_kit_files(st: _State, check: Check) -> None:
         check.detail += f"; {len(expected)} evidence files match the receipt"
 
 
+def _kit_json_digest(st: _State) -> str | None:
+    """kit.json's sha256 as the verified manifest lists it (None when the manifest did not
+    verify: kit.json is then still read under every bound, but the kit fails anyway)."""
+    if st.manifest is None:
+        return None
+    entry = next((e for e in st.manifest.files if e.path == KIT_INFO_NAME), None)
+    if entry is None:
+        raise VerificationError("MANIFEST.json does not list kit.json", code="KIT_INFO_MALFORMED")
+    return entry.sha256
+
+
 def _step_weights_lock(st: _State, check: Check) -> None:
     assert st.statement is not None
-    data, obj = _read_doc(st, LOCK_NAME, "LOCK_MALFORMED")
-    actual = _require_signed_digest(
+    expected = _signed_digest(
         st.statement,
         WEIGHTS_SUBJECT,
         st.statement.predicate.weights.lock_sha256,
-        data,
-        what="weight checksum",
         code="RECEIPT_WEIGHTS_MISMATCH",
     )
-    lock = load(WeightsLock, obj, source=LOCK_NAME, error=VerificationError, code="LOCK_MALFORMED")
-    _, info_obj = _read_doc(st, KIT_INFO_NAME, "KIT_INFO_MALFORMED")
-    info = load(
-        KitInfo, info_obj, source=KIT_INFO_NAME, error=VerificationError, code="KIT_INFO_MALFORMED"
+    lock_doc = read_document(
+        st.kit_dir / LOCK_NAME,
+        WeightsLock,
+        max_bytes=MAX_DOC_BYTES,
+        expected_sha256=expected,
+        code="LOCK_MALFORMED",
+        mismatch_code="RECEIPT_WEIGHTS_MISMATCH",
+        mismatch_detail="the receipt belongs to another weight pin",
     )
+    lock, actual = lock_doc.model, lock_doc.sha256
+    info = read_document(
+        st.kit_dir / KIT_INFO_NAME,
+        KitInfo,
+        max_bytes=MAX_DOC_BYTES,
+        expected_sha256=_kit_json_digest(st),
+        code="KIT_INFO_MALFORMED",
+        mismatch_code="KIT_FILE_CHANGED",
+        mismatch_detail="kit.json is not the one MANIFEST.json lists",
+    ).model
     if info.weights.lock_sha256 != actual or info.weights.commit != lock.commit:
         raise VerificationError("kit.json names another weight lock", code="KIT_LOCK_MISMATCH")
     st.lock, st.lock_sha256 = lock, actual
@@ -346,12 +356,13 @@ def verify_path(
 ) -> Report:
     """Verify a kit directory or a ``.kit.tar.gz`` (extracted under policy into a temp dir)."""
     if not kit.exists():
-        raise InputError(f"kit not found: {kit}", code="KIT_NOT_FOUND")
+        raise InputError(f"kit not found: {shown(kit)}", code="KIT_NOT_FOUND")
     if kit.is_dir():
         return verify_dir(kit, trusted, weights=weights, weights_options=weights_options)
     if not kit.is_file():
         raise InputError(
-            f"{kit} is neither a kit directory nor an archive file", code="KIT_NOT_RECOGNISED"
+            f"{shown(kit)} is neither a kit directory nor an archive file",
+            code="KIT_NOT_RECOGNISED",
         )
     archive_check = Check("archive", "archive members pass the extraction policy")
     try:

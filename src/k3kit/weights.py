@@ -216,13 +216,20 @@ def hash_tree(
     *,
     workers: int | None = None,
     on_file_done: Callable[[str, int], None] | None = None,
+    keep: Callable[[str], bool] | None = None,
 ) -> list[LockedFile]:
-    """sha256 and blake3 of every file under a layout, in parallel, for pinning a local copy."""
+    """sha256 and blake3 of every file under a layout, in parallel, for pinning a local copy.
+
+    ``keep`` (the pin's selection: patterns, ``.git/``, names it cannot lock) sees every
+    non-directory path during the walk, before any byte is hashed; it may raise to refuse one.
+    """
     rels: list[str] = []
     for entry in walk(layout.root):
         if entry.kind == "dir" or (
             layout.kind == "plain" and is_hf_local_metadata(entry.rel, entry.kind, entry.size)
         ):
+            continue
+        if keep is not None and not keep(entry.rel):
             continue
         if entry.kind == "special" or (entry.kind == "symlink" and layout.kind == "plain"):
             raise VerificationError(
@@ -244,8 +251,11 @@ def hash_tree(
         return LockedFile(path=rel, size=size, sha256=digests["sha256"], blake3=digests["blake3"])
 
     n_workers = workers or default_workers()
-    with ThreadPoolExecutor(max_workers=max(1, n_workers)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, n_workers))
+    try:
         files = list(pool.map(one, rels))
+    finally:  # on Ctrl-C, drop the queued files instead of hashing them all first
+        pool.shutdown(wait=False, cancel_futures=True)
     return sorted(files, key=lambda f: f.path)
 
 

@@ -15,17 +15,17 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from k3kit._canonical import strict_loads
 from k3kit._fs import read_capped, walk
 from k3kit.archive import extract_safely
 from k3kit.audit.context import Context, KitFacts, build_context
 from k3kit.audit.findings import ERROR, RANK, SEVERITIES, Finding, Out, ordered_rules
+from k3kit.documents import read_kit_info
 from k3kit.errors import InputError, K3kitError, VerificationError
 from k3kit.evidence import MAX_EVIDENCE_BYTES, VllmResult, parse_vllm_result, summarize
 from k3kit.manifest import EVIDENCE_DIR, MANIFEST_NAME, RECEIPT_NAME
-from k3kit.models import KitInfo, ReceiptPredicate, load
+from k3kit.models import KIT_SUBJECT, KitInfo, ReceiptPredicate
 from k3kit.sign import read_receipt
-from k3kit.verify import KIT_INFO_NAME, LOCK_NAME, MAX_DOC_BYTES
+from k3kit.verify import LOCK_NAME, MAX_DOC_BYTES
 
 
 @dataclass
@@ -75,17 +75,12 @@ def _sha256_of(path: Path) -> str | None:
     return hashlib.sha256(data).hexdigest()
 
 
-def _kit_info(kit_dir: Path) -> KitInfo | None:
+def _kit_info(kit_dir: Path, kit_sha256: str | None) -> KitInfo | None:
+    """kit.json only when its bytes are the ones the signed manifest lists (else None)."""
+    if not kit_sha256:
+        return None
     try:
-        data = read_capped(
-            kit_dir / KIT_INFO_NAME,
-            MAX_DOC_BYTES,
-            what="kit.json",
-            error=VerificationError,
-            code="X",
-        )
-        obj = strict_loads(data, source=KIT_INFO_NAME, max_bytes=MAX_DOC_BYTES)
-        return load(KitInfo, obj, source=KIT_INFO_NAME, error=VerificationError)
+        return read_kit_info(kit_dir, kit_sha256, max_bytes=MAX_DOC_BYTES)
     except K3kitError:
         return None
 
@@ -161,7 +156,9 @@ def audit_receipt(
     results: dict[str, VllmResult] = {}
     if kit_dir is not None:
         kit = KitFacts(
-            _sha256_of(kit_dir / MANIFEST_NAME), _sha256_of(kit_dir / LOCK_NAME), _kit_info(kit_dir)
+            _sha256_of(kit_dir / MANIFEST_NAME),
+            _sha256_of(kit_dir / LOCK_NAME),
+            _kit_info(kit_dir, subjects.get(KIT_SUBJECT)),
         )
         results = _evidence(kit_dir, pred, kit)
     ctx = build_context(

@@ -7,10 +7,6 @@ so `k3kit verify` never pays for huggingface_hub or jinja2.
 """
 
 from k3kit.cli import buyer, publish, review
-from k3kit.cli._app import cli
+from k3kit.cli._app import cli, main
 
 __all__ = ["buyer", "cli", "main", "publish", "review"]
-
-
-def main() -> None:
-    cli(prog_name="k3kit")

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, now_utc
+from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, now_utc, say
 from k3kit.cli._shared import (
     trust_option,
     trusted_keys,
@@ -83,7 +83,7 @@ def audit(
         emit_json(report.as_json(fail_on))
         print_findings(report, err, show_passes=show_all)
     else:
-        print_findings(report, click.echo, show_passes=show_all)
+        print_findings(report, say, show_passes=show_all)
     err(
         f"audit: {len(failing)} finding(s) at or above {fail_on}"
         + (" - the receipt's claims do not all hold as stated" if failing else "")
