@@ -95,6 +95,7 @@ class _State:
     manifest: Manifest | None = None  # parsed once, from the bytes whose checksum matched
     lock: WeightsLock | None = None
     lock_sha256: str | None = None
+    kit_sha256: str | None = None
 
 
 def _step_trust(st: _State, check: Check) -> None:
@@ -149,6 +150,7 @@ def _step_kit_checksum(st: _State, check: Check) -> None:
         mismatch_detail="the receipt belongs to another kit",
     )
     st.manifest = doc.model
+    st.kit_sha256 = doc.sha256
     check.detail = f"sha256:{doc.sha256}"
 
 
@@ -281,6 +283,8 @@ def verify_dir(
             check.status, check.code = FAILED, "KIT_UNREADABLE"
             check.detail = f"cannot read the kit: {exc}"
     report.checks.append(_weights_check(st, report, weights, weights_options or {}))
+    if st.kit_sha256 is not None:  # lets `launch` and `install` tie the bytes they use to it
+        report.facts["kit_sha256"] = st.kit_sha256
     if st.lock_sha256 is not None:  # lets `pull --trust` tie the lock it uses to this verdict
         report.facts["weights_lock_sha256"] = st.lock_sha256
     if st.statement is not None:
@@ -384,3 +388,22 @@ def verify_path(
         return report
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+class KitNotVerified(VerificationError):
+    """A kit (and its weights, where given) did not verify; ``report`` says which check failed.
+
+    Raised by the verbs that act on a verdict (``install``, ``launch``) so that a caller cannot
+    forget to look at ``Report.ok``: the failure is an exception, with the whole report attached.
+    """
+
+    def __init__(self, report: Report) -> None:
+        failed = [c for c in report.checks if c.status == FAILED]
+        first = failed[0] if failed else None
+        message = (
+            f"{report.kit} does not verify: {first.title}: {first.detail}"
+            if first
+            else f"{report.kit} does not verify: a check could not run"
+        )
+        super().__init__(message, code=(first.code if first and first.code else "NOT_VERIFIED"))
+        self.report = report
