@@ -74,8 +74,9 @@ def test_another_kit_under_the_same_version_is_refused(
     into = tmp_path / "kits"
     assert install(archive, golden.key.public, into)[0] == 0
     other = make_kit(tmp_path / "other", signing_key, make_snapshot(tmp_path / "cache2", shards=2))
-    rc, _out, stderr = install(other.kit, golden.key.public, into)
+    rc, out, stderr = install(other.kit, golden.key.public, into)
     assert rc == 1
+    assert out["error"]["code"] == "INSTALL_CONFLICT"
     assert "holds another kit" in stderr
     assert sorted(os.listdir(into)) == [FOLDER]
 

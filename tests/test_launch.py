@@ -139,11 +139,12 @@ def test_a_wrong_engine_version_is_refused_before_hashing(
     kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path
 ) -> None:
     fake = make_fake_engine(tmp_path / "engine", version="0.32.1")
-    rc, stderr, _ = launch(
+    rc, stderr, out = launch(
         kit, fake, "--profile", "interactive", "--trust", golden.key.public, "--weights",
         weights, "--json", "--state-dir", tmp_path / "state",
     )
     assert rc == 1
+    assert out["error"]["code"] == "ENGINE_VERSION_MISMATCH"
     assert "measured with vllm 0.33.0" in stderr and "reports 0.32.1" in stderr
     assert "verifying the weights" not in stderr
     assert not fake.log.exists()
@@ -153,11 +154,12 @@ def test_a_missing_engine_is_an_environment_problem(
     kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path
 ) -> None:
     fake = make_fake_engine(tmp_path / "engine", name="not-vllm")
-    rc, stderr, _ = launch(
+    rc, stderr, out = launch(
         kit, fake, "--profile", "interactive", "--trust", golden.key.public, "--weights",
-        weights, "--state-dir", tmp_path / "state",
+        weights, "--json", "--state-dir", tmp_path / "state",
     )
     assert rc == 4, stderr
+    assert out["error"]["code"] == "ENGINE_NOT_FOUND"
     assert "not found on PATH" in stderr
 
 
