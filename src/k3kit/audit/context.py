@@ -14,7 +14,7 @@ from functools import cached_property
 
 from k3kit.audit.numbers import Interval
 from k3kit.audit.stats import mean, percentile, pstdev
-from k3kit.evidence import Request, VllmResult
+from k3kit.evidence import Request, RunData
 from k3kit.models import (
     EvidenceSummary,
     KitInfo,
@@ -48,7 +48,7 @@ class RunView:
     run: ClaimedRun
     workload: Workload
     gpus: int
-    result: VllmResult | None = None
+    result: RunData | None = None
     raw_note: str = ""
 
     @property
@@ -182,7 +182,7 @@ def build_context(
     *,
     signer_keyid: str,
     kit: KitFacts | None,
-    results: dict[str, VllmResult],
+    results: dict[str, RunData],
     subjects: dict[str, str],
 ) -> Context:
     """Views of every run; ``results`` holds the parsed evidence files that passed their hash."""

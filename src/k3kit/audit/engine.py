@@ -21,7 +21,7 @@ from k3kit.archive import extract_safely
 from k3kit.audit.context import Context, KitFacts, build_context
 from k3kit.audit.findings import ERROR, RANK, SEVERITIES, Finding, Out, ordered_rules
 from k3kit.errors import InputError, K3kitError, VerificationError
-from k3kit.evidence import MAX_EVIDENCE_BYTES, VllmResult, parse_vllm_result, summarize
+from k3kit.evidence import MAX_EVIDENCE_BYTES, RunData, parse_evidence, summarize
 from k3kit.manifest import EVIDENCE_DIR, MANIFEST_NAME, RECEIPT_NAME
 from k3kit.models import KitInfo, ReceiptPredicate, load
 from k3kit.sign import read_receipt
@@ -90,8 +90,8 @@ def _kit_info(kit_dir: Path) -> KitInfo | None:
         return None
 
 
-def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[str, VllmResult]:
-    results: dict[str, VllmResult] = {}
+def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[str, RunData]:
+    results: dict[str, RunData] = {}
     listed = set()
     for run in pred.runs:
         if run.evidence is None:
@@ -115,15 +115,22 @@ def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[st
             )
             continue
         try:
-            result = parse_vllm_result(data, source=run.evidence, error=VerificationError)
+            result = parse_evidence(
+                data,
+                source=run.evidence,
+                tool=run.evidence_tool,
+                record=run.evidence_record,
+                error=VerificationError,
+            )
         except VerificationError as exc:
             facts.evidence_status[run.id] = f"unparseable: {exc.message}"
             continue
         # Notes about version drift may grow between k3kit versions; the numbers may not differ.
         recorded = run.evidence_summary
+        drift = {"notes": [], "unmapped": []}
         if recorded is None or summarize(result).model_copy(
-            update={"notes": []}
-        ) != recorded.model_copy(update={"notes": []}):
+            update=drift
+        ) != recorded.model_copy(update=drift):
             facts.evidence_status[run.id] = "its tool summary differs from the receipt's"
             continue
         facts.evidence_status[run.id] = "ok"
@@ -158,7 +165,7 @@ def audit_receipt(
     pred = statement.predicate
     subjects = {s.name: s.digest.get("sha256", "") for s in statement.subject}
     kit: KitFacts | None = None
-    results: dict[str, VllmResult] = {}
+    results: dict[str, RunData] = {}
     if kit_dir is not None:
         kit = KitFacts(
             _sha256_of(kit_dir / MANIFEST_NAME), _sha256_of(kit_dir / LOCK_NAME), _kit_info(kit_dir)
