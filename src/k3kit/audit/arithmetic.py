@@ -256,9 +256,10 @@ def _rate(rv: RunView) -> tuple[Interval | None, str, bool]:
         return Interval.measured(s.request_throughput), "evidence request_throughput", True
     if m.request_rate is not None:
         return Interval.published(m.request_rate), f"published {m.request_rate} req/s", True
-    if m.output_tok_s is not None and rv.fixed_length():
-        derived = Interval.published(m.output_tok_s) / Interval.exact(rv.workload.output_tokens)
-        source = f"{m.output_tok_s} tok/s / {rv.workload.output_tokens} tokens"
+    n = rv.workload.output_tokens
+    if m.output_tok_s is not None and rv.fixed_length() and n:
+        derived = Interval.published(m.output_tok_s) / Interval.exact(n)
+        source = f"{m.output_tok_s} tok/s / {n} tokens"
         return derived, source, rv.workload.ignore_eos is True
     return None, "", False
 
@@ -281,6 +282,9 @@ def _latency(rv: RunView) -> tuple[Interval | None, str, bool]:
 @rule("R15", "Little's law", "Little (1961): L = lambda W; closed-loop concurrency bound")
 def littles_law(ctx: Context, out: Out) -> None:
     for rv in ctx.runs:
+        if rv.no_success():
+            out.not_checkable(rv.id, "no request completed: no rate or latency to relate")
+            continue
         rate, rate_src, rate_exact = _rate(rv)
         latency, lat_src, lat_exact = _latency(rv)
         exact = rate_exact and lat_exact
@@ -290,7 +294,10 @@ def littles_law(ctx: Context, out: Out) -> None:
         occupancy = rate * latency
         c = rv.run.concurrency
         detail = f"lambda ({rate_src}) x W ({lat_src}) = {occupancy.text(4)}"
-        if occupancy.lo > c:
+        if c is None:
+            # Open loop without a cap: L = lambda W is what was in flight; nothing bounds it.
+            out.info(rv.id, f"{detail} requests in flight on average (open loop, no cap)")
+        elif occupancy.lo > c:
             report = out.error if exact else out.warning
             report(
                 rv.id,
@@ -299,7 +306,7 @@ def littles_law(ctx: Context, out: Out) -> None:
                 f"<= {c}",
                 occupancy.text(4),
             )
-        elif occupancy.hi < c * 0.8:
+        elif occupancy.hi < c * 0.8 and not rv.open_loop:
             out.warning(
                 rv.id,
                 f"{detail}: only {num(occupancy.mid / c, 3)} of concurrency {c} was in use on "

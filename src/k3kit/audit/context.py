@@ -104,15 +104,11 @@ class RunView:
             return [r.ttft_s for r in ok]
         if metric == "itl":
             return [x for r in ok for x in r.itl_s]
-        if any(r.latency_s is None for r in ok):
-            return None
+        # Without ``latencies`` (older vLLM), E2E is rebuilt as TTFT + sum(ITL): the same
+        # timestamps vLLM subtracted, so TPOT = sum(ITL) / (N - 1) is still its own number.
         if metric == "e2el":
-            return [r.latency_s for r in ok if r.latency_s is not None]
-        return [
-            (r.latency_s - r.ttft_s) / (r.output_len - 1)
-            for r in ok
-            if r.latency_s is not None and r.output_len > 1
-        ]
+            return [r.e2e_s for r in ok]
+        return [(r.e2e_s - r.ttft_s) / (r.output_len - 1) for r in ok if r.output_len > 1]
 
     def n_requests(self) -> tuple[int | None, str]:
         """Successful requests behind the statistics, and where that count comes from."""
@@ -148,8 +144,10 @@ class RunView:
         if count and m.request_rate is not None and m.request_rate > 0:
             rate = Interval.published(m.request_rate)
             return Interval.exact(count) / rate, f"{count} requests / {m.request_rate} req/s"
+        out_len = self.workload.output_tokens
         if count and m.output_tok_s is not None and m.output_tok_s > 0 and self.fixed_length():
-            tokens = count * self.workload.output_tokens
+            assert out_len is not None
+            tokens = count * out_len
             return (
                 Interval.exact(tokens) / Interval.published(m.output_tok_s),
                 f"{count} x {self.workload.output_tokens} tokens / {m.output_tok_s} tok/s",
@@ -158,11 +156,32 @@ class RunView:
 
     def fixed_length(self) -> bool:
         """Every request generates the workload's output_tokens (unless declared otherwise)."""
-        return self.workload.ignore_eos is not False
+        wl = self.workload
+        return wl.lengths == "fixed" and wl.ignore_eos is not False and wl.output_tokens is not None
+
+    @property
+    def open_loop(self) -> bool:
+        return self.workload.load == "open-loop"
+
+    def no_success(self) -> bool:
+        """Nothing completed: every statistic of the run is empty, whatever it says."""
+        n, _ = self.n_requests()
+        return n == 0
 
     def mean_latency_s(self) -> float | None:
         samples = self.samples_s("e2el")
         return None if not samples else mean(samples)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How thresholds that are conventions, not truths, are reported.
+
+    MLPerf's minimum samples per percentile and its 600 s minimum duration say a figure is weakly
+    supported, not that it is false: warnings by default, errors under ``strict``.
+    """
+
+    strict: bool = False
 
 
 @dataclass
@@ -172,6 +191,7 @@ class Context:
     signer_keyid: str
     kit: KitFacts | None = None
     subjects: dict[str, str] = field(default_factory=dict)  # Statement subject -> sha256
+    policy: Policy = field(default_factory=Policy)
 
     def run(self, run_id: str) -> RunView:
         return next(rv for rv in self.runs if rv.id == run_id)
@@ -184,6 +204,7 @@ def build_context(
     kit: KitFacts | None,
     results: dict[str, RunData],
     subjects: dict[str, str],
+    policy: Policy | None = None,
 ) -> Context:
     """Views of every run; ``results`` holds the parsed evidence files that passed their hash."""
     views = []
@@ -203,7 +224,7 @@ def build_context(
         elif view.result is None:
             view.raw_note = f"evidence unusable: {kit.evidence_status.get(run.id, 'not read')}"
         views.append(view)
-    return Context(predicate, views, signer_keyid, kit, subjects)
+    return Context(predicate, views, signer_keyid, kit, subjects, policy or Policy())
 
 
 def statistic(sorted_s: list[float], key: str, method: str = "numpy-linear") -> float:

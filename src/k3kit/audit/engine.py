@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from k3kit._canonical import strict_loads
 from k3kit._fs import read_capped, walk
 from k3kit.archive import extract_safely
-from k3kit.audit.context import Context, KitFacts, build_context
+from k3kit.audit.context import Context, KitFacts, Policy, build_context
 from k3kit.audit.findings import ERROR, RANK, SEVERITIES, Finding, Out, ordered_rules
 from k3kit.errors import InputError, K3kitError, VerificationError
 from k3kit.evidence import MAX_EVIDENCE_BYTES, RunData, parse_evidence, summarize
@@ -146,7 +146,12 @@ def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[st
 
 
 def audit_receipt(
-    receipt: Path, trusted: list[Ed25519PublicKey], *, kit_dir: Path | None, label: str
+    receipt: Path,
+    trusted: list[Ed25519PublicKey],
+    *,
+    kit_dir: Path | None,
+    label: str,
+    policy: Policy | None = None,
 ) -> AuditReport:
     """Audit one receipt; with ``kit_dir`` also its subjects and evidence files."""
     try:
@@ -172,7 +177,12 @@ def audit_receipt(
         )
         results = _evidence(kit_dir, pred, kit)
     ctx = build_context(
-        pred, signer_keyid=verified.signer_keyid, kit=kit, results=results, subjects=subjects
+        pred,
+        signer_keyid=verified.signer_keyid,
+        kit=kit,
+        results=results,
+        subjects=subjects,
+        policy=policy,
     )
     facts = {
         "verified": True,
@@ -185,23 +195,28 @@ def audit_receipt(
             "with_kit": kit is not None,
         },
     }
+    facts["policy"] = "strict" if ctx.policy.strict else "default"
     return AuditReport(label, run_rules(ctx), facts)
 
 
-def audit_path(target: Path, trusted: list[Ed25519PublicKey]) -> AuditReport:
+def audit_path(
+    target: Path, trusted: list[Ed25519PublicKey], policy: Policy | None = None
+) -> AuditReport:
     """Audit a kit directory, a ``.kit.tar.gz`` or a lone ``receipt.dsse.json``."""
     if not target.exists():
         raise InputError(f"not found: {target}", code="AUDIT_TARGET_NOT_FOUND")
     if target.is_dir():
-        return audit_receipt(target / RECEIPT_NAME, trusted, kit_dir=target, label=str(target))
+        return audit_receipt(
+            target / RECEIPT_NAME, trusted, kit_dir=target, label=str(target), policy=policy
+        )
     if target.name.endswith((".tar.gz", ".tgz")):
         staging, digest = extract_safely(target)
         try:
             report = audit_receipt(
-                staging / RECEIPT_NAME, trusted, kit_dir=staging, label=str(target)
+                staging / RECEIPT_NAME, trusted, kit_dir=staging, label=str(target), policy=policy
             )
             report.facts["archive_sha256"] = digest
             return report
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return audit_receipt(target, trusted, kit_dir=None, label=str(target))
+    return audit_receipt(target, trusted, kit_dir=None, label=str(target), policy=policy)

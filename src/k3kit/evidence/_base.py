@@ -172,13 +172,16 @@ class Document:
         return self.records[record], record
 
 
+ParseFn = Callable[[Document, int | None], RunData]
+
+
 @dataclass(frozen=True)
 class Adapter:
     """One benchmark tool: how to recognise its output and how to map it."""
 
     tool: str
     detect: Callable[[dict[str, Any]], bool]
-    parse: Callable[[Document, int | None], RunData]
+    parse: ParseFn
     priority: int = 50  # lower is tried first: specific formats before vLLM's generic keys
 
 
@@ -187,12 +190,10 @@ ADAPTERS: dict[str, Adapter] = {}
 
 def adapter(
     tool: str, detect: Callable[[dict[str, Any]], bool], priority: int = 50
-) -> Callable[[Callable[[Document, int | None], RunData]], Callable[[Document, int | None], RunData]]:
+) -> Callable[[ParseFn], ParseFn]:
     """Register a parse function as the adapter for ``tool`` (keyed by the tool's name)."""
 
-    def register(
-        func: Callable[[Document, int | None], RunData],
-    ) -> Callable[[Document, int | None], RunData]:
+    def register(func: ParseFn) -> ParseFn:
         if tool in ADAPTERS:
             raise ValueError(f"evidence adapter for {tool!r} registered twice")
         ADAPTERS[tool] = Adapter(tool, detect, func, priority)
