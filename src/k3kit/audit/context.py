@@ -97,6 +97,13 @@ class RunView:
 
     def samples_s(self, metric: str) -> list[float] | None:
         """Per-request samples in seconds as vLLM computes them (successful requests only)."""
+        cache = self.__dict__.setdefault("_sample_cache", {})
+        if metric not in cache:
+            cache[metric] = self._samples(metric)
+        value: list[float] | None = cache[metric]
+        return value
+
+    def _samples(self, metric: str) -> list[float] | None:
         ok = self.successes
         if ok is None:
             return None

@@ -133,7 +133,12 @@ class Reader:
             for item in value:
                 if not isinstance(item, list):
                     raise self.fail(key, "expected an array of arrays")
-                out.append(tuple(float(self.number(key, v)) for v in item))
+                if all(type(v) is float for v in item):  # the common case, checked in bulk
+                    if item and max(map(abs, item)) > MAX_MAGNITUDE:
+                        raise self.fail(key, f"a value is outside +/-{MAX_MAGNITUDE:g}")
+                    out.append(tuple(item))
+                else:
+                    out.append(tuple(float(self.number(key, v)) for v in item))
             return out
         return [self.text(key, v) for v in value]
 
