@@ -61,9 +61,11 @@ def case(
     """(workload, run) claims for one file (one record of it), and the file's bytes."""
     data = read(name) if data is None else data
     run = parse_evidence(data, source=name, record=record)
-    v, obj = run.values, json.loads(data.splitlines()[record or 0].replace(b"Infinity", b"1e999")
-                                     ) if name.endswith(".jsonl") else json.loads(data)
-    rid = name.split(".")[0].lower().replace("_", "-")[:50] + ("" if record is None else f"-{record}")
+    v = run.values
+    line = data.splitlines()[record or 0].replace(b"Infinity", b"1e999")
+    obj = json.loads(line) if name.endswith(".jsonl") else json.loads(data)
+    rid = name.split(".")[0].lower().replace("_", "-")[:50]
+    rid += "" if record is None else f"-{record}"
     row: dict[str, Any] = {
         "id": rid, "profile": "interactive", "workload": rid,
         "requests": v.get("num_prompts") or v.get("completed"), "completed": v.get("completed"),

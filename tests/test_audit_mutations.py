@@ -203,7 +203,7 @@ def test_small_sample_percentile_is_a_warning_unless_policy_is_strict(
     r20 = [f for f in report.findings if f.rule == "R20" and f.run == "interactive-c4"]
     assert [f.severity for f in r20] == ["warning"] and "n=40" in r20[0].message
     strict = audit_path(kit, [load_public(golden.key.public)], Policy(strict=True))
-    assert errors(strict) == {"R20"}
+    assert errors(strict) == {"R20", "R24"}  # both policy thresholds become errors
 
 
 def test_raw_evidence_every_statistic_recomputed(

@@ -12,7 +12,6 @@ import hashlib
 import json
 import re
 import statistics
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -167,7 +167,7 @@ def _length_check(
             # Tokenizers and chat templates move a prompt by a few tokens: 1% is a warning, 10%
             # beyond the declared range a false claim.
             lo, hi = declared * (1 - spread), declared * (1 + spread)
-            worst = max(max(lo - v, v - hi, 0) / declared for v in values)
+            worst = max(max(lo - v, v - hi, Fraction(0)) / declared for v in values)
             if worst > Fraction(1, 100):
                 severity = out.error if worst > Fraction(1, 10) else out.warning
                 severity(

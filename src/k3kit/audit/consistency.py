@@ -13,8 +13,8 @@ from fractions import Fraction
 
 from k3kit.audit.context import (
     METRICS,
-    REBUILT_REL,
     PUBLISHED_PCTS,
+    REBUILT_REL,
     Context,
     RunView,
     close,
@@ -243,8 +243,8 @@ def itl_chunks(ctx: Context, out: Out) -> None:
                 )
             crowded = [
                 r for r in ok
-                if len(r.itl_s) + 1 - r.output_len
-                > max(RETOKENIZE_ABS, RETOKENIZE_REL * r.output_len)
+                if Fraction(len(r.itl_s) + 1 - r.output_len)
+                > max(Fraction(RETOKENIZE_ABS), RETOKENIZE_REL * r.output_len)
             ]
             if crowded:
                 out.error(

@@ -127,7 +127,7 @@ def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[st
             continue
         # Notes about version drift may grow between k3kit versions; the numbers may not differ.
         recorded = run.evidence_summary
-        drift = {"notes": [], "unmapped": []}
+        drift: dict[str, list[str]] = {"notes": [], "unmapped": []}
         if recorded is None or summarize(result).model_copy(
             update=drift
         ) != recorded.model_copy(update=drift):

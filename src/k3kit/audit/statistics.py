@@ -6,9 +6,9 @@ from fractions import Fraction
 
 from k3kit.audit.context import (
     LABELS,
-    REBUILT_REL,
     METRICS,
     PUBLISHED_PCTS,
+    REBUILT_REL,
     Context,
     RunView,
     close,

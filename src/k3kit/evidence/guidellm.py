@@ -39,9 +39,8 @@ def _pct_name(key: str) -> str | None:
 
 
 def _success(block: Any) -> dict[str, Any] | None:
-    if isinstance(block, dict) and isinstance(block.get("successful"), dict):
-        return block["successful"]
-    return None
+    inner = block.get("successful") if isinstance(block, dict) else None
+    return {str(k): v for k, v in inner.items()} if isinstance(inner, dict) else None
 
 
 @adapter("guidellm", _detect, priority=10)
@@ -69,9 +68,9 @@ def parse(doc: Document, record: int | None) -> RunData:
                 stats.setdefault(metric, {})[kind] = float(value) * scale
         pcts = dist.get("percentiles")
         for key, value in (pcts.items() if isinstance(pcts, dict) else []):
-            kind = _pct_name(key)
-            if kind is not None and value is not None:
-                stats[metric][kind] = float(r.number(key, value)) * scale
+            pct_kind = _pct_name(key)
+            if pct_kind is not None and value is not None:
+                stats.setdefault(metric, {})[pct_kind] = float(r.number(key, value)) * scale
     values: dict[str, float | int | str | None] = {}
     for name, key in (("requests_per_second", "request_throughput"),
                       ("output_tokens_per_second", "output_throughput")):
