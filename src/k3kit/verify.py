@@ -21,7 +21,6 @@ from k3kit._canonical import require_canonical, strict_loads
 from k3kit._fs import read_capped
 from k3kit.archive import extract_safely
 from k3kit.errors import InputError, VerificationError
-from k3kit.keys import keyid
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, ExpectedEvidence, diff_evidence, diff_tree
 from k3kit.models import (
     KIT_SUBJECT,
@@ -33,6 +32,9 @@ from k3kit.models import (
     load,
 )
 from k3kit.sign import read_receipt, subject_digest
+from k3kit.trust import RollbackPolicy, RootAnchor, Trust
+from k3kit.trust import rollback as rollback_state
+from k3kit.trust.root import kit_roots
 from k3kit.weights import check_weights
 
 MAX_DOC_BYTES = 16 * 1024 * 1024
@@ -76,7 +78,9 @@ class Report:
     def ok(self) -> bool:
         """Only a full run of passed checks is a pass; weights not given is stated, not failed."""
         return all(
-            c.status == PASSED or (c.id == "weights" and c.code == "WEIGHTS_NOT_GIVEN")
+            c.status == PASSED
+            or (c.id == "weights" and c.code == "WEIGHTS_NOT_GIVEN")
+            or (c.id == "rollback" and c.code == "ROLLBACK_NOT_TRACKED")
             for c in self.checks
         )
 
@@ -89,10 +93,17 @@ class Report:
         }
 
 
+TrustSource = list[Ed25519PublicKey] | Trust | RootAnchor
+
+
 @dataclass
 class _State:
     kit_dir: Path
-    trusted: list[Ed25519PublicKey]
+    source: TrustSource
+    rollback: RollbackPolicy | None = None
+    trust: Trust | None = None
+    decision: rollback_state.Decision | None = None
+    kit_sha256: str | None = None
     statement: Statement | None = None
     manifest_obj: Any = None  # parsed once, from the bytes whose checksum matched
     lock: WeightsLock | None = None
@@ -100,22 +111,55 @@ class _State:
 
 
 def _step_trust(st: _State, check: Check) -> None:
-    if not st.trusted:
+    if isinstance(st.source, RootAnchor):  # walks the kit's root/ chain, persists new roots
+        st.trust, new = st.source.resolve(st.kit_dir)
+        check.detail = st.trust.description
+        if new:
+            check.detail += f"; accepted root version(s) {', '.join(map(str, new))} from the kit"
+        return
+    kit_roots(st.kit_dir)  # unused without --root, but root/ may hold only root files
+    st.trust = st.source if isinstance(st.source, Trust) else Trust.from_keys(st.source)
+    if not st.trust.keys:
         raise VerificationError("no trusted public key was given", code="TRUST_EMPTY")
-    ids = sorted(keyid(k) for k in st.trusted)
+    ids = sorted(k.keyid for k in st.trust.keys)
     if len(set(ids)) != len(ids):
         raise VerificationError("the same key was given twice", code="TRUST_DUPLICATE_KEY")
-    check.detail = f"{len(ids)} trusted key(s): " + ", ".join(i[:16] for i in ids)
+    check.detail = st.trust.description or f"{len(ids)} trusted key(s)"
 
 
 def _step_signature(st: _State, check: Check) -> None:
-    receipt = read_receipt(st.kit_dir / RECEIPT_NAME, st.trusted)
+    assert st.trust is not None
+    receipt = read_receipt(st.kit_dir / RECEIPT_NAME, st.trust.verification_keys())
+    pred = receipt.statement.predicate
+    signers = st.trust.accept(receipt.signer_keyids, pred.issued_at)
     st.statement = receipt.statement
-    pred = st.statement.predicate
     check.detail = (
-        f"signed by key {receipt.signer_keyid[:16]}, {pred.kit.name} "
+        f"signed by {signers}; {pred.kit.name} "
         f"{pred.kit.version} (sequence {pred.kit.sequence}), issued {pred.issued_at}"
     )
+
+
+def _step_rollback(st: _State, check: Check) -> None:
+    assert st.statement is not None and st.trust is not None and st.kit_sha256 is not None
+    kit = st.statement.predicate.kit
+    if st.rollback is None:
+        if st.trust.root_version is not None:  # a root promises rollback protection: fail closed
+            raise VerificationError(
+                "no state folder to check the sequence against", code="ROLLBACK_STATE_UNAVAILABLE"
+            )
+        check.code = "ROLLBACK_NOT_TRACKED"
+        check.detail = "not checked: rollback protection needs --root (or install/launch)"
+        return
+    st.decision = rollback_state.check(
+        st.rollback.state_dir,
+        package=kit.name,
+        channel=kit.channel,
+        sequence=kit.sequence,
+        kit_sha256=st.kit_sha256,
+        floor=st.trust.floor(kit.name, kit.channel),
+        allow_rollback=st.rollback.allow_rollback,
+    )
+    check.detail = st.decision.detail
 
 
 def _read_doc(st: _State, name: str, code: str) -> tuple[bytes, Any]:
@@ -154,7 +198,7 @@ def _step_kit_checksum(st: _State, check: Check) -> None:
             f"({expected[:16]}…): the receipt belongs to another kit",
             code="RECEIPT_KIT_MISMATCH",
         )
-    st.manifest_obj = obj
+    st.manifest_obj, st.kit_sha256 = obj, actual
     check.detail = f"sha256:{actual}"
 
 
@@ -241,19 +285,25 @@ STEPS: list[tuple[str, str, Callable[[_State, Check], None], tuple[str, ...]]] =
         _step_weights_lock,
         ("receipt_signature",),
     ),
+    ("rollback", "not older than what this node accepted", _step_rollback, ("kit_checksum",)),
 ]
 
 
 def verify_dir(
     kit_dir: Path,
-    trusted: list[Ed25519PublicKey],
+    trusted: TrustSource,
     *,
     label: str | None = None,
     weights: Path | None = None,
     weights_options: dict[str, Any] | None = None,
+    rollback: RollbackPolicy | None = None,
 ) -> Report:
-    """Run every check on a kit directory; never raises for a verification failure."""
-    st = _State(kit_dir, trusted)
+    """Run every check on a kit directory; never raises for a verification failure.
+
+    ``trusted`` is a list of keys (``--trust``), a :class:`Trust`, or a :class:`RootAnchor`
+    (``--root``). With ``rollback``, a kit that verified completely has its sequence recorded.
+    """
+    st = _State(kit_dir, trusted, rollback)
     report = Report(label or str(kit_dir))
     for step_id, title, func, needs in STEPS:
         check = Check(step_id, title)
@@ -271,6 +321,14 @@ def verify_dir(
             check.status, check.code = FAILED, "KIT_UNREADABLE"
             check.detail = f"cannot read the kit: {exc}"
     report.checks.append(_weights_check(st, report, weights, weights_options or {}))
+    if report.ok and st.decision is not None and st.rollback is not None:
+        rollback_state.record(st.rollback.state_dir, st.decision, now=st.rollback.now)
+        report.facts["rollback"] = {
+            "key": st.decision.key,
+            "sequence": st.decision.sequence,
+            "previous": st.decision.previous,
+            "override": st.decision.override,
+        }
     if st.lock_sha256 is not None:  # lets `pull --trust` tie the lock it uses to this verdict
         report.facts["weights_lock_sha256"] = st.lock_sha256
     if st.statement is not None:
@@ -292,7 +350,11 @@ def _weights_check(
         check.code = "WEIGHTS_NOT_GIVEN"
         check.detail = "not checked: no --weights folder given"
         return check
-    failed = [c.id for c in report.checks if c.status != PASSED]
+    failed = [
+        c.id
+        for c in report.checks
+        if c.status != PASSED and not (c.id == "rollback" and c.code == "ROLLBACK_NOT_TRACKED")
+    ]
     if failed or st.lock is None:
         # Hashing a terabyte for a kit that already failed would only delay the verdict.
         check.detail = f"not checked: depends on {', '.join(failed)}"
@@ -339,16 +401,19 @@ def _weights_check(
 
 def verify_path(
     kit: Path,
-    trusted: list[Ed25519PublicKey],
+    trusted: TrustSource,
     *,
     weights: Path | None = None,
     weights_options: dict[str, Any] | None = None,
+    rollback: RollbackPolicy | None = None,
 ) -> Report:
     """Verify a kit directory or a ``.kit.tar.gz`` (extracted under policy into a temp dir)."""
     if not kit.exists():
         raise InputError(f"kit not found: {kit}", code="KIT_NOT_FOUND")
     if kit.is_dir():
-        return verify_dir(kit, trusted, weights=weights, weights_options=weights_options)
+        return verify_dir(
+            kit, trusted, weights=weights, weights_options=weights_options, rollback=rollback
+        )
     if not kit.is_file():
         raise InputError(
             f"{kit} is neither a kit directory nor an archive file", code="KIT_NOT_RECOGNISED"
@@ -366,7 +431,12 @@ def verify_path(
         archive_check.status = PASSED
         archive_check.detail = f"sha256:{digest}"
         report = verify_dir(
-            staging, trusted, label=str(kit), weights=weights, weights_options=weights_options
+            staging,
+            trusted,
+            label=str(kit),
+            weights=weights,
+            weights_options=weights_options,
+            rollback=rollback,
         )
         report.checks.insert(0, archive_check)
         report.facts["archive_sha256"] = digest
