@@ -80,7 +80,6 @@ class Report:
         return all(
             c.status == PASSED
             or (c.id == "weights" and c.code == "WEIGHTS_NOT_GIVEN")
-            or (c.id == "rollback" and c.code == "ROLLBACK_NOT_TRACKED")
             for c in self.checks
         )
 
@@ -142,14 +141,10 @@ def _step_signature(st: _State, check: Check) -> None:
 def _step_rollback(st: _State, check: Check) -> None:
     assert st.statement is not None and st.trust is not None and st.kit_sha256 is not None
     kit = st.statement.predicate.kit
-    if st.rollback is None:
-        if st.trust.root_version is not None:  # a root promises rollback protection: fail closed
-            raise VerificationError(
-                "no state folder to check the sequence against", code="ROLLBACK_STATE_UNAVAILABLE"
-            )
-        check.code = "ROLLBACK_NOT_TRACKED"
-        check.detail = "not checked: rollback protection needs --root (or install/launch)"
-        return
+    if st.rollback is None:  # a root promises rollback protection: no state folder fails closed
+        raise VerificationError(
+            "no state folder to check the sequence against", code="ROLLBACK_STATE_UNAVAILABLE"
+        )
     st.decision = rollback_state.check(
         st.rollback.state_dir,
         package=kit.name,
@@ -305,7 +300,10 @@ def verify_dir(
     """
     st = _State(kit_dir, trusted, rollback)
     report = Report(label or str(kit_dir))
+    tracked = rollback is not None or isinstance(trusted, RootAnchor)
     for step_id, title, func, needs in STEPS:
+        if step_id == "rollback" and not tracked:
+            continue  # plain --trust keeps no state; docs/trust.md says what that leaves open
         check = Check(step_id, title)
         report.checks.append(check)
         blocked = [c.id for c in report.checks if c.id in needs and c.status != PASSED]
@@ -350,11 +348,7 @@ def _weights_check(
         check.code = "WEIGHTS_NOT_GIVEN"
         check.detail = "not checked: no --weights folder given"
         return check
-    failed = [
-        c.id
-        for c in report.checks
-        if c.status != PASSED and not (c.id == "rollback" and c.code == "ROLLBACK_NOT_TRACKED")
-    ]
+    failed = [c.id for c in report.checks if c.status != PASSED]
     if failed or st.lock is None:
         # Hashing a terabyte for a kit that already failed would only delay the verdict.
         check.detail = f"not checked: depends on {', '.join(failed)}"
