@@ -121,7 +121,11 @@ def verify_root(data: bytes, *, trusted: VerifiedRoot | None, source: str) -> Ve
 
 def kit_roots(kit_dir: Path) -> dict[int, bytes]:
     """The root chain a kit carries: only regular files named ``<N>.root.json`` under ``root/``."""
-    folder = kit_dir / ROOT_DIR
+    return read_roots(kit_dir / ROOT_DIR)
+
+
+def read_roots(folder: Path) -> dict[int, bytes]:
+    """Root files by version from ``folder`` (absent: none); anything else there is refused."""
     if not folder.exists() and not folder.is_symlink():
         return {}
     if folder.is_symlink() or not folder.is_dir():
@@ -169,7 +173,7 @@ class RootAnchor:
         versions newly accepted (persisted under the state folder before returning)."""
         current = verify_root(self.pinned, trusted=None, source=self.source)
         folder = self._state_folder()
-        known = kit_roots(folder) if folder is not None and folder.is_dir() else {}
+        known = read_roots(folder) if folder is not None else {}
         offered = kit_roots(kit_dir) if kit_dir is not None else {}
         new: list[int] = []
         for _ in range(MAX_ROOTS):
