@@ -62,8 +62,13 @@ def test_key_revoked_by_root_2_fails_once_seen_even_from_kit_carrying_only_root_
 ) -> None:
     r1 = root_v1([keys["root_a"]], [keys["rel_2026"], keys["rel_2027"]])
     root1 = write_root(tmp_path / "1.root.json", r1, [keys["root_a"]])
-    r2 = revoke(r1, kid(keys["rel_2026"]), reason="compromise", since="2026-05-02T00:00:00Z",
-                expires=r1.expires)
+    r2 = revoke(
+        r1,
+        kid(keys["rel_2026"]),
+        reason="compromise",
+        since="2026-05-02T00:00:00Z",
+        expires=r1.expires,
+    )
     root2 = write_root(tmp_path / "2.root.json", r2, [keys["root_a"]])
     state = tmp_path / "state"
     # The node sees root 2 through a genuine kit signed by the surviving key.
@@ -155,5 +160,8 @@ def test_node_that_accepted_sequence_5_refuses_4_and_another_5(
     assert proc.returncode == 0 and "WARNING" in proc.stderr
     saved = json.loads((state / "rollback.json").read_bytes())
     assert saved["entries"]["kimi-k3-b300x8/stable"] | {"accepted_at": ""} == {
-        "sequence": 4, "kit_sha256": saved["entries"]["kimi-k3-b300x8/stable"]["kit_sha256"],
-        "accepted_at": "", "override": True}
+        "sequence": 4,
+        "kit_sha256": saved["entries"]["kimi-k3-b300x8/stable"]["kit_sha256"],
+        "accepted_at": "",
+        "override": True,
+    }

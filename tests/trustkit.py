@@ -37,11 +37,21 @@ def kid(key: KeyFiles) -> str:
     return keyid(pub(key))
 
 
-def root_v1(root_keys: Sequence[KeyFiles], release: Sequence[KeyFiles], *, root_threshold: int = 1,
-            release_threshold: int = 1, expires: str = FAR) -> RootBody:
-    return create(root_keys=[pub(k) for k in root_keys], root_threshold=root_threshold,
-                  release_keys=[pub(k) for k in release], release_threshold=release_threshold,
-                  expires=expires)
+def root_v1(
+    root_keys: Sequence[KeyFiles],
+    release: Sequence[KeyFiles],
+    *,
+    root_threshold: int = 1,
+    release_threshold: int = 1,
+    expires: str = FAR,
+) -> RootBody:
+    return create(
+        root_keys=[pub(k) for k in root_keys],
+        root_threshold=root_threshold,
+        release_keys=[pub(k) for k in release],
+        release_threshold=release_threshold,
+        expires=expires,
+    )
 
 
 def write_root(path: Path, body: RootBody, signers: Sequence[KeyFiles]) -> Path:
@@ -49,8 +59,9 @@ def write_root(path: Path, body: RootBody, signers: Sequence[KeyFiles]) -> Path:
     return path
 
 
-def build_kit(folder: Path, lock: Path, key: KeyFiles, *, sequence: int = 1,
-              version: str = "1.0.0") -> Path:
+def build_kit(
+    folder: Path, lock: Path, key: KeyFiles, *, sequence: int = 1, version: str = "1.0.0"
+) -> Path:
     """A signed kit whose package.toml differs from the example only in sequence/version."""
     text = (EXAMPLE / "package.toml").read_text()
     text = text.replace("sequence = 1", f"sequence = {sequence}")

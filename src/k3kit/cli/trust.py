@@ -321,13 +321,15 @@ def root_sign(root_file: Path, key: Path, passphrase_env: str | None) -> None:
 def root_attach(kit: Path, roots: tuple[Path, ...], force: bool) -> None:
     """Copy a chain of roots (consecutive versions, oldest first) into KIT/root/."""
     from k3kit._fs import atomic_write
-    from k3kit.trust.root import ROOT_DIR, verify_root
+    from k3kit.trust.root import ROOT_DIR, VerifiedRoot, verify_root
 
-    current = None
-    for path in roots:
-        current = verify_root(_read(path), trusted=current, source=str(path))
-        atomic_write(
-            kit / ROOT_DIR / f"{current.body.version}.root.json", current.data, force=force
+    chain: list[VerifiedRoot] = []
+    for path in roots:  # the whole chain verifies before anything is written
+        chain.append(
+            verify_root(_read(path), trusted=chain[-1] if chain else None, source=str(path))
         )
-    assert current is not None
-    click.echo(f"{kit}/{ROOT_DIR}: versions up to {current.body.version}")
+    for entry in chain:
+        dest = kit / ROOT_DIR / f"{entry.body.version}.root.json"
+        if not (dest.is_file() and dest.read_bytes() == entry.data):
+            atomic_write(dest, entry.data, force=force)
+    click.echo(f"{kit}/{ROOT_DIR}: versions up to {chain[-1].body.version}")
