@@ -108,3 +108,25 @@ def test_check_and_record_for_install_and_launch(golden: GoldenKit, tmp_path: Pa
     with pytest.raises(VerificationError) as exc:
         rollback.check_and_record(tmp_path, statement, "f" * 64, floor=2, allow_rollback=True)
     assert exc.value.code == "ROLLBACK"  # a root floor is not the operator's to lower
+
+
+def test_archive_carries_the_root_chain(golden: GoldenKit, tmp_path: Path) -> None:
+    from k3kit.archive import pack
+    from k3kit.trust.edit import add_key
+    from tests.trustkit import attach, build_kit, pub, root_v1, write_root
+
+    root_key, new_key = keypair(tmp_path, "root"), keypair(tmp_path, "rel-2027")
+    r1 = root_v1([root_key], [golden.key])
+    one = write_root(tmp_path / "1.root.json", r1, [root_key])
+    two = write_root(tmp_path / "2.root.json",
+                     add_key(r1, "release", pub(new_key), expires=r1.expires), [root_key])
+    kit = build_kit(tmp_path / "k", golden.lock, new_key)
+    attach(kit, one, two)
+    archive = tmp_path / "kit.tar.gz"
+    pack(kit, archive)
+    proc = run_k3kit("verify", archive, "--root", one, "--state-dir", tmp_path / "s", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["checks"][0]["id"] == "archive"
+    assert (next((tmp_path / "s" / "roots").iterdir()) / "2.root.json").read_bytes() == (
+        two.read_bytes()
+    )

@@ -111,8 +111,13 @@ def root() -> None:
 
 
 @root.command("create", epilog=EXIT_CODES_HELP)
-@click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
-              help="Where to write root version 1.")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Where to write root version 1.",
+)
 @click.option(
     "--root-key",
     "root_keys",
