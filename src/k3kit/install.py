@@ -23,14 +23,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._fs import walk
 from k3kit._pathpolicy import path_problem
 from k3kit.archive import extract_safely
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME
-from k3kit.verify import KitNotVerified, Report, verify_dir
+from k3kit.trust import RollbackPolicy
+from k3kit.verify import KitNotVerified, Report, TrustSource, verify_dir
 
 _STAGING_PREFIX = ".k3kit-install-"
 
@@ -131,14 +130,17 @@ def _destination_root(into: Path) -> Path:
     return Path(os.path.realpath(into))
 
 
-def install(kit: Path, trusted: list[Ed25519PublicKey], into: Path) -> Installed:
+def install(
+    kit: Path, trusted: TrustSource, into: Path, *, rollback: RollbackPolicy | None = None
+) -> Installed:
     """Verify ``kit`` (a ``.kit.tar.gz`` or a kit folder) and install it as ``into/NAME-VERSION``.
 
     Returns :class:`Installed`. Raises :class:`KitNotVerified` (exit 1) when the kit does not
     verify, ``VerificationError`` ``INSTALL_CONFLICT`` when another kit is installed under the
     same name and version, ``InputError`` for a kit path that is neither, and
-    ``EnvironmentProblem`` for I/O failures. Weights are not part of an install: ``pull`` and
-    ``launch`` check them.
+    ``EnvironmentProblem`` for I/O failures. With a root of trust and ``rollback``, an older or
+    conflicting kit is refused (``ROLLBACK``/``EQUIVOCATION``) exactly as ``verify`` refuses it.
+    Weights are not part of an install: ``pull`` and ``launch`` check them.
     """
     if not (kit.is_file() or kit.is_dir()):
         raise InputError(f"kit not found: {kit}", code="KIT_NOT_FOUND")
@@ -148,19 +150,25 @@ def install(kit: Path, trusted: list[Ed25519PublicKey], into: Path) -> Installed
     except OSError as exc:
         raise EnvironmentProblem(f"cannot write to {root}: {exc.strerror or exc}") from exc
     try:
-        return _install_via(holder, kit, trusted, root)
+        return _install_via(holder, kit, trusted, root, rollback)
     finally:
         _remove_tree(holder)
 
 
-def _install_via(holder: Path, kit: Path, trusted: list[Ed25519PublicKey], root: Path) -> Installed:
+def _install_via(
+    holder: Path,
+    kit: Path,
+    trusted: TrustSource,
+    root: Path,
+    rollback: RollbackPolicy | None,
+) -> Installed:
     if kit.is_dir():
         staging = holder / "kit"
         _copy_kit_dir(kit, staging)
         archive_sha256 = None
     else:
         staging, archive_sha256 = extract_safely(kit, holder)
-    report = verify_dir(staging, trusted, label=str(kit))
+    report = verify_dir(staging, trusted, label=str(kit), rollback=rollback)
     if archive_sha256 is not None:
         report.facts["archive_sha256"] = archive_sha256
     if not report.ok:

@@ -36,14 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._fs import atomic_write
 from k3kit.documents import read_bounded, read_document
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.manifest import MANIFEST_NAME
 from k3kit.models import KitInfo, KitProfile, Manifest, ManifestEntry
-from k3kit.verify import KIT_INFO_NAME, KitNotVerified, Report, verify_dir
+from k3kit.trust import RollbackPolicy
+from k3kit.verify import KIT_INFO_NAME, KitNotVerified, Report, TrustSource, verify_dir
 
 MAX_KIT_DOC_BYTES = 16 * 1024 * 1024
 MAX_SITE_BYTES = 64 * 1024
@@ -327,7 +326,7 @@ def _private_dir(path: Path) -> Path:
 
 def plan_launch(
     kit_dir: Path,
-    trusted: list[Ed25519PublicKey],
+    trusted: TrustSource,
     *,
     profile: str,
     weights: Path,
@@ -336,6 +335,7 @@ def plan_launch(
     topology: str | None = None,
     site: Site | None = None,
     weights_options: dict[str, Any] | None = None,
+    rollback: RollbackPolicy | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> LaunchPlan:
     """Verify ``kit_dir`` and ``weights`` and return the plan that runs what was verified.
@@ -345,13 +345,14 @@ def plan_launch(
     checksum did not change while the weights were hashed. Raises :class:`KitNotVerified` (exit 1)
     when a check fails, ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` / ``KIT_FILE_CHANGED``,
     ``InputError`` for an unknown profile or topology, ``EnvironmentProblem`` when the engine is
-    missing or the runtime folder is unsafe.
+    missing or the runtime folder is unsafe. With a root of trust and ``rollback``, an older or
+    conflicting kit is refused before anything else runs.
     """
     say = on_step or (lambda _text: None)
     site = site or Site()
     kit_dir = Path(os.path.realpath(kit_dir))
     say("verifying the kit and its receipt")
-    first = verify_dir(kit_dir, trusted)
+    first = verify_dir(kit_dir, trusted, rollback=rollback)
     if not first.ok:
         raise KitNotVerified(first)
     kit_sha256 = str(first.facts["kit_sha256"])
@@ -372,7 +373,9 @@ def plan_launch(
     say(f"checking {engine.executable} {info.engine.version} at {executable}")
     check_engine_version(engine, executable, info.engine.version, clean)
     say("verifying the weights")
-    report = verify_dir(kit_dir, trusted, weights=weights, weights_options=weights_options)
+    report = verify_dir(
+        kit_dir, trusted, weights=weights, weights_options=weights_options, rollback=rollback
+    )
     if not report.ok:
         raise KitNotVerified(report)
     if report.facts.get("kit_sha256") != kit_sha256:

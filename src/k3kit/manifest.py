@@ -23,12 +23,16 @@ from k3kit.models import Manifest, ManifestEntry
 MANIFEST_NAME = "MANIFEST.json"
 RECEIPT_NAME = "receipt.dsse.json"
 EVIDENCE_DIR = "evidence"
-UNLISTED = frozenset({MANIFEST_NAME, RECEIPT_NAME})
+# The root chain (root/<N>.root.json, checked by k3kit.trust.root) and the SSHSIG of MANIFEST.json
+# are signed documents of their own, added after the build: listing them would change the kit
+# checksum each time the publisher rotates a key.
+ROOT_DIR = "root"
+UNLISTED = frozenset({MANIFEST_NAME, RECEIPT_NAME, "MANIFEST.json.sig"})
 
 
 def is_unlisted(rel: str) -> bool:
     """True for the files the manifest deliberately does not list."""
-    return rel in UNLISTED or rel.startswith(EVIDENCE_DIR + "/")
+    return rel in UNLISTED or rel.startswith((EVIDENCE_DIR + "/", ROOT_DIR + "/"))
 
 
 def build_manifest(root: Path) -> Manifest:
@@ -141,8 +145,10 @@ def diff_tree(root: Path, manifest: Manifest) -> TreeDiff:
     parents = {p.rsplit("/", 1)[0] for p in listed if "/" in p}
     expected_dirs = {
         "/".join(d.split("/")[: i + 1]) for d in parents for i in range(d.count("/") + 1)
-    } | {EVIDENCE_DIR}
+    } | {EVIDENCE_DIR, ROOT_DIR}
     for entry in walk(root):
+        if entry.rel.startswith(ROOT_DIR + "/"):
+            continue  # k3kit.trust.root.kit_roots admits only regular <N>.root.json files
         if entry.kind == "dir":
             if entry.rel not in expected_dirs and not entry.rel.startswith(EVIDENCE_DIR + "/"):
                 diffs.append(

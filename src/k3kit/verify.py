@@ -20,7 +20,6 @@ from k3kit._text import shown
 from k3kit.archive import extract_safely
 from k3kit.documents import read_document
 from k3kit.errors import InputError, VerificationError
-from k3kit.keys import keyid
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, ExpectedEvidence, diff_evidence, diff_tree
 from k3kit.models import (
     KIT_SUBJECT,
@@ -31,6 +30,9 @@ from k3kit.models import (
     WeightsLock,
 )
 from k3kit.sign import read_receipt, subject_digest
+from k3kit.trust import RollbackPolicy, RootAnchor, Trust
+from k3kit.trust import rollback as rollback_state
+from k3kit.trust.root import kit_roots
 from k3kit.weights import check_weights
 
 MAX_DOC_BYTES = 16 * 1024 * 1024
@@ -74,7 +76,8 @@ class Report:
     def ok(self) -> bool:
         """Only a full run of passed checks is a pass; weights not given is stated, not failed."""
         return all(
-            c.status == PASSED or (c.id == "weights" and c.code == "WEIGHTS_NOT_GIVEN")
+            c.status == PASSED
+            or (c.id == "weights" and c.code == "WEIGHTS_NOT_GIVEN")
             for c in self.checks
         )
 
@@ -87,34 +90,69 @@ class Report:
         }
 
 
+TrustSource = list[Ed25519PublicKey] | Trust | RootAnchor
+
+
 @dataclass
 class _State:
     kit_dir: Path
-    trusted: list[Ed25519PublicKey]
+    source: TrustSource
+    rollback: RollbackPolicy | None = None
+    trust: Trust | None = None
+    decision: rollback_state.Decision | None = None
+    kit_sha256: str | None = None
     statement: Statement | None = None
     manifest: Manifest | None = None  # parsed once, from the bytes whose checksum matched
     lock: WeightsLock | None = None
     lock_sha256: str | None = None
-    kit_sha256: str | None = None
 
 
 def _step_trust(st: _State, check: Check) -> None:
-    if not st.trusted:
+    if isinstance(st.source, RootAnchor):  # walks the kit's root/ chain, persists new roots
+        st.trust, new = st.source.resolve(st.kit_dir)
+        check.detail = st.trust.description
+        if new:
+            check.detail += f"; accepted root version(s) {', '.join(map(str, new))} from the kit"
+        return
+    kit_roots(st.kit_dir)  # unused without --root, but root/ may hold only root files
+    st.trust = st.source if isinstance(st.source, Trust) else Trust.from_keys(st.source)
+    if not st.trust.keys:
         raise VerificationError("no trusted public key was given", code="TRUST_EMPTY")
-    ids = sorted(keyid(k) for k in st.trusted)
+    ids = sorted(k.keyid for k in st.trust.keys)
     if len(set(ids)) != len(ids):
         raise VerificationError("the same key was given twice", code="TRUST_DUPLICATE_KEY")
-    check.detail = f"{len(ids)} trusted key(s): " + ", ".join(i[:16] for i in ids)
+    check.detail = st.trust.description or f"{len(ids)} trusted key(s)"
 
 
 def _step_signature(st: _State, check: Check) -> None:
-    receipt = read_receipt(st.kit_dir / RECEIPT_NAME, st.trusted)
+    assert st.trust is not None
+    receipt = read_receipt(st.kit_dir / RECEIPT_NAME, st.trust.verification_keys())
+    pred = receipt.statement.predicate
+    signers = st.trust.accept(receipt.signer_keyids, pred.issued_at)
     st.statement = receipt.statement
-    pred = st.statement.predicate
     check.detail = (
-        f"signed by key {receipt.signer_keyid[:16]}, {pred.kit.name} "
+        f"signed by {signers}; {pred.kit.name} "
         f"{pred.kit.version} (sequence {pred.kit.sequence}), issued {pred.issued_at}"
     )
+
+
+def _step_rollback(st: _State, check: Check) -> None:
+    assert st.statement is not None and st.trust is not None and st.kit_sha256 is not None
+    kit = st.statement.predicate.kit
+    if st.rollback is None:  # a root promises rollback protection: no state folder fails closed
+        raise VerificationError(
+            "no state folder to check the sequence against", code="ROLLBACK_STATE_UNAVAILABLE"
+        )
+    st.decision = rollback_state.check(
+        st.rollback.state_dir,
+        package=kit.name,
+        channel=kit.channel,
+        sequence=kit.sequence,
+        kit_sha256=st.kit_sha256,
+        floor=st.trust.floor(kit.name, kit.channel),
+        allow_rollback=st.rollback.allow_rollback,
+    )
+    check.detail = st.decision.detail
 
 
 def _signed_digest(statement: Statement, subject: str, in_predicate: str, *, code: str) -> str:
@@ -253,21 +291,30 @@ STEPS: list[tuple[str, str, Callable[[_State, Check], None], tuple[str, ...]]] =
         _step_weights_lock,
         ("receipt_signature",),
     ),
+    ("rollback", "not older than what this node accepted", _step_rollback, ("kit_checksum",)),
 ]
 
 
 def verify_dir(
     kit_dir: Path,
-    trusted: list[Ed25519PublicKey],
+    trusted: TrustSource,
     *,
     label: str | None = None,
     weights: Path | None = None,
     weights_options: dict[str, Any] | None = None,
+    rollback: RollbackPolicy | None = None,
 ) -> Report:
-    """Run every check on a kit directory; never raises for a verification failure."""
-    st = _State(kit_dir, trusted)
+    """Run every check on a kit directory; never raises for a verification failure.
+
+    ``trusted`` is a list of keys (``--trust``), a :class:`Trust`, or a :class:`RootAnchor`
+    (``--root``). With ``rollback``, a kit that verified completely has its sequence recorded.
+    """
+    st = _State(kit_dir, trusted, rollback)
     report = Report(label or str(kit_dir))
+    tracked = rollback is not None or isinstance(trusted, RootAnchor)
     for step_id, title, func, needs in STEPS:
+        if step_id == "rollback" and not tracked:
+            continue  # plain --trust keeps no state; docs/trust.md says what that leaves open
         check = Check(step_id, title)
         report.checks.append(check)
         blocked = [c.id for c in report.checks if c.id in needs and c.status != PASSED]
@@ -285,6 +332,14 @@ def verify_dir(
     report.checks.append(_weights_check(st, report, weights, weights_options or {}))
     if st.kit_sha256 is not None:  # lets `launch` and `install` tie the bytes they use to it
         report.facts["kit_sha256"] = st.kit_sha256
+    if report.ok and st.decision is not None and st.rollback is not None:
+        rollback_state.record(st.rollback.state_dir, st.decision, now=st.rollback.now)
+        report.facts["rollback"] = {
+            "key": st.decision.key,
+            "sequence": st.decision.sequence,
+            "previous": st.decision.previous,
+            "override": st.decision.override,
+        }
     if st.lock_sha256 is not None:  # lets `pull --trust` tie the lock it uses to this verdict
         report.facts["weights_lock_sha256"] = st.lock_sha256
     if st.statement is not None:
@@ -353,16 +408,19 @@ def _weights_check(
 
 def verify_path(
     kit: Path,
-    trusted: list[Ed25519PublicKey],
+    trusted: TrustSource,
     *,
     weights: Path | None = None,
     weights_options: dict[str, Any] | None = None,
+    rollback: RollbackPolicy | None = None,
 ) -> Report:
     """Verify a kit directory or a ``.kit.tar.gz`` (extracted under policy into a temp dir)."""
     if not kit.exists():
         raise InputError(f"kit not found: {shown(kit)}", code="KIT_NOT_FOUND")
     if kit.is_dir():
-        return verify_dir(kit, trusted, weights=weights, weights_options=weights_options)
+        return verify_dir(
+            kit, trusted, weights=weights, weights_options=weights_options, rollback=rollback
+        )
     if not kit.is_file():
         raise InputError(
             f"{shown(kit)} is neither a kit directory nor an archive file",
@@ -381,7 +439,12 @@ def verify_path(
         archive_check.status = PASSED
         archive_check.detail = f"sha256:{digest}"
         report = verify_dir(
-            staging, trusted, label=str(kit), weights=weights, weights_options=weights_options
+            staging,
+            trusted,
+            label=str(kit),
+            weights=weights,
+            weights_options=weights_options,
+            rollback=rollback,
         )
         report.checks.insert(0, archive_check)
         report.facts["archive_sha256"] = digest

@@ -132,7 +132,7 @@ def cli(debug: bool) -> None:
     """Pin, build, sign, verify and audit deployment kits for frontier LLMs.
 
     Publisher: keygen, pin, build, sign, pack. Buyer: pull, verify. Auditor: audit.
-    Everyone: demo.
+    Trust over time: root, countersign, sshsig (docs/trust.md). Everyone: demo.
     """
 
 

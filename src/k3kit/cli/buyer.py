@@ -18,8 +18,13 @@ from k3kit.cli._shared import (
     read_token,
     refuse_token_over_plain_http,
     resolve_endpoint,
-    trust_option,
     trusted_keys,
+)
+from k3kit.cli.signing import (
+    allow_rollback_option,
+    optional_trust_option,
+    root_option,
+    trust_source,
 )
 from k3kit.errors import ExitCode
 
@@ -169,7 +174,9 @@ def _print_errors(errors: list[Any]) -> None:
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("kit", type=click.Path(path_type=Path))
-@trust_option
+@optional_trust_option
+@root_option
+@allow_rollback_option
 @click.option(
     "--weights",
     type=click.Path(path_type=Path),
@@ -196,7 +203,8 @@ def _print_errors(errors: list[Any]) -> None:
 @click.option(
     "--state-dir",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Verification cache folder (default: $XDG_CACHE_HOME/k3kit or ~/.cache/k3kit).",
+    help="State folder: verification cache, accepted roots, rollback state (default: "
+    "$XDG_CACHE_HOME/k3kit or ~/.cache/k3kit).",
 )
 @click.option(
     "-q", "--quiet", is_flag=True, help="No progress; print only failures and the verdict."
@@ -206,6 +214,8 @@ def _print_errors(errors: list[Any]) -> None:
 def verify(
     kit: Path,
     trust: tuple[Path, ...],
+    root_file: Path | None,
+    allow_rollback: bool,
     weights: Path | None,
     workers: int | None,
     algorithm: str | None,
@@ -221,22 +231,27 @@ def verify(
     when --weights is not given). Weight files that verified before and whose device, inode,
     size, mtime and ctime have not changed since are not read again (see
     docs/verification-cache.md); --full reads everything. Progress (bytes, rate, ETA) goes to
-    stderr when it is a terminal.
+    stderr when it is a terminal. With --root, trust comes from a root of trust that the kit's
+    root/ chain may move forward, and a kit older than (or conflicting with) one this node
+    accepted is refused (ROLLBACK, EQUIVOCATION; docs/trust.md).
     """
     from k3kit.verify import verify_path
 
-    trusted = trusted_keys(trust)
+    state = state_dir if state_dir is not None else default_state_dir()
+    trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
     progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not quiet else None
     options: dict[str, Any] = {
         "workers": workers,
         "algorithm": algorithm,
         "all_errors": all_errors,
         "full": full,
-        "state_dir": state_dir if state_dir is not None else default_state_dir(),
+        "state_dir": state,
         "on_progress": progress,
     }
     try:
-        report = verify_path(kit, trusted, weights=weights, weights_options=options)
+        report = verify_path(
+            kit, trusted, weights=weights, weights_options=options, rollback=rollback
+        )
     finally:
         if progress is not None:
             progress.finish()

@@ -9,8 +9,14 @@ from pathlib import Path
 import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
-from k3kit.cli._shared import ByteProgress, default_state_dir, print_report, trusted_keys
+from k3kit.cli._shared import ByteProgress, default_state_dir, print_report
+from k3kit.cli.signing import allow_rollback_option, root_option, trust_source
 from k3kit.errors import InputError
+
+_STATE_HELP = (
+    "State folder: verification cache, accepted roots, rollback state, verified config copies "
+    "(default: $XDG_CACHE_HOME/k3kit)."
+)
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -18,10 +24,12 @@ from k3kit.errors import InputError
 @click.option(
     "--trust",
     multiple=True,
-    required=True,
     type=click.Path(path_type=Path),
-    help="Publisher public key you trust (repeatable).",
+    help="Publisher public key you trust (repeatable); or use --root.",
 )
+@root_option
+@allow_rollback_option
+@click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False), help=_STATE_HELP)
 @click.option(
     "--into",
     required=True,
@@ -30,20 +38,32 @@ from k3kit.errors import InputError
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handle_errors
-def install(kit: Path, trust: tuple[Path, ...], into: Path, as_json: bool) -> None:
+def install(
+    kit: Path,
+    trust: tuple[Path, ...],
+    root_file: Path | None,
+    allow_rollback: bool,
+    state_dir: Path | None,
+    into: Path,
+    as_json: bool,
+) -> None:
     """Verify KIT (a .kit.tar.gz or a kit folder) and install exactly the verified bytes.
 
     The archive is read once, into a private staging folder inside INTO; that copy is verified
     (receipt signature, kit checksum, every file against MANIFEST.json, weight lock) and the same
     copy is renamed to INTO/NAME-VERSION/ and made read-only. Nothing is installed when a check
     fails. Installing the same kit again is a no-op; another kit under the same name and version
-    is refused (exit 1, INSTALL_CONFLICT). Weights are checked by `pull` and `launch`.
+    is refused (exit 1, INSTALL_CONFLICT). With --root, an older or conflicting kit for the
+    same package and channel is refused (ROLLBACK, EQUIVOCATION) and the accepted sequence is
+    recorded in the state folder. Weights are checked by `pull` and `launch`.
     """
     from k3kit.install import install as install_kit
     from k3kit.verify import KitNotVerified
 
+    state = state_dir if state_dir is not None else default_state_dir()
+    trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
     try:
-        done = install_kit(kit, trusted_keys(trust), into)
+        done = install_kit(kit, trusted, into, rollback=rollback)
     except KitNotVerified as exc:
         if as_json:
             emit_json({**exc.report.as_json(), "installed": None})
@@ -60,8 +80,8 @@ def install(kit: Path, trust: tuple[Path, ...], into: Path, as_json: bool) -> No
     if as_json:
         emit_json(result)
     print_report(done.report, quiet=True)
-    state = "already installed (same bytes)" if done.already_installed else "installed read-only"
-    err(f"{state}: {done.path}")
+    outcome = "already installed (same bytes)" if done.already_installed else "installed read-only"
+    err(f"{outcome}: {done.path}")
     if not as_json:
         click.echo(str(done.path))
 
@@ -82,6 +102,8 @@ def install(kit: Path, trust: tuple[Path, ...], into: Path, as_json: bool) -> No
     type=click.Path(path_type=Path),
     help="Publisher public key you trust (repeatable); default: the site's K3KIT_TRUST_KEY.",
 )
+@root_option
+@allow_rollback_option
 @click.option(
     "--site",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -89,11 +111,7 @@ def install(kit: Path, trust: tuple[Path, ...], into: Path, as_json: bool) -> No
 )
 @click.option("--host", help="Listen address (default: the site's HOST, else 127.0.0.1).")
 @click.option("--port", type=click.IntRange(1, 65535), help="Listen port (default 8000).")
-@click.option(
-    "--state-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Verification cache and verified config copies (default: $XDG_CACHE_HOME/k3kit).",
-)
+@click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False), help=_STATE_HELP)
 @click.option("--full", is_flag=True, help="Re-hash every weight file, ignoring the cache.")
 @click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads.")
 @click.option(
@@ -107,6 +125,8 @@ def launch(
     topology: str | None,
     weights: Path | None,
     trust: tuple[Path, ...],
+    root_file: Path | None,
+    allow_rollback: bool,
     site: Path | None,
     host: str | None,
     port: int | None,
@@ -135,10 +155,12 @@ def launch(
         raise InputError(
             "no weights folder: pass --weights or set MODEL_DIR in --site", code="WEIGHTS_NOT_GIVEN"
         )
-    trust_paths = trust or ((site_values.trust_key,) if site_values.trust_key else ())
-    if not trust_paths:
+    site_key = (site_values.trust_key,) if site_values.trust_key and root_file is None else ()
+    trust_paths = trust or site_key
+    if not trust_paths and root_file is None:
         raise InputError(
-            "no trusted key: pass --trust or set K3KIT_TRUST_KEY in --site", code="TRUST_EMPTY"
+            "no trusted key: pass --trust or --root, or set K3KIT_TRUST_KEY in --site",
+            code="TRUST_EMPTY",
         )
     site_values = dataclasses.replace(
         site_values, host=host or site_values.host, port=port or site_values.port
@@ -146,11 +168,12 @@ def launch(
     state = state_dir if state_dir is not None else default_state_dir()
     if state is None:
         raise InputError("no state folder: pass --state-dir", code="STATE_DIR_MISSING")
+    trusted, rollback = trust_source(tuple(trust_paths), root_file, state, allow_rollback)
     progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not as_json else None
     try:
         plan = plan_launch(
             kit,
-            trusted_keys(tuple(trust_paths)),
+            trusted,
             profile=profile,
             topology=topology,
             weights=weights,
@@ -163,6 +186,7 @@ def launch(
                 "state_dir": state,
                 "on_progress": progress,
             },
+            rollback=rollback,
             on_step=lambda text: err(f"launch   {text}"),
         )
     except KitNotVerified as exc:
