@@ -4,7 +4,8 @@ Accepts the layouts of :mod:`k3kit.layouts` (a plain folder, a Hugging Face cach
 repo folder or a cache root holding the repo; an ambiguous folder is refused). The file set must
 equal the lock's; sizes are compared before any byte is hashed, so a truncated or missing shard
 fails in milliseconds; then digests are computed in parallel threads (:mod:`k3kit.hashpool`),
-skipping files the verification cache proves unchanged (:mod:`k3kit.vcache`, docs/verification-cache.md).
+skipping files the verification cache proves unchanged (:mod:`k3kit.vcache`,
+docs/verification-cache.md).
 
 A folder that cannot be walked (a tree deeper than PATH_MAX, a folder without permission) or a
 name that is not UTF-8 is a named problem in the report (exit 1), never an environment error with
