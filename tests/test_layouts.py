@@ -82,6 +82,16 @@ def test_verify_reports_the_real_folder_it_hashed(
     assert facts["layout"] == "snapshot"
 
 
+def test_weights_from_cache_root_repo_folder_and_snapshot_all_verify(
+    kit: Path, golden: GoldenKit
+) -> None:
+    """Moved from tests/test_verify_attacks.py, with the repo folder added."""
+    for where in (golden.snapshot.parents[2], golden.snapshot.parents[1], golden.snapshot):
+        proc = run_k3kit("verify", kit, "--trust", golden.key.public, "--weights", where, "--json")
+        assert proc.returncode == 0, proc.stdout
+        assert json.loads(proc.stdout)["weights"]["layout"] == "snapshot"
+
+
 def test_cache_root_bookkeeping_and_other_repos_are_not_ambiguous(
     cache: Path, lock: WeightsLock
 ) -> None:
