@@ -135,6 +135,23 @@ def test_the_engine_is_never_started_when_a_check_fails(
     assert not fake.log.exists()
 
 
+def test_an_ambiguous_weights_folder_is_refused_and_the_engine_not_started(
+    kit: Path, weights: Path, golden: GoldenKit, fake: FakeEngine, tmp_path: Path
+) -> None:
+    # A plain folder that also holds a genuine cache: verified as one thing, loaded as another.
+    import shutil
+
+    shutil.copytree(golden.snapshot.parents[1], weights / golden.snapshot.parents[1].name,
+                    symlinks=True)
+    rc, stderr, report = launch(
+        kit, fake, "--profile", "interactive", "--trust", golden.key.public, "--weights",
+        weights, "--json", "--state-dir", tmp_path / "state",
+    )
+    assert rc == 1, stderr
+    assert "WEIGHTS_AMBIGUOUS" in json.dumps(report)
+    assert not fake.log.exists()
+
+
 def test_a_wrong_engine_version_is_refused_before_hashing(
     kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path
 ) -> None:
