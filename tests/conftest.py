@@ -57,7 +57,8 @@ def run_k3kit(*args: str | Path, cwd: Path | None = None,
     """Run the real CLI in a subprocess, as a user would."""
     full_env = {**os.environ, "SOURCE_DATE_EPOCH": "1793491200", **(env or {})}
     return subprocess.run([sys.executable, "-m", "k3kit", *map(str, args)], cwd=cwd,
-                          env=full_env, capture_output=True, text=True, timeout=timeout, check=False)
+                          env=full_env, capture_output=True, text=True, timeout=timeout,
+                          check=False)
 
 
 @pytest.fixture(scope="session", autouse=True)
