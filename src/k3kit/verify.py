@@ -353,6 +353,33 @@ def verify_dir(
     return report
 
 
+def check_unsigned_statement(kit_dir: Path, statement: Statement) -> Report:
+    """The kit checks that need no key, against a Statement whose signature was NOT checked.
+
+    Why: ``pack`` without ``--trust`` must still refuse a kit that does not match its own
+    manifest, or whose receipt names another kit or another weight lock. This is never a
+    verdict on its own: the signature step is absent, so only a caller that says so may use it.
+    """
+    st = _State(kit_dir, [], statement=statement)
+    report = Report(str(kit_dir))
+    for step_id, title, func, needs in STEPS[2:]:
+        check = Check(step_id, title)
+        report.checks.append(check)
+        blocked = [c.id for c in report.checks if c.id in needs and c.status != PASSED]
+        if blocked:
+            check.detail = f"not checked: depends on {', '.join(blocked)}"
+            continue
+        try:
+            func(st, check)
+            check.status = PASSED
+        except VerificationError as exc:
+            check.status, check.code, check.detail = FAILED, exc.code, exc.message
+        except OSError as exc:
+            check.status, check.code = FAILED, "KIT_UNREADABLE"
+            check.detail = f"cannot read the kit: {exc}"
+    return report
+
+
 def _weights_check(
     st: _State, report: Report, weights: Path | None, options: dict[str, Any]
 ) -> Check:

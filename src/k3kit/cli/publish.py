@@ -254,18 +254,60 @@ def sign(
     "-o",
     "--output",
     type=click.Path(path_type=Path),
-    help="Archive path (default: NAME-VERSION.kit.tar.gz beside the kit).",
+    help="Archive path, or a folder for the default name "
+    "(default: NAME-VERSION.kit.tar.gz from kit.json, beside the kit).",
+)
+@click.option(
+    "--trust",
+    "trust",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also check the receipt's signature with this public key (repeatable).",
+)
+@click.option(
+    "--unsigned",
+    is_flag=True,
+    help="Pack a kit without a receipt, as NAME-VERSION.unsigned.kit.tar.gz (never a release).",
 )
 @click.option("--force", is_flag=True, help="Replace an existing archive.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @handle_errors
-def pack(kit: Path, output: Path | None, force: bool, as_json: bool) -> None:
-    """Write a deterministic .kit.tar.gz of a signed kit directory."""
-    from k3kit.archive import pack as pack_kit
+def pack(
+    kit: Path,
+    output: Path | None,
+    trust: tuple[Path, ...],
+    unsigned: bool,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Write a deterministic .kit.tar.gz of a kit directory that verifies.
 
-    out = output or kit.resolve().parent / f"{kit.resolve().name}.kit.tar.gz"
-    digest, size = pack_kit(kit, out, force=force)
+    Packs only a kit whose files match its MANIFEST.json and whose receipt names this kit's
+    checksum and its weight lock's checksum (with --trust, the signature is checked too). A
+    weights folder or any other folder is refused.
+    """
+    from k3kit.cli._shared import trusted_keys
+    from k3kit.kitpack import pack_kit
+
+    packed = pack_kit(
+        kit,
+        output,
+        trusted=trusted_keys(trust) if trust else None,
+        unsigned=unsigned,
+        force=force,
+    )
     if as_json:
-        emit_json({"archive": str(out), "sha256": digest, "size": size})
-    else:
-        click.echo(f"packed {out}\nsha256 {digest}\nsize   {size} bytes")
+        emit_json(
+            {
+                "archive": str(packed.path),
+                "sha256": packed.sha256,
+                "size": packed.size,
+                "signed": packed.signed,
+                "checked": packed.checked,
+            }
+        )
+        return
+    if not packed.signed:
+        click.echo("WARNING: UNSIGNED kit (no receipt): a test archive, not a release", err=True)
+    click.echo(f"packed  {packed.path}\nsha256  {packed.sha256}\nsize    {packed.size} bytes")
+    click.echo(f"checked {packed.checked}")
