@@ -113,12 +113,17 @@ def pin_local(
         )
     layout = local_layout(folder)
     _check_snapshot(folder, layout, repo, revision)
-    files = hash_tree(
-        layout,
-        workers=workers,
-        on_file_done=on_file_done,
-        keep=local_selector(folder, include, exclude),
-    )
+    try:
+        files = hash_tree(
+            layout,
+            workers=workers,
+            on_file_done=on_file_done,
+            keep=local_selector(folder, include, exclude),
+        )
+    except VerificationError as exc:
+        # Here the folder is the publisher's own input, not a node's weights under test: what
+        # the verifier calls a failed check (a FIFO, an unreadable folder) is bad input, exit 3.
+        raise InputError(exc.message, code=exc.code, hint=exc.hint) from exc
     return load(
         WeightsLock,
         {

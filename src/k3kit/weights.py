@@ -278,17 +278,18 @@ def hash_tree(
         )
 
     for entry in walk(layout.root, on_error=on_error):
+        if entry.kind == "dir" or (
+            layout.kind == "plain" and is_hf_local_metadata(entry.rel, entry.kind, entry.size)
+        ):
+            continue
+        # The caller's selection sees the name first, so a pin can refuse it as bad input.
+        if keep is not None and not keep(entry.rel):
+            continue
         if entry.rel != display_name(entry.rel):
             raise VerificationError(
                 f"{display_name(entry.rel)}: name is not printable UTF-8",
                 code="WEIGHTS_BAD_NAME",
             )
-        if entry.kind == "dir" or (
-            layout.kind == "plain" and is_hf_local_metadata(entry.rel, entry.kind, entry.size)
-        ):
-            continue
-        if keep is not None and not keep(entry.rel):
-            continue
         if entry.kind == "special" or (entry.kind == "symlink" and layout.kind == "plain"):
             raise VerificationError(
                 f"{layout.root / entry.rel}: {entry.kind} in a weights folder",
