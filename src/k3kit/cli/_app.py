@@ -131,7 +131,8 @@ def handle_errors(func: F) -> F:
 def cli(debug: bool) -> None:
     """Pin, build, sign, verify and audit deployment kits for frontier LLMs.
 
-    Publisher: keygen, pin, build, sign, pack. Buyer: pull, verify. Auditor: audit.
+    Publisher: keygen, pin, build, sign, pack, card, release-notes. Buyer: install, pull,
+    verify, launch, show. Auditor: audit.
     Everyone: demo.
     """
 
