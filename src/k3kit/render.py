@@ -64,6 +64,18 @@ def make_environment(templates: Path | None = None) -> SandboxedEnvironment:
     return env
 
 
+def make_html_environment(templates: Path | None = None) -> SandboxedEnvironment:
+    """For HTML pages (the package card): autoescape on, so every string from a kit is escaped."""
+    return SandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(str(templates or shipped_dir("templates"))),
+        undefined=jinja2.StrictUndefined,
+        autoescape=True,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
 def render(env: SandboxedEnvironment, template: str, context: dict[str, Any]) -> bytes:
     """Render one template; template bugs become a clear exit-3 error naming the template."""
     try:

@@ -131,8 +131,9 @@ def handle_errors(func: F) -> F:
 def cli(debug: bool) -> None:
     """Pin, build, sign, verify and audit deployment kits for frontier LLMs.
 
-    Publisher: keygen, pin, build, sign, pack. Buyer: pull, verify. Auditor: audit.
-    Trust over time: root, countersign, sshsig (docs/trust.md). Everyone: demo.
+    Publisher: keygen, pin, build, sign, pack, card, release-notes. Buyer: install, pull,
+    verify, launch, show. Auditor: audit. Trust over time: root, countersign, sshsig
+    (docs/trust.md). Everyone: demo.
     """
 
 

@@ -84,6 +84,9 @@ class Price(Frozen):
     currency: str = Field(pattern=r"^[A-Z]{3}$")
     amount: Measured
     maintenance_per_month: Measured
+    gpu_hour_usd: Measured | None = Field(
+        default=None, gt=0, description="reference GPU-hour price for the card's cost per token"
+    )
 
 
 class PackageDef(Frozen):

@@ -1,0 +1,226 @@
+"""The card's content as data: one structure that ``show``, the HTML card and Markdown all render.
+
+Everything here comes from a :class:`~k3kit.card.source.KitView` (the verified receipt, kit.json
+and deploy files) plus the GPU-hour price the reader chose. Figures are carried as the receipt's
+own decimals and printed with :func:`fig`, which keeps their value exactly (``7.4E+3`` is shown as
+``7400``): a test can parse any figure on a page and compare it with the signed one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from k3kit.audit import Finding
+from k3kit.card.cost import FORMULA, PointCost, point_costs
+from k3kit.card.source import KitView
+from k3kit.models.claims import Percentiles, Run
+
+LATENCIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("e2el_ms", "E2E"))
+STATS = ("mean", "p50", "p90", "p95", "p99", "p99_9", "max")
+NOT_PUBLISHED = "—"
+
+
+def fig(value: Decimal | int | None) -> str:
+    """A signed figure as a reader reads it, with exactly the signed value (or a dash)."""
+    if value is None:
+        return NOT_PUBLISHED
+    if isinstance(value, int):
+        return str(value)
+    text = format(value, "f")
+    return text
+
+
+def stat_label(stat: str) -> str:
+    return "p99.9" if stat == "p99_9" else stat
+
+
+@dataclass
+class Column:
+    key: str  # metric path, e.g. "output_tok_s" or "ttft_ms.p50"
+    label: str
+
+
+@dataclass
+class ProfileData:
+    name: str
+    description: str
+    topology: str
+    served_model_name: str
+    runs: list[Run]
+    columns: list[Column]
+
+
+@dataclass
+class CardData:
+    view: KitView
+    title: str
+    facts: list[tuple[str, str]]
+    profiles: list[ProfileData]
+    costs: list[PointCost]
+    price_source: str
+    gpu_hour_usd: Decimal | None
+    findings: list[Finding]
+    counts: dict[str, int]
+    commands: list[tuple[str, str]]
+    limitations: list[str]
+    kit_limitations_differ: bool
+    workloads: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def verified(self) -> bool:
+        return self.view.verified
+
+    @property
+    def formula(self) -> str:
+        return FORMULA
+
+
+def metric(run: Run, key: str) -> Decimal | None:
+    """A run's metric by path (``output_tok_s``, ``ttft_ms.p50``); None when not published."""
+    name, _, stat = key.partition(".")
+    value = getattr(run.metrics, name)
+    if stat and isinstance(value, Percentiles):
+        found: Decimal | None = getattr(value, stat)
+        return found
+    return value if isinstance(value, Decimal) else None
+
+
+def _columns(runs: list[Run]) -> list[Column]:
+    cols = [
+        Column("output_tok_s_per_gpu", "output tok/s per GPU"),
+        Column("output_tok_s", "output tok/s aggregate"),
+        Column("total_tok_s", "total tok/s aggregate"),
+        Column("request_rate", "requests/s"),
+    ]
+    for name, label in LATENCIES:
+        cols += [Column(f"{name}.{s}", f"{label} {stat_label(s)} ms") for s in STATS]
+    return [c for c in cols if any(metric(r, c.key) is not None for r in runs)]
+
+
+def _size(n: int) -> str:
+    return f"{n} bytes ({n / 1e9:.2f} GB)" if n >= 1e6 else f"{n} bytes"
+
+
+def _facts(view: KitView) -> list[tuple[str, str]]:
+    info, pred = view.info, view.statement.predicate
+    env = pred.environment
+    engine = f"{info.engine.name} {info.engine.version}"
+    price = info.price
+    facts = [
+        ("package", info.package.name),
+        ("version", info.package.version),
+        ("sequence", str(info.package.sequence)),
+        ("channel", info.package.channel),
+        ("price", f"{fig(price.amount)} {price.currency}"),
+        ("maintenance", f"{fig(price.maintenance_per_month)} {price.currency} per month"),
+        (
+            "model",
+            f"{info.model.family}, {info.model.total_parameters} parameters "
+            f"({info.model.active_parameters} active), {info.model.quantization}",
+        ),
+        ("upstream repo", info.weights.repo),
+        ("pinned commit", info.weights.commit),
+        ("weight bytes", _size(info.weights.total_bytes)),
+        ("weight files", str(info.weights.file_count)),
+        ("kit checksum", f"sha256:{view.kit_sha256}"),
+        ("weight checksum", f"sha256:{view.weights_sha256}"),
+    ]
+    if view.archive_sha256:
+        facts.append(("archive checksum", f"sha256:{view.archive_sha256}"))
+    facts += [
+        (
+            "hardware",
+            f"{info.hardware.nodes} node(s) × {info.hardware.gpus_per_node} "
+            f"{info.hardware.gpu} ({info.hardware.gpu_memory_gb} GB), compute "
+            f"capability ≥ {info.hardware.min_compute_capability}",
+        ),
+        (
+            "engine",
+            engine
+            + (
+                f" (image {info.engine.image})"
+                if info.engine.image
+                else " (no container image pinned)"
+            ),
+        ),
+        (
+            "measured on",
+            f"{env.nodes} node(s), {env.gpu_count} × {env.gpu}, "
+            f"{env.engine} {env.engine_version}, {env.modality}",
+        ),
+        ("receipt issued", pred.issued_at),
+        ("signed by key", view.signer_keyid or "NOT VERIFIED"),
+    ]
+    return facts
+
+
+def _commands(view: KitView) -> list[tuple[str, str]]:
+    name = f"{view.info.package.name}-{view.info.package.version}"
+    kit = f"/opt/k3kit/{name}"
+    first = view.info.profiles[0].name if view.info.profiles else "PROFILE"
+    return [
+        ("install", f"k3kit install {name}.kit.tar.gz --trust publisher.pub --into /opt/k3kit"),
+        ("pull", f"k3kit pull {kit} --trust publisher.pub --dir /srv/models"),
+        ("verify", f"k3kit verify {kit} --trust publisher.pub --weights /srv/models"),
+        (
+            "launch",
+            f"k3kit launch {kit} --profile {first} --trust publisher.pub --weights /srv/models",
+        ),
+    ]
+
+
+def card_data(view: KitView, gpu_hour_usd: Decimal | None) -> CardData:
+    """Gather the card; ``gpu_hour_usd`` given by the reader wins over the package's own."""
+    pred, info = view.statement.predicate, view.info
+    source = "given with --gpu-hour-usd"
+    if gpu_hour_usd is None and info.price.gpu_hour_usd is not None:
+        gpu_hour_usd, source = info.price.gpu_hour_usd, "declared in the package"
+    elif gpu_hour_usd is None:
+        source = "none given or declared"
+    profiles = []
+    for prof in info.profiles:
+        runs = [r for r in pred.runs if r.profile == prof.name]
+        profiles.append(
+            ProfileData(
+                prof.name,
+                prof.description,
+                prof.topology,
+                prof.served_model_name,
+                runs,
+                _columns(runs),
+            )
+        )
+    known = {p.name for p in info.profiles}
+    orphans = [r for r in pred.runs if r.profile not in known]
+    if orphans:  # a run for a profile the kit does not have is still shown, never dropped
+        profiles.append(
+            ProfileData(
+                "(not in this kit)",
+                "runs for profiles this kit lacks",
+                "",
+                "",
+                orphans,
+                _columns(orphans),
+            )
+        )
+    findings = [f for f in view.audit.findings if f.severity in ("error", "warning")]
+    workloads = []
+    for wid, w in pred.workloads.items():
+        lengths = f"{w.input_tokens or '?'} in / {w.output_tokens or '?'} out tokens ({w.lengths})"
+        workloads.append((wid, f"{w.description}; {lengths}; {w.load}"))
+    return CardData(
+        view=view,
+        title=info.package.title,
+        facts=_facts(view),
+        profiles=profiles,
+        costs=point_costs(pred, gpu_hour_usd),
+        price_source=source,
+        gpu_hour_usd=gpu_hour_usd,
+        findings=findings,
+        counts=view.audit.counts(),
+        commands=_commands(view),
+        limitations=list(pred.limitations),
+        kit_limitations_differ=list(info.limitations) != list(pred.limitations),
+        workloads=workloads,
+    )
