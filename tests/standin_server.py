@@ -12,6 +12,7 @@ structured ``tool_calls`` or with plain text; ``reasoning`` separates reasoning 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from dataclasses import dataclass, field
@@ -86,7 +87,8 @@ class StandInServer:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
-            writer.close()
+            with contextlib.suppress(RuntimeError):  # the loop may already be stopping
+                writer.close()
 
     def _plain(self, writer: asyncio.StreamWriter, status: int, obj: dict[str, Any]) -> None:
         data = json.dumps(obj).encode()

@@ -19,7 +19,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from k3kit.accept._http import Sample, Timeouts, run_closed_loop
-from k3kit.accept.compare import Policy, judge_latency, judge_throughput
+from k3kit.accept.compare import Policy, dec, judge_latency, judge_throughput
 from k3kit.accept.functional import check_promises
 from k3kit.accept.prompts import PromptBuilder
 from k3kit.accept.report import (
@@ -120,8 +120,8 @@ def _judge(m: Measured, policy: Policy) -> list[Verdict]:
                 run=run.id,
                 claim="completed",
                 verdict="not reproduced",
-                claimed=float(run.completed if run.completed is not None else run.requests or 0),
-                measured=float(len(m.ok)),
+                claimed=dec(run.completed if run.completed is not None else run.requests or 0),
+                measured=dec(len(m.ok)),
                 n=len(m.samples),
                 reason=f"{failed} of {len(m.samples)} requests failed",
             )
@@ -203,8 +203,8 @@ def run_accept(
             "partial": partial or any(m.interrupted for m in measured),
             "profile": plan.profile,
             "url": url,
-            "tolerance_percent": policy.tolerance * 100,
-            "confidence": policy.confidence,
+            "tolerance_percent": dec(policy.tolerance * 100),
+            "confidence": dec(policy.confidence),
             "receipt": ReceiptRef(
                 receipt_sha256=plan.receipt_sha256,
                 publisher_keyid=plan.publisher_keyid,

@@ -77,6 +77,11 @@ def bootstrap(
     return lo, hi
 
 
+def dec(value: float) -> Decimal:
+    """A measured float as the decimal string signed JSON carries (9 significant digits)."""
+    return Decimal(f"{value:.9g}")
+
+
 def decide(ratio_lo: float, ratio_hi: float, lower_is_better: bool, tol: float) -> str:
     if lower_is_better:
         if ratio_hi <= 1 + tol:
@@ -93,7 +98,7 @@ def judge_latency(
     """A latency claim (``ttft_ms.p50``, ``tpot_ms.mean``, ...) against per-request samples."""
     kind = claim.split(".", 1)[1]
     n = len(samples_ms)
-    base = {"run": run, "claim": claim, "claimed": float(claimed), "n": n}
+    base = {"run": run, "claim": claim, "claimed": claimed, "n": n}
     if n < MIN_SAMPLES or claimed <= 0:
         why = f"{n} samples: no {policy.confidence:.0%} interval below {MIN_SAMPLES}"
         return Verdict(**base, verdict="inconclusive", reason=why)  # type: ignore[arg-type]
@@ -122,10 +127,10 @@ def judge_latency(
     return Verdict(
         **base,  # type: ignore[arg-type]
         verdict=verdict,  # type: ignore[arg-type]
-        measured=point,
-        ratio=point / c,
-        interval=(lo / c, hi / c),
-        confidence=policy.confidence,
+        measured=dec(point),
+        ratio=dec(point / c),
+        interval=(dec(lo / c), dec(hi / c)),
+        confidence=dec(policy.confidence),
         method=method,
         reason=_reason(verdict, point, lo, hi, c, True, policy.tolerance),
     )
@@ -143,7 +148,7 @@ def judge_throughput(
     """A throughput claim; ``rows`` are (output tokens, E2E s) of completed requests and
     ``scale`` turns tokens per request-second into the claim's unit (concurrency / gpus)."""
     n = len(rows)
-    base = {"run": run, "claim": claim, "claimed": float(claimed), "n": n}
+    base = {"run": run, "claim": claim, "claimed": claimed, "n": n}
     if n < MIN_SAMPLES or claimed <= 0:
         why = f"{n} samples: no {policy.confidence:.0%} interval below {MIN_SAMPLES}"
         return Verdict(**base, verdict="inconclusive", reason=why)  # type: ignore[arg-type]
@@ -158,10 +163,10 @@ def judge_throughput(
     return Verdict(
         **base,  # type: ignore[arg-type]
         verdict=verdict,  # type: ignore[arg-type]
-        measured=measured,
-        ratio=measured / c,
-        interval=(lo / c, hi / c),
-        confidence=policy.confidence,
+        measured=dec(measured),
+        ratio=dec(measured / c),
+        interval=(dec(lo / c), dec(hi / c)),
+        confidence=dec(policy.confidence),
         method="percentile bootstrap of concurrency x tokens / E2E (Little's law)",
         reason=_reason(verdict, measured, lo, hi, c, False, policy.tolerance),
     )

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from k3kit.models._base import Frozen, Name, NonNegInt, Sha256Hex
+from k3kit.models._base import Frozen, Measured, Name, NonNegInt, Sha256Hex
 from k3kit.models.receipt import ReceiptPredicate, Subject
 
 ACCEPTANCE_PAYLOAD_TYPE = "application/vnd.k3kit.acceptance.v1+json"
@@ -36,6 +36,8 @@ class ReceiptRef(Frozen):
 class Verdict(Frozen):
     """One signed claim (or functional promise) and what the buyer's node showed.
 
+    Numbers are decimal strings (9 significant digits): signed k3kit JSON carries no floats.
+
     ``ratio`` and ``interval`` are measured / claimed; ``interval`` is the confidence interval of
     that ratio (``confidence``), ``None`` when the sample is too small to have one.
     """
@@ -43,11 +45,11 @@ class Verdict(Frozen):
     run: str = Field(max_length=128)
     claim: str = Field(max_length=128, description='e.g. "ttft_ms.p50", "tool_calls"')
     verdict: VerdictKind
-    claimed: float | None = None
-    measured: float | None = None
-    ratio: float | None = None
-    interval: tuple[float, float] | None = None
-    confidence: float | None = None
+    claimed: Measured | None = None
+    measured: Measured | None = None
+    ratio: Measured | None = None
+    interval: tuple[Measured, Measured] | None = None
+    confidence: Measured | None = None
     n: NonNegInt | None = None
     method: str = Field(default="", max_length=200)
     reason: str = Field(default="", max_length=1000)
@@ -70,8 +72,8 @@ class AcceptancePredicate(Frozen):
     partial: bool = Field(description="interrupted: fewer points or requests than planned")
     profile: Name
     url: str = Field(max_length=2000)
-    tolerance_percent: float = Field(ge=0, le=1000)
-    confidence: float = Field(gt=0, lt=1)
+    tolerance_percent: Measured = Field(ge=0, le=1000)
+    confidence: Measured = Field(gt=0, lt=1)
     receipt: ReceiptRef
     node: dict[str, str] = Field(default_factory=dict, description="node facts, as found")
     points: list[PointOutcome]
