@@ -202,6 +202,11 @@ def audit_path(
     """Audit a kit directory, a ``.kit.tar.gz`` or a lone ``receipt.dsse.json``."""
     if not target.exists():
         raise InputError(f"not found: {target}", code="AUDIT_TARGET_NOT_FOUND")
+    acceptance = target / "acceptance.dsse.json" if target.is_dir() else target
+    if acceptance.name == "acceptance.dsse.json" and not (target / RECEIPT_NAME).exists():
+        from k3kit.audit.acceptance import audit_acceptance  # a buyer's report (k3kit accept)
+
+        return audit_acceptance(acceptance, trusted, policy)
     if target.is_dir():
         return audit_receipt(
             target / RECEIPT_NAME, trusted, kit_dir=target, label=str(target), policy=policy

@@ -7,7 +7,18 @@ registers them on the group. Each command imports the library modules it needs i
 so `k3kit verify` never pays for huggingface_hub or jinja2.
 """
 
-from k3kit.cli import buyer, deploy, present, publish, review, signing, trust
+from k3kit.cli import accept, buyer, deploy, present, publish, review, signing, trust
 from k3kit.cli._app import cli, main
 
-__all__ = ["buyer", "cli", "deploy", "main", "present", "publish", "review", "signing", "trust"]
+__all__ = [
+    "accept",
+    "buyer",
+    "cli",
+    "deploy",
+    "main",
+    "present",
+    "publish",
+    "review",
+    "signing",
+    "trust",
+]

@@ -1,0 +1,183 @@
+"""Each signed claim against the buyer's measurement, with an interval that fits the sample size.
+
+A claim is one published number (the publisher's median TTFT, say); the buyer has n requests. What
+can be said honestly is an interval for the ratio measured / claimed: for a median or percentile,
+the distribution-free order-statistic interval (binomial ranks, ``audit.stats``), exact at any n;
+for a mean or a throughput, a seeded percentile bootstrap over requests (throughput through
+Little's law, ``concurrency x sum(output tokens) / sum(E2E)``, since a closed loop at steady state
+delivers exactly that). Then, with a tolerance t:
+
+* lower is better (latencies): *reproduced* when the whole interval is at or below 1 + t; *not
+  reproduced* when the whole interval is above it; *inconclusive* otherwise;
+* higher is better (throughputs): mirrored around 1 - t;
+* fewer than :data:`MIN_SAMPLES` samples: *inconclusive*, because no 95% interval exists (the
+  median's [min, max] covers only 1 - 2/2^n of the time: 75% at n = 3).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from k3kit.audit.stats import binom_sf, mean, median_ci_ranks, percentile
+from k3kit.models.acceptance import Verdict
+
+MIN_SAMPLES = 6
+BOOTSTRAP_RESAMPLES = 2000
+PCTS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+
+
+@dataclass(frozen=True)
+class Policy:
+    tolerance: float = 0.10
+    confidence: float = 0.95
+    seed: int = 0
+
+
+def quantile_ci_ranks(n: int, q: float, confidence: float) -> tuple[int, int] | None:
+    """1-based ranks (l, u) with P(x(l) <= xi_q <= x(u)) >= confidence; the median uses
+    :func:`median_ci_ranks` (exact in integers). None when the sample cannot reach it."""
+    if q == 0.5:
+        ranks = median_ci_ranks(n, confidence)
+        return None if ranks is None else (ranks[0], ranks[1])
+    alpha = (1 - confidence) / 2
+    lo = 0
+    for k in range(1, n + 1):  # largest l with P(B < l) <= alpha, B ~ Bin(n, q)
+        if 1.0 - binom_sf(k, n, q) <= alpha:
+            lo = k
+        else:
+            break
+    hi = n + 1
+    for k in range(n, 0, -1):  # smallest u with P(B >= u) <= alpha
+        if binom_sf(k, n, q) <= alpha:
+            hi = k
+        else:
+            break
+    if lo < 1 or hi > n or lo > hi:
+        return None
+    return lo, hi
+
+
+def bootstrap(
+    values: Sequence[tuple[float, ...]],
+    statistic: Callable[[Sequence[tuple[float, ...]]], float],
+    policy: Policy,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic`` over rows of ``values`` (seeded)."""
+    rng = random.Random(policy.seed)  # noqa: S311 (a reproducible resample)
+    n = len(values)
+    stats = sorted(
+        statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(BOOTSTRAP_RESAMPLES)
+    )
+    alpha = (1 - policy.confidence) / 2
+    lo = stats[int(alpha * BOOTSTRAP_RESAMPLES)]
+    hi = stats[min(BOOTSTRAP_RESAMPLES - 1, int((1 - alpha) * BOOTSTRAP_RESAMPLES))]
+    return lo, hi
+
+
+def dec(value: float) -> Decimal:
+    """A measured float as the decimal string signed JSON carries (9 significant digits)."""
+    return Decimal(f"{value:.9g}")
+
+
+def decide(ratio_lo: float, ratio_hi: float, lower_is_better: bool, tol: float) -> str:
+    if lower_is_better:
+        if ratio_hi <= 1 + tol:
+            return "reproduced"
+        return "not reproduced" if ratio_lo > 1 + tol else "inconclusive"
+    if ratio_lo >= 1 - tol:
+        return "reproduced"
+    return "not reproduced" if ratio_hi < 1 - tol else "inconclusive"
+
+
+def judge_latency(
+    run: str, claim: str, claimed: Decimal, samples_ms: list[float], policy: Policy
+) -> Verdict:
+    """A latency claim (``ttft_ms.p50``, ``tpot_ms.mean``, ...) against per-request samples."""
+    kind = claim.split(".", 1)[1]
+    n = len(samples_ms)
+    base = {"run": run, "claim": claim, "claimed": claimed, "n": n}
+    if n < MIN_SAMPLES or claimed <= 0:
+        why = f"{n} samples: no {policy.confidence:.0%} interval below {MIN_SAMPLES}"
+        return Verdict(**base, verdict="inconclusive", reason=why)  # type: ignore[arg-type]
+    ordered = sorted(samples_ms)
+    c = float(claimed)
+    if kind == "mean":
+        point = mean(ordered)
+        lo, hi = bootstrap([(x,) for x in ordered], lambda rows: mean([r[0] for r in rows]), policy)
+        method = f"percentile bootstrap of the mean ({BOOTSTRAP_RESAMPLES} resamples)"
+    elif kind in PCTS:
+        ranks = quantile_ci_ranks(n, PCTS[kind], policy.confidence)
+        if ranks is None:
+            return Verdict(
+                **base,  # type: ignore[arg-type]
+                verdict="inconclusive",
+                reason=f"n={n} has no distribution-free interval for {kind}",
+            )
+        point = percentile(ordered, PCTS[kind] * 100)
+        lo, hi = ordered[ranks[0] - 1], ordered[ranks[1] - 1]
+        method = f"order statistics x({ranks[0]}), x({ranks[1]}) of n={n} (binomial)"
+    else:
+        return Verdict(
+            **base, verdict="inconclusive", reason=f"{kind} is not compared"  # type: ignore[arg-type]
+        )
+    verdict = decide(lo / c, hi / c, True, policy.tolerance)
+    return Verdict(
+        **base,  # type: ignore[arg-type]
+        verdict=verdict,  # type: ignore[arg-type]
+        measured=dec(point),
+        ratio=dec(point / c),
+        interval=(dec(lo / c), dec(hi / c)),
+        confidence=dec(policy.confidence),
+        method=method,
+        reason=_reason(verdict, point, lo, hi, c, True, policy.tolerance),
+    )
+
+
+def judge_throughput(
+    run: str,
+    claim: str,
+    claimed: Decimal,
+    measured: float,
+    rows: list[tuple[float, float]],
+    scale: float,
+    policy: Policy,
+) -> Verdict:
+    """A throughput claim; ``rows`` are (output tokens, E2E s) of completed requests and
+    ``scale`` turns tokens per request-second into the claim's unit (concurrency / gpus)."""
+    n = len(rows)
+    base = {"run": run, "claim": claim, "claimed": claimed, "n": n}
+    if n < MIN_SAMPLES or claimed <= 0:
+        why = f"{n} samples: no {policy.confidence:.0%} interval below {MIN_SAMPLES}"
+        return Verdict(**base, verdict="inconclusive", reason=why)  # type: ignore[arg-type]
+    c = float(claimed)
+
+    def little(sample: Sequence[tuple[float, ...]]) -> float:
+        seconds = sum(r[1] for r in sample)
+        return scale * sum(r[0] for r in sample) / seconds if seconds > 0 else 0.0
+
+    lo, hi = bootstrap(rows, little, policy)
+    verdict = decide(lo / c, hi / c, False, policy.tolerance)
+    return Verdict(
+        **base,  # type: ignore[arg-type]
+        verdict=verdict,  # type: ignore[arg-type]
+        measured=dec(measured),
+        ratio=dec(measured / c),
+        interval=(dec(lo / c), dec(hi / c)),
+        confidence=dec(policy.confidence),
+        method="percentile bootstrap of concurrency x tokens / E2E (Little's law)",
+        reason=_reason(verdict, measured, lo, hi, c, False, policy.tolerance),
+    )
+
+
+def _reason(
+    verdict: str, point: float, lo: float, hi: float, claimed: float, lower: bool, tol: float
+) -> str:
+    bound = f"{'<=' if lower else '>='} {(1 + tol if lower else 1 - tol) * claimed:.6g}"
+    return (
+        f"measured {point:.6g} (interval {lo:.6g}..{hi:.6g}) vs claimed {claimed:.6g}; "
+        f"{verdict} means the interval is {'within' if verdict == 'reproduced' else 'not within'} "
+        f"{bound}" + ("" if verdict != "inconclusive" else " either way")
+    )

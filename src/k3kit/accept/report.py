@@ -1,0 +1,209 @@
+"""Evidence files in vLLM's result format, the measured runs as a receipt predicate, and the
+signed acceptance report.
+
+The buyer's evidence is written as a ``vllm bench serve --save-result --save-detailed`` file
+(per-request ``ttfts``, ``itls``, ``output_lens``, ``latencies``, ``errors`` and vLLM's summary
+keys), so the existing evidence adapter reads it into the normalized run model and the auditor's
+rules recompute every statistic from the per-request data: the buyer's numbers are held to the
+same standard as the publisher's. Statistics are computed the way vLLM computes them (numpy's
+mean, population std, linear percentiles; TPOT per request over requests with more than one token).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from k3kit._canonical import dumps, model_bytes
+from k3kit._fs import atomic_write, refuse_existing
+from k3kit.accept._http import Sample
+from k3kit.accept.workload import PointPlan
+from k3kit.audit.stats import mean, percentile, pstdev
+from k3kit.evidence import parse_evidence, summarize
+from k3kit.models import KIT_SUBJECT, STATEMENT_TYPE, WEIGHTS_SUBJECT, ReceiptPredicate, load
+from k3kit.models.acceptance import (
+    ACCEPTANCE_PAYLOAD_TYPE,
+    ACCEPTANCE_PREDICATE_TYPE,
+    RECEIPT_SUBJECT,
+    AcceptancePredicate,
+    AcceptanceStatement,
+)
+from k3kit.sign import sign_envelope
+
+ACCEPTANCE_NAME = "acceptance.dsse.json"
+TOOL_NOTE = "k3kit accept (client timed as vllm bench serve)"
+
+
+@dataclass
+class Measured:
+    """One replayed point: its plan, the samples that finished, and the wall time."""
+
+    point: PointPlan
+    samples: list[Sample]
+    duration_s: float
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> list[Sample]:
+        return [s for s in self.samples if s.ok]
+
+    def metric_ms(self, metric: str) -> list[float]:
+        ok = self.ok
+        if metric == "ttft":
+            return [s.ttft_s * 1000 for s in ok]
+        if metric == "e2el":
+            return [s.latency_s * 1000 for s in ok]
+        if metric == "itl":
+            return [g * 1000 for s in ok for g in s.itl_s]
+        return [
+            (s.latency_s - s.ttft_s) / (s.output_len - 1) * 1000 for s in ok if s.output_len > 1
+        ]
+
+    def throughput(self) -> float:
+        return sum(s.output_len for s in self.ok) / self.duration_s if self.duration_s > 0 else 0.0
+
+
+def evidence_file(m: Measured, model: str) -> bytes:
+    ok = m.ok
+    duration = max(m.duration_s, 1e-9)
+    total_in = sum(s.input_len for s in ok)
+    total_out = sum(s.output_len for s in ok)
+    obj: dict[str, Any] = {
+        "backend": "openai",
+        "endpoint_type": "openai",
+        "label": TOOL_NOTE,
+        "model_id": model,
+        "num_prompts": m.point.requests,
+        "request_rate": "inf",
+        "burstiness": 1.0,
+        "max_concurrency": m.point.concurrency,
+        "duration": duration,
+        "completed": len(ok),
+        "failed": len(m.samples) - len(ok),
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": len(ok) / duration,
+        "output_throughput": total_out / duration,
+        "total_token_throughput": (total_in + total_out) / duration,
+        "input_lens": [s.input_len for s in m.samples],
+        "output_lens": [s.output_len if s.ok else 0 for s in m.samples],
+        "ttfts": [s.ttft_s if s.ok else 0.0 for s in m.samples],
+        "itls": [s.itl_s if s.ok else [] for s in m.samples],
+        "latencies": [s.latency_s if s.ok else 0.0 for s in m.samples],
+        "start_times": [s.start_s for s in m.samples],
+        "errors": [s.error for s in m.samples],
+    }
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        values = sorted(m.metric_ms(metric)) or [0.0]
+        obj[f"mean_{metric}_ms"] = mean(values)
+        obj[f"median_{metric}_ms"] = percentile(values, 50)
+        obj[f"std_{metric}_ms"] = pstdev(values)
+        obj[f"p99_{metric}_ms"] = percentile(values, 99)
+    return dumps(obj)
+
+
+def _dec(value: float) -> Decimal:
+    return Decimal(f"{value:.3f}")
+
+
+def measured_run(m: Measured, evidence: bytes, model: str) -> dict[str, Any]:
+    run_id = m.point.run.id
+    result = parse_evidence(evidence, source=f"evidence/{run_id}.json")
+    metrics: dict[str, Any] = {}
+    if m.ok:
+        out = m.throughput()
+        metrics = {
+            "output_tok_s": _dec(out),
+            "output_tok_s_per_gpu": _dec(out / m.point.gpus),
+            "request_rate": _dec(len(m.ok) / m.duration_s),
+            "duration_s": _dec(m.duration_s),
+        }
+        for metric in ("ttft", "tpot", "itl", "e2el"):
+            values = sorted(m.metric_ms(metric))
+            if values:
+                metrics[f"{metric}_ms"] = {
+                    "p50": _dec(percentile(values, 50)),
+                    "mean": _dec(mean(values)),
+                }
+    return {
+        "id": run_id,
+        "profile": m.point.run.profile,
+        "workload": m.point.run.workload,
+        "concurrency": m.point.concurrency,
+        "requests": len(m.samples),
+        "completed": len(m.ok),
+        "failed": len(m.samples) - len(m.ok),
+        "gpus": m.point.gpus,
+        "metrics": metrics,
+        "notes": "interrupted: fewer requests than planned" if m.interrupted else "",
+        "evidence": f"evidence/{run_id}.json",
+        "evidence_tool": "vllm bench serve",
+        "evidence_level": "raw",
+        "evidence_sha256": hashlib.sha256(evidence).hexdigest(),
+        "evidence_bytes": len(evidence),
+        "evidence_summary": summarize(result).model_dump(mode="json", exclude_none=True),
+    }
+
+
+def measured_predicate(
+    signed: ReceiptPredicate, runs: list[dict[str, Any]], issued_at: str
+) -> ReceiptPredicate:
+    used = {r["workload"] for r in runs}
+    workloads = {
+        name: w.model_copy(update={"benchmark_tool": TOOL_NOTE, "warmups_per_point": 1})
+        for name, w in signed.workloads.items()
+        if name in used
+    }
+    body = {
+        "environment": signed.environment.model_copy(
+            update={"notes": "the buyer's node (see node facts); not the publisher's"}
+        ),
+        "workloads": workloads,
+        "runs": runs,
+        "limitations": [
+            "Measured by k3kit accept on the buyer's node against the buyer's server; the node's "
+            "hardware is described by the node facts, not checked against the receipt.",
+        ],
+        "kit": signed.kit,
+        "weights": signed.weights,
+        "issued_at": issued_at,
+        "definitions": signed.definitions.model_validate({}),
+        "definitions_declared": True,
+    }
+    data = {
+        k: (v.model_dump(mode="json", by_alias=True) if hasattr(v, "model_dump") else v)
+        for k, v in body.items()
+    }
+    data["workloads"] = {k: w.model_dump(mode="json") for k, w in workloads.items()}
+    return load(ReceiptPredicate, data, source="acceptance runs", code="ACCEPTANCE_INTERNAL")
+
+
+def sign_report(predicate: AcceptancePredicate, key: Ed25519PrivateKey) -> bytes:
+    """The DSSE envelope (own payloadType) around the acceptance Statement."""
+    statement = {
+        "_type": STATEMENT_TYPE,
+        "subject": [
+            {"name": KIT_SUBJECT, "digest": {"sha256": predicate.receipt.kit_sha256}},
+            {"name": WEIGHTS_SUBJECT, "digest": {"sha256": predicate.receipt.weights_lock_sha256}},
+            {"name": RECEIPT_SUBJECT, "digest": {"sha256": predicate.receipt.receipt_sha256}},
+        ],
+        "predicateType": ACCEPTANCE_PREDICATE_TYPE,
+        "predicate": predicate.model_dump(mode="json", by_alias=True, exclude_none=True),
+    }
+    checked = load(AcceptanceStatement, statement, source="acceptance", code="ACCEPTANCE_INTERNAL")
+    return sign_envelope(model_bytes(checked), ACCEPTANCE_PAYLOAD_TYPE, key)
+
+
+def write_report(out_dir: Path, envelope: bytes, evidence: dict[str, bytes], force: bool) -> Path:
+    """Evidence first, the signed report last: a report never names a file not yet written."""
+    target = out_dir / ACCEPTANCE_NAME
+    refuse_existing(target, force=force)
+    for run_id, data in evidence.items():
+        atomic_write(out_dir / "evidence" / f"{run_id}.json", data, force=force)
+    atomic_write(target, envelope, force=force)
+    return target

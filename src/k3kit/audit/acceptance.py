@@ -1,0 +1,72 @@
+"""Audit a buyer's signed acceptance report like a receipt (the hook ``k3kit accept`` needs).
+
+The report's ``measured`` runs are a receipt predicate with per-request evidence files beside the
+report, so the receipt rules apply unchanged: the signature (the buyer's key, the acceptance
+``payloadType``) first, then the evidence bytes against their signed sha256, then every rule.
+There is no kit here, so the kit-binding rules say "not checkable", never "passed".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from k3kit._canonical import strict_loads
+from k3kit._fs import read_capped
+from k3kit.audit.context import KitFacts, Policy, build_context
+from k3kit.audit.engine import AuditReport, _evidence, run_rules
+from k3kit.audit.findings import ERROR, Finding
+from k3kit.errors import VerificationError
+from k3kit.models import load
+from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE, AcceptanceStatement
+from k3kit.sign import MAX_ENVELOPE_BYTES, verify_envelope
+
+ACCEPTANCE_NAME = "acceptance.dsse.json"
+
+
+def audit_acceptance(
+    report: Path, trusted: list[Ed25519PublicKey], policy: Policy | None = None
+) -> AuditReport:
+    label = str(report)
+    try:
+        data = read_capped(
+            report, MAX_ENVELOPE_BYTES, what="acceptance report", error=VerificationError,
+            code="RECEIPT_MISSING",
+        )
+        verified = verify_envelope(
+            data, trusted, expected_type=ACCEPTANCE_PAYLOAD_TYPE, source=report.name
+        )
+        obj = strict_loads(verified.payload, source="acceptance payload",
+                           max_bytes=len(verified.payload), code="RECEIPT_MALFORMED")
+        statement = load(AcceptanceStatement, obj, source="acceptance payload",
+                         error=VerificationError, code="RECEIPT_MALFORMED")
+    except VerificationError as exc:
+        finding = Finding("R01", ERROR, "receipt", f"acceptance report not verified: "
+                          f"{exc.message}", "a report signed by a trusted key", exc.code)
+        return AuditReport(label, [finding], {"verified": False})
+    acceptance = statement.predicate
+    facts = {"verified": True, "acceptance": {
+        "partial": acceptance.partial, "profile": acceptance.profile,
+        "signer_keyid": verified.signer_keyid,
+        "verdicts": {v.verdict: 0 for v in acceptance.verdicts},
+    }}
+    for v in acceptance.verdicts:
+        facts["acceptance"]["verdicts"][v.verdict] += 1  # type: ignore[index]
+    if acceptance.measured is None:
+        note = Finding("R01", "not-checkable", "receipt", "no run finished: nothing to audit")
+        return AuditReport(label, [note], facts)
+    pred = acceptance.measured
+    evidence_facts = KitFacts(None, None, None)
+    results = _evidence(report.parent, pred, evidence_facts)
+    subjects = {s.name: s.digest.get("sha256", "") for s in statement.subject}
+    ctx = build_context(pred, signer_keyid=verified.signer_keyid, kit=None, results=results,
+                        subjects=subjects, policy=policy)
+    for rv in ctx.runs:  # the evidence sits beside the report, checked against its sha256
+        if rv.result is not None:
+            rv.raw_note = ""
+    findings = run_rules(ctx)
+    for run_id, status in evidence_facts.evidence_status.items():
+        if status != "ok":
+            findings.append(Finding("R03", ERROR, run_id, f"evidence/{run_id}.json: {status}"))
+    return AuditReport(label, findings, facts)

