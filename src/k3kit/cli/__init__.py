@@ -2,7 +2,8 @@
 
 ``_app`` holds the group and the error mapping; the commands live in ``publish`` (keygen, pin,
 build, sign, pack), ``buyer`` (pull, verify), ``deploy`` (install, launch), ``review``
-(audit, demo), ``trust`` (root …) and ``signing`` (countersign, sshsig). Importing them here
+(audit, demo), ``present`` (show, card, release-notes), ``accept``, ``trust`` (root …) and
+``signing`` (countersign, sshsig). Importing them here
 registers them on the group. Each command imports the library modules it needs inside its body,
 so `k3kit verify` never pays for huggingface_hub or jinja2.
 """
