@@ -97,6 +97,17 @@ def install(kit: Path, trust: tuple[Path, ...], into: Path, as_json: bool) -> No
 @click.option("--full", is_flag=True, help="Re-hash every weight file, ignoring the cache.")
 @click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads.")
 @click.option(
+    "--node-rank",
+    type=click.IntRange(0, 1023),
+    help="Multi-node topologies: this node's rank (0 = leader; LWS_WORKER_INDEX).",
+)
+@click.option("--leader", help="Multi-node topologies: address of node 0 (LWS_LEADER_ADDRESS).")
+@click.option(
+    "--rdzv-port",
+    type=click.IntRange(1, 65535),
+    help="Multi-node topologies: the engine's rendezvous port (default: the engine's).",
+)
+@click.option(
     "--dry-run", is_flag=True, help="Verify everything, then print the argv and environment."
 )
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")
@@ -113,6 +124,9 @@ def launch(
     state_dir: Path | None,
     full: bool,
     workers: int | None,
+    node_rank: int | None,
+    leader: str | None,
+    rdzv_port: int | None,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -123,10 +137,20 @@ def launch(
     bytes), the profile's engine.env parsed as data, and a clean environment (PATH, HOME, USER,
     LOGNAME, LANG, LC_ALL, TZ, TMPDIR, TERM only). The engine version must be the kit's. When any
     check fails the engine is not started (exit 1). --dry-run prints what would be executed.
+    A multi-node topology also needs --node-rank and --leader, the only values not signed.
     """
     import dataclasses
 
+    from k3kit.engines import Runtime
     from k3kit.launch import Site, plan_launch, read_site
+
+    if (node_rank is None) != (leader is None):
+        raise InputError("--node-rank and --leader go together", code="RUNTIME_VALUES_MISSING")
+    runtime = (
+        Runtime(node_rank, leader, rdzv_port)
+        if node_rank is not None and leader is not None
+        else None
+    )
     from k3kit.verify import KitNotVerified
 
     site_values = read_site(site) if site is not None else Site()
@@ -157,6 +181,7 @@ def launch(
             runtime_dir=state / "launch",
             base_env=os.environ,
             site=site_values,
+            runtime=runtime,
             weights_options={
                 "workers": workers,
                 "full": full,
