@@ -167,7 +167,7 @@ def build(
         source=str(package_path),
     )
     ctx = {**base, "profiles": info.profiles, "limitations": pkg.limitations,
-           "site_keys": site_example(pkg)}  # fmt: skip
+           "site_keys": site_example(pkg)}
     rendered["README.md"] = (render(env, "kit/README.md.j2", ctx), 0o644)
     rendered["site.example.env"] = (render(env, "kit/site.example.env.j2", ctx), 0o644)
     rendered["kit.json"] = (model_bytes(info), 0o644)

@@ -424,5 +424,5 @@ def _runtime_argv(engine: EngineAdapter, chosen: KitProfile, runtime: Runtime | 
         )
     p = chosen.parallel
     par = Parallel(p.get("tp", 1), p.get("pp", 1), p.get("dp", 1), 0, chosen.nodes,
-                   chosen.gpus_per_node or 1)  # fmt: skip
+                   chosen.gpus_per_node or 1)
     return engine.runtime_argv(par, runtime)

@@ -16,7 +16,7 @@ from k3kit.engines._adapter import EngineAdapter
 from k3kit.engines._snapshot import EngineSnapshot, Option, closest
 
 _BOOL_ACTIONS = {"EnableDisableAction", "_StoreTrueAction", "BooleanOptionalAction",
-                 "_StoreFalseAction", "StoreBooleanAction"}  # fmt: skip
+                 "_StoreFalseAction", "StoreBooleanAction"}
 _INT_TYPES = {"int", "human_readable_int", "human_readable_int_or_auto", "positive_int"}
 _FLOAT_TYPES = {"float", "positive_float"}
 
@@ -56,7 +56,7 @@ def validate_settings(
         at = f"{where}.{raw_key}"
         if key in adapter.reserved:
             problems.append(f"{at}: is set by k3kit's launcher (paths, binding, node wiring), "
-                            "not by a profile")  # fmt: skip
+                            "not by a profile")
             continue
         opt = snap.options.get(key)
         if opt is None:

@@ -27,7 +27,7 @@ class Sglang(EngineAdapter):
     reserved: ClassVar[frozenset[str]] = frozenset(
         {"model-path", "config", "host", "port", "download-dir", "revision", "load-format",
          "help", "node-rank", "dist-init-addr"}
-    )  # fmt: skip
+    )
     registry_for: ClassVar[dict[str, str]] = {
         "tool-call-parser": "tool_call_parsers",
         "reasoning-parser": "reasoning_parsers",
@@ -46,7 +46,7 @@ class Sglang(EngineAdapter):
 
     def serve_argv(self, path: str, weights: Path, config: Path, host: str, port: int) -> list[str]:
         return [path, "serve", "--model-path", str(weights), "--config", str(config),
-                "--host", host, "--port", str(port)]  # fmt: skip
+                "--host", host, "--port", str(port)]
 
     def parallel(self, settings: Mapping[str, Setting], nodes: int, gpus: int) -> Parallel:
         tp, pp, dp = (_int(settings, k) for k in (self.tp_key, self.pp_key, self.dp_key))
@@ -62,4 +62,4 @@ class Sglang(EngineAdapter):
             return []
         port = runtime.port or self.rendezvous_port
         return ["--node-rank", str(runtime.node_rank), "--dist-init-addr",
-                f"{runtime.leader}:{port}"]  # fmt: skip
+                f"{runtime.leader}:{port}"]

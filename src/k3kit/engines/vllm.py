@@ -30,7 +30,7 @@ class Vllm(EngineAdapter):
             "headless", "node-rank", "data-parallel-start-rank", "data-parallel-rank",
             "data-parallel-address", "data-parallel-rpc-port", "master-addr", "master-port",
         }
-    )  # fmt: skip
+    )
     registry_for: ClassVar[dict[str, str]] = {
         "tool-call-parser": "tool_call_parsers",
         "reasoning-parser": "reasoning_parsers",
@@ -41,7 +41,7 @@ class Vllm(EngineAdapter):
 
     def serve_argv(self, path: str, weights: Path, config: Path, host: str, port: int) -> list[str]:
         return [path, "serve", str(weights), "--config", str(config), "--host", host,
-                "--port", str(port)]  # fmt: skip
+                "--port", str(port)]
 
     def _dp_form(self, par: Parallel) -> bool:
         return par.nodes > 1 and par.dp >= par.nodes and par.dp % par.nodes == 0
@@ -60,8 +60,8 @@ class Vllm(EngineAdapter):
         if self._dp_form(par):
             start = str(runtime.node_rank * par.dp_local)
             argv = ["--data-parallel-address", runtime.leader, "--data-parallel-rpc-port", port,
-                    "--data-parallel-start-rank", start]  # fmt: skip
+                    "--data-parallel-start-rank", start]
         else:
             argv = ["--node-rank", str(runtime.node_rank), "--master-addr", runtime.leader,
-                    "--master-port", port]  # fmt: skip
+                    "--master-port", port]
         return [*argv, "--headless"] if runtime.node_rank > 0 else argv
