@@ -10,10 +10,10 @@ under ``text_config``, which is read when the top level lacks them.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
-from k3kit._canonical import strict_loads
 from k3kit._fs import read_capped
 from k3kit.errors import InputError
 from k3kit.models.kit import ModelConfigFacts
@@ -69,7 +69,12 @@ def read_model_config(path: Path, lock: WeightsLock) -> ModelConfigFacts:
             code="MODEL_CONFIG_MISMATCH",
             hint="pass the config.json of the pinned commit",
         )
-    doc = strict_loads(data, source=str(path), max_bytes=MAX_CONFIG_BYTES, error=InputError)
+    try:
+        # Plain JSON (model configs carry floats, which k3kit's signed documents never do);
+        # the bytes are already the locked ones, and the size is capped above.
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{path}: not JSON: {exc}", code="BAD_INPUT") from exc
     if not isinstance(doc, dict):
         raise InputError(f"{path}: not a JSON object", code="BAD_INPUT")
     return facts_from_config(doc, digest)

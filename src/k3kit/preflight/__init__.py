@@ -111,7 +111,7 @@ def requirements(info: KitInfo, chosen: KitProfile, serve: dict[str, Any]) -> Re
         layers=facts.layers if facts else None,
         kv_heads=facts.kv_heads if facts else None,
         head_dim=facts.head_dim if facts else None,
-        model_dtype=facts.torch_dtype if facts else None,
+        model_dtype=serve.get("dtype") or (facts.torch_dtype if facts else None),
     )
 
 

@@ -18,7 +18,8 @@ GIB = 1024**3
 #: Share of the advertised memory a GPU must report (B300: 288 GB advertised, 275040 MiB seen).
 MEMORY_TOLERANCE = 0.95
 KV_BYTES = {"fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "nvfp4": 0.5, "float16": 2.0,
-            "bfloat16": 2.0, "float32": 4.0, "fp16": 2.0, "bf16": 2.0}
+            "bfloat16": 2.0, "float32": 4.0, "fp16": 2.0, "bf16": 2.0, "half": 2.0,
+            "float": 4.0}
 
 
 @dataclass(frozen=True)
