@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engine_snapshot import STUBS, _stub  # noqa: E402
+from engine_snapshot import STUBS, _stub
 
 
 def _keys(config: Path) -> list[str]:

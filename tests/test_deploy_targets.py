@@ -50,7 +50,8 @@ def _files(root: Path, pattern: str) -> list[Path]:
 def test_kit_has_every_target_for_both_topologies(golden: GoldenKit) -> None:
     info = json.loads((golden.kit / "kit.json").read_text())
     shapes = {(p["name"], p["topology"], p["measured"]) for p in info["profiles"]}
-    assert shapes == {("interactive", "single-node-8gpu", True), ("batch", "single-node-8gpu", True),
+    assert shapes == {("interactive", "single-node-8gpu", True),
+                      ("batch", "single-node-8gpu", True),
                       ("interactive", "multi-node-8x8gpu", False),
                       ("batch", "multi-node-8x8gpu", False)}
     for prof in info["profiles"]:
@@ -82,7 +83,7 @@ def test_kubernetes_manifests_validate(golden: GoldenKit, rendered: Path) -> Non
     lws_schema = json.loads(LWS_SCHEMA.read_text())
     kinds = set()
     for root in (golden.kit, rendered):
-        for path, doc in _k8s_docs(root):
+        for _path, doc in _k8s_docs(root):
             kinds.add(doc["kind"])
             if doc["kind"] == "LeaderWorkerSet":
                 jsonschema.validate(doc, lws_schema)
@@ -95,7 +96,7 @@ def test_kubernetes_manifests_validate(golden: GoldenKit, rendered: Path) -> Non
                     spec = template[role]["spec"]
                     assert [c["name"] for c in spec["initContainers"]] == ["verify"]
                     assert spec["initContainers"][0]["command"][:2] == ["k3kit", "verify"]
-                    shm = [v for v in spec["volumes"] if v["name"] == "dshm"][0]
+                    shm = next(v for v in spec["volumes"] if v["name"] == "dshm")
                     assert shm["emptyDir"]["medium"] == "Memory"
             else:
                 kv.validate(doc, K8S_VERSION, strict=True)
@@ -113,12 +114,14 @@ def test_lws_schema_catches_a_typo() -> None:
 
 
 def test_probes_and_wiring(rendered: Path) -> None:
-    lws = yaml.safe_load((rendered / "batch/multi-node-8x8gpu/k8s/leaderworkerset.yaml").read_text())
+    lws_path = rendered / "batch/multi-node-8x8gpu/k8s/leaderworkerset.yaml"
+    lws = yaml.safe_load(lws_path.read_text())
     leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
     assert leader["readinessProbe"]["httpGet"]["path"] == "/v1/models"
     assert leader["livenessProbe"]["httpGet"]["path"] == "/health"
     assert leader["command"][:2] == ["k3kit", "launch"]
-    assert "$(LWS_WORKER_INDEX)" in leader["command"] and "$(LWS_LEADER_ADDRESS)" in leader["command"]
+    assert "$(LWS_WORKER_INDEX)" in leader["command"]
+    assert "$(LWS_LEADER_ADDRESS)" in leader["command"]
     assert lws["metadata"]["namespace"] == "inference"
     assert leader["image"].endswith("@sha256:" + "a" * 64)
     compose = yaml.safe_load((rendered / "interactive/single-node-8gpu/compose.yaml").read_text())

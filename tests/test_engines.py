@@ -10,8 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from k3kit.engines import ADAPTERS, Parallel, Runtime, shipped_versions, snapshot
-from k3kit.engines import validate_env, validate_settings
+from k3kit.engines import (
+    ADAPTERS,
+    Parallel,
+    Runtime,
+    shipped_versions,
+    snapshot,
+    validate_env,
+    validate_settings,
+)
 from tests.conftest import EXAMPLE, GoldenKit, run_k3kit
 
 
