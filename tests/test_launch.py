@@ -94,7 +94,8 @@ def test_dry_run_human_output_is_shell_quoted(
     from tests.launchkit import engine_env
 
     proc = run_k3kit(
-        "launch", kit, "--profile", "interactive", "--trust", golden.key.public, "--weights",
+        "launch", kit, "--no-preflight", "--profile", "interactive", "--trust", golden.key.public,
+        "--weights",
         weights, "--dry-run", "--state-dir", tmp_path / "state", env=engine_env(fake),
     )
     assert proc.returncode == 0, proc.stderr
@@ -239,3 +240,34 @@ def test_engine_env_is_parsed_as_data_in_the_form_k3kit_renders(line: str, ok: b
 def test_engine_env_refuses_a_key_set_twice() -> None:
     with pytest.raises(VerificationError):
         parse_engine_env(b"A=1\nA=2\n", source="engine.env")
+
+
+def test_launch_checks_the_node_first_and_refuses_one_it_cannot_judge(
+    kit: Path, weights: Path, golden: GoldenKit, fake: FakeEngine, tmp_path: Path
+) -> None:
+    """Without --no-preflight, launch runs preflight; this machine has no GPU, so no GPU check
+    can pass and the engine is not started."""
+    from tests.conftest import run_k3kit
+    from tests.launchkit import engine_env
+
+    proc = run_k3kit(
+        "launch", kit, "--profile", "interactive", "--trust", golden.key.public, "--weights",
+        weights, "--state-dir", tmp_path / "state", "--json", env=engine_env(fake),
+    )
+    assert proc.returncode == 1, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["launched"] is False and out["preflight"]["ok"] is False
+    assert any(c["status"] == "not-checked" for c in out["preflight"]["checks"])
+    assert "verifying the weights" not in proc.stderr  # refused before any hashing
+    assert not fake.log.exists()
+
+
+def test_no_preflight_is_loud(
+    kit: Path, weights: Path, golden: GoldenKit, fake: FakeEngine, tmp_path: Path
+) -> None:
+    code, stderr, _ = launch(
+        kit, fake, "--profile", "interactive", "--trust", golden.key.public, "--weights", weights,
+        "--state-dir", tmp_path / "state",
+    )
+    assert code == 0, stderr
+    assert "WARNING: --no-preflight" in stderr

@@ -24,7 +24,6 @@ from k3kit import __version__
 from k3kit._canonical import model_bytes, require_canonical, sha256_of_model, strict_loads
 from k3kit._fs import atomic_write, read_capped, refuse_existing, replace_dir, staging_dir
 from k3kit._text import shown
-from k3kit.engines import validate_profile
 from k3kit.errors import InputError
 from k3kit.evidence import MAX_EVIDENCE_BYTES
 from k3kit.manifest import (
@@ -35,18 +34,15 @@ from k3kit.manifest import (
     diff_tree,
     kit_checksum,
 )
+from k3kit.modelconfig import read_model_config
 from k3kit.models import PAYLOAD_TYPE, Claims, KitInfo, Manifest, PackageDef, WeightsLock, load
 from k3kit.receipt import build_statement, evidence_kit_path
 from k3kit.render import make_environment, render
 from k3kit.sign import MAX_ENVELOPE_BYTES, sign_envelope
+from k3kit.targets import check_model, plan_targets, render_target, site_example
 
 M = TypeVar("M", bound=BaseModel)
 MAX_INPUT_BYTES = 16 * 1024 * 1024
-PROFILE_FILES = (
-    ("serve.yaml", "profile/serve.yaml.j2", 0o644),
-    ("engine.env", "profile/engine.env.j2", 0o644),
-    ("run.sh", "profile/run.sh.j2", 0o755),
-)
 
 
 def load_toml(path: Path, model: type[M]) -> M:
@@ -69,17 +65,6 @@ def load_lock(path: Path) -> WeightsLock:
         data, source=str(path), max_bytes=MAX_INPUT_BYTES, error=InputError, code="BAD_INPUT"
     )
     return load(WeightsLock, obj, source=str(path))
-
-
-def _profile_context(pkg: PackageDef, name: str) -> dict[str, Any]:
-    profile = pkg.profiles[name]
-    return {
-        "profile_name": name,
-        "profile": profile,
-        "topology": profile.topology,
-        "serve_items": sorted((k.replace("_", "-"), v) for k, v in profile.serve.items()),
-        "env_items": sorted(profile.env.items()),
-    }
 
 
 def refuse_replacing(out: Path, *, force: bool) -> None:
@@ -107,36 +92,42 @@ def refuse_replacing(out: Path, *, force: bool) -> None:
         )
 
 
-def build(package_path: Path, lock_path: Path, out: Path, *, force: bool = False) -> Manifest:
-    """Render and write a kit directory; returns its manifest."""
+def build(
+    package_path: Path,
+    lock_path: Path,
+    out: Path,
+    *,
+    force: bool = False,
+    model_config: Path | None = None,
+) -> Manifest:
+    """Render and write a kit directory; returns its manifest.
+
+    ``model_config`` is the weights' ``config.json``: accepted only when its sha256 is the one
+    the lock lists, then its context length, layers and KV heads are checked and recorded.
+    """
     pkg = load_toml(package_path, PackageDef)
-    problems = [
-        p
-        for name, prof in sorted(pkg.profiles.items())
-        for p in validate_profile(name, prof, pkg.engine.name, pkg.engine.version)
-    ]
-    if problems:
-        raise InputError(
-            "\n".join(f"{package_path}: {p}" for p in problems), code="ENGINE_SETTING_INVALID"
-        )
     lock = load_lock(lock_path)
     if lock.repo != pkg.model.repo:
         raise InputError(
             f"{lock_path}: pins {lock.repo}, but {package_path} is for {pkg.model.repo}",
             code="LOCK_REPO_MISMATCH",
         )
+    facts = read_model_config(model_config, lock) if model_config is not None else None
+    targets, problems = plan_targets(pkg, facts)
+    problems += check_model(pkg, lock, facts)
+    if problems:
+        raise InputError(
+            "\n".join(f"{package_path}: {p}" for p in problems), code="ENGINE_SETTING_INVALID"
+        )
     refuse_replacing(out, force=force)  # before anything is rendered or written
-    lock_sha = sha256_of_model(lock)
     env = make_environment()
     weights = {
         "repo": lock.repo,
         "commit": lock.commit,
-        "lock_sha256": lock_sha,
+        "lock_sha256": sha256_of_model(lock),
         "file_count": lock.file_count,
         "total_bytes": lock.total_bytes,
     }
-    profiles = []
-    rendered: dict[str, tuple[bytes, int]] = {}
     base = {
         "package": pkg.package,
         "model": pkg.model,
@@ -145,37 +136,40 @@ def build(package_path: Path, lock_path: Path, out: Path, *, force: bool = False
         "weights": weights,
         "built_with": f"k3kit {__version__}",
     }
-    for name in sorted(pkg.profiles):
-        ctx = {**base, **_profile_context(pkg, name)}
-        folder = f"profiles/{name}/{pkg.profiles[name].topology}"
-        files = []
-        for filename, template, mode in PROFILE_FILES:
-            rendered[f"{folder}/{filename}"] = (render(env, template, ctx), mode)
-            files.append(f"{folder}/{filename}")
-        prof = pkg.profiles[name]
+    rendered: dict[str, tuple[bytes, int]] = {}
+    profiles = []
+    for target in targets:
+        files = render_target(env, base, pkg, target)
+        rendered.update(files)
+        prof = pkg.profiles[target.profile]
         profiles.append(
             {
-                "name": name,
-                "topology": prof.topology,
+                "name": target.profile,
+                "topology": target.topo.name,
                 "description": prof.description,
                 "served_model_name": prof.served_model_name,
-                "files": files,
+                "files": sorted(files),
+                "nodes": target.topo.nodes,
+                "gpus_per_node": target.topo.gpus_per_node,
+                "measured": target.measured,
+                "parallel": target.parallel.as_dict(),
             }
         )
     info = load(
         KitInfo,
         {
             **base,
-            "package": pkg.package,
             "profiles": profiles,
+            "model_config_facts": facts,
             "price": pkg.price,
             "limitations": pkg.limitations,
         },
         source=str(package_path),
     )
-    readme_ctx = {**base, "profiles": info.profiles, "limitations": pkg.limitations}
-    rendered["README.md"] = (render(env, "kit/README.md.j2", readme_ctx), 0o644)
-    rendered["site.example.env"] = (render(env, "kit/site.example.env.j2", readme_ctx), 0o644)
+    ctx = {**base, "profiles": info.profiles, "limitations": pkg.limitations,
+           "site_keys": site_example(pkg)}
+    rendered["README.md"] = (render(env, "kit/README.md.j2", ctx), 0o644)
+    rendered["site.example.env"] = (render(env, "kit/site.example.env.j2", ctx), 0o644)
     rendered["kit.json"] = (model_bytes(info), 0o644)
     rendered["weights.lock.json"] = (model_bytes(lock), 0o644)
 

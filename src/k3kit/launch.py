@@ -38,6 +38,7 @@ from typing import Any
 
 from k3kit._fs import atomic_write
 from k3kit.documents import read_bounded, read_document
+from k3kit.engines import ADAPTERS, EngineAdapter, Parallel, Runtime
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.manifest import MANIFEST_NAME
 from k3kit.models import KitInfo, KitProfile, Manifest, ManifestEntry
@@ -53,35 +54,16 @@ ENGINE_VERSION_TIMEOUT_S = 120.0
 PASSTHROUGH = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM")
 #: Keys a site file may set: where the weights and the trust key are, where to listen.
 SITE_KEYS = ("MODEL_DIR", "K3KIT_TRUST_KEY", "HOST", "PORT")
+#: Site keys for compose, systemd and Kubernetes (``k3kit.site``) that launch accepts and ignores,
+#: so one site file serves every target.
+DEPLOY_SITE_KEYS = ("KIT_DIR", "STATE_DIR", "IMAGE", "NAMESPACE", "LEADER_ADDRESS", "RDZV_PORT")
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HOST = re.compile(r"^[A-Za-z0-9.:_\[\]-]{1,253}$")
 
 
-@dataclass(frozen=True)
-class Engine:
-    """How one engine is asked its version and told to serve (issue 11 adds more engines)."""
-
-    executable: str
-
-    def version_argv(self, path: str) -> list[str]:
-        return [path, "--version"]
-
-    def serve_argv(self, path: str, weights: Path, config: Path, host: str, port: int) -> list[str]:
-        return [
-            path,
-            "serve",
-            str(weights),
-            "--config",
-            str(config),
-            "--host",
-            host,
-            "--port",
-            str(port),
-        ]
-
-
-ENGINES: dict[str, Engine] = {"vllm": Engine("vllm")}
+#: How each engine is asked its version, told to serve and wired across nodes (issue 11).
+ENGINES: dict[str, EngineAdapter] = ADAPTERS
 
 
 @dataclass(frozen=True)
@@ -145,6 +127,8 @@ def read_site(path: Path) -> Site:
             continue
         key, sep, value = line.partition("=")
         where = f"{path}:{number}"
+        if sep and key in DEPLOY_SITE_KEYS:
+            continue
         if not sep or key not in SITE_KEYS:
             raise InputError(
                 f"{where}: {line[:60]!r} is not one of {', '.join(SITE_KEYS)}=value",
@@ -260,6 +244,10 @@ def _pick_profile(info: KitInfo, profile: str, topology: str | None) -> KitProfi
             raise InputError(
                 f"profile {profile!r} has no topology {topology!r}", code="TOPOLOGY_UNKNOWN"
             )
+    if len(matches) > 1 and topology is None:
+        # A multi-node topology needs node wiring; the plain invocation means one node.
+        single = [p for p in matches if p.nodes == 1]
+        matches = single if len(single) == 1 else matches
     if len(matches) > 1:
         raise InputError(
             f"profile {profile!r} has several topologies; pass --topology", code="TOPOLOGY_UNKNOWN"
@@ -267,7 +255,7 @@ def _pick_profile(info: KitInfo, profile: str, topology: str | None) -> KitProfi
     return matches[0]
 
 
-def _engine_path(engine: Engine, base_env: Mapping[str, str]) -> str:
+def _engine_path(engine: EngineAdapter, base_env: Mapping[str, str]) -> str:
     found = shutil.which(engine.executable, path=base_env.get("PATH", os.defpath))
     if found is None:
         raise EnvironmentProblem(
@@ -277,7 +265,7 @@ def _engine_path(engine: Engine, base_env: Mapping[str, str]) -> str:
 
 
 def check_engine_version(
-    engine: Engine, path: str, expected: str, base_env: Mapping[str, str]
+    engine: EngineAdapter, path: str, expected: str, base_env: Mapping[str, str]
 ) -> None:
     """The kit was measured with one engine version; another one is a different product."""
     try:
@@ -294,8 +282,7 @@ def check_engine_version(
         raise EnvironmentProblem(
             f"cannot ask {path} for its version: {exc}", code="ENGINE_NOT_FOUND"
         ) from exc
-    lines = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
-    found = lines[-1] if lines and proc.returncode == 0 else ""
+    found = engine.parse_version(proc.stdout) if proc.returncode == 0 else ""
     if found != expected:
         shown = found[:80] if found.isprintable() else repr(found[:80])
         raise VerificationError(
@@ -334,6 +321,7 @@ def plan_launch(
     base_env: Mapping[str, str],
     topology: str | None = None,
     site: Site | None = None,
+    runtime: Runtime | None = None,
     weights_options: dict[str, Any] | None = None,
     rollback: RollbackPolicy | None = None,
     on_step: Callable[[str], None] | None = None,
@@ -395,6 +383,7 @@ def plan_launch(
     atomic_write(config_path, config, mode=0o400, force=True)
     env = {**clean, **engine_env}
     argv = engine.serve_argv(executable, weights_root, config_path, site.host, site.port)
+    argv += _runtime_argv(engine, chosen, runtime)
     return LaunchPlan(
         executable=executable,
         argv=argv,
@@ -409,3 +398,34 @@ def plan_launch(
         engine_version=info.engine.version,
         report=report,
     )
+
+
+def _runtime_argv(engine: EngineAdapter, chosen: KitProfile, runtime: Runtime | None) -> list[str]:
+    """A multi-node topology needs this node's rank and the leader's address, and nothing else
+    may add them: they are the only values not taken from signed files."""
+    if chosen.nodes == 1:
+        if runtime is not None:
+            raise InputError(
+                f"{chosen.topology} is a single-node topology; --node-rank and --leader are "
+                "for multi-node topologies",
+                code="RUNTIME_NOT_MULTI_NODE",
+            )
+        return []
+    if runtime is None:
+        raise InputError(
+            f"{chosen.topology} runs on {chosen.nodes} nodes: pass --node-rank and --leader",
+            code="RUNTIME_VALUES_MISSING",
+        )
+    if not 0 <= runtime.node_rank < chosen.nodes:
+        raise InputError(
+            f"--node-rank {runtime.node_rank} is outside 0..{chosen.nodes - 1}",
+            code="RUNTIME_VALUES_INVALID",
+        )
+    if not _HOST.match(runtime.leader) or runtime.leader.startswith("-"):
+        raise InputError(
+            f"--leader {runtime.leader!r} is not an address", code="RUNTIME_VALUES_INVALID"
+        )
+    p = chosen.parallel
+    par = Parallel(p.get("tp", 1), p.get("pp", 1), p.get("dp", 1), 0, chosen.nodes,
+                   chosen.gpus_per_node or 1)
+    return engine.runtime_argv(par, runtime)

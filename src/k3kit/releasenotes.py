@@ -107,11 +107,15 @@ def _pins(view: KitView) -> dict[str, dict[str, str]]:
             "nodes": str(hw.nodes),
             "min compute capability": hw.min_compute_capability,
         },
-        "price": {
-            "amount": f"{fig(info.price.amount)} {info.price.currency}",
-            "maintenance per month": fig(info.price.maintenance_per_month),
-            "GPU-hour reference (USD)": fig(info.price.gpu_hour_usd),
-        },
+        "price": (
+            {
+                "amount": f"{fig(info.price.amount)} {info.price.currency}",
+                "maintenance per month": fig(info.price.maintenance_per_month),
+                "GPU-hour reference (USD)": fig(info.price.gpu_hour_usd),
+            }
+            if info.price is not None
+            else {"amount": "not declared"}
+        ),
     }
 
 

@@ -112,8 +112,13 @@ def _facts(view: KitView) -> list[tuple[str, str]]:
         ("version", info.package.version),
         ("sequence", str(info.package.sequence)),
         ("channel", info.package.channel),
-        ("price", f"{fig(price.amount)} {price.currency}"),
-        ("maintenance", f"{fig(price.maintenance_per_month)} {price.currency} per month"),
+        ("price", f"{fig(price.amount)} {price.currency}" if price else "not declared"),
+        (
+            "maintenance",
+            f"{fig(price.maintenance_per_month)} {price.currency} per month"
+            if price
+            else "not declared",
+        ),
         (
             "model",
             f"{info.model.family}, {info.model.total_parameters} parameters "
@@ -174,13 +179,18 @@ def card_data(view: KitView, gpu_hour_usd: Decimal | None) -> CardData:
     """Gather the card; ``gpu_hour_usd`` given by the reader wins over the package's own."""
     pred, info = view.statement.predicate, view.info
     source = "given with --gpu-hour-usd"
-    if gpu_hour_usd is None and info.price.gpu_hour_usd is not None:
-        gpu_hour_usd, source = info.price.gpu_hour_usd, "declared in the package"
+    declared = info.price.gpu_hour_usd if info.price is not None else None
+    if gpu_hour_usd is None and declared is not None:
+        gpu_hour_usd, source = declared, "declared in the package"
     elif gpu_hour_usd is None:
         source = "none given or declared"
     profiles = []
     for prof in info.profiles:
-        runs = [r for r in pred.runs if r.profile == prof.name]
+        # A profile is listed once per topology; its runs belong to the measured shape only,
+        # so a serving curve never shows one run twice or under a shape nobody measured.
+        runs = (
+            [r for r in pred.runs if r.profile == prof.name] if prof.measured is not False else []
+        )
         profiles.append(
             ProfileData(
                 prof.name,

@@ -10,7 +10,7 @@ from k3kit.card.data import NOT_PUBLISHED, CardData, fig, metric
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return [fmt.format(*header), fmt.format(*("-" * w for w in widths))] + [
         fmt.format(*r) for r in rows
@@ -28,6 +28,9 @@ def show_lines(data: CardData) -> list[str]:
     lines += [f"  {wid}: {text}" for wid, text in data.workloads]
     for prof in data.profiles:
         lines += ["", f"profile {prof.name} ({prof.topology}): {prof.description}"]
+        if not prof.runs:
+            lines.append("  no runs measured on this topology")
+            continue
         header = ["run", "workload", "conc", "requests", "completed", "evidence"]
         header += [c.label for c in prof.columns]
         rows = []

@@ -8,7 +8,7 @@ registers them on the group. Each command imports the library modules it needs i
 so `k3kit verify` never pays for huggingface_hub or jinja2.
 """
 
-from k3kit.cli import accept, buyer, deploy, present, publish, review, signing, trust
+from k3kit.cli import accept, buyer, deploy, preflight, present, publish, review, signing, trust
 from k3kit.cli._app import cli, main
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "cli",
     "deploy",
     "main",
+    "preflight",
     "present",
     "publish",
     "review",

@@ -115,7 +115,24 @@ def install(
 @click.option("--full", is_flag=True, help="Re-hash every weight file, ignoring the cache.")
 @click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads.")
 @click.option(
+    "--node-rank",
+    type=click.IntRange(0, 1023),
+    help="Multi-node topologies: this node's rank (0 = leader; LWS_WORKER_INDEX).",
+)
+@click.option("--leader", help="Multi-node topologies: address of node 0 (LWS_LEADER_ADDRESS).")
+@click.option(
+    "--rdzv-port",
+    type=click.IntRange(1, 65535),
+    help="Multi-node topologies: the engine's rendezvous port (default: the engine's).",
+)
+@click.option(
     "--dry-run", is_flag=True, help="Verify everything, then print the argv and environment."
+)
+@click.option(
+    "--no-preflight",
+    is_flag=True,
+    help="Skip the node check (GPUs, driver, memory budget, OS) that runs before anything else. "
+    "Loudly at your own risk.",
 )
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")
 @handle_errors
@@ -133,20 +150,38 @@ def launch(
     state_dir: Path | None,
     full: bool,
     workers: int | None,
+    node_rank: int | None,
+    leader: str | None,
+    rdzv_port: int | None,
     dry_run: bool,
+    no_preflight: bool,
     as_json: bool,
 ) -> None:
-    """Verify KIT, its receipt and the weights, then exec the engine on exactly those bytes.
+    """Check the node, verify KIT, its receipt and the weights, then exec the engine on exactly
+    those bytes.
+
+    First `k3kit preflight` for the profile (GPU count and model, driver, memory budget, OS);
+    a node that cannot be shown to run the profile is refused unless --no-preflight.
 
     The engine gets the weights folder that was hashed (resolved, never a path that can mean
     something else), the profile's signed serve configuration (a read-only copy of the verified
     bytes), the profile's engine.env parsed as data, and a clean environment (PATH, HOME, USER,
     LOGNAME, LANG, LC_ALL, TZ, TMPDIR, TERM only). The engine version must be the kit's. When any
     check fails the engine is not started (exit 1). --dry-run prints what would be executed.
+    A multi-node topology also needs --node-rank and --leader, the only values not signed.
     """
     import dataclasses
 
+    from k3kit.engines import Runtime
     from k3kit.launch import Site, plan_launch, read_site
+
+    if (node_rank is None) != (leader is None):
+        raise InputError("--node-rank and --leader go together", code="RUNTIME_VALUES_MISSING")
+    runtime = (
+        Runtime(node_rank, leader, rdzv_port)
+        if node_rank is not None and leader is not None
+        else None
+    )
     from k3kit.verify import KitNotVerified
 
     site_values = read_site(site) if site is not None else Site()
@@ -169,6 +204,7 @@ def launch(
     if state is None:
         raise InputError("no state folder: pass --state-dir", code="STATE_DIR_MISSING")
     trusted, rollback = trust_source(tuple(trust_paths), root_file, state, allow_rollback)
+    _preflight_or_exit(kit, profile, topology, weights, skip=no_preflight, as_json=as_json)
     progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not as_json else None
     try:
         plan = plan_launch(
@@ -180,6 +216,7 @@ def launch(
             runtime_dir=state / "launch",
             base_env=os.environ,
             site=site_values,
+            runtime=runtime,
             weights_options={
                 "workers": workers,
                 "full": full,
@@ -213,6 +250,31 @@ def launch(
     sys.stderr.flush()
     # The plan's executable is the absolute path whose version was checked; no shell is involved.
     os.execve(plan.executable, plan.argv, plan.env)  # noqa: S606
+
+
+def _preflight_or_exit(
+    kit: Path, profile: str, topology: str | None, weights: Path, *, skip: bool, as_json: bool
+) -> None:
+    """The node check before anything else runs; it can only refuse, never allow what
+    verification then refuses."""
+    if skip:
+        err(
+            "WARNING: --no-preflight: this node's GPUs, driver, memory budget and OS are NOT "
+            "checked before launch"
+        )
+        return
+    from k3kit.cli.preflight import print_preflight
+    from k3kit.preflight import run_preflight
+
+    err("launch   checking the node (preflight)")
+    report = run_preflight(kit, profile, topology=topology, weights=weights)
+    if report.ok:
+        return
+    if as_json:
+        emit_json({"ok": False, "launched": False, "preflight": report.as_json()})
+    print_preflight(report)
+    err("the engine was not started (pass --no-preflight to launch without the node check)")
+    sys.exit(1)
 
 
 def _shell_word(text: str) -> str:

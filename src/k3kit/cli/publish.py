@@ -204,14 +204,27 @@ def pin(
     is_flag=True,
     help="Replace an existing kit or an empty folder (any other folder is refused).",
 )
+@click.option(
+    "--model-config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The weights' config.json (its sha256 must be the lock's): checks the context length "
+    "and records layers and KV heads for preflight's memory budget.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @handle_errors
-def build(package: Path, lock: Path, output: Path, force: bool, as_json: bool) -> None:
-    """Render a deterministic kit directory from PACKAGE (package.toml) and a lock."""
+def build(
+    package: Path, lock: Path, output: Path, force: bool, model_config: Path | None, as_json: bool
+) -> None:
+    """Render a deterministic kit directory from PACKAGE (package.toml) and a lock.
+
+    Engine settings are checked against the pinned engine version's flag snapshot (exact names,
+    types, choices, registries, environment variables), parallel sizes against each topology's
+    GPUs, and model facts against the lock; every problem names the file, the key and a fix.
+    """
     from k3kit.kit import build as build_kit
     from k3kit.manifest import kit_checksum
 
-    manifest = build_kit(package, lock, output, force=force)
+    manifest = build_kit(package, lock, output, force=force, model_config=model_config)
     digest = kit_checksum(manifest)
     if as_json:
         emit_json({"kit": str(output), "files": len(manifest.files), "kit_sha256": digest})

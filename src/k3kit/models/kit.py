@@ -11,11 +11,32 @@ from k3kit.models.package import EnginePin, HardwareTarget, ModelInfo, PackageIn
 
 
 class KitProfile(Frozen):
+    """One profile rendered for one topology; ``measured`` says whether the receipt's numbers
+    come from this shape or are an extrapolation from another one."""
+
     name: Name
     topology: str
     description: str
     served_model_name: str
     files: list[RelPath]
+    nodes: int = Field(default=1, ge=1, le=1024)
+    gpus_per_node: int | None = Field(default=None, ge=1, le=64)
+    measured: bool | None = None
+    parallel: dict[str, int] = Field(
+        default_factory=dict, description="tp, pp, dp, dp_local as the engine config sets them"
+    )
+
+
+class ModelConfigFacts(Frozen):
+    """Facts read at build time from the weights' ``config.json``, whose bytes matched the
+    sha256 the lock lists for it; preflight's memory budget uses them."""
+
+    sha256: Sha256Hex
+    context_length: int | None = Field(default=None, ge=1)
+    layers: int | None = Field(default=None, ge=1)
+    kv_heads: int | None = Field(default=None, ge=1)
+    head_dim: int | None = Field(default=None, ge=1)
+    torch_dtype: str | None = Field(default=None, max_length=40)
 
 
 class KitWeights(Frozen):
@@ -34,7 +55,8 @@ class KitInfo(Frozen):
     engine: EnginePin
     weights: KitWeights
     profiles: list[KitProfile]
-    price: Price
+    model_config_facts: ModelConfigFacts | None = None
+    price: Price | None = None
     limitations: list[str]
     built_with: str
 

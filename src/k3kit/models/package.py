@@ -1,8 +1,11 @@
 """``package.toml``: what the publisher says the kit is.
 
 The package definition is the input of ``k3kit build``. Engine settings per profile are kept as the
-engine's own flag names (the keys of ``vllm serve --config`` YAML) so that ``engines`` can check
-them against the flag snapshot of the pinned engine version instead of inventing a vocabulary.
+engine's own flag names (the keys of ``vllm serve --config`` / ``sglang serve --config`` YAML) so
+that ``engines`` can check them against the flag snapshot of the pinned engine version instead of
+inventing a vocabulary. Any model (dense or mixture-of-experts), any GPU count and any node count:
+the facts that only the weights can prove (shards, bytes, context length) are cross-checked against
+the lock by ``kit.build``, not trusted from this file.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from pydantic import Field, field_validator, model_validator
 
 from k3kit.models._base import Frozen, Measured, Name, NonNegInt, RepoId
 
-Topology = Literal["single-node-8gpu"]
 ScalarSetting = bool | int | str | Decimal
 EngineSetting = ScalarSetting | dict[str, ScalarSetting] | list[str]
+EngineName = Literal["vllm", "sglang"]
 
 
 class PackageInfo(Frozen):
@@ -30,33 +33,56 @@ class PackageInfo(Frozen):
 
 
 class ModelInfo(Frozen):
+    """Published model facts. Expert fields are for mixture-of-experts models only; ``shards``
+    and ``approx_weight_bytes`` are optional and, when given, must agree with the lock."""
+
     repo: RepoId
     family: str = Field(min_length=1, max_length=100)
     total_parameters: str = Field(
         min_length=1, max_length=20, description="as published, e.g. 2.78T"
     )
-    active_parameters: str = Field(min_length=1, max_length=20)
-    experts: int = Field(ge=1)
-    experts_per_token: int = Field(ge=1)
+    active_parameters: str | None = Field(default=None, min_length=1, max_length=20)
+    experts: int | None = Field(default=None, ge=2)
+    experts_per_token: int | None = Field(default=None, ge=1)
     layers: int = Field(ge=1)
-    layer_mix: str = Field(min_length=1, max_length=200)
+    layer_mix: str | None = Field(default=None, min_length=1, max_length=200)
     quantization: str = Field(min_length=1, max_length=40)
-    approx_weight_bytes: NonNegInt
-    shards: int = Field(ge=1)
+    approx_weight_bytes: NonNegInt | None = None
+    shards: int | None = Field(default=None, ge=1)
     max_context_tokens: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _experts_together(self) -> ModelInfo:
+        if (self.experts is None) != (self.experts_per_token is None):
+            raise ValueError("experts and experts_per_token go together (omit both for dense)")
+        if self.experts and self.experts_per_token and self.experts_per_token > self.experts:
+            raise ValueError("experts_per_token exceeds experts")
+        return self
 
 
 class HardwareTarget(Frozen):
+    """The node the kit was measured on (and what preflight expects of a node)."""
+
     gpu: str = Field(min_length=1, max_length=100)
     gpu_memory_gb: int = Field(ge=1)
     gpus_per_node: int = Field(ge=1, le=64)
     nodes: int = Field(ge=1, le=1024)
     min_compute_capability: str = Field(pattern=r"^\d+\.\d+$")
+    gpu_name_pattern: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="regex a GPU's reported name must contain (default: the gpu field)",
+    )
+    min_cuda_driver_api: int | None = Field(
+        default=None, ge=1000, description="e.g. 13000 for an engine built against CUDA 13"
+    )
+    min_shm_gib: int = Field(default=16, ge=0, le=4096)
 
 
 class EnginePin(Frozen):
-    name: Literal["vllm"]
-    version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+    name: EngineName
+    version: str = Field(pattern=r"^\d+\.\d+\.\d+(\.post\d+)?$")
     image: str | None = Field(
         default=None,
         pattern=r"^[a-z0-9./_-]+(:[A-Za-z0-9._-]+)?@sha256:[0-9a-f]{64}$",
@@ -64,12 +90,38 @@ class EnginePin(Frozen):
     )
 
 
+class TopologyDef(Frozen):
+    """One shape the profiles are rendered for. Its name is derived, never chosen, so a folder
+    called ``single-node-8gpu`` always holds files for one node of 8 GPUs."""
+
+    kind: Literal["single-node", "multi-node"]
+    nodes: int = Field(default=1, ge=1, le=1024)
+    gpus_per_node: int = Field(ge=1, le=64)
+    serve: dict[str, EngineSetting] = Field(
+        default_factory=dict, description="settings that differ in this topology (parallelism)"
+    )
+
+    @model_validator(mode="after")
+    def _kind_matches_nodes(self) -> TopologyDef:
+        if (self.kind == "single-node") != (self.nodes == 1):
+            raise ValueError("single-node means nodes = 1; multi-node means nodes >= 2")
+        return self
+
+    @property
+    def name(self) -> str:
+        if self.kind == "single-node":
+            return f"single-node-{self.gpus_per_node}gpu"
+        return f"multi-node-{self.nodes}x{self.gpus_per_node}gpu"
+
+
 class Profile(Frozen):
     description: str = Field(min_length=1, max_length=500)
-    topology: Topology = "single-node-8gpu"
     served_model_name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")
     serve: dict[str, EngineSetting] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
+    topologies: list[str] | None = Field(
+        default=None, description="names of the package's topologies to render; default all"
+    )
 
     @field_validator("env")
     @classmethod
@@ -95,14 +147,45 @@ class PackageDef(Frozen):
     model: ModelInfo
     hardware: HardwareTarget
     engine: EnginePin
+    topologies: list[TopologyDef] = Field(default_factory=list, max_length=16)
     profiles: dict[Name, Profile] = Field(min_length=1)
-    price: Price
+    price: Price | None = None
     limitations: list[str] = Field(
         min_length=1, description="what was NOT measured, stated plainly"
     )
 
     @model_validator(mode="after")
-    def _limitations_nonblank(self) -> PackageDef:
+    def _consistent(self) -> PackageDef:
         if any(not item.strip() for item in self.limitations):
             raise ValueError("limitations must not contain blank entries")
+        names = [t.name for t in self.shapes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"topologies repeat a shape: {', '.join(names)}")
+        for pname, profile in self.profiles.items():
+            for wanted in profile.topologies or []:
+                if wanted not in names:
+                    raise ValueError(
+                        f"profiles.{pname}.topologies: no topology {wanted!r} "
+                        f"(the package has {', '.join(names)})"
+                    )
         return self
+
+    @property
+    def shapes(self) -> list[TopologyDef]:
+        """The declared topologies, or one node of the measured hardware when none is declared."""
+        if self.topologies:
+            return list(self.topologies)
+        kind: Literal["single-node", "multi-node"] = (
+            "single-node" if self.hardware.nodes == 1 else "multi-node"
+        )
+        return [
+            TopologyDef(
+                kind=kind, nodes=self.hardware.nodes, gpus_per_node=self.hardware.gpus_per_node
+            )
+        ]
+
+    def measured(self, topo: TopologyDef) -> bool:
+        """A topology is measured only when it is the hardware target the receipt's claims
+        describe (``audit`` checks the claims' environment against that target)."""
+        hw = self.hardware
+        return (topo.nodes, topo.gpus_per_node) == (hw.nodes, hw.gpus_per_node)

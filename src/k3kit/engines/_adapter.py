@@ -1,0 +1,96 @@
+"""The one interface every engine implements: how its settings are named, how it is started,
+how a multi-node group is wired. Everything version-specific stays in the snapshot data."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import ClassVar
+
+Setting = object
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Parallel sizes as one engine config sets them, and the node shape they must fill."""
+
+    tp: int
+    pp: int
+    dp: int
+    world: int
+    nodes: int
+    gpus_per_node: int
+
+    @property
+    def dp_local(self) -> int:
+        return max(self.dp // self.nodes, 1) if self.dp % self.nodes == 0 else 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "dp_local": self.dp_local}
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Values only known on the node at start time (LWS injects them; a runbook passes them)."""
+
+    node_rank: int
+    leader: str
+    port: int | None = None
+
+
+def _int(settings: Mapping[str, Setting], key: str, default: int = 1) -> int:
+    value = settings.get(key, default)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+class EngineAdapter:
+    """Base engine adapter; subclasses name their flags. Stateless and side-effect free."""
+
+    name: ClassVar[str]
+    executable: ClassVar[str]
+    display: ClassVar[str]
+    tp_key: ClassVar[str]
+    pp_key: ClassVar[str]
+    dp_key: ClassVar[str]
+    context_key: ClassVar[str]
+    concurrency_key: ClassVar[str]
+    memory_key: ClassVar[str]
+    memory_default: ClassVar[float | None]
+    kv_dtype_key: ClassVar[str] = "kv-cache-dtype"
+    env_prefixes: ClassVar[tuple[str, ...]]
+    #: flags the launcher sets itself (paths, binding, runtime wiring): never in a profile.
+    reserved: ClassVar[frozenset[str]]
+    #: flag -> snapshot registry holding its valid values.
+    registry_for: ClassVar[dict[str, str]]
+    default_port: ClassVar[int]
+    rendezvous_port: ClassVar[int]
+
+    def version_argv(self, path: str) -> list[str]:
+        return [path, "--version"]
+
+    def parse_version(self, stdout: str) -> str:
+        lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+    def serve_argv(self, path: str, weights: Path, config: Path, host: str, port: int) -> list[str]:
+        raise NotImplementedError
+
+    def parallel(self, settings: Mapping[str, Setting], nodes: int, gpus: int) -> Parallel:
+        tp, pp, dp = (_int(settings, k) for k in (self.tp_key, self.pp_key, self.dp_key))
+        return Parallel(tp, pp, dp, tp * pp * dp, nodes, gpus)
+
+    def topology_settings(self, par: Parallel) -> dict[str, Setting]:
+        """Locked settings a topology adds to the profile's (e.g. per-node DP size)."""
+        return {}
+
+    def runtime_argv(self, par: Parallel, runtime: Runtime) -> list[str]:
+        """Flags appended at start on each node of a multi-node group."""
+        return []
+
+    def memory_fraction(self, settings: Mapping[str, Setting]) -> float | None:
+        value = settings.get(self.memory_key)
+        if isinstance(value, Decimal | int | float) and not isinstance(value, bool):
+            return float(value)
+        return self.memory_default

@@ -1,0 +1,85 @@
+"""Engine snapshots: an engine version's server flags, environment variables and registries.
+
+A snapshot is data generated from the engine's released wheel by ``scripts/engine_snapshot.py``
+(the engine's own argument parser, introspected), shipped under ``k3kit/data/`` with its
+provenance. Adding an engine version is one command and three JSON files, never code.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from k3kit.errors import InputError
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    action: str
+    type: str | None
+    choices: tuple[str, ...] | None
+    deprecated: bool
+
+
+@dataclass(frozen=True)
+class EngineSnapshot:
+    engine: str
+    version: str
+    provenance: str
+    options: dict[str, Option]
+    env_vars: frozenset[str]
+    registries: dict[str, tuple[str, ...]]
+
+
+def _read(name: str) -> Any:
+    return json.loads(resources.files("k3kit.data").joinpath(name).read_text("utf-8"))
+
+
+def shipped_versions() -> dict[str, list[str]]:
+    """Every engine version k3kit ships a snapshot for, by engine name."""
+    out: dict[str, list[str]] = {}
+    for entry in resources.files("k3kit.data").iterdir():
+        name = entry.name
+        if name.endswith("-serve-flags.json"):
+            engine, _, version = name.removesuffix("-serve-flags.json").partition("-")
+            out.setdefault(engine, []).append(version)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+@cache
+def snapshot(engine: str, version: str) -> EngineSnapshot:
+    """The snapshot for ``engine==version``; only versions k3kit ships data for are known."""
+    prefix = f"{engine}-{version}"
+    try:
+        flags = _read(f"{prefix}-serve-flags.json")
+        env = _read(f"{prefix}-env-vars.json")
+        registries = _read(f"{prefix}-registries.json")
+    except FileNotFoundError as exc:
+        known = shipped_versions()
+        listing = "; ".join(f"{e} {', '.join(v)}" for e, v in known.items())
+        raise InputError(
+            f"no flag snapshot for {engine} {version}",
+            code="ENGINE_UNKNOWN",
+            hint=f"k3kit ships snapshots for {listing}; scripts/engine_snapshot.py makes one "
+            "from the engine's wheel",
+        ) from exc
+    options: dict[str, Option] = {}
+    for opt in flags["options"]:
+        for flag in (f for f in opt["flags"] if f.startswith("--")):
+            choices = tuple(str(c) for c in opt["choices"]) if opt["choices"] else None
+            options[flag[2:]] = Option(flag, opt["action"], opt["type"], choices, opt["deprecated"])
+    regs = {k: tuple(v) for k, v in registries.items() if isinstance(v, list)}
+    return EngineSnapshot(
+        engine, version, flags["provenance"], options, frozenset(env["env_vars"]), regs
+    )
+
+
+def closest(word: str, candidates: list[str] | tuple[str, ...] | frozenset[str]) -> str | None:
+    """The most similar valid name, for "did you mean" hints (None when nothing is close)."""
+    found = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
+    return found[0] if found else None

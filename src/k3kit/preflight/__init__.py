@@ -1,0 +1,150 @@
+"""``k3kit preflight``: is this node able to run this profile, before hours of loading?
+
+Reads the node (NVML, else ``nvidia-smi -q -x``, or a recorded XML file) and the OS, then judges
+against what the kit says the profile needs: GPU count, model, memory, MIG, CUDA driver API,
+compute capability, NVLink, ``/dev/shm``, memlock, disk, and the memory budget. The kit's files
+are read against its MANIFEST.json (integrity); whether the kit is the publisher's is ``verify``'s
+and ``launch``'s question, which run before the engine starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from k3kit.documents import read_bounded, read_kit_info
+from k3kit.engines import adapter
+from k3kit.errors import InputError, VerificationError
+from k3kit.models import KitInfo, KitProfile, Manifest
+from k3kit.preflight._budget import budget_checks
+from k3kit.preflight._checks import Check, Requirements, gpu_checks, os_checks
+from k3kit.preflight._facts import (
+    NodeFacts,
+    OsFacts,
+    from_live_node,
+    from_nvidia_smi_xml,
+    os_facts,
+    os_facts_from_json,
+)
+
+MAX_DOC_BYTES = 16 * 1024 * 1024
+GB = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    profile: str
+    topology: str
+    source: str
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        """Every required check ran and passed: "could not look" is not a pass. Advisory
+        checks (NVLink, memlock, disk) are shown but do not decide."""
+        return all(c.status == "pass" for c in self.checks if c.required)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "profile": self.profile, "topology": self.topology,
+                "source": self.source, "checks": [c.as_json() for c in self.checks]}
+
+
+def _kit(kit_dir: Path) -> tuple[KitInfo, Manifest]:
+    data = read_bounded(kit_dir / "MANIFEST.json", MAX_DOC_BYTES, what="MANIFEST.json",
+                        code="KIT_INCOMPLETE")
+    info = read_kit_info(kit_dir, hashlib.sha256(data).hexdigest(), max_bytes=MAX_DOC_BYTES)
+    manifest = Manifest.model_validate_json(data)
+    return info, manifest
+
+
+def _profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile:
+    matches = [p for p in info.profiles if p.name == profile]
+    if topology is not None:
+        matches = [p for p in matches if p.topology == topology]
+    elif len(matches) > 1:
+        matches = [p for p in matches if p.nodes == 1] or matches
+    if len(matches) != 1:
+        have = ", ".join(sorted(f"{p.name}/{p.topology}" for p in info.profiles))
+        raise InputError(f"no single profile {profile!r} topology {topology!r} (kit has {have})",
+                         code="PROFILE_UNKNOWN")
+    return matches[0]
+
+
+def read_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
+    """Parse a ``serve.yaml`` as k3kit renders it: ``key: <JSON value>`` lines and comments."""
+    out: dict[str, Any] = {}
+    for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, sep, value = line.partition(": ")
+        try:
+            out[key] = json.loads(value, parse_float=float) if sep else None
+        except ValueError:
+            raise VerificationError(f"{source}:{number}: not a line k3kit renders",
+                                    code="SERVE_CONFIG_MALFORMED") from None
+    return out
+
+
+def requirements(info: KitInfo, chosen: KitProfile, serve: dict[str, Any]) -> Requirements:
+    eng = adapter(info.engine.name)
+    facts = info.model_config_facts
+    hw = info.hardware
+    par = chosen.parallel
+    concurrency = serve.get(eng.concurrency_key)
+    return Requirements(
+        gpus_per_node=chosen.gpus_per_node or hw.gpus_per_node,
+        gpu_name_pattern=hw.gpu_name_pattern or hw.gpu,
+        gpu_memory_bytes=hw.gpu_memory_gb * GB,
+        min_compute_capability=hw.min_compute_capability,
+        min_cuda_driver_api=hw.min_cuda_driver_api,
+        min_shm_bytes=hw.min_shm_gib * 1024**3,
+        weight_bytes=info.weights.total_bytes,
+        tp=par.get("tp", 1),
+        pp=par.get("pp", 1),
+        memory_fraction=eng.memory_fraction(serve),
+        context_length=serve.get(eng.context_key) or (facts.context_length if facts else None),
+        concurrency=concurrency if isinstance(concurrency, int) else None,
+        kv_dtype=serve.get(eng.kv_dtype_key),
+        layers=facts.layers if facts else None,
+        kv_heads=facts.kv_heads if facts else None,
+        head_dim=facts.head_dim if facts else None,
+        model_dtype=serve.get("dtype") or (facts.torch_dtype if facts else None),
+    )
+
+
+def run_preflight(
+    kit_dir: Path,
+    profile: str,
+    *,
+    topology: str | None = None,
+    node: NodeFacts | None = None,
+    osf: OsFacts | None = None,
+    weights: Path | None = None,
+) -> PreflightReport:
+    """Judge ``node`` (default: the live node) against one profile of the kit."""
+    info, manifest = _kit(kit_dir)
+    chosen = _profile(info, profile, topology)
+    rel = f"profiles/{chosen.name}/{chosen.topology}/serve.yaml"
+    entry = next((e for e in manifest.files if e.path == rel), None)
+    data = read_bounded(kit_dir / rel, MAX_DOC_BYTES, what=rel, code="KIT_INCOMPLETE")
+    if entry is None or hashlib.sha256(data).hexdigest() != entry.sha256:
+        raise VerificationError(f"{rel} does not match MANIFEST.json", code="KIT_FILE_CHANGED")
+    req = requirements(info, chosen, read_serve_config(data, source=rel))
+    node = node or from_live_node()
+    osf = osf or os_facts(weights)
+    checks = gpu_checks(req, node) + budget_checks(req, node) + os_checks(req, osf)
+    return PreflightReport(chosen.name, chosen.topology, node.source, checks)
+
+
+__all__ = [
+    "Check",
+    "NodeFacts",
+    "OsFacts",
+    "PreflightReport",
+    "from_nvidia_smi_xml",
+    "os_facts_from_json",
+    "run_preflight",
+]

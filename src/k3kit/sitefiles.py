@@ -1,0 +1,103 @@
+"""``k3kit render-site``: the buyer's deploy files, site values filled in and checked.
+
+The kit's compose, systemd and Kubernetes files carry ``${KEY}`` placeholders for site values.
+This fills them from a site file that passed :func:`k3kit.site.parse_site`: only schema keys,
+each matching its pattern (no quotes, spaces or newlines can reach a YAML or unit file), and none
+that names a value the kit locks. Runtime values (``NODE_RANK``, ``$(LWS_WORKER_INDEX)``) stay as
+they are. The kit's files are read against its MANIFEST.json; nothing in the kit is modified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from pathlib import Path
+
+from k3kit._fs import atomic_write, refuse_existing, replace_dir, staging_dir
+from k3kit.documents import read_bounded, read_kit_info
+from k3kit.engines import adapter
+from k3kit.errors import InputError, VerificationError
+from k3kit.models import KitInfo, Manifest
+from k3kit.site import LAUNCH_KEYS, SITE_KEYS, env_name, parse_site
+
+MAX_DOC_BYTES = 16 * 1024 * 1024
+MAX_SITE_BYTES = 64 * 1024
+FILLED = ("compose.yaml", "systemd/", "k8s/")
+
+
+def _read(kit_dir: Path, manifest: Manifest, rel: str) -> bytes:
+    entry = next((e for e in manifest.files if e.path == rel), None)
+    data = read_bounded(kit_dir / rel, MAX_DOC_BYTES, what=rel, code="KIT_INCOMPLETE")
+    if entry is None or hashlib.sha256(data).hexdigest() != entry.sha256:
+        raise VerificationError(f"{rel} does not match MANIFEST.json", code="KIT_FILE_CHANGED")
+    return data
+
+
+def locked_values(kit_dir: Path, info: KitInfo, manifest: Manifest) -> dict[str, str]:
+    """Every name a site file must not set, with where the kit locks it."""
+    locked = {"PROFILE": "kit.json profiles", "TOPOLOGY": "kit.json profiles",
+              "SERVED_MODEL_NAME": "kit.json profiles"}
+    if info.engine.image:
+        locked["IMAGE"] = f"kit.json engine.image = {info.engine.image}"
+    for entry in manifest.files:
+        name = entry.path.rsplit("/", 1)[-1]
+        if name not in ("serve.yaml", "engine.env"):
+            continue
+        sep = ": " if name == "serve.yaml" else "="
+        text = _read(kit_dir, manifest, entry.path).decode("utf-8", "replace")
+        for line in text.split("\n"):
+            key, found, value = line.partition(sep)
+            if found and not line.startswith("#"):
+                locked.setdefault(env_name(key), f"{entry.path}: {key} = {value}")
+    return locked
+
+
+def fill(text: str, values: dict[str, str]) -> str:
+    """Replace ``${KEY}``, ``${KEY:-default}`` and ``${KEY:?message}`` for site keys only;
+    ``$${KEY}`` (systemd's escaped form) and unknown keys are left alone."""
+    pattern = re.compile(r"(?<!\$)\$\{(" + "|".join(SITE_KEYS) + r")(?::[-?][^}]*)?\}")
+    return pattern.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+
+def render_site(kit_dir: Path, site: Path, out: Path, *, force: bool = False) -> list[str]:
+    """Write the filled-in files under ``out``; returns their relative paths."""
+    raw = read_bounded(kit_dir / "MANIFEST.json", MAX_DOC_BYTES, what="MANIFEST.json",
+                       code="KIT_INCOMPLETE")
+    info = read_kit_info(kit_dir, hashlib.sha256(raw).hexdigest(), max_bytes=MAX_DOC_BYTES)
+    manifest = Manifest.model_validate_json(raw)
+    text = read_bounded(site, MAX_SITE_BYTES, what="site file", error=InputError,
+                        code="SITE_INVALID").decode("utf-8", "replace")
+    defaults = {"PORT": str(adapter(info.engine.name).default_port),
+                "KIT_DIR": str(kit_dir.resolve()),
+                "RDZV_PORT": str(adapter(info.engine.name).rendezvous_port)}
+    if info.engine.image:
+        defaults["IMAGE"] = info.engine.image
+    values = parse_site(text, source=str(site), locked=locked_values(kit_dir, info, manifest),
+                        defaults=defaults)
+    for key in ("MODEL_DIR", "IMAGE"):
+        if key not in values:
+            raise InputError(f"{site}: {key} is required ({SITE_KEYS[key].about})",
+                             code="SITE_INVALID")
+    refuse_existing(out, force=force)
+    files: dict[str, bytes] = {}
+    for entry in manifest.files:
+        parts = entry.path.split("/")
+        if parts[0] != "profiles" or not "/".join(parts[3:]).startswith(FILLED):
+            continue
+        filled = fill(_read(kit_dir, manifest, entry.path).decode("utf-8"), values)
+        rel = entry.path.removeprefix("profiles/").replace(".template.service", "@.service")
+        files[rel] = filled.encode("utf-8")
+    site_lines = [f"{k}={values[k]}" for k in SITE_KEYS if k in values]
+    files["site.env"] = ("\n".join(site_lines) + "\n").encode()
+    files["launch.env"] = ("\n".join(f"{k}={values[k]}" for k in LAUNCH_KEYS if k in values)
+                           + "\n").encode()
+    stage = staging_dir(out)
+    try:
+        for rel, data in sorted(files.items()):
+            atomic_write(stage / rel, data)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    replace_dir(stage, out, force=force)
+    return sorted(files)
