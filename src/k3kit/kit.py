@@ -276,7 +276,7 @@ def sign(
         raise InputError(
             f"the receipt would be {len(envelope)} bytes, over the {MAX_ENVELOPE_BYTES}-byte "
             "limit verifiers enforce",
-            code="RECEIPT_TOO_LARGE",
+            code="RECEIPT_WOULD_BE_TOO_LARGE",
             hint="attach per-request data as evidence files instead of inline claims",
         )
     _write_evidence(

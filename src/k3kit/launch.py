@@ -366,7 +366,7 @@ def plan_launch(
     engine = ENGINES.get(info.engine.name)
     if engine is None:
         raise VerificationError(
-            f"no launcher for engine {info.engine.name!r}", code="ENGINE_UNKNOWN"
+            f"no launcher for engine {info.engine.name!r}", code="ENGINE_NO_LAUNCHER"
         )
     clean = {k: base_env[k] for k in PASSTHROUGH if k in base_env}
     executable = _engine_path(engine, clean)

@@ -44,12 +44,12 @@ def build_manifest(root: Path) -> Manifest:
         if entry.kind != "file":
             raise InputError(
                 f"{shown(root / entry.rel)}: a kit may hold only regular files, not a {entry.kind}",
-                code="KIT_NOT_REGULAR",
+                code="KIT_SOURCE_NOT_REGULAR",
             )
         problem = path_problem(entry.rel)
         if problem:
             raise InputError(
-                f"{shown(entry.rel)}: unsafe kit path: {shown(problem)}", code="KIT_PATH_UNSAFE"
+                f"{shown(entry.rel)}: unsafe kit path: {shown(problem)}", code="KIT_SOURCE_PATH_UNSAFE"
             )
         digests, size = hash_file(root / entry.rel)
         entries.append(ManifestEntry(path=entry.rel, size=size, sha256=digests["sha256"]))

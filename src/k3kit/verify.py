@@ -117,10 +117,10 @@ def _step_trust(st: _State, check: Check) -> None:
     kit_roots(st.kit_dir)  # unused without --root, but root/ may hold only root files
     st.trust = st.source if isinstance(st.source, Trust) else Trust.from_keys(st.source)
     if not st.trust.keys:
-        raise VerificationError("no trusted public key was given", code="TRUST_EMPTY")
+        raise InputError("no trusted public key was given", code="TRUST_EMPTY")
     ids = sorted(k.keyid for k in st.trust.keys)
     if len(set(ids)) != len(ids):
-        raise VerificationError("the same key was given twice", code="TRUST_DUPLICATE_KEY")
+        raise InputError("the same key was given twice", code="TRUST_DUPLICATE_KEY")
     check.detail = st.trust.description or f"{len(ids)} trusted key(s)"
 
 
@@ -141,7 +141,7 @@ def _step_rollback(st: _State, check: Check) -> None:
     kit = st.statement.predicate.kit
     if st.rollback is None:  # a root promises rollback protection: no state folder fails closed
         raise VerificationError(
-            "no state folder to check the sequence against", code="ROLLBACK_STATE_UNAVAILABLE"
+            "no state folder to check the sequence against", code="ROLLBACK_STATE_NOT_GIVEN"
         )
     st.decision = rollback_state.check(
         st.rollback.state_dir,

@@ -69,7 +69,9 @@ def run_rules(ctx: Context) -> list[Finding]:
 
 def _sha256_of(path: Path) -> str | None:
     try:
-        data = read_capped(path, MAX_DOC_BYTES, what=path.name, error=VerificationError, code="X")
+        data = read_capped(
+            path, MAX_DOC_BYTES, what=path.name, error=VerificationError, code="AUDIT_UNREADABLE"
+        )
     except VerificationError:
         return None
     return hashlib.sha256(data).hexdigest()
