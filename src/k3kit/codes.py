@@ -16,7 +16,8 @@ from __future__ import annotations
 import enum
 
 # Exit codes as plain ints: this module sits below k3kit.errors (which imports it).
-CHECK_FAILED, USAGE, BAD_INPUT, ENVIRONMENT, INTERNAL = 1, 2, 3, 4, 70
+# Short private names so that a member called BAD_INPUT or ENVIRONMENT cannot shadow them.
+_FAIL, _USAGE, _INPUT, _ENV, _BUG = 1, 2, 3, 4, 70
 
 
 class ErrorCode(enum.StrEnum):
@@ -37,268 +38,269 @@ class ErrorCode(enum.StrEnum):
 class ArchiveCode(ErrorCode):
     """The strict archive reader (``k3kit.archive``)."""
 
-    ARCHIVE_FORMAT = "ARCHIVE_FORMAT", CHECK_FAILED, "not a well-formed single-member gzip tar"
+    ARCHIVE_FORMAT = "ARCHIVE_FORMAT", _FAIL, "not a well-formed single-member gzip tar"
     ARCHIVE_MEMBER_UNSAFE = (
         "ARCHIVE_MEMBER_UNSAFE",
-        CHECK_FAILED,
+        _FAIL,
         "a member is a link, device, duplicate, collision or escapes the folder",
     )
     ARCHIVE_NAME_ENCODING = (
         "ARCHIVE_NAME_ENCODING",
-        CHECK_FAILED,
+        _FAIL,
         "a member name is not printable UTF-8",
     )
-    ARCHIVE_TOO_LARGE = "ARCHIVE_TOO_LARGE", CHECK_FAILED, "over a size or member-count cap"
+    ARCHIVE_TOO_LARGE = "ARCHIVE_TOO_LARGE", _FAIL, "over a size or member-count cap"
 
 
 class KitCode(ErrorCode):
     """A kit directory and its documents (manifest, kit.json), build and install."""
 
-    KIT_CHANGED = "KIT_CHANGED", CHECK_FAILED, "the kit changed between verify and use"
-    KIT_FILES_DIFFER = "KIT_FILES_DIFFER", CHECK_FAILED, "the kit departs from its manifest"
-    KIT_FILE_CHANGED = "KIT_FILE_CHANGED", CHECK_FAILED, "a listed file's size or sha256 differs"
-    KIT_FILE_EXTRA = "KIT_FILE_EXTRA", CHECK_FAILED, "a file or folder not in MANIFEST.json"
-    KIT_FILE_MISSING = "KIT_FILE_MISSING", CHECK_FAILED, "a file MANIFEST.json lists is absent"
-    KIT_INCOMPLETE = "KIT_INCOMPLETE", BAD_INPUT, "a kit document the verb needs is missing"
-    KIT_INFO_MALFORMED = "KIT_INFO_MALFORMED", CHECK_FAILED, "kit.json is malformed"
-    KIT_LOCK_MISMATCH = "KIT_LOCK_MISMATCH", CHECK_FAILED, "kit.json names another lock"
-    KIT_NAME = "KIT_NAME", CHECK_FAILED, "the kit's name is not usable as a folder name"
-    KIT_NOT_FOUND = "KIT_NOT_FOUND", BAD_INPUT, "the kit path given does not exist"
-    KIT_NOT_RECOGNISED = "KIT_NOT_RECOGNISED", BAD_INPUT, "neither a kit folder nor an archive"
-    KIT_NOT_REGULAR = "KIT_NOT_REGULAR", CHECK_FAILED, "a kit holds something not a regular file"
-    KIT_NOT_VERIFIED = "KIT_NOT_VERIFIED", CHECK_FAILED, "the kit did not verify"
-    KIT_PATH_UNSAFE = "KIT_PATH_UNSAFE", CHECK_FAILED, "a kit path the path policy refuses"
+    KIT_CHANGED = "KIT_CHANGED", _FAIL, "the kit changed between verify and use"
+    KIT_FILES_DIFFER = "KIT_FILES_DIFFER", _FAIL, "the kit departs from its manifest"
+    KIT_FILE_CHANGED = "KIT_FILE_CHANGED", _FAIL, "a listed file's size or sha256 differs"
+    KIT_FILE_EXTRA = "KIT_FILE_EXTRA", _FAIL, "a file or folder not in MANIFEST.json"
+    KIT_FILE_MISSING = "KIT_FILE_MISSING", _FAIL, "a file MANIFEST.json lists is absent"
+    KIT_INCOMPLETE = "KIT_INCOMPLETE", _INPUT, "a kit document the verb needs is missing"
+    KIT_INFO_MALFORMED = "KIT_INFO_MALFORMED", _FAIL, "kit.json is malformed"
+    KIT_LOCK_MISMATCH = "KIT_LOCK_MISMATCH", _FAIL, "kit.json names another lock"
+    KIT_NAME = "KIT_NAME", _FAIL, "the kit's name is not usable as a folder name"
+    KIT_NOT_FOUND = "KIT_NOT_FOUND", _INPUT, "the kit path given does not exist"
+    KIT_NOT_RECOGNISED = "KIT_NOT_RECOGNISED", _INPUT, "neither a kit folder nor an archive"
+    KIT_NOT_REGULAR = "KIT_NOT_REGULAR", _FAIL, "a kit holds something not a regular file"
+    KIT_NOT_VERIFIED = "KIT_NOT_VERIFIED", _FAIL, "the kit did not verify"
+    KIT_PATH_UNSAFE = "KIT_PATH_UNSAFE", _FAIL, "a kit path the path policy refuses"
     KIT_SOURCE_NOT_REGULAR = (
         "KIT_SOURCE_NOT_REGULAR",
-        BAD_INPUT,
+        _INPUT,
         "the folder to build or pack holds a link or special file",
     )
     KIT_SOURCE_PATH_UNSAFE = (
         "KIT_SOURCE_PATH_UNSAFE",
-        BAD_INPUT,
+        _INPUT,
         "the folder to build holds a path the path policy refuses",
     )
-    KIT_SPECIAL_FILE = "KIT_SPECIAL_FILE", CHECK_FAILED, "a FIFO, socket or device in the kit"
-    KIT_SYMLINK = "KIT_SYMLINK", CHECK_FAILED, "a symlink in the kit"
-    KIT_UNREADABLE = "KIT_UNREADABLE", CHECK_FAILED, "a kit file cannot be read"
-    ENGINE_ENV_MALFORMED = "ENGINE_ENV_MALFORMED", CHECK_FAILED, "a kit's engine.env is malformed"
-    ENGINE_NO_LAUNCHER = "ENGINE_NO_LAUNCHER", CHECK_FAILED, "no launcher for the kit's engine"
-    ENGINE_VERSION_MISMATCH = "ENGINE_VERSION_MISMATCH", CHECK_FAILED, "not the pinned engine"
-    MANIFEST_MALFORMED = "MANIFEST_MALFORMED", CHECK_FAILED, "MANIFEST.json is malformed"
+    KIT_SPECIAL_FILE = "KIT_SPECIAL_FILE", _FAIL, "a FIFO, socket or device in the kit"
+    KIT_SYMLINK = "KIT_SYMLINK", _FAIL, "a symlink in the kit"
+    KIT_UNREADABLE = "KIT_UNREADABLE", _FAIL, "a kit file cannot be read"
+    ENGINE_ENV_MALFORMED = "ENGINE_ENV_MALFORMED", _FAIL, "a kit's engine.env is malformed"
+    ENGINE_NO_LAUNCHER = "ENGINE_NO_LAUNCHER", _FAIL, "no launcher for the kit's engine"
+    ENGINE_VERSION_MISMATCH = "ENGINE_VERSION_MISMATCH", _FAIL, "not the pinned engine"
+    MANIFEST_MALFORMED = "MANIFEST_MALFORMED", _FAIL, "MANIFEST.json is malformed"
     EVIDENCE_FILE_CHANGED = (
         "EVIDENCE_FILE_CHANGED",
-        CHECK_FAILED,
+        _FAIL,
         "an evidence file's size or sha256 differs from the receipt's",
     )
-    EVIDENCE_FILE_EXTRA = "EVIDENCE_FILE_EXTRA", CHECK_FAILED, "evidence not listed in the receipt"
-    EVIDENCE_FILE_MISSING = "EVIDENCE_FILE_MISSING", CHECK_FAILED, "listed evidence is absent"
-    INSTALL_CONFLICT = "INSTALL_CONFLICT", CHECK_FAILED, "another kit is installed there"
-    INSTALL_DIR_INVALID = "INSTALL_DIR_INVALID", BAD_INPUT, "the install folder is not usable"
-    PACK_NOT_A_KIT = "PACK_NOT_A_KIT", BAD_INPUT, "the folder to pack is not a kit"
-    PACK_OPTIONS = "PACK_OPTIONS", BAD_INPUT, "pack options exclude each other"
-    PACK_SIGNED_NAME = "PACK_SIGNED_NAME", BAD_INPUT, "a signed archive needs a plain name"
+    EVIDENCE_FILE_EXTRA = "EVIDENCE_FILE_EXTRA", _FAIL, "evidence not listed in the receipt"
+    EVIDENCE_FILE_MISSING = "EVIDENCE_FILE_MISSING", _FAIL, "listed evidence is absent"
+    INSTALL_CONFLICT = "INSTALL_CONFLICT", _FAIL, "another kit is installed there"
+    INSTALL_DIR_INVALID = "INSTALL_DIR_INVALID", _INPUT, "the install folder is not usable"
+    PACK_NOT_A_KIT = "PACK_NOT_A_KIT", _INPUT, "the folder to pack is not a kit"
+    PACK_OPTIONS = "PACK_OPTIONS", _INPUT, "pack options exclude each other"
+    PACK_SIGNED_NAME = "PACK_SIGNED_NAME", _INPUT, "a signed archive needs a plain name"
     PACK_UNSIGNED_HAS_RECEIPT = (
         "PACK_UNSIGNED_HAS_RECEIPT",
-        BAD_INPUT,
+        _INPUT,
         "--unsigned given for a kit that has a receipt",
     )
-    PACK_UNSIGNED_NAME = "PACK_UNSIGNED_NAME", BAD_INPUT, "an unsigned archive must say so"
-    OUTPUT_NOT_A_KIT = "OUTPUT_NOT_A_KIT", BAD_INPUT, "--force would replace a non-kit folder"
-    VERIFICATION_FAILED = "VERIFICATION_FAILED", CHECK_FAILED, "a check failed (generic)"
-    NOT_VERIFIED = "NOT_VERIFIED", CHECK_FAILED, "a verdict was not a pass"
+    PACK_UNSIGNED_NAME = "PACK_UNSIGNED_NAME", _INPUT, "an unsigned archive must say so"
+    OUTPUT_NOT_A_KIT = "OUTPUT_NOT_A_KIT", _INPUT, "--force would replace a non-kit folder"
+    VERIFICATION_FAILED = "VERIFICATION_FAILED", _FAIL, "a check failed (generic)"
+    NOT_VERIFIED = "NOT_VERIFIED", _FAIL, "a verdict was not a pass"
 
 
 class ReceiptCode(ErrorCode):
     """The signed receipt: DSSE envelope, Statement, subjects."""
 
-    RECEIPT_KIT_MISMATCH = "RECEIPT_KIT_MISMATCH", CHECK_FAILED, "kit checksum != kit subject"
-    RECEIPT_MALFORMED = "RECEIPT_MALFORMED", CHECK_FAILED, "the envelope or Statement is malformed"
-    RECEIPT_MISSING = "RECEIPT_MISSING", CHECK_FAILED, "no readable receipt.dsse.json"
-    RECEIPT_TOO_LARGE = "RECEIPT_TOO_LARGE", CHECK_FAILED, "the receipt is over the 1 MiB cap"
+    RECEIPT_KIT_MISMATCH = "RECEIPT_KIT_MISMATCH", _FAIL, "kit checksum != kit subject"
+    RECEIPT_MALFORMED = "RECEIPT_MALFORMED", _FAIL, "the envelope or Statement is malformed"
+    RECEIPT_MISSING = "RECEIPT_MISSING", _FAIL, "no readable receipt.dsse.json"
+    RECEIPT_TOO_LARGE = "RECEIPT_TOO_LARGE", _FAIL, "the receipt is over the 1 MiB cap"
     RECEIPT_WOULD_BE_TOO_LARGE = (
         "RECEIPT_WOULD_BE_TOO_LARGE",
-        BAD_INPUT,
+        _INPUT,
         "sign refuses to write a receipt no verifier will read",
     )
-    RECEIPT_UNTRUSTED_KEY = "RECEIPT_UNTRUSTED_KEY", CHECK_FAILED, "no trusted key signed it"
-    RECEIPT_WRONG_TYPE = "RECEIPT_WRONG_TYPE", CHECK_FAILED, "wrong payloadType or predicateType"
+    RECEIPT_UNTRUSTED_KEY = "RECEIPT_UNTRUSTED_KEY", _FAIL, "no trusted key signed it"
+    RECEIPT_WRONG_TYPE = "RECEIPT_WRONG_TYPE", _FAIL, "wrong payloadType or predicateType"
     RECEIPT_WEIGHTS_MISMATCH = (
         "RECEIPT_WEIGHTS_MISMATCH",
-        CHECK_FAILED,
+        _FAIL,
         "weight checksum != weights subject",
     )
     RECEIPT_KEY_OUTSIDE_VALIDITY = (
         "RECEIPT_KEY_OUTSIDE_VALIDITY",
-        CHECK_FAILED,
+        _FAIL,
         "signed outside the key's validity window",
     )
-    RECEIPT_KEY_REVOKED = "RECEIPT_KEY_REVOKED", CHECK_FAILED, "signed by a revoked key"
+    RECEIPT_KEY_REVOKED = "RECEIPT_KEY_REVOKED", _FAIL, "signed by a revoked key"
     RECEIPT_THRESHOLD_NOT_MET = (
         "RECEIPT_THRESHOLD_NOT_MET",
-        CHECK_FAILED,
+        _FAIL,
         "fewer distinct trusted signatures than the threshold",
     )
-    ALREADY_SIGNED = "ALREADY_SIGNED", BAD_INPUT, "the kit already has a receipt"
-    CLAIMS_KIT_MISMATCH = "CLAIMS_KIT_MISMATCH", BAD_INPUT, "the claims describe another kit"
+    SIGN_KIT_CHANGED = "SIGN_KIT_CHANGED", _INPUT, "sign refuses a kit that departs from its manifest"
+    ALREADY_SIGNED = "ALREADY_SIGNED", _INPUT, "the kit already has a receipt"
+    CLAIMS_KIT_MISMATCH = "CLAIMS_KIT_MISMATCH", _INPUT, "the claims describe another kit"
     EVIDENCE_LEVEL_MISMATCH = (
         "EVIDENCE_LEVEL_MISMATCH",
-        BAD_INPUT,
+        _INPUT,
         "the claims' evidence level disagrees with the files",
     )
-    EVIDENCE_MALFORMED = "EVIDENCE_MALFORMED", BAD_INPUT, "a benchmark result file is malformed"
-    EVIDENCE_MISSING = "EVIDENCE_MISSING", BAD_INPUT, "a benchmark result file named is absent"
-    JSON_MALFORMED = "JSON_MALFORMED", CHECK_FAILED, "not strict JSON"
-    JSON_NOT_CANONICAL = "JSON_NOT_CANONICAL", CHECK_FAILED, "signed JSON not in RFC 8785 form"
+    EVIDENCE_MALFORMED = "EVIDENCE_MALFORMED", _INPUT, "a benchmark result file is malformed"
+    EVIDENCE_MISSING = "EVIDENCE_MISSING", _INPUT, "a benchmark result file named is absent"
+    JSON_MALFORMED = "JSON_MALFORMED", _FAIL, "not strict JSON"
+    JSON_NOT_CANONICAL = "JSON_NOT_CANONICAL", _FAIL, "signed JSON not in RFC 8785 form"
 
 
 class TrustCode(ErrorCode):
     """Trusted keys, the root of trust, rollback state."""
 
-    TRUST_EMPTY = "TRUST_EMPTY", BAD_INPUT, "no trusted key was given"
-    TRUST_DUPLICATE_KEY = "TRUST_DUPLICATE_KEY", BAD_INPUT, "the same key was given twice"
-    TRUST_NEEDS_KIT = "TRUST_NEEDS_KIT", BAD_INPUT, "--trust needs a kit, not a bare lock"
-    ROOT_CHAIN_GAP = "ROOT_CHAIN_GAP", CHECK_FAILED, "a root version is missing from the chain"
-    ROOT_CHAIN_MALFORMED = "ROOT_CHAIN_MALFORMED", CHECK_FAILED, "root/ holds a bad entry"
-    ROOT_EXPIRED = "ROOT_EXPIRED", CHECK_FAILED, "the newest root has expired"
-    ROOT_INVALID = "ROOT_INVALID", BAD_INPUT, "a root edit or root file given is invalid"
-    ROOT_MALFORMED = "ROOT_MALFORMED", CHECK_FAILED, "a root document is malformed"
-    ROOT_UNTRUSTED = "ROOT_UNTRUSTED", CHECK_FAILED, "a root is not signed by its threshold"
-    ROOT_UNTRUSTED_KEY = "ROOT_UNTRUSTED_KEY", CHECK_FAILED, "no trusted key signed a root"
-    ROOT_VERSION = "ROOT_VERSION", CHECK_FAILED, "a root's version is not the expected one"
-    ROOT_WRONG_TYPE = "ROOT_WRONG_TYPE", CHECK_FAILED, "a root has the wrong payload type"
-    ROLLBACK = "ROLLBACK", CHECK_FAILED, "the sequence is below one this node accepted"
-    EQUIVOCATION = "EQUIVOCATION", CHECK_FAILED, "same sequence, different kit"
-    ROLLBACK_STATE_INVALID = "ROLLBACK_STATE_INVALID", CHECK_FAILED, "the state file is corrupt"
+    TRUST_EMPTY = "TRUST_EMPTY", _INPUT, "no trusted key was given"
+    TRUST_DUPLICATE_KEY = "TRUST_DUPLICATE_KEY", _INPUT, "the same key was given twice"
+    TRUST_NEEDS_KIT = "TRUST_NEEDS_KIT", _INPUT, "--trust needs a kit, not a bare lock"
+    ROOT_CHAIN_GAP = "ROOT_CHAIN_GAP", _FAIL, "a root version is missing from the chain"
+    ROOT_CHAIN_MALFORMED = "ROOT_CHAIN_MALFORMED", _FAIL, "root/ holds a bad entry"
+    ROOT_EXPIRED = "ROOT_EXPIRED", _FAIL, "the newest root has expired"
+    ROOT_INVALID = "ROOT_INVALID", _INPUT, "a root edit or root file given is invalid"
+    ROOT_MALFORMED = "ROOT_MALFORMED", _FAIL, "a root document is malformed"
+    ROOT_UNTRUSTED = "ROOT_UNTRUSTED", _FAIL, "a root is not signed by its threshold"
+    ROOT_UNTRUSTED_KEY = "ROOT_UNTRUSTED_KEY", _FAIL, "no trusted key signed a root"
+    ROOT_VERSION = "ROOT_VERSION", _FAIL, "a root's version is not the expected one"
+    ROOT_WRONG_TYPE = "ROOT_WRONG_TYPE", _FAIL, "a root has the wrong payload type"
+    ROLLBACK = "ROLLBACK", _FAIL, "the sequence is below one this node accepted"
+    EQUIVOCATION = "EQUIVOCATION", _FAIL, "same sequence, different kit"
+    ROLLBACK_STATE_INVALID = "ROLLBACK_STATE_INVALID", _FAIL, "the state file is corrupt"
     ROLLBACK_STATE_UNAVAILABLE = (
         "ROLLBACK_STATE_UNAVAILABLE",
-        ENVIRONMENT,
+        _ENV,
         "the rollback state folder is absent or cannot be opened",
     )
     ROLLBACK_STATE_NOT_GIVEN = (
         "ROLLBACK_STATE_NOT_GIVEN",
-        CHECK_FAILED,
+        _FAIL,
         "a root promises rollback protection and no state folder was given (fails closed)",
     )
-    SSHSIG_INVALID = "SSHSIG_INVALID", CHECK_FAILED, "an SSH signature does not verify"
-    STATE_DIR_MISSING = "STATE_DIR_MISSING", BAD_INPUT, "--root needs a state folder"
+    SSHSIG_INVALID = "SSHSIG_INVALID", _FAIL, "an SSH signature does not verify"
+    STATE_DIR_MISSING = "STATE_DIR_MISSING", _INPUT, "--root needs a state folder"
 
 
 class WeightsCode(ErrorCode):
     """A weights folder against its lock (``k3kit.weights``, ``k3kit.layouts``)."""
 
-    WEIGHTS_AMBIGUOUS = "WEIGHTS_AMBIGUOUS", CHECK_FAILED, "the folder has more than one meaning"
-    WEIGHTS_BAD_NAME = "WEIGHTS_BAD_NAME", CHECK_FAILED, "a file name is not printable UTF-8"
-    WEIGHTS_DIFFER = "WEIGHTS_DIFFER", CHECK_FAILED, "the weights depart from the lock"
-    WEIGHTS_DIGEST_MISMATCH = "WEIGHTS_DIGEST_MISMATCH", CHECK_FAILED, "a file's digest differs"
-    WEIGHTS_EMPTY = "WEIGHTS_EMPTY", CHECK_FAILED, "the lock lists no file"
-    WEIGHTS_FILE_EXTRA = "WEIGHTS_FILE_EXTRA", CHECK_FAILED, "a file not in the lock"
-    WEIGHTS_FILE_MISSING = "WEIGHTS_FILE_MISSING", CHECK_FAILED, "a locked file is absent"
-    WEIGHTS_MISSING_SNAPSHOT = "WEIGHTS_MISSING_SNAPSHOT", CHECK_FAILED, "no snapshot for the commit"
-    WEIGHTS_NOT_FOUND = "WEIGHTS_NOT_FOUND", CHECK_FAILED, "the weights folder does not exist"
-    WEIGHTS_NOT_GIVEN = "WEIGHTS_NOT_GIVEN", BAD_INPUT, "no weights folder was given"
-    WEIGHTS_NOT_REGULAR = "WEIGHTS_NOT_REGULAR", CHECK_FAILED, "not a regular file"
-    WEIGHTS_NO_BLAKE3 = "WEIGHTS_NO_BLAKE3", CHECK_FAILED, "blake3 asked for, the lock has none"
-    WEIGHTS_ROOT_NOT_REAL = "WEIGHTS_ROOT_NOT_REAL", CHECK_FAILED, "the folder moved after hashing"
-    WEIGHTS_SIZE_MISMATCH = "WEIGHTS_SIZE_MISMATCH", CHECK_FAILED, "a file is larger than locked"
-    WEIGHTS_SYMLINK_CHAIN = "WEIGHTS_SYMLINK_CHAIN", CHECK_FAILED, "a link resolves via another"
-    WEIGHTS_SYMLINK_ESCAPE = "WEIGHTS_SYMLINK_ESCAPE", CHECK_FAILED, "a link leaves the repo blobs"
-    WEIGHTS_TRUNCATED = "WEIGHTS_TRUNCATED", CHECK_FAILED, "a file is smaller than locked"
-    WEIGHTS_WALK_FAILED = "WEIGHTS_WALK_FAILED", CHECK_FAILED, "a folder entry cannot be read"
-    WEIGHTS_WRONG_REPO = "WEIGHTS_WRONG_REPO", CHECK_FAILED, "the cache holds another repo"
-    WEIGHTS_WRONG_REVISION = "WEIGHTS_WRONG_REVISION", CHECK_FAILED, "the snapshot is not the pin"
-    LOCK_MALFORMED = "LOCK_MALFORMED", CHECK_FAILED, "weights.lock.json is malformed"
-    LOCK_MISSING = "LOCK_MISSING", BAD_INPUT, "no weights lock where one was named"
-    LOCK_NOT_CANONICAL = "LOCK_NOT_CANONICAL", BAD_INPUT, "a lock given is not in RFC 8785 form"
-    LOCK_REPO_MISMATCH = "LOCK_REPO_MISMATCH", BAD_INPUT, "the lock pins another repo"
-    HASH_LOCAL_FILE_SET = "HASH_LOCAL_FILE_SET", BAD_INPUT, "the local folder's file set differs"
-    HASH_LOCAL_MISMATCH = "HASH_LOCAL_MISMATCH", CHECK_FAILED, "local bytes != hub's sha256"
+    WEIGHTS_AMBIGUOUS = "WEIGHTS_AMBIGUOUS", _FAIL, "the folder has more than one meaning"
+    WEIGHTS_BAD_NAME = "WEIGHTS_BAD_NAME", _FAIL, "a file name is not printable UTF-8"
+    WEIGHTS_DIFFER = "WEIGHTS_DIFFER", _FAIL, "the weights depart from the lock"
+    WEIGHTS_DIGEST_MISMATCH = "WEIGHTS_DIGEST_MISMATCH", _FAIL, "a file's digest differs"
+    WEIGHTS_EMPTY = "WEIGHTS_EMPTY", _FAIL, "the lock lists no file"
+    WEIGHTS_FILE_EXTRA = "WEIGHTS_FILE_EXTRA", _FAIL, "a file not in the lock"
+    WEIGHTS_FILE_MISSING = "WEIGHTS_FILE_MISSING", _FAIL, "a locked file is absent"
+    WEIGHTS_MISSING_SNAPSHOT = "WEIGHTS_MISSING_SNAPSHOT", _FAIL, "no snapshot for the commit"
+    WEIGHTS_NOT_FOUND = "WEIGHTS_NOT_FOUND", _FAIL, "the weights folder does not exist"
+    WEIGHTS_NOT_GIVEN = "WEIGHTS_NOT_GIVEN", _INPUT, "no weights folder was given"
+    WEIGHTS_NOT_REGULAR = "WEIGHTS_NOT_REGULAR", _FAIL, "not a regular file"
+    WEIGHTS_NO_BLAKE3 = "WEIGHTS_NO_BLAKE3", _FAIL, "blake3 asked for, the lock has none"
+    WEIGHTS_ROOT_NOT_REAL = "WEIGHTS_ROOT_NOT_REAL", _FAIL, "the folder moved after hashing"
+    WEIGHTS_SIZE_MISMATCH = "WEIGHTS_SIZE_MISMATCH", _FAIL, "a file is larger than locked"
+    WEIGHTS_SYMLINK_CHAIN = "WEIGHTS_SYMLINK_CHAIN", _FAIL, "a link resolves via another"
+    WEIGHTS_SYMLINK_ESCAPE = "WEIGHTS_SYMLINK_ESCAPE", _FAIL, "a link leaves the repo blobs"
+    WEIGHTS_TRUNCATED = "WEIGHTS_TRUNCATED", _FAIL, "a file is smaller than locked"
+    WEIGHTS_WALK_FAILED = "WEIGHTS_WALK_FAILED", _FAIL, "a folder entry cannot be read"
+    WEIGHTS_WRONG_REPO = "WEIGHTS_WRONG_REPO", _FAIL, "the cache holds another repo"
+    WEIGHTS_WRONG_REVISION = "WEIGHTS_WRONG_REVISION", _FAIL, "the snapshot is not the pin"
+    LOCK_MALFORMED = "LOCK_MALFORMED", _FAIL, "weights.lock.json is malformed"
+    LOCK_MISSING = "LOCK_MISSING", _INPUT, "no weights lock where one was named"
+    LOCK_NOT_CANONICAL = "LOCK_NOT_CANONICAL", _FAIL, "a lock given is not in RFC 8785 form"
+    LOCK_REPO_MISMATCH = "LOCK_REPO_MISMATCH", _INPUT, "the lock pins another repo"
+    HASH_LOCAL_FILE_SET = "HASH_LOCAL_FILE_SET", _INPUT, "the local folder's file set differs"
+    HASH_LOCAL_MISMATCH = "HASH_LOCAL_MISMATCH", _FAIL, "local bytes != hub's sha256"
     # Per-file outcomes of k3kit.hashpool, mapped to WEIGHTS_* by its callers.
-    TRUNCATED = "TRUNCATED", CHECK_FAILED, "hash pool: fewer bytes read than locked"
-    DIGEST_MISMATCH = "DIGEST_MISMATCH", CHECK_FAILED, "hash pool: digest differs"
-    NOT_REGULAR = "NOT_REGULAR", CHECK_FAILED, "hash pool: not a regular file"
-    UNREADABLE = "UNREADABLE", CHECK_FAILED, "hash pool: cannot be read"
+    TRUNCATED = "TRUNCATED", _FAIL, "hash pool: fewer bytes read than locked"
+    DIGEST_MISMATCH = "DIGEST_MISMATCH", _FAIL, "hash pool: digest differs"
+    NOT_REGULAR = "NOT_REGULAR", _FAIL, "hash pool: not a regular file"
+    UNREADABLE = "UNREADABLE", _FAIL, "hash pool: cannot be read"
 
 
 class HubCode(ErrorCode):
     """Pinning from and pulling from the Hugging Face Hub."""
 
-    HUB_AUTH = "HUB_AUTH", ENVIRONMENT, "the hub refused the token (401/403)"
-    HUB_BAD_ANSWER = "HUB_BAD_ANSWER", ENVIRONMENT, "the hub answered something unusable"
-    HUB_DOWNLOAD_FAILED = "HUB_DOWNLOAD_FAILED", ENVIRONMENT, "a download failed"
-    HUB_FILE_NOT_FOUND = "HUB_FILE_NOT_FOUND", ENVIRONMENT, "the file is not at that revision"
-    HUB_HTTP_ERROR = "HUB_HTTP_ERROR", ENVIRONMENT, "another HTTP error"
-    HUB_NOT_FOUND = "HUB_NOT_FOUND", ENVIRONMENT, "404 from the hub"
-    HUB_OVERSIZED = "HUB_OVERSIZED", CHECK_FAILED, "the hub sent more bytes than locked"
-    HUB_RATE_LIMITED = "HUB_RATE_LIMITED", ENVIRONMENT, "429 from the hub"
-    HUB_REPO_NOT_FOUND = "HUB_REPO_NOT_FOUND", ENVIRONMENT, "no such repo (or no access)"
-    HUB_REVISION_NOT_FOUND = "HUB_REVISION_NOT_FOUND", ENVIRONMENT, "no such revision"
-    HUB_SIZE_MISMATCH = "HUB_SIZE_MISMATCH", CHECK_FAILED, "downloaded size != locked size"
-    HUB_TIMEOUT = "HUB_TIMEOUT", ENVIRONMENT, "the hub did not answer in time"
-    HUB_UNAVAILABLE = "HUB_UNAVAILABLE", ENVIRONMENT, "5xx from the hub"
-    HUB_UNREACHABLE = "HUB_UNREACHABLE", ENVIRONMENT, "no connection to the hub"
-    LOCAL_IO_ERROR = "LOCAL_IO_ERROR", ENVIRONMENT, "a local write failed during a download"
-    DIR_UNUSABLE = "DIR_UNUSABLE", ENVIRONMENT, "the pull folder cannot be used"
-    PULL_LINK_PLANTED = "PULL_LINK_PLANTED", CHECK_FAILED, "a link was planted in the folder"
-    PULL_NOT_VERIFIED = "PULL_NOT_VERIFIED", CHECK_FAILED, "pulled bytes did not verify"
-    PULL_PATH_BLOCKED = "PULL_PATH_BLOCKED", CHECK_FAILED, "something blocks a lock path"
-    PULL_QUARANTINE_FAILED = "PULL_QUARANTINE_FAILED", ENVIRONMENT, "cannot move aside a bad file"
-    PULL_QUARANTINE_UNSAFE = "PULL_QUARANTINE_UNSAFE", ENVIRONMENT, "the quarantine is unsafe"
-    PULL_STOPPED = "PULL_STOPPED", ENVIRONMENT, "stopped after another file's failure"
+    HUB_AUTH = "HUB_AUTH", _ENV, "the hub refused the token (401/403)"
+    HUB_BAD_ANSWER = "HUB_BAD_ANSWER", _ENV, "the hub answered something unusable"
+    HUB_DOWNLOAD_FAILED = "HUB_DOWNLOAD_FAILED", _ENV, "a download failed"
+    HUB_FILE_NOT_FOUND = "HUB_FILE_NOT_FOUND", _ENV, "the file is not at that revision"
+    HUB_HTTP_ERROR = "HUB_HTTP_ERROR", _ENV, "another HTTP error"
+    HUB_NOT_FOUND = "HUB_NOT_FOUND", _ENV, "404 from the hub"
+    HUB_OVERSIZED = "HUB_OVERSIZED", _FAIL, "the hub sent more bytes than locked"
+    HUB_RATE_LIMITED = "HUB_RATE_LIMITED", _ENV, "429 from the hub"
+    HUB_REPO_NOT_FOUND = "HUB_REPO_NOT_FOUND", _ENV, "no such repo (or no access)"
+    HUB_REVISION_NOT_FOUND = "HUB_REVISION_NOT_FOUND", _ENV, "no such revision"
+    HUB_SIZE_MISMATCH = "HUB_SIZE_MISMATCH", _FAIL, "downloaded size != locked size"
+    HUB_TIMEOUT = "HUB_TIMEOUT", _ENV, "the hub did not answer in time"
+    HUB_UNAVAILABLE = "HUB_UNAVAILABLE", _ENV, "5xx from the hub"
+    HUB_UNREACHABLE = "HUB_UNREACHABLE", _ENV, "no connection to the hub"
+    LOCAL_IO_ERROR = "LOCAL_IO_ERROR", _ENV, "a local write failed during a download"
+    DIR_UNUSABLE = "DIR_UNUSABLE", _ENV, "the pull folder cannot be used"
+    PULL_LINK_PLANTED = "PULL_LINK_PLANTED", _FAIL, "a link was planted in the folder"
+    PULL_NOT_VERIFIED = "PULL_NOT_VERIFIED", _FAIL, "pulled bytes did not verify"
+    PULL_PATH_BLOCKED = "PULL_PATH_BLOCKED", _FAIL, "something blocks a lock path"
+    PULL_QUARANTINE_FAILED = "PULL_QUARANTINE_FAILED", _ENV, "cannot move aside a bad file"
+    PULL_QUARANTINE_UNSAFE = "PULL_QUARANTINE_UNSAFE", _ENV, "the quarantine is unsafe"
+    PULL_STOPPED = "PULL_STOPPED", _ENV, "stopped after another file's failure"
 
 
 class InputCode(ErrorCode):
     """Bad input from the caller (exit 3): definitions, options, refused overwrites."""
 
-    BAD_INPUT = "BAD_INPUT", BAD_INPUT, "malformed input (generic)"
-    BAD_ENDPOINT = "BAD_ENDPOINT", BAD_INPUT, "HF_ENDPOINT is not a usable URL"
-    BAD_REPO_ID = "BAD_REPO_ID", BAD_INPUT, "not a hub repo id"
-    ENGINE_SETTING_INVALID = "ENGINE_SETTING_INVALID", BAD_INPUT, "a flag the engine refuses"
-    ENGINE_UNKNOWN = "ENGINE_UNKNOWN", BAD_INPUT, "no flag snapshot for the engine"
-    ENV_VALUE = "ENV_VALUE", BAD_INPUT, "a value that cannot be written to an env file"
-    INPUT_MISSING = "INPUT_MISSING", BAD_INPUT, "an input file is absent"
-    NOTHING_TO_PIN = "NOTHING_TO_PIN", BAD_INPUT, "the selection matches no file"
-    OUTPUT_EXISTS = "OUTPUT_EXISTS", BAD_INPUT, "the output exists and --force was not given"
-    PASSPHRASE_MISSING = "PASSPHRASE_MISSING", BAD_INPUT, "the key needs a passphrase"
-    PATH_REFUSED = "PATH_REFUSED", BAD_INPUT, "a path the path policy refuses"
-    PATTERN_MATCHES_NOTHING = "PATTERN_MATCHES_NOTHING", BAD_INPUT, "an --include matches nothing"
-    PROFILE_UNKNOWN = "PROFILE_UNKNOWN", BAD_INPUT, "no such profile in the kit"
-    REPO_MISMATCH = "REPO_MISMATCH", BAD_INPUT, "the repo differs from the definition's"
-    REVISION_MISMATCH = "REVISION_MISMATCH", BAD_INPUT, "the revision differs from the definition's"
-    REVISION_NOT_COMMIT = "REVISION_NOT_COMMIT", BAD_INPUT, "not a 40-hex commit"
-    SITE_INVALID = "SITE_INVALID", BAD_INPUT, "the site env file is invalid"
-    TEMPLATE_ERROR = "TEMPLATE_ERROR", BAD_INPUT, "a template failed to render"
-    TOKEN_ENV_EMPTY = "TOKEN_ENV_EMPTY", BAD_INPUT, "the token variable is empty"
-    TOKEN_OVER_HTTP = "TOKEN_OVER_HTTP", BAD_INPUT, "a token would go over plain HTTP"
-    TOPOLOGY_UNKNOWN = "TOPOLOGY_UNKNOWN", BAD_INPUT, "no such topology in the profile"
+    BAD_INPUT = "BAD_INPUT", _INPUT, "malformed input (generic)"
+    BAD_ENDPOINT = "BAD_ENDPOINT", _INPUT, "HF_ENDPOINT is not a usable URL"
+    BAD_REPO_ID = "BAD_REPO_ID", _INPUT, "not a hub repo id"
+    ENGINE_SETTING_INVALID = "ENGINE_SETTING_INVALID", _INPUT, "a flag the engine refuses"
+    ENGINE_UNKNOWN = "ENGINE_UNKNOWN", _INPUT, "no flag snapshot for the engine"
+    ENV_VALUE = "ENV_VALUE", _INPUT, "a value that cannot be written to an env file"
+    INPUT_MISSING = "INPUT_MISSING", _INPUT, "an input file is absent"
+    NOTHING_TO_PIN = "NOTHING_TO_PIN", _INPUT, "the selection matches no file"
+    OUTPUT_EXISTS = "OUTPUT_EXISTS", _INPUT, "the output exists and --force was not given"
+    PASSPHRASE_MISSING = "PASSPHRASE_MISSING", _INPUT, "the key needs a passphrase"
+    PATH_REFUSED = "PATH_REFUSED", _INPUT, "a path the path policy refuses"
+    PATTERN_MATCHES_NOTHING = "PATTERN_MATCHES_NOTHING", _INPUT, "an --include matches nothing"
+    PROFILE_UNKNOWN = "PROFILE_UNKNOWN", _INPUT, "no such profile in the kit"
+    REPO_MISMATCH = "REPO_MISMATCH", _INPUT, "the repo differs from the definition's"
+    REVISION_MISMATCH = "REVISION_MISMATCH", _INPUT, "the revision differs from the definition's"
+    REVISION_NOT_COMMIT = "REVISION_NOT_COMMIT", _INPUT, "not a 40-hex commit"
+    SITE_INVALID = "SITE_INVALID", _INPUT, "the site env file is invalid"
+    TEMPLATE_ERROR = "TEMPLATE_ERROR", _INPUT, "a template failed to render"
+    TOKEN_ENV_EMPTY = "TOKEN_ENV_EMPTY", _INPUT, "the token variable is empty"
+    TOKEN_OVER_HTTP = "TOKEN_OVER_HTTP", _INPUT, "a token would go over plain HTTP"
+    TOPOLOGY_UNKNOWN = "TOPOLOGY_UNKNOWN", _INPUT, "no such topology in the profile"
 
 
 class EnvironmentCode(ErrorCode):
     """The machine got in the way (exit 4): files, keys, engines, I/O."""
 
-    ENVIRONMENT = "ENVIRONMENT", ENVIRONMENT, "environment problem (generic)"
-    ENGINE_NOT_FOUND = "ENGINE_NOT_FOUND", ENVIRONMENT, "the engine executable is not installed"
-    INSTALL_INCOMPLETE = "INSTALL_INCOMPLETE", ENVIRONMENT, "k3kit's own files are missing"
-    IO_ERROR = "IO_ERROR", ENVIRONMENT, "an OSError reached the CLI"
-    KEY_PASSPHRASE = "KEY_PASSPHRASE", ENVIRONMENT, "wrong passphrase for the key"
-    KEY_TOO_PERMISSIVE = "KEY_TOO_PERMISSIVE", ENVIRONMENT, "the private key file is readable"
-    KEY_UNREADABLE = "KEY_UNREADABLE", ENVIRONMENT, "the key file cannot be read"
-    KEY_UNSUPPORTED = "KEY_UNSUPPORTED", ENVIRONMENT, "not an Ed25519 key"
-    RUNTIME_DIR_UNSAFE = "RUNTIME_DIR_UNSAFE", ENVIRONMENT, "the runtime folder is unsafe"
+    ENVIRONMENT = "ENVIRONMENT", _ENV, "environment problem (generic)"
+    ENGINE_NOT_FOUND = "ENGINE_NOT_FOUND", _ENV, "the engine executable is not installed"
+    INSTALL_INCOMPLETE = "INSTALL_INCOMPLETE", _ENV, "k3kit's own files are missing"
+    IO_ERROR = "IO_ERROR", _ENV, "an OSError reached the CLI"
+    KEY_PASSPHRASE = "KEY_PASSPHRASE", _ENV, "wrong passphrase for the key"
+    KEY_TOO_PERMISSIVE = "KEY_TOO_PERMISSIVE", _ENV, "the private key file is readable"
+    KEY_UNREADABLE = "KEY_UNREADABLE", _ENV, "the key file cannot be read"
+    KEY_UNSUPPORTED = "KEY_UNSUPPORTED", _ENV, "not an Ed25519 key"
+    RUNTIME_DIR_UNSAFE = "RUNTIME_DIR_UNSAFE", _ENV, "the runtime folder is unsafe"
 
 
 class AuditCode(ErrorCode):
     """``k3kit audit`` (its findings carry rule ids, not these codes)."""
 
-    AUDIT_TARGET_NOT_FOUND = "AUDIT_TARGET_NOT_FOUND", BAD_INPUT, "nothing to audit at that path"
-    AUDIT_UNREADABLE = "AUDIT_UNREADABLE", CHECK_FAILED, "a file audit hashes cannot be read"
+    AUDIT_TARGET_NOT_FOUND = "AUDIT_TARGET_NOT_FOUND", _INPUT, "nothing to audit at that path"
+    AUDIT_UNREADABLE = "AUDIT_UNREADABLE", _FAIL, "a file audit hashes cannot be read"
 
 
 class CliCode(ErrorCode):
     """Codes only the CLI's error mapping emits."""
 
-    K3KIT_ERROR = "K3KIT_ERROR", INTERNAL, "an error without a code (a bug)"
-    INTERNAL_ERROR = "INTERNAL_ERROR", INTERNAL, "an unexpected exception (a bug)"
-    CLICK_ERROR = "CLICK_ERROR", USAGE, "a usage error found by click"
+    K3KIT_ERROR = "K3KIT_ERROR", _BUG, "an error without a code (a bug)"
+    INTERNAL_ERROR = "INTERNAL_ERROR", _BUG, "an unexpected exception (a bug)"
+    CLICK_ERROR = "CLICK_ERROR", _USAGE, "a usage error found by click"
 
 
 AREAS: tuple[type[ErrorCode], ...] = (

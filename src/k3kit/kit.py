@@ -255,7 +255,7 @@ def sign(
         listing = "\n".join(f"  {d.code} {d.path}: {d.detail}" for d in drift)
         raise InputError(
             f"{kit_dir} no longer matches its MANIFEST.json; refusing to sign:\n{listing}",
-            code="KIT_FILES_DIFFER",
+            code="SIGN_KIT_CHANGED",
             hint="rebuild the kit",
         )
     info = load(KitInfo, _read_kit_doc(kit_dir, "kit.json"), source="kit.json")
