@@ -94,7 +94,8 @@ def test_every_code_literal_in_src_is_registered() -> None:
 
 def test_the_class_raised_agrees_with_the_registered_exit_code() -> None:
     wrong = [
-        f"{where}: {cls}(code={code}) exits {CLASSES[cls]}, registry says {codes.REGISTRY[code].exit}"
+        f"{where}: {cls}(code={code}) exits {CLASSES[cls]}, "
+        f"registry says {codes.REGISTRY[code].exit}"
         for code, where, cls in scan()
         if cls in CLASSES and code in codes.REGISTRY and CLASSES[cls] != codes.REGISTRY[code].exit
     ]

@@ -27,7 +27,7 @@ class ErrorCode(enum.StrEnum):
     exit: int
     description: str
 
-    def __new__(cls, value: str, exit: int, description: str) -> ErrorCode:  # noqa: A002
+    def __new__(cls, value: str, exit: int, description: str) -> ErrorCode:
         member = str.__new__(cls, value)
         member._value_ = value
         member.exit = exit
@@ -139,7 +139,7 @@ class ReceiptCode(ErrorCode):
         _FAIL,
         "fewer distinct trusted signatures than the threshold",
     )
-    SIGN_KIT_CHANGED = "SIGN_KIT_CHANGED", _INPUT, "sign refuses a kit that departs from its manifest"
+    SIGN_KIT_CHANGED = "SIGN_KIT_CHANGED", _INPUT, "sign refuses a kit that left its manifest"
     ALREADY_SIGNED = "ALREADY_SIGNED", _INPUT, "the kit already has a receipt"
     CLAIMS_KIT_MISMATCH = "CLAIMS_KIT_MISMATCH", _INPUT, "the claims describe another kit"
     EVIDENCE_LEVEL_MISMATCH = (

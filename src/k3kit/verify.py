@@ -33,23 +33,24 @@ from k3kit.sign import read_receipt, subject_digest
 from k3kit.trust import RollbackPolicy, RootAnchor, Trust
 from k3kit.trust import rollback as rollback_state
 from k3kit.trust.root import kit_roots
+from k3kit.vocab import CheckStatus, Problem
 from k3kit.weights import check_weights
 
 MAX_DOC_BYTES = 16 * 1024 * 1024
 LOCK_NAME = "weights.lock.json"
 KIT_INFO_NAME = "kit.json"
 
-PASSED, FAILED, NOT_CHECKED = "passed", "failed", "not checked"
+PASSED, FAILED, NOT_CHECKED = CheckStatus.PASSED, CheckStatus.FAILED, CheckStatus.NOT_CHECKED
 
 
 @dataclass
 class Check:
     id: str
     title: str
-    status: str = NOT_CHECKED
+    status: CheckStatus = NOT_CHECKED
     detail: str = ""
     code: str | None = None
-    problems: list[dict[str, str]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         ok = None if self.status == NOT_CHECKED else self.status == PASSED
@@ -62,7 +63,7 @@ class Check:
         if self.code:
             out["code"] = self.code
         if self.problems:
-            out["problems"] = self.problems
+            out["problems"] = [p.as_json() for p in self.problems]
         return out
 
 
@@ -211,17 +212,15 @@ def _step_kit_files(st: _State, check: Check) -> None:
         expected,
         skip=frozenset(d.path for d in tree.differences),
     )
-    problems = [
-        {"code": d.code, "path": d.path, "detail": d.detail} for d in [*tree.differences, *evidence]
-    ]
+    problems = [*tree.differences, *evidence]
     if problems:
         check.problems = problems
         counts: dict[str, int] = {}
         for p in problems:
-            counts[p["code"]] = counts.get(p["code"], 0) + 1
+            counts[p.code] = counts.get(p.code, 0) + 1
         raise VerificationError(
             "kit differs from MANIFEST.json: " + ", ".join(f"{n} {c}" for c, n in counts.items()),
-            code=problems[0]["code"] if len(counts) == 1 else "KIT_FILES_DIFFER",
+            code=problems[0].code if len(counts) == 1 else "KIT_FILES_DIFFER",
         )
     check.detail = f"{len(manifest.files)} files match MANIFEST.json"
     if expected:
@@ -417,9 +416,7 @@ def _weights_check(
     }
     if result.problems:
         check.status = FAILED
-        check.problems = [
-            {"code": p.code, "path": p.path, "detail": p.detail} for p in result.problems
-        ]
+        check.problems = list(result.problems)
         codes = sorted({p.code for p in result.problems})
         check.code = codes[0] if len(codes) == 1 else "WEIGHTS_DIFFER"
         check.detail = f"{len(result.problems)} problem(s): " + ", ".join(codes)
