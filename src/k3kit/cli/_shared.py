@@ -119,8 +119,8 @@ def print_report(report: Any, *, quiet: bool = False) -> None:
         for problem in check.problems[:50]:
             # Paths are file names from the kit or the weights folder: attacker bytes.
             err(
-                f"       {shown(problem['code']):<26} {shown(problem['path'])}: "
-                f"{shown(problem['detail'])}"
+                f"       {shown(problem.code):<26} {shown(problem.path)}: "
+                f"{shown(problem.detail)}"
             )
         if len(check.problems) > 50:
             err(f"       … and {len(check.problems) - 50} more (use --json for all)")
