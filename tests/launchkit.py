@@ -66,8 +66,9 @@ def engine_env(fake: FakeEngine, **extra: str) -> dict[str, str]:
     return {"PATH": f"{fake.bindir}:/usr/bin:/bin", **extra}
 
 
-def launch(kit: Path, fake: FakeEngine, *args: str | Path,
-           **extra_env: str) -> tuple[int, str, dict]:  # type: ignore[type-arg]
+def launch(
+    kit: Path, fake: FakeEngine, *args: str | Path, **extra_env: str
+) -> tuple[int, str, dict]:  # type: ignore[type-arg]
     """Run ``k3kit launch`` as a subprocess; returns (exit code, stderr, JSON or {})."""
     proc = run_k3kit("launch", kit, *args, env=engine_env(fake, **extra_env))
     assert "Traceback" not in proc.stderr, proc.stderr

@@ -44,8 +44,17 @@ def test_install_pull_launch(served: ServedKit, tmp_path: Path) -> None:
 
     fake = make_fake_engine(tmp_path / "engine")
     proc = run_k3kit(
-        "launch", installed, "--profile", "interactive", "--trust", trust, "--weights", models,
-        "--state-dir", tmp_path / "state", env=engine_env(fake),
+        "launch",
+        installed,
+        "--profile",
+        "interactive",
+        "--trust",
+        trust,
+        "--weights",
+        models,
+        "--state-dir",
+        tmp_path / "state",
+        env=engine_env(fake),
     )
     assert proc.returncode == 0, proc.stderr
     record = fake.record()
@@ -61,8 +70,17 @@ def test_install_pull_launch(served: ServedKit, tmp_path: Path) -> None:
     data[0] ^= 0xFF
     blob.write_bytes(bytes(data))
     proc = run_k3kit(
-        "launch", installed, "--profile", "interactive", "--trust", trust, "--weights", models,
-        "--state-dir", tmp_path / "state", env=engine_env(fake),
+        "launch",
+        installed,
+        "--profile",
+        "interactive",
+        "--trust",
+        trust,
+        "--weights",
+        models,
+        "--state-dir",
+        tmp_path / "state",
+        env=engine_env(fake),
     )
     assert proc.returncode == 1
     assert "NOT VERIFIED" in proc.stderr

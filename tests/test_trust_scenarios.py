@@ -185,8 +185,18 @@ def test_install_and_launch_apply_rollback_protection(
     assert sorted(p.name for p in into.iterdir()) == ["kimi-k3-b300x8-1.5.0"]
     fake = make_fake_engine(tmp_path / "engine")
     proc = run_k3kit(
-        "launch", four, "--profile", "interactive", "--root", root1, "--state-dir", state,
-        "--weights", golden.snapshot, "--dry-run", env=engine_env(fake),
+        "launch",
+        four,
+        "--profile",
+        "interactive",
+        "--root",
+        root1,
+        "--state-dir",
+        state,
+        "--weights",
+        golden.snapshot,
+        "--dry-run",
+        env=engine_env(fake),
     )
     assert proc.returncode == 1 and "ROLLBACK" in proc.stderr
     assert "the engine was not started" in proc.stderr

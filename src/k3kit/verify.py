@@ -77,8 +77,7 @@ class Report:
     def ok(self) -> bool:
         """Only a full run of passed checks is a pass; weights not given is stated, not failed."""
         return all(
-            c.status == PASSED
-            or (c.id == "weights" and c.code == "WEIGHTS_NOT_GIVEN")
+            c.status == PASSED or (c.id == "weights" and c.code == "WEIGHTS_NOT_GIVEN")
             for c in self.checks
         )
 

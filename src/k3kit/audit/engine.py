@@ -125,9 +125,9 @@ def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[st
         # Notes about version drift may grow between k3kit versions; the numbers may not differ.
         recorded = run.evidence_summary
         drift: dict[str, list[str]] = {"notes": [], "unmapped": []}
-        if recorded is None or summarize(result).model_copy(
+        if recorded is None or summarize(result).model_copy(update=drift) != recorded.model_copy(
             update=drift
-        ) != recorded.model_copy(update=drift):
+        ):
             facts.evidence_status[run.id] = "its tool summary differs from the receipt's"
             continue
         facts.evidence_status[run.id] = "ok"
