@@ -70,7 +70,8 @@ def test_older_versions_are_read_with_notes() -> None:
         ('{"completed": 1, "request_rate": Infinity}\n', "Infinity is not valid JSON"),
         ('{"completed": 1, "duration": -Infinity}\n', "not strict JSON"),
         (
-            '{"duration": 1.0, "completed": 1, "ttfts": [0.1], "itls": [[]], "output_lens": [1, 2]}',
+            '{"duration": 1.0, "completed": 1, "ttfts": [0.1], "itls": [[]], '
+            '"output_lens": [1, 2]}',
             "lengths differ",
         ),
         ('{"duration": "1.0", "completed": 1}', "expected a number"),
