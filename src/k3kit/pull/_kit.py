@@ -77,13 +77,13 @@ def read_kit_lock(kit: Path, trusted: list[Ed25519PublicKey]) -> KitLock:
     data = _lock_bytes(kit)
     source = f"{kit}: {LOCK_NAME}" if not kit.name.endswith(".json") else str(kit)
     obj = strict_loads(
-        data, source=source, max_bytes=MAX_DOC_BYTES, error=VerificationError, code="LOCK_MALFORMED"
+        data, source=source, max_bytes=MAX_DOC_BYTES, error=InputError, code="LOCK_MALFORMED"
     )
-    lock = load(WeightsLock, obj, source=source, error=VerificationError, code="LOCK_MALFORMED")
+    lock = load(WeightsLock, obj, source=source, error=InputError, code="LOCK_MALFORMED")
     try:  # k3kit writes locks as RFC 8785 bytes; other bytes were not written by `k3kit pin`
         require_canonical(data, obj, source=source)
     except VerificationError as exc:
-        raise VerificationError(exc.message, code="LOCK_NOT_CANONICAL") from exc
+        raise InputError(exc.message, code="LOCK_NOT_CANONICAL") from exc
     digest = hashlib.sha256(data).hexdigest()
     if not trusted:
         return KitLock(lock, digest, False, "not verified: no --trust key given")
