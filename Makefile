@@ -19,6 +19,7 @@ tools:
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)

@@ -40,11 +40,23 @@ def _kit_info() -> KitInfo:
             "model": pkg.model.model_dump(),
             "hardware": pkg.hardware.model_dump(),
             "engine": pkg.engine.model_dump(),
-            "weights": {"repo": pkg.model.repo, "commit": "0" * 40, "lock_sha256": "0" * 64,
-                        "file_count": 1, "total_bytes": 1},
-            "profiles": [{"name": n, "topology": p.topology, "description": p.description,
-                          "served_model_name": p.served_model_name, "files": []}
-                         for n, p in pkg.profiles.items()],
+            "weights": {
+                "repo": pkg.model.repo,
+                "commit": "0" * 40,
+                "lock_sha256": "0" * 64,
+                "file_count": 1,
+                "total_bytes": 1,
+            },
+            "profiles": [
+                {
+                    "name": n,
+                    "topology": p.topology,
+                    "description": p.description,
+                    "served_model_name": p.served_model_name,
+                    "files": [],
+                }
+                for n, p in pkg.profiles.items()
+            ],
             "price": pkg.price.model_dump(),
             "limitations": pkg.limitations,
             "built_with": "bench",
@@ -57,23 +69,38 @@ def main() -> None:
     info = _kit_info()
     rows = []
     for requests, tokens in ((64, 256), (1024, 2048), (10_000, 256)):
-        result = simulate(1, concurrency=32, num_prompts=requests, output_len=tokens,
-                          model=ServerModel(decode_s_per_token=0.006, chunk_tokens=(1, 3)))
+        result = simulate(
+            1,
+            concurrency=32,
+            num_prompts=requests,
+            output_len=tokens,
+            model=ServerModel(decode_s_per_token=0.006, chunk_tokens=(1, 3)),
+        )
         data = json.dumps(result).encode()
         runs = [GenRun("interactive-c32", "interactive", 32, requests, result)]
         made = make_claims(runs, input_len=2048, output_len=tokens)
         made.workload["speculative_decoding"] = True
         claims = load(Claims, tomllib.loads(made.render(), parse_float=Decimal), source="claims")
         t0 = time.perf_counter()
-        payload = build_statement(claims, info, kit_sha256="0" * 64, lock_sha256="1" * 64,
-                                  issued_at="2026-11-01T00:00:00Z",
-                                  evidence={"interactive-c32": data})
+        payload = build_statement(
+            claims,
+            info,
+            kit_sha256="0" * 64,
+            lock_sha256="1" * 64,
+            issued_at="2026-11-01T00:00:00Z",
+            evidence={"interactive-c32": data},
+        )
         t1 = time.perf_counter()
         statement = Statement.model_validate_json(payload)
         parsed = parse_vllm_result(data, source="bench")
         t2 = time.perf_counter()
-        ctx = build_context(statement.predicate, signer_keyid="bench", kit=None,
-                            results={"interactive-c32": parsed}, subjects={})
+        ctx = build_context(
+            statement.predicate,
+            signer_keyid="bench",
+            kit=None,
+            results={"interactive-c32": parsed},
+            subjects={},
+        )
         findings = run_rules(ctx)
         t3 = time.perf_counter()
         row = {

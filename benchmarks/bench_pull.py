@@ -70,7 +70,10 @@ def start_hub(folder: Path, rate_mib: float | None) -> tuple[subprocess.Popen[st
     pace = [] if rate_mib is None else ["--rate-mib", str(rate_mib)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.testhub.server", "--repo", f"{REPO}={folder}", *pace],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()
     _, _, sha = proc.stdout.readline().split()
@@ -99,15 +102,20 @@ def timed(func: Callable[[Path], object], scratch: Path, server_pid: int) -> tup
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--shards", type=int, default=32)
     parser.add_argument("--shard-mib", type=int, default=16)
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--rate-mib", type=float, default=None,
-                        help="pace the hub to this many MiB/s per connection (a network link); "
-                             "default: unpaced loopback, bound by CPU")
+    parser.add_argument(
+        "--rate-mib",
+        type=float,
+        default=None,
+        help="pace the hub to this many MiB/s per connection (a network link); "
+        "default: unpaced loopback, bound by CPU",
+    )
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="k3kit-bench-pull-"))
     try:
@@ -119,12 +127,24 @@ def main() -> int:
 
             def per_file(dest: Path) -> None:
                 with ThreadPoolExecutor(args.workers) as pool:
-                    list(pool.map(lambda p: hf_hub_download(
-                        REPO, p, revision=sha, cache_dir=dest, endpoint=url, token=False), paths))
+                    list(
+                        pool.map(
+                            lambda p: hf_hub_download(
+                                REPO, p, revision=sha, cache_dir=dest, endpoint=url, token=False
+                            ),
+                            paths,
+                        )
+                    )
 
             def snapshot(dest: Path) -> None:
-                snapshot_download(REPO, revision=sha, cache_dir=dest, endpoint=url, token=False,
-                                  max_workers=args.workers)
+                snapshot_download(
+                    REPO,
+                    revision=sha,
+                    cache_dir=dest,
+                    endpoint=url,
+                    token=False,
+                    max_workers=args.workers,
+                )
 
             def k3kit_pull(dest: Path) -> None:
                 report = pull(lock, dest, downloader=HfHub(url), workers=args.workers)
@@ -145,7 +165,7 @@ def main() -> int:
             cpu: dict[str, list[float]] = {name: [] for name in methods}
             names = list(methods)
             for run in range(args.runs):
-                for name in names[run % len(names):] + names[:run % len(names)]:
+                for name in names[run % len(names) :] + names[: run % len(names)]:
                     wall, used = timed(methods[name], scratch, proc.pid)
                     times[name].append(wall)
                     cpu[name].append(used)
@@ -160,33 +180,51 @@ def main() -> int:
     medians = {name: statistics.median(ts) for name, ts in times.items()}
     ratios = {
         "k3kit pull / snapshot_download": medians["k3kit pull"] / medians["snapshot_download"],
-        "k3kit pull / hf_hub_download x N":
-            medians["k3kit pull"] / medians["hf_hub_download x N"],
-        "download, then verify / k3kit pull":
-            medians["download, then verify"] / medians["k3kit pull"],
+        "k3kit pull / hf_hub_download x N": medians["k3kit pull"] / medians["hf_hub_download x N"],
+        "download, then verify / k3kit pull": medians["download, then verify"]
+        / medians["k3kit pull"],
     }
     link = "unpaced" if args.rate_mib is None else f"paced to {args.rate_mib} MiB/s per connection"
     load = os.getloadavg()[0]
-    print(f"{len(lock.files)} files, {total / 1e6:.0f} MB, {args.workers} download workers, "
-          f"{args.runs} runs, {os.cpu_count()} CPUs, loopback test hub ({link}), "
-          f"load average {load:.2f} at the end")
+    print(
+        f"{len(lock.files)} files, {total / 1e6:.0f} MB, {args.workers} download workers, "
+        f"{args.runs} runs, {os.cpu_count()} CPUs, loopback test hub ({link}), "
+        f"load average {load:.2f} at the end"
+    )
     cpu_medians = {name: statistics.median(c) for name, c in cpu.items()}
     for name, ts in times.items():
-        print(f"  {name:<24} median {medians[name]:6.3f} s  {total / medians[name] / 1e9:5.2f} GB/s"
-              f"  cpu {cpu_medians[name]:5.2f} s  runs {' '.join(f'{t:.3f}' for t in ts)}")
+        print(
+            f"  {name:<24} median {medians[name]:6.3f} s  {total / medians[name] / 1e9:5.2f} GB/s"
+            f"  cpu {cpu_medians[name]:5.2f} s  runs {' '.join(f'{t:.3f}' for t in ts)}"
+        )
     for name, value in ratios.items():
         print(f"  {name:<36} {value:.3f}")
     out_dir = ROOT / "benchmarks" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"bench_pull-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    out.write_text(json.dumps({
-        "benchmark": "bench_pull", "files": len(lock.files), "total_bytes": total,
-        "workers": args.workers, "runs": args.runs, "cpus": os.cpu_count(),
-        "rate_mib_per_connection": args.rate_mib, "load_average_at_end": load,
-        "python": platform.python_version(), "huggingface_hub": huggingface_hub.__version__,
-        "seconds": times, "median_seconds": medians, "ratios": ratios,
-        "cpu_seconds": cpu, "median_cpu_seconds": cpu_medians,
-    }, indent=2) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "bench_pull",
+                "files": len(lock.files),
+                "total_bytes": total,
+                "workers": args.workers,
+                "runs": args.runs,
+                "cpus": os.cpu_count(),
+                "rate_mib_per_connection": args.rate_mib,
+                "load_average_at_end": load,
+                "python": platform.python_version(),
+                "huggingface_hub": huggingface_hub.__version__,
+                "seconds": times,
+                "median_seconds": medians,
+                "ratios": ratios,
+                "cpu_seconds": cpu,
+                "median_cpu_seconds": cpu_medians,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
     return 0
 

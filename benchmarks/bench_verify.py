@@ -111,8 +111,11 @@ def run_child(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, An
     ``other_cores`` is the machine's busy CPU time during the run minus the child's, per second
     of wall: how much of the machine other tenants took meanwhile.
     """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-            tempfile.NamedTemporaryFile("r") as usage:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.NamedTemporaryFile("r") as usage,
+    ):
         wrapped = [str(TIME), "-f", "%M %U %S", "-o", usage.name, *cmd] if TIME else cmd
         busy0 = cpu_busy()[0]
         start = time.perf_counter()
@@ -145,29 +148,53 @@ def run_parallel(cmds: list[list[str]]) -> dict[str, Any]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     busy = cpu_busy()[0] - busy0
-    return {"wall": wall, "rc": max(rcs), "stdout": "", "cpu_s": cpu,
-            "other_cores": max(0.0, busy - cpu) / wall}
+    return {
+        "wall": wall,
+        "rc": max(rcs),
+        "stdout": "",
+        "cpu_s": cpu,
+        "other_cores": max(0.0, busy - cpu) / wall,
+    }
 
 
 def machine() -> dict[str, Any]:
     cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")), platform.processor())
-    flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("flags")), "")
-    mem = {line.split(":")[0]: int(line.split()[1]) * 1024
-           for line in Path("/proc/meminfo").read_text().splitlines()[:3]}
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    flags = next(
+        (
+            line
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("flags")
+        ),
+        "",
+    )
+    mem = {
+        line.split(":")[0]: int(line.split()[1]) * 1024
+        for line in Path("/proc/meminfo").read_text().splitlines()[:3]
+    }
     import blake3
     import huggingface_hub
+
     return {
         "cores_usable": len(os.sched_getaffinity(0)),
         "nproc": os.cpu_count(),
         "cpu": cpu,
-        "sha_ni": " sha_ni" in flags, "avx2": " avx2" in flags, "avx512f": " avx512f" in flags,
-        "mem_total": mem.get("MemTotal"), "mem_available": mem.get("MemAvailable"),
+        "sha_ni": " sha_ni" in flags,
+        "avx2": " avx2" in flags,
+        "avx512f": " avx512f" in flags,
+        "mem_total": mem.get("MemTotal"),
+        "mem_available": mem.get("MemAvailable"),
         "kernel": platform.release(),
-        "python": platform.python_version(), "openssl": ssl.OPENSSL_VERSION,
-        "blake3_py": blake3.__version__, "huggingface_hub": huggingface_hub.__version__,
+        "python": platform.python_version(),
+        "openssl": ssl.OPENSSL_VERSION,
+        "blake3_py": blake3.__version__,
+        "huggingface_hub": huggingface_hub.__version__,
         "b3sum": shutil.which("b3sum") is not None,
     }
 
@@ -227,8 +254,11 @@ def main() -> int:
     def make() -> dict[str, Any]:
         for sub in ("hf-cache", "big-cache"):
             shutil.rmtree(work / sub, ignore_errors=True)
-        print(f"making {args.shards} x {shard_bytes / 1e6:.0f} MB + one {big_bytes / 1e9:.1f} GB "
-              f"file under {work} ...", flush=True)
+        print(
+            f"making {args.shards} x {shard_bytes / 1e6:.0f} MB + one {big_bytes / 1e9:.1f} GB "
+            f"file under {work} ...",
+            flush=True,
+        )
         snap = make_hf_cache(work / "hf-cache", shard_sizes(args.shards, shard_bytes), "shards")
         big = make_hf_cache(work / "big-cache", {"model.safetensors": big_bytes}, "big")
         return {"snapshot": str(snap), "big_snapshot": str(big)}
@@ -247,8 +277,12 @@ def main() -> int:
     wait_until_settled(shard_files + big_files)
     warm(shard_files + big_files)
     copy_rate = warm(shard_files + big_files)
-    fincore = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES",
-                              *map(str, shard_files)], capture_output=True, text=True, check=False)
+    fincore = subprocess.run(
+        ["fincore", "--bytes", "--noheadings", "--output", "RES", *map(str, shard_files)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     resident = sum(int(x) for x in fincore.stdout.split()) if fincore.returncode == 0 else None
 
     k3kit = [sys.executable, "-m", "k3kit"]
@@ -256,8 +290,18 @@ def main() -> int:
     shutil.rmtree(states, ignore_errors=True)
 
     def cli(kit: Kit, *extra: str, weights: bool = True, state: str = "scratch") -> list[str]:
-        cmd = [*k3kit, "verify", str(kit.kit), "--trust", str(public), "--json", "--quiet",
-               "--state-dir", str(states / state), *extra]
+        cmd = [
+            *k3kit,
+            "verify",
+            str(kit.kit),
+            "--trust",
+            str(public),
+            "--json",
+            "--quiet",
+            "--state-dir",
+            str(states / state),
+            *extra,
+        ]
         return cmd + (["--weights", str(kit.snapshot)] if weights else [])
 
     def engine(kit: Kit, state: str, **opts: Any) -> list[str]:
@@ -270,8 +314,9 @@ def main() -> int:
         kit = big if files == big_files else shards
         by_real = {os.path.realpath(kit.snapshot / f.path): f for f in kit.lock.files}
         want = [getattr(by_real[str(p)], algo) for p in files]
-        r = run_child([sys.executable, "-c", RAW, algo, mode, str(threads), str(buf),
-                       *map(str, files)])
+        r = run_child(
+            [sys.executable, "-c", RAW, algo, mode, str(threads), str(buf), *map(str, files)]
+        )
         r["digests_match_lock"] = _parsed(r).get("digests") == want
         return r
 
@@ -283,47 +328,57 @@ def main() -> int:
     hub = StandInHub(shards.lock)
     hub.__enter__()
     hf_home = work / "hf-home"
-    hf = [str(Path(sys.executable).with_name("hf")), "cache", "verify", shards.lock.repo,
-          "--revision", shards.lock.commit, "--cache-dir", str(work / "hf-cache")]
+    hf = [
+        str(Path(sys.executable).with_name("hf")),
+        "cache",
+        "verify",
+        shards.lock.repo,
+        "--revision",
+        shards.lock.commit,
+        "--cache-dir",
+        str(work / "hf-cache"),
+    ]
     env = hf_env(hub.url, hf_home)
     slices = [shard_files[i::cores] for i in range(cores)]
 
     rows: dict[str, Callable[[], dict[str, Any]]] = {
-        "k3kit sha256 cold (--full)": lambda: run_child(cli(shards, "--algorithm", "sha256",
-                                                            "--full")),
+        "k3kit sha256 cold (--full)": lambda: run_child(
+            cli(shards, "--algorithm", "sha256", "--full")
+        ),
         "k3kit blake3 cold (--full)": lambda: run_child(cli(shards, "--full")),
         "k3kit blake3 warm (cache)": lambda: run_child(cli(shards, state="warm-blake3")),
-        "k3kit sha256 warm (cache)": lambda: run_child(cli(shards, "--algorithm", "sha256",
-                                                           state="warm-sha256")),
+        "k3kit sha256 warm (cache)": lambda: run_child(
+            cli(shards, "--algorithm", "sha256", state="warm-sha256")
+        ),
         "k3kit verify, no --weights": lambda: run_child(cli(shards, weights=False)),
         "k3kit early exit (1st file bad)": lambda: run_child(cli(broken, "--full")),
-        "engine sha256 cold (in-process)": lambda: run_child(engine(
-            shards, "scratch", algorithm="sha256", full=True)),
+        "engine sha256 cold (in-process)": lambda: run_child(
+            engine(shards, "scratch", algorithm="sha256", full=True)
+        ),
         "engine blake3 cold (in-process)": lambda: run_child(engine(shards, "scratch", full=True)),
         "engine blake3 warm (in-process)": lambda: run_child(engine(shards, "warm-blake3")),
-        f"raw sha256 {cores} threads 1 MiB": lambda: raw("sha256", "read", cores, MIB,
-                                                                   shard_files),
-        f"raw sha256 {cores} threads 4 MiB": lambda: raw("sha256", "read", cores,
-                                                                   4 * MIB, shard_files),
-        f"raw blake3 {cores} threads 1 MiB": lambda: raw("blake3", "read", cores, MIB,
-                                                                   shard_files),
-        f"raw blake3 {cores} threads 4 MiB": lambda: raw("blake3", "read", cores,
-                                                                   4 * MIB, shard_files),
-        "raw sha256 1 thread 1 MiB (= hf)": lambda: raw("sha256", "read", 1, MIB,
-                                                                  shard_files),
+        f"raw sha256 {cores} threads 1 MiB": lambda: raw("sha256", "read", cores, MIB, shard_files),
+        f"raw sha256 {cores} threads 4 MiB": lambda: raw(
+            "sha256", "read", cores, 4 * MIB, shard_files
+        ),
+        f"raw blake3 {cores} threads 1 MiB": lambda: raw("blake3", "read", cores, MIB, shard_files),
+        f"raw blake3 {cores} threads 4 MiB": lambda: raw(
+            "blake3", "read", cores, 4 * MIB, shard_files
+        ),
+        "raw sha256 1 thread 1 MiB (= hf)": lambda: raw("sha256", "read", 1, MIB, shard_files),
         "hf cache verify": lambda: run_child(hf, env=env),
         "hf version (start-up)": lambda: run_child([hf[0], "version"], env=env),
         "sha256sum, 1 process": lambda: run_child(["sha256sum", *map(str, shard_files)]),
         f"sha256sum, {cores} processes": lambda: run_parallel(
-            [["sha256sum", *map(str, s)] for s in slices]),
+            [["sha256sum", *map(str, s)] for s in slices]
+        ),
         "big: k3kit blake3 (--full)": lambda: run_child(cli(big, "--full")),
-        "big: k3kit sha256 (--full)": lambda: run_child(cli(big, "--full", "--algorithm",
-                                                            "sha256")),
+        "big: k3kit sha256 (--full)": lambda: run_child(
+            cli(big, "--full", "--algorithm", "sha256")
+        ),
         "big: engine blake3 (in-process)": lambda: run_child(engine(big, "scratch", full=True)),
-        "big: raw blake3 1 thread 1 MiB": lambda: raw("blake3", "read", 1, MIB,
-                                                                big_files),
-        "big: raw blake3 update_mmap AUTO": lambda: raw("blake3", "mmap", 1, 0,
-                                                                  big_files),
+        "big: raw blake3 1 thread 1 MiB": lambda: raw("blake3", "read", 1, MIB, big_files),
+        "big: raw blake3 update_mmap AUTO": lambda: raw("blake3", "mmap", 1, 0, big_files),
     }
     if info["b3sum"]:
         rows["b3sum (default threads)"] = lambda: run_child(["b3sum", *map(str, shard_files)])
@@ -336,10 +391,13 @@ def main() -> int:
     t0 = time.perf_counter()
     names = list(rows)
     for rep in range(max(args.runs, args.no_weights_runs)):
-        order = names[rep % len(names):] + names[: rep % len(names)]
+        order = names[rep % len(names) :] + names[: rep % len(names)]
         for name in order:
-            limit = args.no_weights_runs if name == "k3kit verify, no --weights" else (
-                min(args.slow_runs, args.runs) if name in slow else args.runs)
+            limit = (
+                args.no_weights_runs
+                if name == "k3kit verify, no --weights"
+                else (min(args.slow_runs, args.runs) if name in slow else args.runs)
+            )
             if len(results[name]) >= limit:
                 continue
             r = rows[name]()
@@ -352,23 +410,45 @@ def main() -> int:
     ours1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     self1 = resource.getrusage(resource.RUSAGE_SELF)
     hub.__exit__()
-    ours = (ours1.ru_utime + ours1.ru_stime - ours0.ru_utime - ours0.ru_stime
-            + self1.ru_utime + self1.ru_stime - self0.ru_utime - self0.ru_stime)
+    ours = (
+        ours1.ru_utime
+        + ours1.ru_stime
+        - ours0.ru_utime
+        - ours0.ru_stime
+        + self1.ru_utime
+        + self1.ru_stime
+        - self0.ru_utime
+        - self0.ru_stime
+    )
     foreign = max(0.0, (busy1 - busy0) - ours) / elapsed
     report = summarise(results, shards, big, cores)
-    git = subprocess.run(["git", "-C", str(Path(__file__).parent), "describe", "--always",
-                          "--dirty"], capture_output=True, text=True, check=False).stdout.strip()
-    report.update({
-        "k3kit_commit": git,
-        "machine": info,
-        "dataset": {"files": shards.lock.file_count, "bytes": total,
-                    "shard_bytes": shard_bytes, "big_file_bytes": big.lock.total_bytes,
-                    "page_cache_resident_bytes": resident,
-                    "single_thread_read_gb_s": copy_rate / 1e9},
-        "load": {"elapsed_s": elapsed, "other_processes_cores": foreign,
-                 "steal_s": steal1 - steal0, "loadavg_end": os.getloadavg()},
-        "method": __doc__,
-    })
+    git = subprocess.run(
+        ["git", "-C", str(Path(__file__).parent), "describe", "--always", "--dirty"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    report.update(
+        {
+            "k3kit_commit": git,
+            "machine": info,
+            "dataset": {
+                "files": shards.lock.file_count,
+                "bytes": total,
+                "shard_bytes": shard_bytes,
+                "big_file_bytes": big.lock.total_bytes,
+                "page_cache_resident_bytes": resident,
+                "single_thread_read_gb_s": copy_rate / 1e9,
+            },
+            "load": {
+                "elapsed_s": elapsed,
+                "other_processes_cores": foreign,
+                "steal_s": steal1 - steal0,
+                "loadavg_end": os.getloadavg(),
+            },
+            "method": __doc__,
+        }
+    )
     print_table(report)
     RESULTS.mkdir(exist_ok=True)
     out = args.out or RESULTS / f"verify-{time.strftime('%Y%m%dT%H%M%S')}.json"
@@ -384,8 +464,9 @@ def _parsed(r: dict[str, Any]) -> dict[str, Any]:
         return {}
 
 
-def summarise(results: dict[str, list[dict[str, Any]]], shards: Kit, big: Kit,
-              cores: int) -> dict[str, Any]:
+def summarise(
+    results: dict[str, list[dict[str, Any]]], shards: Kit, big: Kit, cores: int
+) -> dict[str, Any]:
     total, big_total = shards.lock.total_bytes, big.lock.total_bytes
     rows: dict[str, Any] = {}
     for name, runs in results.items():
@@ -399,10 +480,14 @@ def summarise(results: dict[str, list[dict[str, Any]]], shards: Kit, big: Kit,
         wall = statistics.median(r["wall"] for r in used)
         cpu = [r["cpu_s"] for r in used if r.get("cpu_s")]
         row: dict[str, Any] = {
-            "runs": len(runs), "quiet_runs": len(quiet), "median_of": "quiet" if used is quiet
-            else "all (too few quiet runs)", "rc": sorted({r["rc"] for r in runs}),
-            "wall_s": [r["wall"] for r in runs], "other_cores": [r["other_cores"] for r in runs],
-            "median_wall_s": wall, "bytes": size,
+            "runs": len(runs),
+            "quiet_runs": len(quiet),
+            "median_of": "quiet" if used is quiet else "all (too few quiet runs)",
+            "rc": sorted({r["rc"] for r in runs}),
+            "wall_s": [r["wall"] for r in runs],
+            "other_cores": [r["other_cores"] for r in runs],
+            "median_wall_s": wall,
+            "bytes": size,
         }
         if cpu:
             row["per_core_gb_s"] = size / statistics.median(cpu) / 1e9
@@ -450,7 +535,8 @@ def summarise(results: dict[str, list[dict[str, Any]]], shards: Kit, big: Kit,
     e_sha, e_b3 = rows["engine sha256 cold (in-process)"], rows["engine blake3 cold (in-process)"]
     hf_row = rows["hf cache verify"]
     ratios = {
-        "ceiling_sha256_gb_s": ceil_sha, "ceiling_blake3_gb_s": ceil_b3,
+        "ceiling_sha256_gb_s": ceil_sha,
+        "ceiling_blake3_gb_s": ceil_b3,
         "k3kit_sha256_net / ceiling": k_sha["net_gb_s"] / ceil_sha,
         "k3kit_blake3_net / ceiling": k_b3["net_gb_s"] / ceil_b3,
         "engine_sha256 / ceiling": e_sha["inner_gb_s"] / ceil_sha,
@@ -477,7 +563,9 @@ def summarise(results: dict[str, list[dict[str, Any]]], shards: Kit, big: Kit,
     early = rows["k3kit early exit (1st file bad)"]
     k3_rows = [r for n, r in rows.items() if "k3kit" in n and "max_rss_mb" in r]
     return {
-        "rows": rows, "ratios": ratios, "no_weights_verify_s": base,
+        "rows": rows,
+        "ratios": ratios,
+        "no_weights_verify_s": base,
         "warm": {
             "engine_ms": warm_row["median_inner_s"] * 1000,
             "engine_bytes_read": warm_row["engine"]["rchar"],
@@ -488,27 +576,39 @@ def summarise(results: dict[str, list[dict[str, Any]]], shards: Kit, big: Kit,
             "cli_bytes_hashed": warm_cli["weights_facts"]["bytes_hashed"],
         },
         "early_exit": {
-            "wall_s": early["median_wall_s"], "rc": early["rc"],
-            "bytes_hashed": early["weights_facts"]["bytes_hashed"], "bytes_total": total,
+            "wall_s": early["median_wall_s"],
+            "rc": early["rc"],
+            "bytes_hashed": early["weights_facts"]["bytes_hashed"],
+            "bytes_total": total,
         },
         "peak_rss_mb": {
             "k3kit_any": max(r["max_rss_mb"] for r in k3_rows),
-            "k3kit_shards": max(r["max_rss_mb"] for n, r in rows.items()
-                                if n.startswith("k3kit") and "max_rss_mb" in r),
-            "k3kit_one_big_file": max(r["max_rss_mb"] for n, r in rows.items()
-                                      if n.startswith("big: k3kit") and "max_rss_mb" in r),
+            "k3kit_shards": max(
+                r["max_rss_mb"]
+                for n, r in rows.items()
+                if n.startswith("k3kit") and "max_rss_mb" in r
+            ),
+            "k3kit_one_big_file": max(
+                r["max_rss_mb"]
+                for n, r in rows.items()
+                if n.startswith("big: k3kit") and "max_rss_mb" in r
+            ),
         },
     }
 
 
 def print_table(report: dict[str, Any]) -> None:
     m, d, load = report["machine"], report["dataset"], report["load"]
-    print(f"\n{m['cores_usable']} cores ({m['cpu']}), {d['files']} files / "
-          f"{d['bytes'] / 1e9:.2f} GB from page cache; "
-          f"other load during the run: {load['other_processes_cores']:.2f} cores,"
-          f" steal {load['steal_s']:.1f} s")
-    print(f"{'contender':<38} {'median s':>9} {'GB/s':>7} {'net':>7} {'inner':>7} {'/core':>7}"
-          f" {'RSS MB':>7} quiet")
+    print(
+        f"\n{m['cores_usable']} cores ({m['cpu']}), {d['files']} files / "
+        f"{d['bytes'] / 1e9:.2f} GB from page cache; "
+        f"other load during the run: {load['other_processes_cores']:.2f} cores,"
+        f" steal {load['steal_s']:.1f} s"
+    )
+    print(
+        f"{'contender':<38} {'median s':>9} {'GB/s':>7} {'net':>7} {'inner':>7} {'/core':>7}"
+        f" {'RSS MB':>7} quiet"
+    )
 
     def cell(row: dict[str, Any], key: str) -> str:
         v = row.get(key)
@@ -517,20 +617,28 @@ def print_table(report: dict[str, Any]) -> None:
     for name, row in report["rows"].items():
         keys = ("gb_s", "net_gb_s", "inner_gb_s", "per_core_gb_s", "max_rss_mb")
         cells = " ".join(cell(row, k) for k in keys)
-        print(f"{name:<38} {row['median_wall_s']:9.3f} {cells} {row['quiet_runs']}/{row['runs']}"
-              f"  rc={row['rc']}")
+        print(
+            f"{name:<38} {row['median_wall_s']:9.3f} {cells} {row['quiet_runs']}/{row['runs']}"
+            f"  rc={row['rc']}"
+        )
     print()
     for name, value in report["ratios"].items():
         print(f"{name:<55} {value:6.2f}")
     print(f"{'k3kit verify without weights (median s)':<55} {report['no_weights_verify_s']:6.3f}")
     w, e, rss = report["warm"], report["early_exit"], report["peak_rss_mb"]
-    print(f"warm re-verification: {w['engine_files_from_cache']} files from the cache in "
-          f"{w['engine_ms']:.1f} ms of engine work, {w['engine_bytes_read']} bytes read; CLI "
-          f"{w['cli_wall_s']:.3f} s wall (+{w['cli_ms_over_no_weights']:.0f} ms over no --weights)")
-    print(f"early exit: {e['bytes_hashed'] / 1e9:.2f} of {e['bytes_total'] / 1e9:.2f} GB read, "
-          f"{e['wall_s']:.3f} s wall, rc {e['rc']}")
-    print(f"peak RSS: k3kit {rss['k3kit_shards']:.0f} MB on the shards, "
-          f"{rss['k3kit_one_big_file']:.0f} MB on the single big file")
+    print(
+        f"warm re-verification: {w['engine_files_from_cache']} files from the cache in "
+        f"{w['engine_ms']:.1f} ms of engine work, {w['engine_bytes_read']} bytes read; CLI "
+        f"{w['cli_wall_s']:.3f} s wall (+{w['cli_ms_over_no_weights']:.0f} ms over no --weights)"
+    )
+    print(
+        f"early exit: {e['bytes_hashed'] / 1e9:.2f} of {e['bytes_total'] / 1e9:.2f} GB read, "
+        f"{e['wall_s']:.3f} s wall, rc {e['rc']}"
+    )
+    print(
+        f"peak RSS: k3kit {rss['k3kit_shards']:.0f} MB on the shards, "
+        f"{rss['k3kit_one_big_file']:.0f} MB on the single big file"
+    )
 
 
 if __name__ == "__main__":

@@ -25,13 +25,20 @@ from engine_snapshot import STUBS, _stub
 
 
 def _keys(config: Path) -> list[str]:
-    return [line.split(":", 1)[0] for line in config.read_text().splitlines()
-            if line and not line.startswith("#") and ":" in line]
+    return [
+        line.split(":", 1)[0]
+        for line in config.read_text().splitlines()
+        if line and not line.startswith("#") and ":" in line
+    ]
 
 
 def _dests(parser: argparse.ArgumentParser) -> dict[str, str]:
-    return {flag[2:]: a.dest for a in parser._actions for flag in a.option_strings
-            if flag.startswith("--")}
+    return {
+        flag[2:]: a.dest
+        for a in parser._actions
+        for flag in a.option_strings
+        if flag.startswith("--")
+    }
 
 
 def parse_vllm(model: str, config: Path) -> tuple[argparse.Namespace, dict[str, str]]:
@@ -68,8 +75,10 @@ def main() -> int:
     engine, model, config = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     _stub(STUBS[engine])
     ns, dests = (parse_vllm if engine == "vllm" else parse_sglang)(model, config)
-    out = {key: _plain(getattr(ns, dests[key], None)) if key in dests else "<unknown flag>"
-           for key in _keys(config)}
+    out = {
+        key: _plain(getattr(ns, dests[key], None)) if key in dests else "<unknown flag>"
+        for key in _keys(config)
+    }
     print(json.dumps(out, sort_keys=True, default=str))
     return 0
 

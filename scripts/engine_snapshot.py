@@ -157,11 +157,16 @@ def sglang_snapshot() -> tuple[list[dict[str, Any]], list[str], dict[str, list[s
         print(f"note: environment variables not listed: {exc}", file=sys.stderr)
     regs: dict[str, list[str]] = {}
     for action in parser._actions:
-        if action.choices and action.dest in ("tool_call_parser", "reasoning_parser",
-                                              "speculative_algorithm"):
-            key = {"tool_call_parser": "tool_call_parsers",
-                   "reasoning_parser": "reasoning_parsers",
-                   "speculative_algorithm": "speculative_algorithms"}[action.dest]
+        if action.choices and action.dest in (
+            "tool_call_parser",
+            "reasoning_parser",
+            "speculative_algorithm",
+        ):
+            key = {
+                "tool_call_parser": "tool_call_parsers",
+                "reasoning_parser": "reasoning_parsers",
+                "speculative_algorithm": "speculative_algorithms",
+            }[action.dest]
             regs[key] = sorted(str(c) for c in action.choices)
     return describe(parser), env_vars, regs
 
@@ -179,8 +184,11 @@ def main() -> int:
 
     wheel = args.wheel.read_bytes()
     provenance = (
-        ("argument parser of `vllm serve`" if args.engine == "vllm"
-         else "sglang ServerArgs.add_cli_args")
+        (
+            "argument parser of `vllm serve`"
+            if args.engine == "vllm"
+            else "sglang ServerArgs.add_cli_args"
+        )
         + f" from the {args.engine} {version} wheel on PyPI ({args.wheel.name}, {len(wheel):,} "
         f"bytes, sha256 {hashlib.sha256(wheel).hexdigest()}), imported on CPU with torch "
         f"{torch.__version__}; modules stubbed: {', '.join(stubbed) or 'none'}; help texts "
@@ -188,10 +196,17 @@ def main() -> int:
     )
     prefix = f"{args.engine}-{version}"
     docs = {
-        "serve-flags": {"engine": args.engine, "engine_version": version, "options": flags,
-                        "provenance": provenance},
-        "env-vars": {"env_vars": env_vars, f"{args.engine}_version": version,
-                     "provenance": provenance},
+        "serve-flags": {
+            "engine": args.engine,
+            "engine_version": version,
+            "options": flags,
+            "provenance": provenance,
+        },
+        "env-vars": {
+            "env_vars": env_vars,
+            f"{args.engine}_version": version,
+            "provenance": provenance,
+        },
         "registries": {**regs, f"{args.engine}_version": version, "provenance": provenance},
     }
     for kind, doc in docs.items():

@@ -20,8 +20,9 @@ from tests.benchgen import Claims, GenRun, write_bundle
 from tests.conftest import FIXED_TIME, KeyFiles
 
 
-def sign_generated(kit: Path, key: KeyFiles, bundle: Path, claims: Claims,
-                   runs: list[GenRun]) -> Path:
+def sign_generated(
+    kit: Path, key: KeyFiles, bundle: Path, claims: Claims, runs: list[GenRun]
+) -> Path:
     """Write the publisher's folder, then ``k3kit sign`` the kit with it (replacing a receipt)."""
     claims_path = write_bundle(bundle, claims, runs)
     sign(kit, load_private(key.private, None), claims_path, issued_at=FIXED_TIME, force=True)
@@ -45,12 +46,18 @@ def audit_in_memory(claims: Claims, runs: list[GenRun], kit_info: KitInfo) -> Au
     model = load(ClaimsModel, tomllib.loads(text, parse_float=Decimal), source="claims.toml")
     evidence = {run.id: json.dumps(run.result).encode() for run in runs}
     payload = build_statement(
-        model, kit_info, kit_sha256="0" * 64, lock_sha256="1" * 64, issued_at=FIXED_TIME,
+        model,
+        kit_info,
+        kit_sha256="0" * 64,
+        lock_sha256="1" * 64,
+        issued_at=FIXED_TIME,
         evidence=evidence,
     )
-    statement = load(Statement, strict_loads(payload, source="payload", max_bytes=len(payload)),
-                     source="payload")
+    statement = load(
+        Statement, strict_loads(payload, source="payload", max_bytes=len(payload)), source="payload"
+    )
     results = {rid: parse_vllm_result(data, source=rid) for rid, data in evidence.items()}
-    ctx = build_context(statement.predicate, signer_keyid="test", kit=None, results=results,
-                        subjects={})
+    ctx = build_context(
+        statement.predicate, signer_keyid="test", kit=None, results=results, subjects={}
+    )
     return AuditReport("memory", run_rules(ctx))

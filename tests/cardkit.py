@@ -38,8 +38,9 @@ def build_v110(root: Path, key: KeyFiles, *, package: Path | None = None) -> Pat
     kit = root / "kit"
     shutil.rmtree(kit, ignore_errors=True)
     build(package or V110 / "package.toml", root / "weights.lock.json", kit)
-    sign(kit, load_private(key.private, None), V110 / "claims.toml",
-         issued_at="2026-12-01T00:00:00Z")
+    sign(
+        kit, load_private(key.private, None), V110 / "claims.toml", issued_at="2026-12-01T00:00:00Z"
+    )
     return kit
 
 

@@ -51,14 +51,23 @@ REPO = "moonshotai/Kimi-K3"
 FIXED_TIME = "2026-11-01T00:00:00Z"
 
 
-def run_k3kit(*args: str | Path, cwd: Path | None = None,
-              env: dict[str, str] | None = None,
-              timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_k3kit(
+    *args: str | Path,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a subprocess, as a user would."""
     full_env = {**os.environ, "SOURCE_DATE_EPOCH": "1793491200", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "k3kit", *map(str, args)], cwd=cwd,
-                          env=full_env, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "k3kit", *map(str, args)],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -104,8 +113,12 @@ def make_kit(root: Path, key: KeyFiles, snapshot: Path, *, claims: Path | None =
     atomic_write(lock_path, model_bytes(lock), force=True)
     kit_dir = root / "kit"
     build(EXAMPLE / "package.toml", lock_path, kit_dir)
-    sign(kit_dir, load_private(key.private, None), claims or EXAMPLE / "claims.toml",
-         issued_at=FIXED_TIME)
+    sign(
+        kit_dir,
+        load_private(key.private, None),
+        claims or EXAMPLE / "claims.toml",
+        issued_at=FIXED_TIME,
+    )
     return GoldenKit(kit_dir, lock_path, snapshot, key)
 
 

@@ -64,8 +64,13 @@ class ServedKit:
     key: KeyFiles
 
 
-def make_served_kit(hub: TestHub, root: Path, key: KeyFiles,
-                    files: dict[str, bytes] | None = None, token: str | None = None) -> ServedKit:
+def make_served_kit(
+    hub: TestHub,
+    root: Path,
+    key: KeyFiles,
+    files: dict[str, bytes] | None = None,
+    token: str | None = None,
+) -> ServedKit:
     """Commit ``files`` to the hub, pin main from it, build and sign the example kit."""
     files = files or files_v1()
     commit = hub.commit(REPO, files)
@@ -95,8 +100,11 @@ class NoSleep:
 def skip_sleeps(monkeypatch: pytest.MonkeyPatch) -> NoSleep:
     """Retry pauses of huggingface_hub and k3kit.hub become records (CLI run in-process)."""
     shim = NoSleep()
-    for target in ("huggingface_hub.utils._http.time", "huggingface_hub.file_download.time",
-                   "k3kit.hub.time"):
+    for target in (
+        "huggingface_hub.utils._http.time",
+        "huggingface_hub.file_download.time",
+        "k3kit.hub.time",
+    ):
         monkeypatch.setattr(target, shim)
     return shim
 

@@ -66,8 +66,9 @@ def engine_env(fake: FakeEngine, **extra: str) -> dict[str, str]:
     return {"PATH": f"{fake.bindir}:/usr/bin:/bin", **extra}
 
 
-def launch(kit: Path, fake: FakeEngine, *args: str | Path,
-           **extra_env: str) -> tuple[int, str, dict]:  # type: ignore[type-arg]
+def launch(
+    kit: Path, fake: FakeEngine, *args: str | Path, **extra_env: str
+) -> tuple[int, str, dict]:  # type: ignore[type-arg]
     """Run ``k3kit launch`` as a subprocess; returns (exit code, stderr, JSON or {}).
 
     This machine has no GPU, so the node check is skipped (``--no-preflight``); that launch runs

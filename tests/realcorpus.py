@@ -23,7 +23,8 @@ from tests.conftest import FIXED_TIME
 
 REAL = Path(__file__).parent / "data" / "real"
 LIMITS = [
-    "Accuracy was not measured.", "Results are text-only.",
+    "Accuracy was not measured.",
+    "Results are text-only.",
     "Percentiles from small samples are descriptive only.",
     "One hardware configuration (one node of 8 GPUs) was measured; single runs, no repeats.",
 ]
@@ -67,30 +68,51 @@ def case(
     rid = name.split(".")[0].lower().replace("_", "-")[:50]
     rid += "" if record is None else f"-{record}"
     row: dict[str, Any] = {
-        "id": rid, "profile": "interactive", "workload": rid,
-        "requests": v.get("num_prompts") or v.get("completed"), "completed": v.get("completed"),
-        "metrics": _metrics(run.stats, v), "evidence": f"results/{rid}.json",
+        "id": rid,
+        "profile": "interactive",
+        "workload": rid,
+        "requests": v.get("num_prompts") or v.get("completed"),
+        "completed": v.get("completed"),
+        "metrics": _metrics(run.stats, v),
+        "evidence": f"results/{rid}.json",
     }
     if record is not None:
         row["evidence_record"] = record
     if run.tool == "llmperf":
         fixed = obj["stddev_input_tokens"] == 0 and obj["stddev_output_tokens"] == 0
-        wl = {"description": name, "dataset": "llmperf sonnet", "load": "closed-loop",
-              "lengths": "fixed" if fixed else "variable",
-              "input_tokens": obj["mean_input_tokens"], "output_tokens": obj["mean_output_tokens"]}
+        wl = {
+            "description": name,
+            "dataset": "llmperf sonnet",
+            "load": "closed-loop",
+            "lengths": "fixed" if fixed else "variable",
+            "input_tokens": obj["mean_input_tokens"],
+            "output_tokens": obj["mean_output_tokens"],
+        }
         row["concurrency"] = v["max_concurrency"]
     elif run.tool == "sglang bench_serving":
         ratio = obj["random_range_ratio"]
-        wl = {"description": name, "dataset": obj["dataset_name"], "load": "open-loop",
-              "lengths": "fixed" if ratio == 1.0 else "variable"}
+        wl = {
+            "description": name,
+            "dataset": obj["dataset_name"],
+            "load": "open-loop",
+            "lengths": "fixed" if ratio == 1.0 else "variable",
+        }
         if ratio == 1.0:
-            wl.update(input_tokens=obj["random_input_len"], output_tokens=obj["random_output_len"],
-                      ignore_eos=True)
+            wl.update(
+                input_tokens=obj["random_input_len"],
+                output_tokens=obj["random_output_len"],
+                ignore_eos=True,
+            )
         if v["request_rate"] != "inf":
             row["offered_rate"] = Decimal(str(v["request_rate"]))
     else:
-        wl = {"description": name, "dataset": "sharegpt", "load": "open-loop",
-              "lengths": "variable", "ignore_eos": False}
+        wl = {
+            "description": name,
+            "dataset": "sharegpt",
+            "load": "open-loop",
+            "lengths": "variable",
+            "ignore_eos": False,
+        }
         row["offered_rate"] = Decimal(str(v["request_rate"]))
         row["burstiness"] = Decimal(str(v["burstiness"]))
     return wl, row, data
@@ -101,29 +123,46 @@ def claims_for(cases: list[tuple[dict[str, Any], dict[str, Any], bytes]]) -> Cla
         "schema": "k3kit.claims/v1",
         "limitations": LIMITS,
         "definitions": {"percentile_method": "numpy-linear", "per_gpu_throughput": "output"},
-        "environment": {"gpu": "NVIDIA B300", "gpu_count": 8, "nodes": 1, "engine": "vllm",
-                        "engine_version": "0.33.0"},
+        "environment": {
+            "gpu": "NVIDIA B300",
+            "gpu_count": 8,
+            "nodes": 1,
+            "engine": "vllm",
+            "engine_version": "0.33.0",
+        },
         "workloads": {row["workload"]: {**wl, "temperature": Decimal("0")} for wl, row, _ in cases},
         "runs": [row for _, row, _ in cases],
     }
     return load(Claims, body, source="claims")
 
 
-def audit_cases(cases: list[tuple[dict[str, Any], dict[str, Any], bytes]], info: KitInfo,
-                evidence: dict[str, bytes] | None = None) -> AuditReport:
+def audit_cases(
+    cases: list[tuple[dict[str, Any], dict[str, Any], bytes]],
+    info: KitInfo,
+    evidence: dict[str, bytes] | None = None,
+) -> AuditReport:
     claims = claims_for(cases)
     files = evidence or {row["id"]: data for _, row, data in cases}
-    payload = build_statement(claims, info, kit_sha256="0" * 64, lock_sha256="1" * 64,
-                              issued_at=FIXED_TIME, evidence=files)
-    statement = load(Statement, strict_loads(payload, source="p", max_bytes=len(payload)),
-                     source="p")
+    payload = build_statement(
+        claims,
+        info,
+        kit_sha256="0" * 64,
+        lock_sha256="1" * 64,
+        issued_at=FIXED_TIME,
+        evidence=files,
+    )
+    statement = load(
+        Statement, strict_loads(payload, source="p", max_bytes=len(payload)), source="p"
+    )
     results = {
-        run.id: parse_evidence(files[run.id], source=run.id, tool=run.evidence_tool,
-                               record=run.evidence_record)
+        run.id: parse_evidence(
+            files[run.id], source=run.id, tool=run.evidence_tool, record=run.evidence_record
+        )
         for run in statement.predicate.runs
     }
-    ctx = build_context(statement.predicate, signer_keyid="test", kit=None, results=results,
-                        subjects={})
+    ctx = build_context(
+        statement.predicate, signer_keyid="test", kit=None, results=results, subjects={}
+    )
     return AuditReport("memory", run_rules(ctx))
 
 
@@ -133,6 +172,8 @@ ALL = [
     *[("sglang-llama70b-offline.jsonl", i) for i in range(7)],
     *[("sglang-llama70b-online.jsonl", i) for i in range(5)],
     *[("sglang-llama405b-online.jsonl", i) for i in range(4)],
-    *[(f"llmperf-{n}_70b.json", None) for n in
-      ("groq", "anyscale", "fireworks", "together", "lepton", "replicate", "perplexity")],
+    *[
+        (f"llmperf-{n}_70b.json", None)
+        for n in ("groq", "anyscale", "fireworks", "together", "lepton", "replicate", "perplexity")
+    ],
 ]

@@ -94,7 +94,8 @@ class StandInServer:
         data = json.dumps(obj).encode()
         writer.write(
             f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(data)}\r\n\r\n".encode() + data
+            f"Content-Length: {len(data)}\r\n\r\n".encode()
+            + data
         )
 
     async def _respond(self, path: str, body: dict[str, Any], w: asyncio.StreamWriter) -> bool:
@@ -115,8 +116,10 @@ class StandInServer:
             return True
         k.count += 1
         drop = k.drop_every and k.count % k.drop_every == 0
-        w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                b"Transfer-Encoding: chunked\r\n\r\n")
+        w.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
         tokens = int(body.get("max_tokens", 16))
         for i in range(tokens):
             await asyncio.sleep((k.ttft_s if i == 0 else k.tpot_s) * k.slowdown)
@@ -124,8 +127,10 @@ class StandInServer:
                 return False  # the connection closes mid-stream
             self._event(w, {"choices": [{"index": 0, "text": " tok"}]})
             await w.drain()
-        self._event(w, {"choices": [], "usage": {"prompt_tokens": prompt_tokens,
-                                                 "completion_tokens": tokens}})
+        self._event(
+            w,
+            {"choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens}},
+        )
         w.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
         await w.drain()
         return True
@@ -138,9 +143,17 @@ class StandInServer:
         message: dict[str, Any] = {"role": "assistant", "content": "391 = 17 x 23, not prime."}
         if body.get("tools"):
             if self.knobs.tool_mode == "structured":
-                message = {"role": "assistant", "content": None, "tool_calls": [{
-                    "id": "call_1", "type": "function",
-                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}
+                message = {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                        }
+                    ],
+                }
             else:
                 message["content"] = '<tool_call>get_weather {"city": "Paris"}</tool_call>'
         elif self.knobs.reasoning:

@@ -82,29 +82,57 @@ def acceptkit(tmp_path_factory: pytest.TempPathFactory, signing_key: KeyFiles) -
     (weights / "model.safetensors").write_bytes(b"stand-in shard " * 1000)
     lock = pin_local(weights, repo=REPO, revision="a" * 40, pinned_at=FIXED_TIME)
     atomic_write(root / "weights.lock.json", model_bytes(lock))
-    package = (EXAMPLE / "package.toml").read_text().replace(
-        "max-model-len = 1048576", f"max-model-len = {MAX_LEN}"
+    package = (
+        (EXAMPLE / "package.toml")
+        .read_text()
+        .replace("max-model-len = 1048576", f"max-model-len = {MAX_LEN}")
     )
     (root / "package.toml").write_text(package)
     (root / "claims.toml").write_text(CLAIMS)
     build(root / "package.toml", root / "weights.lock.json", root / "kit")
-    sign(root / "kit", load_private(signing_key.private, None), root / "claims.toml",
-         issued_at=FIXED_TIME)
+    sign(
+        root / "kit",
+        load_private(signing_key.private, None),
+        root / "claims.toml",
+        issued_at=FIXED_TIME,
+    )
     buyer, _ = write_keypair(root / "buyer", None)
-    return {"kit": root / "kit", "weights": weights, "key": buyer.private, "pub": buyer.public,
-            "trust": signing_key.public}
+    return {
+        "kit": root / "kit",
+        "weights": weights,
+        "key": buyer.private,
+        "pub": buyer.public,
+        "trust": signing_key.public,
+    }
 
 
 def _server(kit: dict[str, Path], **knobs: object) -> StandInServer:
     knobs.setdefault("ttft_s", 0.2)
-    return StandInServer(Knobs(max_len=MAX_LEN, tokenizer=kit["weights"] / "tokenizer.json",
-                               **knobs))  # type: ignore[arg-type]
+    return StandInServer(
+        Knobs(max_len=MAX_LEN, tokenizer=kit["weights"] / "tokenizer.json", **knobs)
+    )  # type: ignore[arg-type]
 
 
 def _accept(kit: dict[str, Path], url: str, out: Path, *extra: str):
-    proc = run_k3kit("accept", kit["kit"], "--trust", kit["trust"], "--url", url, "--weights",
-                     kit["weights"], "--key", kit["key"], "-o", out, "--tolerance", "15",
-                     "--json", *extra, timeout=300)
+    proc = run_k3kit(
+        "accept",
+        kit["kit"],
+        "--trust",
+        kit["trust"],
+        "--url",
+        url,
+        "--weights",
+        kit["weights"],
+        "--key",
+        kit["key"],
+        "-o",
+        out,
+        "--tolerance",
+        "15",
+        "--json",
+        *extra,
+        timeout=300,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc, json.loads(proc.stdout)
 
@@ -124,16 +152,24 @@ def test_publishers_figures_are_reproduced(acceptkit: dict[str, Path], tmp_path:
     assert ("interactive-c1", "ttft_ms.p50") in verdicts
     assert ("interactive-c4", "output_tok_s") in verdicts
     assert {c.split(" ")[0] for _r, c in verdicts if _r == "functional"} == {
-        "tool_calls", "reasoning_separated", "max_context"}
+        "tool_calls",
+        "reasoning_separated",
+        "max_context",
+    }
     streamed = [b for b in seen if b.get("stream")]
     # one warmup per point; c=4 runs five waves (20) although 16 were signed
     assert len(streamed) == (8 + 1) + (20 + 1)
-    assert all(b["max_tokens"] == 16 and b["ignore_eos"] and b["temperature"] == 0.0
-               for b in streamed)
+    assert all(
+        b["max_tokens"] == 16 and b["ignore_eos"] and b["temperature"] == 0.0 for b in streamed
+    )
     # The report verifies with the buyer's key under its own payloadType, and audit reads it.
     envelope = (tmp_path / "out" / "acceptance.dsse.json").read_bytes()
-    verified = verify_envelope(envelope, [load_public(acceptkit["pub"])],
-                               expected_type=ACCEPTANCE_PAYLOAD_TYPE, source="report")
+    verified = verify_envelope(
+        envelope,
+        [load_public(acceptkit["pub"])],
+        expected_type=ACCEPTANCE_PAYLOAD_TYPE,
+        source="report",
+    )
     assert json.loads(verified.payload)["predicate"]["partial"] is False
     report = audit_path(tmp_path / "out", [load_public(acceptkit["pub"])])
     assert report.facts["verified"] is True
@@ -141,22 +177,27 @@ def test_publishers_figures_are_reproduced(acceptkit: dict[str, Path], tmp_path:
     assert any(f.rule == "R19" and f.severity == "pass" for f in report.findings)
 
 
-def test_thirty_percent_slower_is_not_reproduced(acceptkit: dict[str, Path],
-                                                 tmp_path: Path) -> None:
+def test_thirty_percent_slower_is_not_reproduced(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
     with _server(acceptkit, slowdown=1.3) as server:
         proc, result = _accept(acceptkit, server.url, tmp_path / "out")
     assert proc.returncode == 1, proc.stderr
     assert result["verdict"] == "not reproduced"
     v = _by_claim(result)
-    for key in (("interactive-c1", "ttft_ms.p50"), ("interactive-c4", "tpot_ms.p50"),
-                ("interactive-c1", "output_tok_s")):
+    for key in (
+        ("interactive-c1", "ttft_ms.p50"),
+        ("interactive-c4", "tpot_ms.p50"),
+        ("interactive-c1", "output_tok_s"),
+    ):
         assert v[key]["verdict"] == "not reproduced", v[key]
         assert v[key]["measured"] is not None and v[key]["interval"] is not None
     assert 1.2 < float(v[("interactive-c1", "ttft_ms.p50")]["ratio"]) < 1.6
 
 
-def test_three_requests_per_point_are_inconclusive(acceptkit: dict[str, Path],
-                                                   tmp_path: Path) -> None:
+def test_three_requests_per_point_are_inconclusive(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
     with _server(acceptkit) as server:
         proc, result = _accept(acceptkit, server.url, tmp_path / "out", "--requests", "3")
     assert proc.returncode == 1
@@ -177,8 +218,7 @@ def test_dropped_connections_are_counted(acceptkit: dict[str, Path], tmp_path: P
     assert "failed requests interactive-c4" in proc.stderr
 
 
-def test_tool_request_answered_with_text_fails(acceptkit: dict[str, Path],
-                                               tmp_path: Path) -> None:
+def test_tool_request_answered_with_text_fails(acceptkit: dict[str, Path], tmp_path: Path) -> None:
     with _server(acceptkit, tool_mode="text") as server:
         proc, result = _accept(acceptkit, server.url, tmp_path / "out", "--points", "1")
     assert proc.returncode == 1
@@ -186,11 +226,21 @@ def test_tool_request_answered_with_text_fails(acceptkit: dict[str, Path],
     assert tool["verdict"] == "not reproduced" and "text" in tool["reason"]
 
 
-def test_stalled_server_fails_requests_not_the_run(acceptkit: dict[str, Path],
-                                                   tmp_path: Path) -> None:
+def test_stalled_server_fails_requests_not_the_run(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
     with _server(acceptkit, ttft_s=5.0) as server:
-        proc, result = _accept(acceptkit, server.url, tmp_path / "out", "--points", "1",
-                               "--requests", "2", "--stall-timeout", "0.5")
+        proc, result = _accept(
+            acceptkit,
+            server.url,
+            tmp_path / "out",
+            "--points",
+            "1",
+            "--requests",
+            "2",
+            "--stall-timeout",
+            "0.5",
+        )
     assert proc.returncode == 1
     assert result["points"][0]["failed"] == 2
     assert any("Timeout" in e for e in result["points"][0]["errors"])
@@ -200,10 +250,28 @@ def test_ctrl_c_signs_a_partial_report(acceptkit: dict[str, Path], tmp_path: Pat
     out = tmp_path / "out"
     with _server(acceptkit, ttft_s=0.5) as server:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "k3kit", "accept", str(acceptkit["kit"]), "--trust",
-             str(acceptkit["trust"]), "--url", server.url, "--weights", str(acceptkit["weights"]),
-             "--key", str(acceptkit["key"]), "-o", str(out), "--json"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "k3kit",
+                "accept",
+                str(acceptkit["kit"]),
+                "--trust",
+                str(acceptkit["trust"]),
+                "--url",
+                server.url,
+                "--weights",
+                str(acceptkit["weights"]),
+                "--key",
+                str(acceptkit["key"]),
+                "-o",
+                str(out),
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and server.knobs.count < 4:
             time.sleep(0.05)
@@ -212,16 +280,34 @@ def test_ctrl_c_signs_a_partial_report(acceptkit: dict[str, Path], tmp_path: Pat
     assert proc.returncode == 130, stderr
     assert json.loads(stdout)["partial"] is True
     envelope = (out / "acceptance.dsse.json").read_bytes()
-    verified = verify_envelope(envelope, [load_public(acceptkit["pub"])],
-                               expected_type=ACCEPTANCE_PAYLOAD_TYPE, source="report")
+    verified = verify_envelope(
+        envelope,
+        [load_public(acceptkit["pub"])],
+        expected_type=ACCEPTANCE_PAYLOAD_TYPE,
+        source="report",
+    )
     assert json.loads(verified.payload)["predicate"]["partial"] is True
 
 
-def test_weights_without_tokenizer_are_refused(acceptkit: dict[str, Path],
-                                               tmp_path: Path, golden, signing_key) -> None:
-    proc = run_k3kit("accept", golden.kit, "--trust", signing_key.public, "--url",
-                     "http://127.0.0.1:9", "--weights", golden.snapshot, "--key",
-                     acceptkit["key"], "-o", tmp_path / "out", "--profile", "interactive",
-                     "--json")
+def test_weights_without_tokenizer_are_refused(
+    acceptkit: dict[str, Path], tmp_path: Path, golden, signing_key
+) -> None:
+    proc = run_k3kit(
+        "accept",
+        golden.kit,
+        "--trust",
+        signing_key.public,
+        "--url",
+        "http://127.0.0.1:9",
+        "--weights",
+        golden.snapshot,
+        "--key",
+        acceptkit["key"],
+        "-o",
+        tmp_path / "out",
+        "--profile",
+        "interactive",
+        "--json",
+    )
     assert proc.returncode == 3, proc.stderr
     assert json.loads(proc.stdout)["error"]["code"] == "TOKENIZER_MISSING"

@@ -22,12 +22,23 @@ def test_pack_is_deterministic_and_the_archive_verifies(golden: GoldenKit, tmp_p
         outs.append(json.loads(proc.stdout))
     assert outs[0]["sha256"] == outs[1]["sha256"]
     assert (tmp_path / "a.kit.tar.gz").read_bytes() == (tmp_path / "b.kit.tar.gz").read_bytes()
-    proc = run_k3kit("verify", tmp_path / "a.kit.tar.gz", "--trust", golden.key.public,
-                     "--weights", golden.snapshot, "--json")
+    proc = run_k3kit(
+        "verify",
+        tmp_path / "a.kit.tar.gz",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        golden.snapshot,
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert report["checks"][0] == {"id": "archive", "ok": True, "status": "passed",
-                                   "detail": f"sha256:{outs[0]['sha256']}"}
+    assert report["checks"][0] == {
+        "id": "archive",
+        "ok": True,
+        "status": "passed",
+        "detail": f"sha256:{outs[0]['sha256']}",
+    }
     refused = run_k3kit("pack", golden.kit, "-o", tmp_path / "a.kit.tar.gz")
     assert refused.returncode == 3
 
@@ -54,8 +65,9 @@ def _write_archive(path: Path, members: list[tuple[tarfile.TarInfo, bytes | None
     path.write_bytes(gzip.compress(raw.getvalue()))
 
 
-def test_archive_with_a_tampered_member_fails_the_manifest(golden: GoldenKit,
-                                                          tmp_path: Path) -> None:
+def test_archive_with_a_tampered_member_fails_the_manifest(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
     members = []
     for info, data in _members_of(golden):
         if info.name == "README.md" and data is not None:
@@ -67,5 +79,10 @@ def test_archive_with_a_tampered_member_fails_the_manifest(golden: GoldenKit,
     proc = run_k3kit("verify", archive, "--trust", golden.key.public, "--json")
     assert proc.returncode == 1
     kit_files = next(c for c in json.loads(proc.stdout)["checks"] if c["id"] == "kit_files")
-    assert kit_files["problems"] == [{"code": "KIT_FILE_CHANGED", "path": "README.md",
-                                      "detail": kit_files["problems"][0]["detail"]}]
+    assert kit_files["problems"] == [
+        {
+            "code": "KIT_FILE_CHANGED",
+            "path": "README.md",
+            "detail": kit_files["problems"][0]["detail"],
+        }
+    ]

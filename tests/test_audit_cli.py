@@ -24,7 +24,9 @@ def test_example_kit_findings_name_rule_run_expected_actual(golden: GoldenKit) -
     # The published TPOT is about 3.2x what E2E and TTFT imply at every interactive point.
     tpot = [line for line in errors if line.startswith("R16")]
     assert [line.split()[2] for line in tpot] == [
-        "interactive-c1", "interactive-c8", "interactive-c32"
+        "interactive-c1",
+        "interactive-c8",
+        "interactive-c32",
     ]
     assert "x3.2 " in tpot[0] and "26.46" in tpot[0] and "8.26658" in tpot[0]
     assert "findings: " in proc.stdout and "at or above error" in proc.stderr
@@ -36,22 +38,35 @@ def test_example_kit_json(golden: GoldenKit) -> None:
     report = json.loads(proc.stdout)
     assert report["ok"] is False and report["verified"] is True
     assert report["receipt"]["evidence"] == dict.fromkeys(
-        ["interactive-c1", "interactive-c8", "interactive-c32", "batch-c32",
-         "headline-interactive", "headline-batch"], "summary")
+        [
+            "interactive-c1",
+            "interactive-c8",
+            "interactive-c32",
+            "batch-c32",
+            "headline-interactive",
+            "headline-batch",
+        ],
+        "summary",
+    )
     rules = {f["rule"] for f in report["findings"]}
     assert rules == {f"R{i:02d}" for i in range(1, 38)}  # every rule reported something
     errors = [f for f in report["findings"] if f["severity"] == "error"]
     # the three TPOT/E2E contradictions stay errors; weak support is a warning
     assert [(f["rule"], f["run"]) for f in errors] == [
-        ("R16", "interactive-c1"), ("R16", "interactive-c8"), ("R16", "interactive-c32")]
+        ("R16", "interactive-c1"),
+        ("R16", "interactive-c8"),
+        ("R16", "interactive-c32"),
+    ]
     assert all(f["run"] and f["expected"] and f["actual"] for f in errors)
     warned = {(f["rule"], f["run"]) for f in report["findings"] if f["severity"] == "warning"}
     assert {("R20", "interactive-c1"), ("R28", "controls")} <= warned
     # the -9.46 % at concurrency 32 is reproduced; the others cite figures not in the receipt
     r25 = {f["run"]: f["severity"] for f in report["findings"] if f["rule"] == "R25"}
-    assert r25 == {"interactive-vs-batch@c1": "warning",
-                   "interactive-vs-batch@c8": "warning",
-                   "interactive-vs-batch@c32": "pass"}
+    assert r25 == {
+        "interactive-vs-batch@c1": "warning",
+        "interactive-vs-batch@c8": "warning",
+        "interactive-vs-batch@c32": "pass",
+    }
     assert report["counts"]["error"] == len(errors)
 
 
@@ -66,8 +81,9 @@ def test_untrusted_key_is_an_r01_failure(golden: GoldenKit, other_key: KeyFiles)
 
 
 def test_receipt_alone_and_archive(golden: GoldenKit, tmp_path: Path) -> None:
-    proc = run_k3kit("audit", golden.kit / "receipt.dsse.json", "--trust", golden.key.public,
-                     "--json")
+    proc = run_k3kit(
+        "audit", golden.kit / "receipt.dsse.json", "--trust", golden.key.public, "--json"
+    )
     report = json.loads(proc.stdout)
     r02 = [f for f in report["findings"] if f["rule"] == "R02"]
     assert [f["severity"] for f in r02] == ["not-checkable"]
@@ -82,8 +98,9 @@ def test_receipt_alone_and_archive(golden: GoldenKit, tmp_path: Path) -> None:
 
 def test_fail_on_threshold(kit: Path, golden: GoldenKit, tmp_path: Path) -> None:
     runs = standard_runs()
-    sign_generated(kit, golden.key, tmp_path / "pub", make_claims(runs, input_len=2048,
-                   output_len=128), runs)
+    sign_generated(
+        kit, golden.key, tmp_path / "pub", make_claims(runs, input_len=2048, output_len=128), runs
+    )
     ok = run_k3kit("audit", kit, "--trust", golden.key.public)
     assert ok.returncode == 0, ok.stdout
     strict = run_k3kit("audit", kit, "--trust", golden.key.public, "--fail-on", "warning")

@@ -26,8 +26,15 @@ INPUT, OUTPUT = 2048, 128
 def _runs(*, detailed: bool = True, c4: dict[str, object] | None = None) -> list[GenRun]:
     """The standard four runs plus a 40-request run at concurrency 4 (no comparison uses it)."""
     runs = standard_runs(save_detailed=detailed, input_len=INPUT, output_len=OUTPUT)
-    result = simulate(99, concurrency=4, num_prompts=40, input_len=INPUT, output_len=OUTPUT,
-                      save_detailed=detailed, **(c4 or {}))  # type: ignore[arg-type]
+    result = simulate(
+        99,
+        concurrency=4,
+        num_prompts=40,
+        input_len=INPUT,
+        output_len=OUTPUT,
+        save_detailed=detailed,
+        **(c4 or {}),
+    )  # type: ignore[arg-type]
     return [*runs, GenRun("interactive-c4", "interactive", 4, 40, result)]
 
 
@@ -225,8 +232,9 @@ def test_raw_evidence_every_statistic_recomputed(
             return sum(1 for key in result if pattern.match(key))
 
         stats = sum(reported(m) + len(metrics[f"{m}_ms"]) for m in ("ttft", "itl", "e2el"))
-        assert passes[("R19", run.id)].startswith(f"{stats} TTFT/ITL/E2E statistics match "
-                                                  "per-request data")
+        assert passes[("R19", run.id)].startswith(
+            f"{stats} TTFT/ITL/E2E statistics match per-request data"
+        )
         tpot = reported("tpot") + len(metrics["tpot_ms"])
         assert passes[("R16", run.id)] == f"{tpot} TPOT check(s) hold"
         # 3 tool identities (output, request, total throughput vs totals / duration) and
@@ -269,5 +277,7 @@ def test_one_file_claimed_for_two_runs(
     claims = _claims(runs)
     runs[1].result = copy.deepcopy(runs[0].result)  # batch-c8 reuses interactive-c8's result
     report = audit_kit(signed(claims, runs), golden.key)
-    assert any(f.rule == "R30" and f.severity == "error" and f.run == "interactive-c8"
-               for f in report.findings)
+    assert any(
+        f.rule == "R30" and f.severity == "error" and f.run == "interactive-c8"
+        for f in report.findings
+    )

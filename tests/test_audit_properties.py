@@ -63,9 +63,15 @@ def test_consistent_runs_have_no_error(
             chunk_tokens=(1, max_chunk if profile == "interactive" else 1),
             jitter=jitter,
         )
-        result = simulate(seed + i, concurrency=concurrency, num_prompts=num_prompts,
-                          input_len=input_len, output_len=output_len, model=model,
-                          save_detailed=detailed)
+        result = simulate(
+            seed + i,
+            concurrency=concurrency,
+            num_prompts=num_prompts,
+            input_len=input_len,
+            output_len=output_len,
+            model=model,
+            save_detailed=detailed,
+        )
         runs.append(GenRun(f"{profile}-c{concurrency}", profile, concurrency, num_prompts, result))
     claims = make_claims(runs, input_len=input_len, output_len=output_len)
     report = audit_in_memory(claims, runs, _kit_info(golden.kit))
@@ -89,8 +95,9 @@ _figure = st.one_of(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    figures=st.lists(st.tuples(_figure, _figure, _figure, _figure, _figure, _figure), min_size=1,
-                     max_size=4),
+    figures=st.lists(
+        st.tuples(_figure, _figure, _figure, _figure, _figure, _figure), min_size=1, max_size=4
+    ),
     requests=st.lists(st.one_of(st.none(), st.integers(0, 5000)), min_size=4, max_size=4),
     stated=st.decimals(min_value=-100, max_value=1000, places=2),
 )
@@ -104,26 +111,38 @@ def test_any_published_figures_are_audited_without_crashing(
     rows = []
     for i, (per_gpu, agg, rate, ttft, tpot, e2el) in enumerate(figures):
         metrics: dict[str, object] = {}
-        for key, value in (("output_tok_s_per_gpu", per_gpu), ("output_tok_s", agg),
-                           ("request_rate", rate), ("duration_s", rate)):
+        for key, value in (
+            ("output_tok_s_per_gpu", per_gpu),
+            ("output_tok_s", agg),
+            ("request_rate", rate),
+            ("duration_s", rate),
+        ):
             if value is not None:
                 metrics[key] = value
         for key, value in (("ttft_ms", ttft), ("tpot_ms", tpot), ("e2el_ms", e2el)):
             if value is not None:
                 metrics[key] = {"p50": value, "mean": value}
         row: dict[str, object] = {
-            "id": f"run-{i}", "profile": "interactive" if i % 2 == 0 else "batch",
-            "workload": "synthetic", "concurrency": 1 + i, "metrics": metrics,
+            "id": f"run-{i}",
+            "profile": "interactive" if i % 2 == 0 else "batch",
+            "workload": "synthetic",
+            "concurrency": 1 + i,
+            "metrics": metrics,
         }
         if requests[i] is not None:
             row["requests"] = row["completed"] = requests[i]
         rows.append(row)
     claims = make_claims([], input_len=1024, output_len=1024)
     claims.runs = rows
-    claims.comparisons = [{
-        "id": "cmp", "description": "d", "metric": "output_tok_s_per_gpu",
-        "subject_profile": "interactive", "baseline_profile": "batch",
-        "points": [{"concurrency": 1, "stated_percent": stated}],
-    }]
+    claims.comparisons = [
+        {
+            "id": "cmp",
+            "description": "d",
+            "metric": "output_tok_s_per_gpu",
+            "subject_profile": "interactive",
+            "baseline_profile": "batch",
+            "points": [{"concurrency": 1, "stated_percent": stated}],
+        }
+    ]
     report = audit_in_memory(claims, [], _kit_info(golden.kit))
     assert {f.rule for f in report.findings} == {f"R{i:02d}" for i in range(1, 38)}

@@ -34,30 +34,34 @@ def _found(report: AuditReport, rule: str) -> list[tuple[str, str | None]]:
 
 
 def test_negative_control_that_fails_leaves_the_claim_unsupported(
-        golden: GoldenKit, claims: Claims, runs: list[GenRun]) -> None:
+    golden: GoldenKit, claims: Claims, runs: list[GenRun]
+) -> None:
     claims.controls[0].update(agree=950, agreement_percent=Decimal("95.00"), passed=False)
     report = _audit(golden, claims, runs)
     assert ("warning", "controls") in _found(report, "R28")
     assert ("info", "aa") in _found(report, "R28")
 
 
-def test_control_marked_passed_against_its_numbers(golden: GoldenKit, claims: Claims,
-                                                   runs: list[GenRun]) -> None:
+def test_control_marked_passed_against_its_numbers(
+    golden: GoldenKit, claims: Claims, runs: list[GenRun]
+) -> None:
     claims.controls[0].update(agree=950, agreement_percent=Decimal("95.00"), passed=True)
     report = _audit(golden, claims, runs)
     assert ("error", "aa") in _found(report, "R28")
 
 
-def test_negative_control_passing_only_by_point_estimate(golden: GoldenKit, claims: Claims,
-                                                         runs: list[GenRun]) -> None:
+def test_negative_control_passing_only_by_point_estimate(
+    golden: GoldenKit, claims: Claims, runs: list[GenRun]
+) -> None:
     claims.controls[0].update(agree=995, agreement_percent=Decimal("99.50"))
     report = _audit(golden, claims, runs)
     assert ("warning", "aa") in _found(report, "R28")
     assert ("error", "controls") not in _found(report, "R28")
 
 
-def test_percentage_that_is_not_its_k_over_n(golden: GoldenKit, claims: Claims,
-                                             runs: list[GenRun]) -> None:
+def test_percentage_that_is_not_its_k_over_n(
+    golden: GoldenKit, claims: Claims, runs: list[GenRun]
+) -> None:
     claims.controls[1]["agreement_percent"] = Decimal("93.10")  # 930/1000 is 93.00%
     report = _audit(golden, claims, runs)
     assert _found(report, "R29") == [("pass", "aa"), ("error", "known-diff")]
@@ -76,15 +80,17 @@ def test_comparison_across_concurrencies_is_not_like_for_like(
     assert ("pass", "interactive-vs-batch@c8") in _found(report, "R25")
 
 
-def test_evidence_at_another_concurrency(golden: GoldenKit, claims: Claims,
-                                         runs: list[GenRun]) -> None:
+def test_evidence_at_another_concurrency(
+    golden: GoldenKit, claims: Claims, runs: list[GenRun]
+) -> None:
     claims.runs[0]["concurrency"] = 16
     report = _audit(golden, claims, runs)
     assert ("error", "interactive-c8") in _found(report, "R30")
 
 
-def test_per_gpu_semantics_inferred_or_not(golden: GoldenKit, claims: Claims,
-                                           runs: list[GenRun]) -> None:
+def test_per_gpu_semantics_inferred_or_not(
+    golden: GoldenKit, claims: Claims, runs: list[GenRun]
+) -> None:
     claims.definitions = None
     report = _audit(golden, claims, runs)
     assert _found(report, "R37") == [("warning", "per-gpu")]
@@ -98,8 +104,9 @@ def test_per_gpu_semantics_inferred_or_not(golden: GoldenKit, claims: Claims,
     assert ("error", "per-gpu") in _found(report, "R37")
 
 
-def test_output_length_against_ignore_eos(golden: GoldenKit, claims: Claims,
-                                          runs: list[GenRun]) -> None:
+def test_output_length_against_ignore_eos(
+    golden: GoldenKit, claims: Claims, runs: list[GenRun]
+) -> None:
     claims.workload["output_tokens"] = 120  # the runs generated 128 tokens each
     report = _audit(golden, claims, runs)
     assert {s for s, _ in _found(report, "R09")} == {"error"}
@@ -115,7 +122,8 @@ def test_ordering_violation(golden: GoldenKit, claims: Claims, runs: list[GenRun
 
 
 def test_a_rule_that_cannot_compute_reports_not_checkable(
-        golden: GoldenKit, monkeypatch: pytest.MonkeyPatch) -> None:
+    golden: GoldenKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Bounds at load keep absurd numbers out of receipts; if a rule still overflows, the auditor
     # must say "not checkable" for that rule, never crash and never pass it.
     from dataclasses import replace

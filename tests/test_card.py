@@ -23,8 +23,18 @@ LATENCY = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
 @pytest.fixture(scope="module")
 def card_page(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Page]:
     out = tmp_path_factory.mktemp("card") / "card.html"
-    result = run_k3kit("card", golden.kit, "--trust", golden.key.public, "-o", out,
-                       "--markdown", out.with_suffix(".md"), "--gpu-hour-usd", PRICE)
+    result = run_k3kit(
+        "card",
+        golden.kit,
+        "--trust",
+        golden.key.public,
+        "-o",
+        out,
+        "--markdown",
+        out.with_suffix(".md"),
+        "--gpu-hour-usd",
+        PRICE,
+    )
     assert result.returncode == 0, result.stderr
     return out, Page(out.read_text(encoding="utf-8"))
 
@@ -46,8 +56,11 @@ def _signed_metrics(run: dict) -> dict[str, str]:
 def test_every_run_figure_equals_the_receipt(golden: GoldenKit, card_page) -> None:
     _, page = card_page
     pred = signed_statement(golden.kit)["predicate"]
-    cells = {(e["attrs"]["data-run"], e["attrs"]["data-metric"]): e["text"].strip()
-             for e in page.with_attr("data-metric") if e["tag"] == "td"}
+    cells = {
+        (e["attrs"]["data-run"], e["attrs"]["data-metric"]): e["text"].strip()
+        for e in page.with_attr("data-metric")
+        if e["tag"] == "td"
+    }
     expected = {(r["id"], m): v for r in pred["runs"] for m, v in _signed_metrics(r).items()}
     assert expected, "the example receipt states figures"
     for key, signed in expected.items():
@@ -60,8 +73,10 @@ def test_every_run_figure_equals_the_receipt(golden: GoldenKit, card_page) -> No
 def test_comparisons_controls_and_facts_equal_the_receipt(golden: GoldenKit, card_page) -> None:
     _, page = card_page
     pred = signed_statement(golden.kit)["predicate"]
-    shown = {(e["attrs"]["data-comparison"], e["attrs"]["data-concurrency"]): e["text"]
-             for e in page.with_attr("data-comparison")}
+    shown = {
+        (e["attrs"]["data-comparison"], e["attrs"]["data-concurrency"]): e["text"]
+        for e in page.with_attr("data-comparison")
+    }
     for comp in pred["comparisons"]:
         for point in comp["points"]:
             text = shown[(comp["id"], str(point["concurrency"]))]
@@ -106,7 +121,8 @@ def test_cost_per_million_tokens_follows_the_formula(golden: GoldenKit, card_pag
     # the module's arithmetic is the formula too, checked on one hand-computed point:
     # 6.50 x 8 / 3600 / 89.04 x 10^6 = 162.2242...
     assert usd_per_million(Decimal("6.50"), 8, Decimal("89.04")).quantize(
-        Decimal("0.0001")) == Decimal("162.2242")
+        Decimal("0.0001")
+    ) == Decimal("162.2242")
 
 
 def test_every_chart_has_one_point_per_measured_run(golden: GoldenKit, card_page) -> None:
@@ -119,7 +135,8 @@ def test_every_chart_has_one_point_per_measured_run(golden: GoldenKit, card_page
         chart_id = attrs["id"]
         measured = {
             r["id"]: _signed_metrics(r)[key]
-            for r in pred["runs"] if key in _signed_metrics(r) and "concurrency" in r
+            for r in pred["runs"]
+            if key in _signed_metrics(r) and "concurrency" in r
         }
         prefix = chart_id.removeprefix("chart-").replace("-", "_")
         assert key.startswith(prefix)
@@ -171,11 +188,21 @@ def test_tampered_kit_gets_no_card(golden: GoldenKit, tmp_path: Path) -> None:
     assert "<title>UNVERIFIED" in out.read_text(encoding="utf-8")
 
 
-def test_untrusted_key_unverified_card_is_stamped(golden: GoldenKit, other_key: KeyFiles,
-                                                 tmp_path: Path) -> None:
+def test_untrusted_key_unverified_card_is_stamped(
+    golden: GoldenKit, other_key: KeyFiles, tmp_path: Path
+) -> None:
     out, md_out = tmp_path / "card.html", tmp_path / "card.md"
-    result = run_k3kit("card", golden.kit, "--trust", other_key.public, "-o", out,
-                       "--markdown", md_out, "--unverified")
+    result = run_k3kit(
+        "card",
+        golden.kit,
+        "--trust",
+        other_key.public,
+        "-o",
+        out,
+        "--markdown",
+        md_out,
+        "--unverified",
+    )
     assert result.returncode == 1
     assert "UNVERIFIED" in result.stderr
     assert "signed by key" in out.read_text() and "NOT VERIFIED" in out.read_text()
@@ -189,8 +216,17 @@ def test_card_refuses_to_overwrite_and_bad_price(golden: GoldenKit, tmp_path: Pa
     result = run_k3kit("card", golden.kit, "--trust", golden.key.public, "-o", out)
     assert result.returncode == 3 and out.read_text() == "mine"
     for bad in ("abc", "-1", "0", "NaN"):
-        result = run_k3kit("card", golden.kit, "--trust", golden.key.public, "-o",
-                           tmp_path / "x.html", "--gpu-hour-usd", bad, "--json")
+        result = run_k3kit(
+            "card",
+            golden.kit,
+            "--trust",
+            golden.key.public,
+            "-o",
+            tmp_path / "x.html",
+            "--gpu-hour-usd",
+            bad,
+            "--json",
+        )
         assert result.returncode == 3, bad
         assert json.loads(result.stdout)["error"]["code"] == "BAD_GPU_HOUR_PRICE"
 
@@ -201,12 +237,14 @@ def test_declared_price_and_escaping(signing_key: KeyFiles, tmp_path: Path) -> N
 
     package = tmp_path / "package.toml"
     evil = "<script>alert(1)</script> [x](http://127.0.0.1:9/) & more"
-    package.write_text((V110 / "package.toml").read_text().replace(
-        'title = "Kimi K3', f'title = "{evil} Kimi K3'))
+    package.write_text(
+        (V110 / "package.toml").read_text().replace('title = "Kimi K3', f'title = "{evil} Kimi K3')
+    )
     kit = build_v110(tmp_path / "v110", signing_key, package=package)
     out = tmp_path / "card.html"
-    result = run_k3kit("card", kit, "--trust", signing_key.public, "-o", out,
-                       "--markdown", tmp_path / "card.md")
+    result = run_k3kit(
+        "card", kit, "--trust", signing_key.public, "-o", out, "--markdown", tmp_path / "card.md"
+    )
     assert result.returncode == 0, result.stderr
     html = out.read_text()
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html

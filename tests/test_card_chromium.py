@@ -27,9 +27,17 @@ pytestmark = pytest.mark.skipif(
     "apt-get: scripts/ensure-tools.sh chromium)",
 )
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--hide-scrollbars", "--enable-logging=stderr", "--v=0",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--enable-logging=stderr",
+    "--v=0",
 ]
 
 
@@ -38,10 +46,19 @@ def _render(page: Path, work: Path) -> tuple[Path, list[str], list[str]]:
     shot, netlog = work / f"{page.stem}.png", work / f"{page.stem}.netlog.json"
     assert CHROMIUM is not None
     proc = subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={work / ('profile-' + page.stem)}",
-         f"--log-net-log={netlog}", "--window-size=1280,3200", f"--screenshot={shot}",
-         page.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120, check=False,
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={work / ('profile-' + page.stem)}",
+            f"--log-net-log={netlog}",
+            "--window-size=1280,3200",
+            f"--screenshot={shot}",
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
@@ -72,8 +89,9 @@ def test_example_card_renders_offline_without_console_errors(
     golden: GoldenKit, tmp_path: Path
 ) -> None:
     card = tmp_path / "card.html"
-    result = run_k3kit("card", golden.kit, "--trust", golden.key.public, "-o", card,
-                       "--gpu-hour-usd", "6.50")
+    result = run_k3kit(
+        "card", golden.kit, "--trust", golden.key.public, "-o", card, "--gpu-hour-usd", "6.50"
+    )
     assert result.returncode == 0, result.stderr
     shot, console, requested = _render(card, tmp_path)
     assert console == []

@@ -41,9 +41,7 @@ def test_json_bad_input_and_environment_errors(golden: GoldenKit, tmp_path: Path
     out = tmp_path / "exists"
     out.mkdir()
     (out / "precious.txt").write_text("keep me")
-    build = run_k3kit(
-        "build", EXAMPLE / "package.toml", "--lock", golden.lock, "-o", out, "--json"
-    )
+    build = run_k3kit("build", EXAMPLE / "package.toml", "--lock", golden.lock, "-o", out, "--json")
     assert _error_object(build, 3)["code"] == "OUTPUT_EXISTS"
     unreadable = tmp_path / "missing.pub"
     verify = run_k3kit("verify", golden.kit, "--trust", unreadable, "--json")
@@ -122,17 +120,41 @@ def test_pin_local_refuses_an_unlockable_name_before_hashing(tmp_path: Path) -> 
     hashed: list[str] = []
     with pytest.raises(InputError) as info:
         pin_local(
-            folder, repo=REPO, revision=COMMIT, pinned_at=FIXED_TIME,
+            folder,
+            repo=REPO,
+            revision=COMMIT,
+            pinned_at=FIXED_TIME,
             on_file_done=lambda rel, _size: hashed.append(rel),
         )
     assert info.value.code == "PATH_REFUSED" and "my notes.txt" in info.value.message
     assert hashed == []  # refused during the walk, before any byte was hashed
-    proc = run_k3kit("pin", "--local", folder, "--repo", REPO, "--revision", COMMIT,
-                     "-o", tmp_path / "lock.json", "--json")
+    proc = run_k3kit(
+        "pin",
+        "--local",
+        folder,
+        "--repo",
+        REPO,
+        "--revision",
+        COMMIT,
+        "-o",
+        tmp_path / "lock.json",
+        "--json",
+    )
     assert _error_object(proc, 3)["code"] == "PATH_REFUSED"
     assert not (tmp_path / "lock.json").exists()
-    proc = run_k3kit("pin", "--local", folder, "--repo", REPO, "--revision", COMMIT,
-                     "--exclude", "*.txt", "-o", tmp_path / "lock.json")
+    proc = run_k3kit(
+        "pin",
+        "--local",
+        folder,
+        "--repo",
+        REPO,
+        "--revision",
+        COMMIT,
+        "--exclude",
+        "*.txt",
+        "-o",
+        tmp_path / "lock.json",
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -140,8 +162,9 @@ def test_pin_local_non_utf8_name_is_refused_not_a_crash(tmp_path: Path) -> None:
     folder = _plain_weights(tmp_path / "w")
     with open(os.path.join(os.fsencode(folder), b"bad-\xff.bin"), "wb") as handle:
         handle.write(b"x")
-    proc = run_k3kit("pin", "--local", folder, "--repo", REPO, "--revision", COMMIT,
-                     "-o", tmp_path / "lock.json")
+    proc = run_k3kit(
+        "pin", "--local", folder, "--repo", REPO, "--revision", COMMIT, "-o", tmp_path / "lock.json"
+    )
     assert proc.returncode == 3 and "Traceback" not in proc.stderr
     assert "bad-\\xff.bin" in proc.stderr
 
@@ -151,17 +174,39 @@ def test_pin_local_leaves_out_git_and_takes_patterns(tmp_path: Path) -> None:
     (folder / ".git" / "objects").mkdir(parents=True)
     (folder / ".git" / "objects" / "pack with space").write_text("git's own")
     (folder / "README.md").write_text("card")
-    proc = run_k3kit("pin", "--local", folder, "--repo", REPO, "--revision", COMMIT,
-                     "--include", "*.json", "--include", "*.safetensors",
-                     "-o", tmp_path / "lock.json")
+    proc = run_k3kit(
+        "pin",
+        "--local",
+        folder,
+        "--repo",
+        REPO,
+        "--revision",
+        COMMIT,
+        "--include",
+        "*.json",
+        "--include",
+        "*.safetensors",
+        "-o",
+        tmp_path / "lock.json",
+    )
     assert proc.returncode == 0, proc.stderr
     lock = json.loads((tmp_path / "lock.json").read_text())
     assert [f["path"] for f in lock["files"]] == ["config.json", "model.safetensors"]
 
 
 def test_pin_local_snapshot_of_another_repo_is_refused(golden: GoldenKit, tmp_path: Path) -> None:
-    proc = run_k3kit("pin", "--local", golden.snapshot, "--repo", "other/repo",
-                     "--revision", golden.snapshot.name, "-o", tmp_path / "lock.json", "--json")
+    proc = run_k3kit(
+        "pin",
+        "--local",
+        golden.snapshot,
+        "--repo",
+        "other/repo",
+        "--revision",
+        golden.snapshot.name,
+        "-o",
+        tmp_path / "lock.json",
+        "--json",
+    )
     error = _error_object(proc, 3)
     assert error["code"] == "REPO_MISMATCH" and "models--moonshotai--Kimi-K3" in error["message"]
 
@@ -190,9 +235,27 @@ def test_ctrl_c_exits_130_promptly_and_writes_nothing(tmp_path: Path) -> None:
     lock = tmp_path / "lock.json"
     env = {**os.environ, "SOURCE_DATE_EPOCH": "1793491200"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "k3kit", "pin", "--local", str(folder), "--repo", REPO,
-         "--revision", COMMIT, "-o", str(lock), "--workers", "2", "--json"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "k3kit",
+            "pin",
+            "--local",
+            str(folder),
+            "--repo",
+            REPO,
+            "--revision",
+            COMMIT,
+            "-o",
+            str(lock),
+            "--workers",
+            "2",
+            "--json",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     while not _opened(proc.pid, folder) and time.monotonic() < deadline and proc.poll() is None:

@@ -50,15 +50,23 @@ def _files(root: Path, pattern: str) -> list[Path]:
 def test_kit_has_every_target_for_both_topologies(golden: GoldenKit) -> None:
     info = json.loads((golden.kit / "kit.json").read_text())
     shapes = {(p["name"], p["topology"], p["measured"]) for p in info["profiles"]}
-    assert shapes == {("interactive", "single-node-8gpu", True),
-                      ("batch", "single-node-8gpu", True),
-                      ("interactive", "multi-node-8x8gpu", False),
-                      ("batch", "multi-node-8x8gpu", False)}
+    assert shapes == {
+        ("interactive", "single-node-8gpu", True),
+        ("batch", "single-node-8gpu", True),
+        ("interactive", "multi-node-8x8gpu", False),
+        ("batch", "multi-node-8x8gpu", False),
+    }
     for prof in info["profiles"]:
         files = {f.split("/", 3)[3] for f in prof["files"]}
         k8s = "k8s/leaderworkerset.yaml" if prof["nodes"] > 1 else "k8s/deployment.yaml"
-        assert {"serve.yaml", "engine.env", "run.sh", "compose.yaml", k8s,
-                "k8s/service.yaml"} <= files
+        assert {
+            "serve.yaml",
+            "engine.env",
+            "run.sh",
+            "compose.yaml",
+            k8s,
+            "k8s/service.yaml",
+        } <= files
         assert any(f.startswith("systemd/") for f in files)
     multi = (golden.kit / "profiles/batch/multi-node-8x8gpu/serve.yaml").read_text()
     assert "NOT measured" in multi and "data-parallel-size: 8\n" in multi
@@ -73,8 +81,11 @@ def test_every_yaml_parses(golden: GoldenKit, rendered: Path) -> None:
 
 
 def _k8s_docs(root: Path) -> list[tuple[Path, dict[str, object]]]:
-    return [(p, yaml.safe_load(p.read_text())) for p in _files(root / "", "*.yaml")
-            if p.parent.name == "k8s"]
+    return [
+        (p, yaml.safe_load(p.read_text()))
+        for p in _files(root / "", "*.yaml")
+        if p.parent.name == "k8s"
+    ]
 
 
 def test_kubernetes_manifests_validate(golden: GoldenKit, rendered: Path) -> None:
@@ -90,8 +101,12 @@ def test_kubernetes_manifests_validate(golden: GoldenKit, rendered: Path) -> Non
                 template = doc["spec"]["leaderWorkerTemplate"]  # type: ignore[index]
                 assert template["restartPolicy"] == "RecreateGroupOnPodRestart"
                 for role in ("leaderTemplate", "workerTemplate"):
-                    pod = {"apiVersion": "v1", "kind": "PodTemplate",
-                           "metadata": {"name": "t"}, "template": template[role]}
+                    pod = {
+                        "apiVersion": "v1",
+                        "kind": "PodTemplate",
+                        "metadata": {"name": "t"},
+                        "template": template[role],
+                    }
                     kv.validate(pod, K8S_VERSION, strict=True)
                     spec = template[role]["spec"]
                     assert [c["name"] for c in spec["initContainers"]] == ["verify"]
@@ -105,10 +120,18 @@ def test_kubernetes_manifests_validate(golden: GoldenKit, rendered: Path) -> Non
 
 def test_lws_schema_catches_a_typo() -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    doc = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-           "metadata": {"name": "x"},
-           "spec": {"leaderWorkerTemplate": {"size": 2, "restartPolicy": "RecreateGroup",
-                                             "workerTemplate": {"spec": {}}}}}
+    doc = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "x"},
+        "spec": {
+            "leaderWorkerTemplate": {
+                "size": 2,
+                "restartPolicy": "RecreateGroup",
+                "workerTemplate": {"spec": {}},
+            }
+        },
+    }
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, json.loads(LWS_SCHEMA.read_text()))
 
@@ -129,8 +152,9 @@ def test_probes_and_wiring(rendered: Path) -> None:
     assert server["depends_on"]["verify"]["condition"] == "service_completed_successfully"
     assert compose["services"]["verify"]["command"][:2] == ["k3kit", "verify"]
     assert "/srv/models/kimi:/weights:ro" in server["volumes"]
-    assert (rendered / "batch/multi-node-8x8gpu/systemd/k3kit-kimi-k3-b300x8-batch@.service"
-            ).is_file()
+    assert (
+        rendered / "batch/multi-node-8x8gpu/systemd/k3kit-kimi-k3-b300x8-batch@.service"
+    ).is_file()
 
 
 def test_systemd_units_verify(golden: GoldenKit, rendered: Path, tmp_path: Path) -> None:
@@ -140,10 +164,14 @@ def test_systemd_units_verify(golden: GoldenKit, rendered: Path, tmp_path: Path)
     units = _files(rendered, "*.service")
     assert len(units) == 4
     for unit in units:
-        proc = subprocess.run([tool, "verify", "--man=no", str(unit)], capture_output=True,
-                              text=True, check=False)
-        problems = [line for line in proc.stderr.splitlines()
-                    if unit.name in line or "Unknown" in line or "not executable" in line]
+        proc = subprocess.run(
+            [tool, "verify", "--man=no", str(unit)], capture_output=True, text=True, check=False
+        )
+        problems = [
+            line
+            for line in proc.stderr.splitlines()
+            if unit.name in line or "Unknown" in line or "not executable" in line
+        ]
         assert proc.returncode == 0 and not problems, proc.stderr
     text = units[0].read_text()
     assert "ExecStartPre=/usr/bin/env k3kit verify" in text
@@ -157,8 +185,9 @@ def test_shell_files_pass_shellcheck(golden: GoldenKit) -> None:
         pytest.skip("shellcheck is not installed (scripts/ensure-tools.sh installs it)")
     scripts = _files(golden.kit, "*.sh")
     assert len(scripts) == 4
-    proc = subprocess.run([tool, "--severity=style", *map(str, scripts)], capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        [tool, "--severity=style", *map(str, scripts)], capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -169,6 +198,7 @@ def test_systemd_check_can_fail(tmp_path: Path) -> None:
         pytest.skip("systemd-analyze is not installed (scripts/ensure-tools.sh installs it)")
     bad = tmp_path / "bad.service"
     bad.write_text("[Service]\nExecStart=/nonexistent/k3kit launch\n")
-    proc = subprocess.run([tool, "verify", "--man=no", str(bad)], capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        [tool, "verify", "--man=no", str(bad)], capture_output=True, text=True, check=False
+    )
     assert proc.returncode != 0 and "not executable" in proc.stderr

@@ -33,19 +33,23 @@ def test_k3kit_receipt_verifies_with_securesystemslib(golden: GoldenKit) -> None
     assert env.payload_type == PAYLOAD_TYPE
     statement = json.loads(env.payload)
     assert statement["_type"] == "https://in-toto.io/Statement/v1"
-    assert {s["name"] for s in statement["subject"]} == {"kit:MANIFEST.json",
-                                                       "weights:weights.lock.json"}
+    assert {s["name"] for s in statement["subject"]} == {
+        "kit:MANIFEST.json",
+        "weights:weights.lock.json",
+    }
 
 
-def test_securesystemslib_rejects_k3kit_receipt_under_another_key(golden: GoldenKit,
-                                                                   other_key: KeyFiles) -> None:
+def test_securesystemslib_rejects_k3kit_receipt_under_another_key(
+    golden: GoldenKit, other_key: KeyFiles
+) -> None:
     env = Envelope.from_dict(json.loads((golden.kit / "receipt.dsse.json").read_text()))
     with pytest.raises(SslibVerificationError):
         env.verify([_sslib_key(other_key.public)], 1)
 
 
 def test_securesystemslib_envelope_verifies_with_k3kit_and_signatures_match(
-        signing_key: KeyFiles) -> None:
+    signing_key: KeyFiles,
+) -> None:
     payload = b'{"_type":"https://in-toto.io/Statement/v1","note":"interop"}'
     private = load_private(signing_key.private, None)
     signer = CryptoSigner(private)
@@ -56,14 +60,19 @@ def test_securesystemslib_envelope_verifies_with_k3kit_and_signatures_match(
     # Ed25519 is deterministic: same key, same PAE -> the same signature bytes.
     assert theirs["signatures"][0]["sig"] == ours["signatures"][0]["sig"]
     assert theirs["signatures"][0]["keyid"] == ours["signatures"][0]["keyid"]
-    verified = verify_envelope(json.dumps(theirs).encode(), [private.public_key()],
-                               expected_type=PAYLOAD_TYPE, source="sslib envelope")
+    verified = verify_envelope(
+        json.dumps(theirs).encode(),
+        [private.public_key()],
+        expected_type=PAYLOAD_TYPE,
+        source="sslib envelope",
+    )
     assert verified.payload == payload
 
 
 def test_pae_matches_the_dsse_spec_vector() -> None:
     assert pae("http://example.com/HelloWorld", b"hello world") == (
-        b"DSSEv1 29 http://example.com/HelloWorld 11 hello world")
+        b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+    )
 
 
 def test_receipt_payload_is_the_canonical_statement(golden: GoldenKit) -> None:

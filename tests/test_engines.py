@@ -46,28 +46,53 @@ def _build(tmp_path: Path, golden: GoldenKit, old: str, new: str) -> tuple[int, 
     return proc.returncode, proc.stderr, package
 
 
-@pytest.mark.parametrize(("old", "new", "key", "suggestion"), [
-    # argparse would accept this prefix and silently mean --max-num-seqs
-    ("max-num-seqs = 32", "max-num-seq = 32", "profiles.interactive.serve.max-num-seq",
-     "did you mean `--max-num-seqs`?"),
-    ('performance-mode = "interactivity"', 'performance-mode = "interactive"',
-     "profiles.interactive.serve.performance-mode", "did you mean 'interactivity'?"),
-    ('[profiles.batch.serve]', '[profiles.batch.env]\nVLLM_ALL2ALL_BACKND = "x"\n\n'
-     '[profiles.batch.serve]', "profiles.batch.env.VLLM_ALL2ALL_BACKND", "it would be ignored"),
-    ("tensor-parallel-size = 8\nenable-expert-parallel = true\nmax-model-len = 1048576\n"
-     'performance-mode = "throughput"',
-     "tensor-parallel-size = 16\nenable-expert-parallel = true\nmax-model-len = 1048576\n"
-     'performance-mode = "throughput"',
-     "profiles.batch.serve (topology single-node-8gpu)", "needs 16 GPU(s)"),
-    ("max-model-len = 1048576\nperformance-mode = \"interactivity\"",
-     "max-model-len = 2097152\nperformance-mode = \"interactivity\"",
-     "max-model-len", "set max-model-len <= 1048576"),
-    ("served_model_name = \"kimi-k3\"\n\n[profiles.batch.serve]",
-     "served_model_name = \"kimi-k3\"\n\n[profiles.batch.serve]\nport = 9000",
-     "profiles.batch.serve.port", "set by k3kit's launcher"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "key", "suggestion"),
+    [
+        # argparse would accept this prefix and silently mean --max-num-seqs
+        (
+            "max-num-seqs = 32",
+            "max-num-seq = 32",
+            "profiles.interactive.serve.max-num-seq",
+            "did you mean `--max-num-seqs`?",
+        ),
+        (
+            'performance-mode = "interactivity"',
+            'performance-mode = "interactive"',
+            "profiles.interactive.serve.performance-mode",
+            "did you mean 'interactivity'?",
+        ),
+        (
+            "[profiles.batch.serve]",
+            '[profiles.batch.env]\nVLLM_ALL2ALL_BACKND = "x"\n\n[profiles.batch.serve]',
+            "profiles.batch.env.VLLM_ALL2ALL_BACKND",
+            "it would be ignored",
+        ),
+        (
+            "tensor-parallel-size = 8\nenable-expert-parallel = true\nmax-model-len = 1048576\n"
+            'performance-mode = "throughput"',
+            "tensor-parallel-size = 16\nenable-expert-parallel = true\nmax-model-len = 1048576\n"
+            'performance-mode = "throughput"',
+            "profiles.batch.serve (topology single-node-8gpu)",
+            "needs 16 GPU(s)",
+        ),
+        (
+            'max-model-len = 1048576\nperformance-mode = "interactivity"',
+            'max-model-len = 2097152\nperformance-mode = "interactivity"',
+            "max-model-len",
+            "set max-model-len <= 1048576",
+        ),
+        (
+            'served_model_name = "kimi-k3"\n\n[profiles.batch.serve]',
+            'served_model_name = "kimi-k3"\n\n[profiles.batch.serve]\nport = 9000',
+            "profiles.batch.serve.port",
+            "set by k3kit's launcher",
+        ),
+    ],
+)
 def test_each_pitfall_is_refused_with_file_key_and_fix(
-        tmp_path: Path, golden: GoldenKit, old: str, new: str, key: str, suggestion: str) -> None:
+    tmp_path: Path, golden: GoldenKit, old: str, new: str, key: str, suggestion: str
+) -> None:
     code, stderr, package = _build(tmp_path, golden, old, new)
     assert code == 3, stderr
     assert str(package) in stderr and key in stderr and suggestion in stderr, stderr
@@ -81,8 +106,12 @@ def test_unknown_env_var_suggests_the_known_name() -> None:
 
 def test_sglang_rules_are_sglangs() -> None:
     eng, snap = ADAPTERS["sglang"], snapshot("sglang", "0.5.23")
-    assert validate_settings(eng, snap, {"tp-size": 8, "context-length": 131072,
-                                         "tool-call-parser": "kimi_k3"}, "s") == []
+    assert (
+        validate_settings(
+            eng, snap, {"tp-size": 8, "context-length": 131072, "tool-call-parser": "kimi_k3"}, "s"
+        )
+        == []
+    )
     # SGLang's own LWS example uses this prefix; in 0.5.23 it is ambiguous (a parse error)
     [ambiguous] = validate_settings(eng, snap, {"cuda-graph-max-bs": 256}, "s")
     assert "not a sglang 0.5.23 server flag" in ambiguous and "did you mean" in ambiguous
@@ -101,14 +130,19 @@ def test_unknown_engine_version_names_what_ships(tmp_path: Path, golden: GoldenK
 
 
 def test_earlier_vllm_version_builds(tmp_path: Path, golden: GoldenKit) -> None:
-    text = (EXAMPLE / "package.toml").read_text().replace('version = "0.33.0"',
-                                                           'version = "0.32.0"', 1)
+    text = (
+        (EXAMPLE / "package.toml")
+        .read_text()
+        .replace('version = "0.33.0"', 'version = "0.32.0"', 1)
+    )
     package = tmp_path / "package.toml"
     package.write_text(text)
     proc = run_k3kit("build", package, "--lock", golden.lock, "-o", tmp_path / "kit")
     assert proc.returncode == 0, proc.stderr
-    assert "vLLM 0.32.0 server config" in (
-        tmp_path / "kit/profiles/batch/single-node-8gpu/serve.yaml").read_text()
+    assert (
+        "vLLM 0.32.0 server config"
+        in (tmp_path / "kit/profiles/batch/single-node-8gpu/serve.yaml").read_text()
+    )
 
 
 def test_multi_node_runtime_flags() -> None:
@@ -116,16 +150,35 @@ def test_multi_node_runtime_flags() -> None:
     dp = Parallel(tp=8, pp=1, dp=8, world=64, nodes=8, gpus_per_node=8)
     assert vllm.topology_settings(dp) == {"data-parallel-size-local": 1}
     assert vllm.runtime_argv(dp, Runtime(0, "10.0.0.1")) == [
-        "--data-parallel-address", "10.0.0.1", "--data-parallel-rpc-port", "13345",
-        "--data-parallel-start-rank", "0"]
-    assert vllm.runtime_argv(dp, Runtime(3, "10.0.0.1"))[-3:] == ["--data-parallel-start-rank",
-                                                                  "3", "--headless"]
+        "--data-parallel-address",
+        "10.0.0.1",
+        "--data-parallel-rpc-port",
+        "13345",
+        "--data-parallel-start-rank",
+        "0",
+    ]
+    assert vllm.runtime_argv(dp, Runtime(3, "10.0.0.1"))[-3:] == [
+        "--data-parallel-start-rank",
+        "3",
+        "--headless",
+    ]
     spread = Parallel(tp=8, pp=2, dp=1, world=16, nodes=2, gpus_per_node=8)
     assert vllm.topology_settings(spread) == {"nnodes": 2}
     assert vllm.runtime_argv(spread, Runtime(1, "h0", 29501)) == [
-        "--node-rank", "1", "--master-addr", "h0", "--master-port", "29501", "--headless"]
+        "--node-rank",
+        "1",
+        "--master-addr",
+        "h0",
+        "--master-port",
+        "29501",
+        "--headless",
+    ]
     tp16 = Parallel(tp=16, pp=1, dp=1, world=16, nodes=2, gpus_per_node=8)
     assert sglang.topology_settings(tp16) == {"nnodes": 2}
     assert sglang.runtime_argv(tp16, Runtime(1, "h0")) == [
-        "--node-rank", "1", "--dist-init-addr", "h0:20102"]
+        "--node-rank",
+        "1",
+        "--dist-init-addr",
+        "h0:20102",
+    ]
     assert sglang.parse_version("sglang version: 0.5.23\ngit revision: abc1234\n") == "0.5.23"

@@ -22,9 +22,12 @@ ENGINE_PY = Path(os.environ.get("K3KIT_ENGINE_PYTHON", ROOT / ".engines/venv/bin
 def _engine_version(name: str) -> str | None:
     if not ENGINE_PY.exists():
         return None
-    proc = subprocess.run([str(ENGINE_PY), "-c", f"import importlib.metadata as m; "
-                           f"print(m.version({name!r}))"], capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [str(ENGINE_PY), "-c", f"import importlib.metadata as m; print(m.version({name!r}))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
@@ -48,9 +51,19 @@ def _same(ours: object, theirs: object) -> bool:
 def _check_kit(engine: str, kit: Path) -> int:
     configs = sorted(kit.rglob("serve.yaml"))
     for config in configs:
-        proc = subprocess.run([str(ENGINE_PY), str(ROOT / "scripts/engine_parse.py"), engine,
-                               "/models/x", str(config)], capture_output=True, text=True,
-                              timeout=600, check=False)
+        proc = subprocess.run(
+            [
+                str(ENGINE_PY),
+                str(ROOT / "scripts/engine_parse.py"),
+                engine,
+                "/models/x",
+                str(config),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert proc.returncode == 0, f"{config}: {proc.stderr[-2000:]}"
         parsed = json.loads(proc.stdout.strip().splitlines()[-1])
         for key, value in _yaml_values(config).items():
@@ -63,8 +76,11 @@ def test_vllm_parses_every_rendered_config(tmp_path: Path, golden: GoldenKit) ->
     if version is None:
         pytest.skip(f"no vLLM in {ENGINE_PY}: run scripts/engine-env.sh to make one")
     package = tmp_path / "package.toml"
-    package.write_text((EXAMPLE / "package.toml").read_text().replace(
-        'version = "0.33.0"', f'version = "{version}"', 1))
+    package.write_text(
+        (EXAMPLE / "package.toml")
+        .read_text()
+        .replace('version = "0.33.0"', f'version = "{version}"', 1)
+    )
     proc = run_k3kit("build", package, "--lock", golden.lock, "-o", tmp_path / "kit")
     assert proc.returncode == 0, proc.stderr
     assert _check_kit("vllm", tmp_path / "kit") == 4
@@ -77,9 +93,11 @@ def test_sglang_parses_every_rendered_config(tmp_path: Path, golden: GoldenKit) 
     package = tmp_path / "package.toml"
     text = (EXAMPLE / "package.toml").read_text()
     head = text[: text.index("[profiles.interactive]")]
-    package.write_text(head.replace('name = "vllm"\nversion = "0.33.0"',
-                                    f'name = "sglang"\nversion = "{version}"').replace(
-        "serve = { data-parallel-size = 8 }", "serve = { tp-size = 64 }") + """
+    package.write_text(
+        head.replace(
+            'name = "vllm"\nversion = "0.33.0"', f'name = "sglang"\nversion = "{version}"'
+        ).replace("serve = { data-parallel-size = 8 }", "serve = { tp-size = 64 }")
+        + """
 [profiles.interactive]
 description = "SGLang, low latency."
 served_model_name = "kimi-k3"
@@ -92,7 +110,8 @@ mem-fraction-static = 0.88
 kv-cache-dtype = "fp8_e4m3"
 tool-call-parser = "kimi_k3"
 reasoning-parser = "kimi_k3"
-""")
+"""
+    )
     proc = run_k3kit("build", package, "--lock", golden.lock, "-o", tmp_path / "kit")
     assert proc.returncode == 0, proc.stderr
     assert _check_kit("sglang", tmp_path / "kit") == 2

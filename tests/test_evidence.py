@@ -63,12 +63,17 @@ def test_older_versions_are_read_with_notes() -> None:
         ('{"duration": 1.0, "completed": true}', "non-negative integer"),
         ('{"duration": 1.0}', "not a result of a known benchmark tool"),
         ("[1, 2]", "not a JSON object"),
-        ('{"duration": 1.0, "completed": 1}\n{"duration": 2.0, "completed": 1}',
-         "name one with evidence_record"),
+        (
+            '{"duration": 1.0, "completed": 1}\n{"duration": 2.0, "completed": 1}',
+            "name one with evidence_record",
+        ),
         ('{"completed": 1, "request_rate": Infinity}\n', "Infinity is not valid JSON"),
         ('{"completed": 1, "duration": -Infinity}\n', "not strict JSON"),
-        ('{"duration": 1.0, "completed": 1, "ttfts": [0.1], "itls": [[]], "output_lens": [1, 2]}',
-         "lengths differ"),
+        (
+            '{"duration": 1.0, "completed": 1, "ttfts": [0.1], "itls": [[]], '
+            '"output_lens": [1, 2]}',
+            "lengths differ",
+        ),
         ('{"duration": "1.0", "completed": 1}', "expected a number"),
     ],
 )
@@ -90,15 +95,18 @@ def _runs() -> list[GenRun]:
 @pytest.fixture
 def evidence_kit(kit: Path, golden: GoldenKit, tmp_path: Path) -> Path:
     runs = _runs()
-    sign_generated(kit, golden.key, tmp_path / "pub", make_claims(runs, input_len=2048,
-                   output_len=16), runs)
+    sign_generated(
+        kit, golden.key, tmp_path / "pub", make_claims(runs, input_len=2048, output_len=16), runs
+    )
     return kit
 
 
-def test_sign_copies_evidence_and_records_it(evidence_kit: Path, golden: GoldenKit,
-                                            tmp_path: Path) -> None:
-    pred = read_receipt(evidence_kit / "receipt.dsse.json",
-                        [load_public(golden.key.public)]).statement.predicate
+def test_sign_copies_evidence_and_records_it(
+    evidence_kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    pred = read_receipt(
+        evidence_kit / "receipt.dsse.json", [load_public(golden.key.public)]
+    ).statement.predicate
     by_id = {r.id: r for r in pred.runs}
     raw, short = by_id["interactive-c4"], by_id["batch-c4"]
     assert (raw.evidence_level, short.evidence_level) == ("raw", "summary")
@@ -114,8 +122,9 @@ def test_sign_copies_evidence_and_records_it(evidence_kit: Path, golden: GoldenK
 
 
 @pytest.mark.parametrize("damage", ["changed", "missing", "extra"])
-def test_verify_rejects_evidence_that_is_not_the_signed_one(evidence_kit: Path,
-                                                            golden: GoldenKit, damage: str) -> None:
+def test_verify_rejects_evidence_that_is_not_the_signed_one(
+    evidence_kit: Path, golden: GoldenKit, damage: str
+) -> None:
     target = evidence_kit / "evidence" / "batch-c4.json"
     if damage == "changed":
         data = bytearray(target.read_bytes())
@@ -133,8 +142,9 @@ def test_verify_rejects_evidence_that_is_not_the_signed_one(evidence_kit: Path,
     assert [p["code"] for p in check["problems"]] == [code]
 
 
-def test_sign_refuses_overwrite_and_level_mismatch(kit: Path, golden: GoldenKit,
-                                                   tmp_path: Path) -> None:
+def test_sign_refuses_overwrite_and_level_mismatch(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
     runs = _runs()
     claims = make_claims(runs, input_len=2048, output_len=16)
     claims_path = write_bundle(tmp_path / "pub", claims, runs)
@@ -148,8 +158,9 @@ def test_sign_refuses_overwrite_and_level_mismatch(kit: Path, golden: GoldenKit,
     assert not (kit / "evidence").exists()  # nothing written on bad input
 
 
-def test_claims_may_not_carry_what_sign_computes(kit: Path, golden: GoldenKit,
-                                                 tmp_path: Path) -> None:
+def test_claims_may_not_carry_what_sign_computes(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
     runs = _runs()
     claims = make_claims(runs, input_len=2048, output_len=16)
     claims.runs[0]["evidence_sha256"] = "0" * 64
@@ -158,20 +169,30 @@ def test_claims_may_not_carry_what_sign_computes(kit: Path, golden: GoldenKit,
     assert proc.returncode == 3 and "computed by k3kit sign" in proc.stderr
 
 
-def test_resigning_without_evidence_removes_the_old_folder(evidence_kit: Path,
-                                                            golden: GoldenKit) -> None:
-    proc = run_k3kit("sign", evidence_kit, "--key", golden.key.private, "--claims",
-                     EXAMPLE / "claims.toml", "--force")
+def test_resigning_without_evidence_removes_the_old_folder(
+    evidence_kit: Path, golden: GoldenKit
+) -> None:
+    proc = run_k3kit(
+        "sign",
+        evidence_kit,
+        "--key",
+        golden.key.private,
+        "--claims",
+        EXAMPLE / "claims.toml",
+        "--force",
+    )
     assert proc.returncode == 0, proc.stderr
     assert not (evidence_kit / "evidence").exists()
     assert verify_path(evidence_kit, [load_public(golden.key.public)]).checks[3].status == "passed"
 
 
-def test_evidence_missing_at_sign_is_bad_input(kit: Path, golden: GoldenKit,
-                                               tmp_path: Path) -> None:
+def test_evidence_missing_at_sign_is_bad_input(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
     runs = _runs()
-    claims_path = write_bundle(tmp_path / "pub", make_claims(runs, input_len=2048, output_len=16),
-                               runs)
+    claims_path = write_bundle(
+        tmp_path / "pub", make_claims(runs, input_len=2048, output_len=16), runs
+    )
     shutil.rmtree(tmp_path / "pub" / "results")
     proc = run_k3kit("sign", kit, "--key", golden.key.private, "--claims", claims_path, "--force")
     assert proc.returncode == 3 and "runs[0].evidence" in proc.stderr

@@ -25,9 +25,7 @@ from k3kit.sign import sign_envelope, verify_envelope
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
 TRUSTED = [KEY.public_key()]
 GENUINE = sign_envelope(dumps({"_type": "https://in-toto.io/Statement/v1"}), PAYLOAD_TYPE, KEY)
-FUZZ = settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Values chosen to break parsers: huge/odd numbers, lone surrogates, control characters.
 NASTY_TEXT = st.sampled_from(
@@ -52,8 +50,10 @@ JSON_VALUES: st.SearchStrategy[Any] = st.recursive(
     | st.text()
     | NASTY_TEXT
     | st.floats(allow_nan=True, allow_infinity=True),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=8) | NASTY_TEXT, children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(max_size=8) | NASTY_TEXT, children, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -100,9 +100,7 @@ def _mutated_envelope(field: str, value: Any) -> bytes:
 )
 def test_envelope_fields_replaced(field: str, value: Any) -> None:
     data = _mutated_envelope(field, value)
-    _only_k3kit_errors(
-        verify_envelope, data, TRUSTED, expected_type=PAYLOAD_TYPE, source="fuzz"
-    )
+    _only_k3kit_errors(verify_envelope, data, TRUSTED, expected_type=PAYLOAD_TYPE, source="fuzz")
 
 
 @FUZZ
@@ -113,18 +111,14 @@ def test_envelope_with_any_payload_and_type_signed(payload: bytes, payload_type:
         data = sign_envelope(payload, payload_type, KEY)
     except (UnicodeEncodeError, K3kitError):
         return  # the signer refuses to sign what it cannot encode; nothing to verify
-    _only_k3kit_errors(
-        verify_envelope, data, TRUSTED, expected_type=PAYLOAD_TYPE, source="fuzz"
-    )
+    _only_k3kit_errors(verify_envelope, data, TRUSTED, expected_type=PAYLOAD_TYPE, source="fuzz")
 
 
 @FUZZ
 @given(st.binary(max_size=64), st.integers(min_value=0, max_value=len(GENUINE) - 1))
 def test_envelope_bytes_spliced(junk: bytes, at: int) -> None:
     data = GENUINE[:at] + junk + GENUINE[at + len(junk) :]
-    _only_k3kit_errors(
-        verify_envelope, data, TRUSTED, expected_type=PAYLOAD_TYPE, source="fuzz"
-    )
+    _only_k3kit_errors(verify_envelope, data, TRUSTED, expected_type=PAYLOAD_TYPE, source="fuzz")
     b64 = base64.b64encode(junk).decode()
     _only_k3kit_errors(
         verify_envelope,

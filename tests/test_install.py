@@ -60,9 +60,7 @@ def test_installing_the_same_kit_again_is_a_no_op(
     assert sorted(os.listdir(into)) == [FOLDER]
 
 
-def test_install_from_a_kit_folder_copies_then_verifies(
-    golden: GoldenKit, tmp_path: Path
-) -> None:
+def test_install_from_a_kit_folder_copies_then_verifies(golden: GoldenKit, tmp_path: Path) -> None:
     rc, out, stderr = install(golden.kit, golden.key.public, tmp_path / "kits")
     assert rc == 0, stderr
     assert Path(out["installed"]).name == FOLDER
@@ -95,9 +93,10 @@ def test_a_kit_that_does_not_verify_installs_nothing(
 def _rewrite_member(archive: Path, out: Path, name: str, data: bytes) -> None:
     raw = io.BytesIO(gzip.decompress(archive.read_bytes()))
     buf = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="r:") as src, tarfile.open(
-        fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT
-    ) as dst:
+    with (
+        tarfile.open(fileobj=raw, mode="r:") as src,
+        tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as dst,
+    ):
         for member in src.getmembers():
             body = src.extractfile(member) if member.isfile() else None
             if member.name == name:

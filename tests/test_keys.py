@@ -29,11 +29,16 @@ def test_keygen_writes_0600_private_key_and_reports_interoperable_ids(tmp_path: 
     assert out["keyid"] == SSlibKey.from_crypto(pub).keyid  # type: ignore[arg-type]
 
     if shutil.which("ssh-keygen"):
-        openssh = pub.public_bytes(serialization.Encoding.OpenSSH,
-                                   serialization.PublicFormat.OpenSSH)
+        openssh = pub.public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+        )
         (tmp_path / "k.openssh.pub").write_bytes(openssh + b" test\n")
-        listing = subprocess.run(["ssh-keygen", "-lf", str(tmp_path / "k.openssh.pub")],
-                                 capture_output=True, text=True, check=True).stdout
+        listing = subprocess.run(
+            ["ssh-keygen", "-lf", str(tmp_path / "k.openssh.pub")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert listing.split()[1] == out["fingerprint"]
 
 
@@ -49,8 +54,15 @@ def test_keygen_refuses_to_overwrite(tmp_path: Path) -> None:
 def test_group_readable_private_key_is_refused_with_hint(tmp_path: Path, kit: Path) -> None:
     assert run_k3kit("keygen", "--out", tmp_path / "k").returncode == 0
     os.chmod(tmp_path / "k.key", 0o640)
-    proc = run_k3kit("sign", kit, "--key", tmp_path / "k.key", "--claims",
-                     Path(__file__).parents[1] / "examples/kimi-k3-b300x8/claims.toml", "--force")
+    proc = run_k3kit(
+        "sign",
+        kit,
+        "--key",
+        tmp_path / "k.key",
+        "--claims",
+        Path(__file__).parents[1] / "examples/kimi-k3-b300x8/claims.toml",
+        "--force",
+    )
     assert proc.returncode == 4
     assert "chmod 600" in proc.stderr
 
@@ -63,19 +75,40 @@ def test_passphrase_encrypted_key_needs_its_passphrase(tmp_path: Path, kit: Path
     claims = Path(__file__).parents[1] / "examples/kimi-k3-b300x8/claims.toml"
     no_pass = run_k3kit("sign", kit, "--key", tmp_path / "enc.key", "--claims", claims, "--force")
     assert no_pass.returncode == 4 and "--passphrase-env" in no_pass.stderr
-    wrong = run_k3kit("sign", kit, "--key", tmp_path / "enc.key", "--claims", claims, "--force",
-                      "--passphrase-env", "K3_PASS", env={"K3_PASS": "wrong"})
+    wrong = run_k3kit(
+        "sign",
+        kit,
+        "--key",
+        tmp_path / "enc.key",
+        "--claims",
+        claims,
+        "--force",
+        "--passphrase-env",
+        "K3_PASS",
+        env={"K3_PASS": "wrong"},
+    )
     assert wrong.returncode == 4
-    ok = run_k3kit("sign", kit, "--key", tmp_path / "enc.key", "--claims", claims, "--force",
-                   "--passphrase-env", "K3_PASS", env=env)
+    ok = run_k3kit(
+        "sign",
+        kit,
+        "--key",
+        tmp_path / "enc.key",
+        "--claims",
+        claims,
+        "--force",
+        "--passphrase-env",
+        "K3_PASS",
+        env=env,
+    )
     assert ok.returncode == 0, ok.stderr
     verified = run_k3kit("verify", kit, "--trust", tmp_path / "enc.pub")
     assert verified.returncode == 0, verified.stderr
 
 
 @pytest.mark.parametrize("content", [b"", b"not a key", b"-----BEGIN PUBLIC KEY-----\nAAAA\n"])
-def test_unreadable_trust_key_is_an_environment_error(tmp_path: Path, kit: Path,
-                                                       content: bytes) -> None:
+def test_unreadable_trust_key_is_an_environment_error(
+    tmp_path: Path, kit: Path, content: bytes
+) -> None:
     bad = tmp_path / "bad.pub"
     bad.write_bytes(content)
     proc = run_k3kit("verify", kit, "--trust", bad)

@@ -36,9 +36,21 @@ def test_launch_execs_the_engine_on_the_snapshot_that_was_hashed(
 ) -> None:
     cache_root = golden.snapshot.parents[2]
     code, stderr, _ = launch(
-        kit, fake, "--profile", "interactive", "--trust", golden.key.public,
-        "--weights", cache_root, "--port", "8123", "--state-dir", tmp_path / "state",
-        LD_PRELOAD="/tmp/evil.so", PYTHONPATH="/tmp/evil", VLLM_ATTENTION_BACKEND="EVIL",
+        kit,
+        fake,
+        "--profile",
+        "interactive",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        cache_root,
+        "--port",
+        "8123",
+        "--state-dir",
+        tmp_path / "state",
+        LD_PRELOAD="/tmp/evil.so",
+        PYTHONPATH="/tmp/evil",
+        VLLM_ATTENTION_BACKEND="EVIL",
         HF_HUB_OFFLINE="0",
     )
     assert code == 0, stderr
@@ -64,8 +76,16 @@ def test_launch_resolves_a_linked_weights_path_to_the_folder_it_hashed(
     link = tmp_path / "current"
     link.symlink_to(weights)
     code, stderr, _ = launch(
-        kit, fake, "--profile", "batch", "--trust", golden.key.public, "--weights", link,
-        "--state-dir", tmp_path / "state",
+        kit,
+        fake,
+        "--profile",
+        "batch",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        link,
+        "--state-dir",
+        tmp_path / "state",
     )
     assert code == 0, stderr
     assert fake.record()["argv"][2] == os.path.realpath(weights)
@@ -75,8 +95,18 @@ def test_dry_run_verifies_and_prints_the_plan_without_starting(
     kit: Path, weights: Path, golden: GoldenKit, fake: FakeEngine, tmp_path: Path
 ) -> None:
     code, stderr, plan = launch(
-        kit, fake, "--profile", "interactive", "--trust", golden.key.public, "--weights",
-        weights, "--dry-run", "--json", "--state-dir", tmp_path / "state",
+        kit,
+        fake,
+        "--profile",
+        "interactive",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--dry-run",
+        "--json",
+        "--state-dir",
+        tmp_path / "state",
     )
     assert code == 0, stderr
     assert not fake.log.exists()
@@ -94,9 +124,19 @@ def test_dry_run_human_output_is_shell_quoted(
     from tests.launchkit import engine_env
 
     proc = run_k3kit(
-        "launch", kit, "--no-preflight", "--profile", "interactive", "--trust", golden.key.public,
+        "launch",
+        kit,
+        "--no-preflight",
+        "--profile",
+        "interactive",
+        "--trust",
+        golden.key.public,
         "--weights",
-        weights, "--dry-run", "--state-dir", tmp_path / "state", env=engine_env(fake),
+        weights,
+        "--dry-run",
+        "--state-dir",
+        tmp_path / "state",
+        env=engine_env(fake),
     )
     assert proc.returncode == 0, proc.stderr
     argv_line = next(x for x in proc.stdout.splitlines() if x.startswith("argv: "))
@@ -112,8 +152,13 @@ def test_dry_run_human_output_is_shell_quoted(
     ],
 )
 def test_the_engine_is_never_started_when_a_check_fails(
-    kit: Path, weights: Path, golden: GoldenKit, fake: FakeEngine, tmp_path: Path,
-    tamper: str, code: str,
+    kit: Path,
+    weights: Path,
+    golden: GoldenKit,
+    fake: FakeEngine,
+    tmp_path: Path,
+    tamper: str,
+    code: str,
 ) -> None:
     if tamper == "kit_file":
         path = kit / PROFILE_DIR / "serve.yaml"
@@ -126,8 +171,17 @@ def test_the_engine_is_never_started_when_a_check_fails(
     else:
         (weights / "sitecustomize.py").write_text("import os\n")
     rc, stderr, report = launch(
-        kit, fake, "--profile", "interactive", "--trust", golden.key.public, "--weights",
-        weights, "--json", "--state-dir", tmp_path / "state",
+        kit,
+        fake,
+        "--profile",
+        "interactive",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--json",
+        "--state-dir",
+        tmp_path / "state",
     )
     assert rc == 1, stderr
     assert report["ok"] is False and report["launched"] is False
@@ -142,11 +196,21 @@ def test_an_ambiguous_weights_folder_is_refused_and_the_engine_not_started(
     # A plain folder that also holds a genuine cache: verified as one thing, loaded as another.
     import shutil
 
-    shutil.copytree(golden.snapshot.parents[1], weights / golden.snapshot.parents[1].name,
-                    symlinks=True)
+    shutil.copytree(
+        golden.snapshot.parents[1], weights / golden.snapshot.parents[1].name, symlinks=True
+    )
     rc, stderr, report = launch(
-        kit, fake, "--profile", "interactive", "--trust", golden.key.public, "--weights",
-        weights, "--json", "--state-dir", tmp_path / "state",
+        kit,
+        fake,
+        "--profile",
+        "interactive",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--json",
+        "--state-dir",
+        tmp_path / "state",
     )
     assert rc == 1, stderr
     assert "WEIGHTS_AMBIGUOUS" in json.dumps(report)
@@ -158,8 +222,17 @@ def test_a_wrong_engine_version_is_refused_before_hashing(
 ) -> None:
     fake = make_fake_engine(tmp_path / "engine", version="0.32.1")
     rc, stderr, out = launch(
-        kit, fake, "--profile", "interactive", "--trust", golden.key.public, "--weights",
-        weights, "--json", "--state-dir", tmp_path / "state",
+        kit,
+        fake,
+        "--profile",
+        "interactive",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--json",
+        "--state-dir",
+        tmp_path / "state",
     )
     assert rc == 1
     assert out["error"]["code"] == "ENGINE_VERSION_MISMATCH"
@@ -173,8 +246,17 @@ def test_a_missing_engine_is_an_environment_problem(
 ) -> None:
     fake = make_fake_engine(tmp_path / "engine", name="not-vllm")
     rc, stderr, out = launch(
-        kit, fake, "--profile", "interactive", "--trust", golden.key.public, "--weights",
-        weights, "--json", "--state-dir", tmp_path / "state",
+        kit,
+        fake,
+        "--profile",
+        "interactive",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--json",
+        "--state-dir",
+        tmp_path / "state",
     )
     assert rc == 4, stderr
     assert out["error"]["code"] == "ENGINE_NOT_FOUND"
@@ -185,8 +267,16 @@ def test_an_unknown_profile_is_bad_input(
     kit: Path, weights: Path, golden: GoldenKit, fake: FakeEngine, tmp_path: Path
 ) -> None:
     rc, stderr, _ = launch(
-        kit, fake, "--profile", "turbo", "--trust", golden.key.public, "--weights", weights,
-        "--state-dir", tmp_path / "state",
+        kit,
+        fake,
+        "--profile",
+        "turbo",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--state-dir",
+        tmp_path / "state",
     )
     assert rc == 3
     assert "no profile 'turbo'" in stderr and "interactive" in stderr
@@ -199,14 +289,28 @@ def test_site_file_is_data_and_limited_to_four_keys(
     site = tmp_path / "site.env"
     site.write_text(f"MODEL_DIR={weights}\r\nK3KIT_TRUST_KEY={golden.key.public}\r\nPORT=9001\r\n")
     rc, stderr, _ = launch(
-        kit, fake, "--profile", "interactive", "--site", site, "--state-dir", tmp_path / "s",
+        kit,
+        fake,
+        "--profile",
+        "interactive",
+        "--site",
+        site,
+        "--state-dir",
+        tmp_path / "s",
     )
     assert rc == 0, stderr
     assert fake.record()["argv"][-2:] == ["--port", "9001"]
     fake.log.unlink()
     site.write_text(f"MODEL_DIR={weights}\nK3KIT_TRUST_KEY={golden.key.public}\nLD_PRELOAD=/x\n")
     rc, stderr, _ = launch(
-        kit, fake, "--profile", "interactive", "--site", site, "--state-dir", tmp_path / "s",
+        kit,
+        fake,
+        "--profile",
+        "interactive",
+        "--site",
+        site,
+        "--state-dir",
+        tmp_path / "s",
     )
     assert rc == 3 and "is not one of MODEL_DIR" in stderr
     assert not fake.log.exists()
@@ -220,7 +324,7 @@ def test_site_file_is_data_and_limited_to_four_keys(
         ("VLLM_X=''", True),
         ("VLLM_X='it'\"'\"'s'", True),
         ("VLLM_X=$HOME", False),  # would expand in a shell, not here: refused
-        ("VLLM_X=\"a b\"", False),  # not how k3kit quotes
+        ('VLLM_X="a b"', False),  # not how k3kit quotes
         ("VLLM_X=a b", False),
         ("VLLM_X", False),
         ("1X=1", False),
@@ -251,8 +355,18 @@ def test_launch_checks_the_node_first_and_refuses_one_it_cannot_judge(
     from tests.launchkit import engine_env
 
     proc = run_k3kit(
-        "launch", kit, "--profile", "interactive", "--trust", golden.key.public, "--weights",
-        weights, "--state-dir", tmp_path / "state", "--json", env=engine_env(fake),
+        "launch",
+        kit,
+        "--profile",
+        "interactive",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--state-dir",
+        tmp_path / "state",
+        "--json",
+        env=engine_env(fake),
     )
     assert proc.returncode == 1, proc.stderr
     out = json.loads(proc.stdout)
@@ -266,8 +380,16 @@ def test_no_preflight_is_loud(
     kit: Path, weights: Path, golden: GoldenKit, fake: FakeEngine, tmp_path: Path
 ) -> None:
     code, stderr, _ = launch(
-        kit, fake, "--profile", "interactive", "--trust", golden.key.public, "--weights", weights,
-        "--state-dir", tmp_path / "state",
+        kit,
+        fake,
+        "--profile",
+        "interactive",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--state-dir",
+        tmp_path / "state",
     )
     assert code == 0, stderr
     assert "WARNING: --no-preflight" in stderr

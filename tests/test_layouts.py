@@ -176,9 +176,7 @@ def test_an_allowed_root_that_is_a_link_allows_nothing(cache: Path, lock: Weight
         assert info.value.code == "WEIGHTS_SYMLINK_ESCAPE"
 
 
-def test_hf_local_dir_bookkeeping_is_excused(
-    kit: Path, weights: Path, golden: GoldenKit
-) -> None:
+def test_hf_local_dir_bookkeeping_is_excused(kit: Path, weights: Path, golden: GoldenKit) -> None:
     meta = weights / ".cache" / "huggingface"
     (meta / "download").mkdir(parents=True)
     (meta / "download" / "config.json.metadata").write_text("sha\netag\n0\n")
@@ -188,9 +186,7 @@ def test_hf_local_dir_bookkeeping_is_excused(
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a folder whatever its mode")
-def test_an_unreadable_subfolder_is_a_named_problem(
-    weights: Path, lock: WeightsLock
-) -> None:
+def test_an_unreadable_subfolder_is_a_named_problem(weights: Path, lock: WeightsLock) -> None:
     sub = weights / "locked"
     sub.mkdir()
     sub.chmod(0)

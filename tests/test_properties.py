@@ -18,8 +18,9 @@ from k3kit.verify import verify_path
 from tests.conftest import GoldenKit
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_any_single_byte_change_is_caught(golden: GoldenKit, data: st.DataObject) -> None:
     files = sorted(p.relative_to(golden.kit) for p in golden.kit.rglob("*") if p.is_file())
@@ -51,17 +52,22 @@ def _signed_content(raw: bytes) -> object:
     try:
         env = json.loads(raw)
         decode = lambda text: base64.b64decode(  # noqa: E731
-            text.replace("-", "+").replace("_", "/"), validate=True)
-        return (env["payloadType"], decode(env["payload"]),
-                sorted(decode(sig["sig"]) for sig in env["signatures"]))
+            text.replace("-", "+").replace("_", "/"), validate=True
+        )
+        return (
+            env["payloadType"],
+            decode(env["payload"]),
+            sorted(decode(sig["sig"]) for sig in env["signatures"]),
+        )
     except Exception:  # anything unparsable is a different document
         return ("unparsable", raw)
 
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10),
-                                                                     children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5)
+    ),
     max_leaves=30,
 )
 
@@ -77,8 +83,13 @@ def test_canonical_bytes_round_trip_through_the_strict_parser(value: object) -> 
 
 
 def test_strict_parser_refuses_what_json_accepts() -> None:
-    for bad in (b'{"a":1,"a":2}', b'{"a":NaN}', b'{"a":1.5}', b'{"a":9007199254740993}',
-                b"[" * 40 + b"]" * 40):
+    for bad in (
+        b'{"a":1,"a":2}',
+        b'{"a":NaN}',
+        b'{"a":1.5}',
+        b'{"a":9007199254740993}',
+        b"[" * 40 + b"]" * 40,
+    ):
         try:
             strict_loads(bad, source="t", max_bytes=1000)
         except VerificationError:

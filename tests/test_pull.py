@@ -477,8 +477,9 @@ def test_a_paced_hub_serves_the_same_bytes(tmp_path: Path) -> None:
     assert Path(got).read_bytes() == data
 
 
-def test_pull_into_an_unusable_dir_or_from_a_fifo_is_a_clean_error(served: ServedKit,
-                                                                  tmp_path: Path) -> None:
+def test_pull_into_an_unusable_dir_or_from_a_fifo_is_a_clean_error(
+    served: ServedKit, tmp_path: Path
+) -> None:
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("x")
     proc = run_k3kit("pull", served.kit, "--endpoint", served.hub.url, "--dir", not_a_dir / "sub")
@@ -490,8 +491,9 @@ def test_pull_into_an_unusable_dir_or_from_a_fifo_is_a_clean_error(served: Serve
     assert proc.returncode == 3 and "neither a kit directory nor a file" in proc.stderr
 
 
-def test_a_signed_http_endpoint_still_never_gets_a_token(hub: TestHub, tmp_path: Path,
-                                                         signing_key: KeyFiles) -> None:
+def test_a_signed_http_endpoint_still_never_gets_a_token(
+    hub: TestHub, tmp_path: Path, signing_key: KeyFiles
+) -> None:
     served = make_served_kit(hub, tmp_path, signing_key)
     lock = json.loads(served.lock_path.read_text())
     assert lock["source"]["endpoint"].startswith("http://127.0.0.1")
@@ -502,9 +504,19 @@ def test_a_signed_http_endpoint_still_never_gets_a_token(hub: TestHub, tmp_path:
     served.lock_path.write_bytes(dumps(lock))
     kit = tmp_path / "kit2"
     build(EXAMPLE / "package.toml", served.lock_path, kit)
-    sign(kit, load_private(signing_key.private, None), EXAMPLE / "claims.toml",
-         issued_at=FIXED_TIME)
-    proc = run_k3kit("pull", kit, "--dir", tmp_path / "w", "--trust", signing_key.public,
-                     "--token-env", "HUB_TOKEN", env={"HUB_TOKEN": "hf_secret_value"})
+    sign(
+        kit, load_private(signing_key.private, None), EXAMPLE / "claims.toml", issued_at=FIXED_TIME
+    )
+    proc = run_k3kit(
+        "pull",
+        kit,
+        "--dir",
+        tmp_path / "w",
+        "--trust",
+        signing_key.public,
+        "--token-env",
+        "HUB_TOKEN",
+        env={"HUB_TOKEN": "hf_secret_value"},
+    )
     assert proc.returncode == 3 and "plain http" in proc.stderr
     assert "hf_secret_value" not in proc.stderr + proc.stdout

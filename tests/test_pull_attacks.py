@@ -71,8 +71,9 @@ def fingerprint(root: Path) -> dict[str, tuple[int, int, str]]:
 
 
 def pull(served: ServedKit, dest: Path, *extra: str | Path) -> subprocess.CompletedProcess[str]:
-    return run_k3kit("pull", served.kit, "--endpoint", served.hub.url, "--dir", dest, "--json",
-                     *extra)
+    return run_k3kit(
+        "pull", served.kit, "--endpoint", served.hub.url, "--dir", dest, "--json", *extra
+    )
 
 
 def codes(proc: subprocess.CompletedProcess[str]) -> set[tuple[str, str]]:
@@ -87,8 +88,9 @@ def part_files(dest: Path) -> list[str]:
 # --- 1. links planted under DIR ------------------------------------------------------------
 
 
-def test_pull_refuses_a_link_in_a_parent_folder(served: ServedKit, tmp_path: Path,
-                                                sentinel: Path) -> None:
+def test_pull_refuses_a_link_in_a_parent_folder(
+    served: ServedKit, tmp_path: Path, sentinel: Path
+) -> None:
     """`DIR/extra -> /elsewhere`: the lock's extra/*.txt would land outside DIR."""
     dest = tmp_path / "plain"
     dest.mkdir()
@@ -97,14 +99,16 @@ def test_pull_refuses_a_link_in_a_parent_folder(served: ServedKit, tmp_path: Pat
     proc = pull(served, dest, "--layout", "plain")
     assert proc.returncode == 1, proc.stderr
     assert {("PULL_LINK_PLANTED", "extra/copy.txt"), ("PULL_LINK_PLANTED", "extra/notes.txt")} <= (
-        codes(proc))
+        codes(proc)
+    )
     assert fingerprint(sentinel) == before
     assert (dest / "extra").is_symlink()  # reported, not removed: it is not a file's name
     assert (dest / "config.json").read_bytes() == served.files["config.json"]  # others pulled
 
 
-def test_pull_refuses_a_snapshot_folder_link(served: ServedKit, tmp_path: Path,
-                                             sentinel: Path) -> None:
+def test_pull_refuses_a_snapshot_folder_link(
+    served: ServedKit, tmp_path: Path, sentinel: Path
+) -> None:
     """`snapshots/<commit> -> /elsewhere`: links and blobs would be written through it."""
     dest = tmp_path / "cache"
     snaps = dest / repo_folder_name(REPO) / "snapshots"
@@ -121,8 +125,9 @@ def test_pull_refuses_a_snapshot_folder_link(served: ServedKit, tmp_path: Path,
 
 @pytest.mark.parametrize("where", ["blobs", f"{repo_folder_name(REPO)}/blobs"])
 @pytest.mark.parametrize("target", ["sentinel", "/"])
-def test_pull_refuses_a_planted_blobs_link(served: ServedKit, tmp_path: Path, sentinel: Path,
-                                           where: str, target: str) -> None:
+def test_pull_refuses_a_planted_blobs_link(
+    served: ServedKit, tmp_path: Path, sentinel: Path, where: str, target: str
+) -> None:
     """`DIR/blobs -> /` or the repo's `blobs -> /`: every path would become an allowed target."""
     dest = tmp_path / "cache"
     link = dest / where
@@ -160,7 +165,8 @@ def test_planted_blob_link_and_a_quarantine_across_filesystems(
     assert result.exit_code == 0, result.stderr
     out = as_json(result)
     assert [(q["path"], q["moved_to"]) for q in out["quarantined"]] == [
-        ("tokenizer_config.json", None)]  # deleted inside DIR, as it could not be moved
+        ("tokenizer_config.json", None)
+    ]  # deleted inside DIR, as it could not be moved
     assert "removing config.json" in result.stderr
     assert fingerprint(sentinel) == before
     assert (snap / "config.json").read_bytes() == served.files["config.json"]
@@ -170,8 +176,9 @@ def test_planted_blob_link_and_a_quarantine_across_filesystems(
 # --- 2. the quarantine base ----------------------------------------------------------------
 
 
-def test_a_planted_quarantine_link_is_refused(served: ServedKit, tmp_path: Path,
-                                              sentinel: Path) -> None:
+def test_a_planted_quarantine_link_is_refused(
+    served: ServedKit, tmp_path: Path, sentinel: Path
+) -> None:
     dest = tmp_path / "cache"
     quarantine_dir(dest).symlink_to(sentinel)
     before = fingerprint(sentinel)
@@ -206,8 +213,10 @@ def test_an_oversized_answer_stops_at_the_locked_size(served: ServedKit, tmp_pat
     blobs = dest / repo_folder_name(REPO) / "blobs"
     assert all(p.stat().st_size <= locked for p in blobs.iterdir())
     assert part_files(dest) == []
-    print(f"\noversized answer: server sent {served.hub.oversized_sent} B before the client "
-          f"hung up; {elapsed:.2f} s")
+    print(
+        f"\noversized answer: server sent {served.hub.oversized_sent} B before the client "
+        f"hung up; {elapsed:.2f} s"
+    )
 
 
 def test_a_declared_size_other_than_the_lock_is_refused_before_download(
@@ -225,8 +234,9 @@ def test_a_declared_size_other_than_the_lock_is_refused_before_download(
 # --- 4. identity includes ctime ------------------------------------------------------------
 
 
-def test_a_rewrite_with_the_old_mtime_restored_is_not_verified(served: ServedKit,
-                                                               tmp_path: Path) -> None:
+def test_a_rewrite_with_the_old_mtime_restored_is_not_verified(
+    served: ServedKit, tmp_path: Path
+) -> None:
     from k3kit.hub import HfHub
     from k3kit.pull import pull as pull_weights
 
@@ -273,16 +283,20 @@ def test_an_unreachable_hub_fails_fast_with_one_line(served: ServedKit, tmp_path
     lines = error_lines(proc.stderr)
     assert len(lines) == 1 and "HUB_UNREACHABLE" in lines[0], proc.stderr
     assert "Retry" not in proc.stderr and "Traceback" not in proc.stderr
-    print(f"\nunreachable hub: exit 4 after {elapsed:.1f} s, {len(proc.stderr.splitlines())} "
-          "stderr lines")
+    print(
+        f"\nunreachable hub: exit 4 after {elapsed:.1f} s, {len(proc.stderr.splitlines())} "
+        "stderr lines"
+    )
 
 
-def test_a_hub_that_accepts_then_stalls_fails_within_the_deadline(served: ServedKit,
-                                                                  tmp_path: Path) -> None:
+def test_a_hub_that_accepts_then_stalls_fails_within_the_deadline(
+    served: ServedKit, tmp_path: Path
+) -> None:
     served.hub.set_fault("stall")
     began = time.monotonic()
-    proc = run_k3kit("pull", served.kit, "--endpoint", served.hub.url, "--dir", tmp_path / "w",
-                     "--timeout", "1")
+    proc = run_k3kit(
+        "pull", served.kit, "--endpoint", served.hub.url, "--dir", tmp_path / "w", "--timeout", "1"
+    )
     elapsed = time.monotonic() - began
     assert proc.returncode == 4, proc.stderr
     assert elapsed < 10, elapsed  # 2.5 x --timeout per file, files in parallel, plus start-up
@@ -307,9 +321,20 @@ def test_ctrl_c_mid_download_stops_at_once_and_leaves_no_partial_file(
     served.hub.set_fault("stall_body", path=SHARD1)  # 64 KiB arrive, then nothing
     dest = tmp_path / "cache"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "k3kit", "pull", str(served.kit), "--endpoint", served.hub.url,
-         "--dir", str(dest)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "k3kit",
+            "pull",
+            str(served.kit),
+            "--endpoint",
+            served.hub.url,
+            "--dir",
+            str(dest),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 30
     while not part_files(dest) and time.monotonic() < deadline:
@@ -330,13 +355,22 @@ def test_ctrl_c_mid_download_stops_at_once_and_leaves_no_partial_file(
 # --- 7. special files ----------------------------------------------------------------------
 
 
-def test_a_fifo_at_a_file_name_is_a_problem_never_opened(served: ServedKit,
-                                                         tmp_path: Path) -> None:
+def test_a_fifo_at_a_file_name_is_a_problem_never_opened(served: ServedKit, tmp_path: Path) -> None:
     dest = tmp_path / "plain"
     dest.mkdir()
     os.mkfifo(dest / "config.json")
-    proc = run_k3kit("pull", served.kit, "--endpoint", served.hub.url, "--dir", dest,
-                     "--layout", "plain", "--json", timeout=60)
+    proc = run_k3kit(
+        "pull",
+        served.kit,
+        "--endpoint",
+        served.hub.url,
+        "--dir",
+        dest,
+        "--layout",
+        "plain",
+        "--json",
+        timeout=60,
+    )
     assert proc.returncode == 1, proc.stderr
     assert ("PULL_PATH_BLOCKED", "config.json") in codes(proc)
     assert (dest / "config.json").is_fifo()

@@ -17,8 +17,9 @@ def v110(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_v110(tmp_path_factory.mktemp("v110"), golden.key)
 
 
-def test_release_notes_show_changes_and_claims_not_carried_over(golden: GoldenKit,
-                                                                v110: Path) -> None:
+def test_release_notes_show_changes_and_claims_not_carried_over(
+    golden: GoldenKit, v110: Path
+) -> None:
     result = run_k3kit("release-notes", golden.kit, v110, "--trust", golden.key.public, "--json")
     assert result.returncode == 0, result.stderr
     notes = json.loads(result.stdout)
@@ -26,15 +27,20 @@ def test_release_notes_show_changes_and_claims_not_carried_over(golden: GoldenKi
     # a changed setting, read from each kit's signed serve.yaml
     assert changes[("settings:batch:serve.yaml", "max-num-seqs")] == ("256", "512")
     # a changed pin: the weight commit and the weight checksum
-    old_pred, new_pred = signed_statement(golden.kit)["predicate"], signed_statement(v110)[
-        "predicate"]
-    assert changes[("weights", "commit")] == (old_pred["weights"]["commit"],
-                                              new_pred["weights"]["commit"])
+    old_pred, new_pred = (
+        signed_statement(golden.kit)["predicate"],
+        signed_statement(v110)["predicate"],
+    )
+    assert changes[("weights", "commit")] == (
+        old_pred["weights"]["commit"],
+        new_pred["weights"]["commit"],
+    )
     assert ("weights", "weight checksum") in changes
     assert changes[("price", "GPU-hour reference (USD)")] == ("—", "6.50")
     added = [k for k, (o, n) in changes.items() if k[0] == "limitations" and o is None]
-    assert added == [("limitations",
-                      "The batch profile (max-num-seqs 512) was not measured in this version.")]
+    assert added == [
+        ("limitations", "The batch profile (max-num-seqs 512) was not measured in this version.")
+    ]
     # claims of 1.0.0 that 1.1.0 does not re-measure
     gone = {(i["kind"], i["run"], i["metric"]) for i in notes["not_carried_over"]}
     assert ("run", "interactive-c32", "output_tok_s_per_gpu") in gone
@@ -50,8 +56,7 @@ def test_release_notes_show_changes_and_claims_not_carried_over(golden: GoldenKi
 
 def test_release_notes_markdown(golden: GoldenKit, v110: Path, tmp_path: Path) -> None:
     out = tmp_path / "notes.md"
-    result = run_k3kit("release-notes", golden.kit, v110, "--trust", golden.key.public,
-                       "-o", out)
+    result = run_k3kit("release-notes", golden.kit, v110, "--trust", golden.key.public, "-o", out)
     assert result.returncode == 0, result.stderr
     text = out.read_text()
     assert text.strip() == result.stdout.strip()
@@ -60,8 +65,9 @@ def test_release_notes_markdown(golden: GoldenKit, v110: Path, tmp_path: Path) -
     assert "### Measured for 1.1.0 (its own receipt" in text
 
 
-def test_release_notes_refuse_a_tampered_version(golden: GoldenKit, v110: Path,
-                                                tmp_path: Path) -> None:
+def test_release_notes_refuse_a_tampered_version(
+    golden: GoldenKit, v110: Path, tmp_path: Path
+) -> None:
     kit = tmp_path / "kit"
     shutil.copytree(v110, kit)
     (kit / "README.md").write_text("edited\n")

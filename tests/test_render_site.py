@@ -28,16 +28,20 @@ def _render(golden: GoldenKit, tmp_path: Path, site_text: str) -> tuple[int, str
     return proc.returncode, proc.stdout + proc.stderr, site
 
 
-@pytest.mark.parametrize(("line", "code", "needle"), [
-    ("TENSOR_PARALLEL_SIZE=4", "SITE_LOCKED_VALUE", "tensor-parallel-size = 8"),
-    ("HF_HUB_OFFLINE=0", "SITE_LOCKED_VALUE", "engine.env: HF_HUB_OFFLINE = 1"),
-    ("NODE_RANK=1", "SITE_LOCKED_VALUE", "runtime value"),
-    ("MODEL_DIRECTORY=/srv", "SITE_INVALID", "did you mean MODEL_DIR?"),
-    ("PORT=8000; rm -rf /", "SITE_INVALID", "PORT"),
-    ("IMAGE=vllm/vllm-openai:latest", "SITE_INVALID", "by digest"),
-])
+@pytest.mark.parametrize(
+    ("line", "code", "needle"),
+    [
+        ("TENSOR_PARALLEL_SIZE=4", "SITE_LOCKED_VALUE", "tensor-parallel-size = 8"),
+        ("HF_HUB_OFFLINE=0", "SITE_LOCKED_VALUE", "engine.env: HF_HUB_OFFLINE = 1"),
+        ("NODE_RANK=1", "SITE_LOCKED_VALUE", "runtime value"),
+        ("MODEL_DIRECTORY=/srv", "SITE_INVALID", "did you mean MODEL_DIR?"),
+        ("PORT=8000; rm -rf /", "SITE_INVALID", "PORT"),
+        ("IMAGE=vllm/vllm-openai:latest", "SITE_INVALID", "by digest"),
+    ],
+)
 def test_site_value_that_would_change_a_locked_one_is_refused(
-        golden: GoldenKit, tmp_path: Path, line: str, code: str, needle: str) -> None:
+    golden: GoldenKit, tmp_path: Path, line: str, code: str, needle: str
+) -> None:
     rc, output, site = _render(golden, tmp_path, GOOD + line + "\n")
     assert rc == 3, output
     assert code in output and needle in output and f"{site}:3" in output, output
@@ -55,23 +59,41 @@ def test_render_site_fills_site_values_only(golden: GoldenKit, tmp_path: Path) -
     assert "${NODE_RANK:?set NODE_RANK}" in multi  # runtime: stays for the node to set
     assert (out / "launch.env").read_text() == (
         "MODEL_DIR=/srv/models/kimi\nK3KIT_TRUST_KEY=/etc/k3kit/publisher.pub\n"
-        "HOST=127.0.0.1\nPORT=9000\n")
+        "HOST=127.0.0.1\nPORT=9000\n"
+    )
     listed = json.loads(output[: output.index("\n}\n") + 2])["files"]
     assert "site.env" in listed and "batch/multi-node-8x8gpu/k8s/leaderworkerset.yaml" in listed
 
 
-def test_multi_node_launch_adds_runtime_flags(golden: GoldenKit, tmp_path: Path,
-                                              kit: Path) -> None:
+def test_multi_node_launch_adds_runtime_flags(golden: GoldenKit, tmp_path: Path, kit: Path) -> None:
     fake = make_fake_engine(tmp_path / "engine")
-    common = ("--profile", "batch", "--topology", "multi-node-8x8gpu", "--trust",
-              golden.key.public, "--weights", golden.snapshot, "--state-dir", tmp_path / "s",
-              "--dry-run", "--json")
+    common = (
+        "--profile",
+        "batch",
+        "--topology",
+        "multi-node-8x8gpu",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        golden.snapshot,
+        "--state-dir",
+        tmp_path / "s",
+        "--dry-run",
+        "--json",
+    )
     code, stderr, out = launch(kit, fake, *common)
     assert code == 3 and out["error"]["code"] == "RUNTIME_VALUES_MISSING", stderr
     code, stderr, out = launch(kit, fake, *common, "--node-rank", "2", "--leader", "10.0.0.1")
     assert code == 0, stderr
     argv = out["argv"]
-    assert argv[-7:] == ["--data-parallel-address", "10.0.0.1", "--data-parallel-rpc-port",
-                         "13345", "--data-parallel-start-rank", "2", "--headless"]
+    assert argv[-7:] == [
+        "--data-parallel-address",
+        "10.0.0.1",
+        "--data-parallel-rpc-port",
+        "13345",
+        "--data-parallel-start-rank",
+        "2",
+        "--headless",
+    ]
     code, stderr, out = launch(kit, fake, *common, "--node-rank", "8", "--leader", "h")
     assert code == 3 and "outside 0..7" in stderr

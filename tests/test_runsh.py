@@ -25,22 +25,34 @@ def fake(tmp_path: Path) -> FakeEngine:
     return make_fake_engine(tmp_path / "engine")
 
 
-def _run(kit: Path, site: Path, fake: FakeEngine, tmp_path: Path,
-         *args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": f"{fake.bindir}:/usr/bin:/bin", "SITE_ENV": str(site),
-           "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "xdg"),
-           "PYTHONPATH": os.pathsep.join(sys.path)}
+def _run(
+    kit: Path, site: Path, fake: FakeEngine, tmp_path: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": f"{fake.bindir}:/usr/bin:/bin",
+        "SITE_ENV": str(site),
+        "HOME": str(tmp_path),
+        "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
     # No GPU here: the node check is skipped through run.sh's pass-through arguments.
-    return subprocess.run(["bash", str(kit / RUN_SH), "--no-preflight", *args], env=env,
-                          capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        ["bash", str(kit / RUN_SH), "--no-preflight", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_run_sh_launches_the_engine_with_the_signed_config(
-        kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path, fake: FakeEngine) -> None:
+    kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path, fake: FakeEngine
+) -> None:
     site = tmp_path / "site.env"
-    site.write_text(f"# site values\nMODEL_DIR={weights}\nK3KIT_TRUST_KEY={golden.key.public}\n"
-                    "PORT=8123\n")
+    site.write_text(
+        f"# site values\nMODEL_DIR={weights}\nK3KIT_TRUST_KEY={golden.key.public}\nPORT=8123\n"
+    )
     proc = _run(kit, site, fake, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "verdict: VERIFIED" in proc.stderr
@@ -54,7 +66,8 @@ def test_run_sh_launches_the_engine_with_the_signed_config(
 
 
 def test_run_sh_passes_extra_arguments_to_launch(
-        kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path, fake: FakeEngine) -> None:
+    kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path, fake: FakeEngine
+) -> None:
     site = tmp_path / "site.env"
     site.write_text(f"MODEL_DIR={weights}\nK3KIT_TRUST_KEY={golden.key.public}\n")
     proc = _run(kit, site, fake, tmp_path, "--dry-run")
@@ -63,7 +76,8 @@ def test_run_sh_passes_extra_arguments_to_launch(
 
 
 def test_run_sh_does_not_start_the_engine_when_weights_fail(
-        kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path, fake: FakeEngine) -> None:
+    kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path, fake: FakeEngine
+) -> None:
     (weights / "config.json").write_text('{"model_type": "something_else"}\n')
     site = tmp_path / "site.env"
     site.write_text(f"MODEL_DIR={weights}\nK3KIT_TRUST_KEY={golden.key.public}\n")
@@ -73,14 +87,17 @@ def test_run_sh_does_not_start_the_engine_when_weights_fail(
     assert not fake.log.exists()
 
 
-@pytest.mark.parametrize(("line", "why"), [
-    ("PATH=/tmp/evil:/usr/bin", "is not one of MODEL_DIR"),
-    ("MODEL_DIR", "is not one of MODEL_DIR"),
-    ("PORT=-rf", "unusable value"),
-])
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("PATH=/tmp/evil:/usr/bin", "is not one of MODEL_DIR"),
+        ("MODEL_DIR", "is not one of MODEL_DIR"),
+        ("PORT=-rf", "unusable value"),
+    ],
+)
 def test_run_sh_refuses_what_is_not_a_site_setting(
-        kit: Path, golden: GoldenKit, tmp_path: Path, fake: FakeEngine, line: str,
-        why: str) -> None:
+    kit: Path, golden: GoldenKit, tmp_path: Path, fake: FakeEngine, line: str, why: str
+) -> None:
     site = tmp_path / "site.env"
     site.write_text(f"K3KIT_TRUST_KEY={golden.key.public}\r\n{line}\r\n")
     proc = _run(kit, site, fake, tmp_path)
@@ -89,8 +106,9 @@ def test_run_sh_refuses_what_is_not_a_site_setting(
     assert not fake.log.exists()
 
 
-def test_run_sh_accepts_crlf_site_files(kit: Path, weights: Path, golden: GoldenKit,
-                                        tmp_path: Path, fake: FakeEngine) -> None:
+def test_run_sh_accepts_crlf_site_files(
+    kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path, fake: FakeEngine
+) -> None:
     site = tmp_path / "site.env"
     site.write_text(f"MODEL_DIR={weights}\r\nK3KIT_TRUST_KEY={golden.key.public}\r\n\r\n")
     proc = _run(kit, site, fake, tmp_path)

@@ -21,9 +21,17 @@ def test_show_prints_signed_content(golden: GoldenKit) -> None:
     pred = statement["predicate"]
     lock = json.loads((golden.kit / "weights.lock.json").read_bytes())
     for needle in (
-        "kimi-k3-b300x8", "1.0.0", "stable", "2300 USD", lock["commit"],
-        f"sha256:{pred['kit']['kit_sha256']}", f"sha256:{pred['weights']['lock_sha256']}",
-        "NVIDIA B300", "vllm 0.33.0", "interactive-vs-batch", "identical-instances",
+        "kimi-k3-b300x8",
+        "1.0.0",
+        "stable",
+        "2300 USD",
+        lock["commit"],
+        f"sha256:{pred['kit']['kit_sha256']}",
+        f"sha256:{pred['weights']['lock_sha256']}",
+        "NVIDIA B300",
+        "vllm 0.33.0",
+        "interactive-vs-batch",
+        "identical-instances",
     ):
         assert needle in out, needle
     for run in pred["runs"]:

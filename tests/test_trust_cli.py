@@ -118,8 +118,11 @@ def test_archive_carries_the_root_chain(golden: GoldenKit, tmp_path: Path) -> No
     root_key, new_key = keypair(tmp_path, "root"), keypair(tmp_path, "rel-2027")
     r1 = root_v1([root_key], [golden.key])
     one = write_root(tmp_path / "1.root.json", r1, [root_key])
-    two = write_root(tmp_path / "2.root.json",
-                     add_key(r1, "release", pub(new_key), expires=r1.expires), [root_key])
+    two = write_root(
+        tmp_path / "2.root.json",
+        add_key(r1, "release", pub(new_key), expires=r1.expires),
+        [root_key],
+    )
     kit = build_kit(tmp_path / "k", golden.lock, new_key)
     attach(kit, one, two)
     archive = tmp_path / "kit.tar.gz"

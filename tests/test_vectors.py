@@ -12,4 +12,5 @@ def test_regenerated_vectors_are_byte_identical(tmp_path: Path) -> None:
     for name in OUTPUTS:
         assert (tmp_path / name).read_bytes() == (HERE / "golden" / name).read_bytes(), (
             f"{name} changed: if the format change is intended, run "
-            "`python -m tests.vectors.make_vectors` and commit the new vectors")
+            "`python -m tests.vectors.make_vectors` and commit the new vectors"
+        )

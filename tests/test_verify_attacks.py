@@ -27,8 +27,7 @@ def problem_codes(report: dict, check_id: str) -> dict[str, str]:  # type: ignor
     return {p["path"]: p["code"] for p in check(report, check_id).get("problems", [])}
 
 
-def test_nothing_downstream_of_a_failed_signature_is_passed(kit: Path,
-                                                          other_key: KeyFiles) -> None:
+def test_nothing_downstream_of_a_failed_signature_is_passed(kit: Path, other_key: KeyFiles) -> None:
     rc, report = verify_json(kit, other_key.public)
     assert rc == 1
     assert check(report, "receipt_signature")["code"] == "RECEIPT_UNTRUSTED_KEY"
@@ -45,8 +44,9 @@ def test_receipt_wrong_keyid_hint_is_still_verified(kit: Path, golden: GoldenKit
     assert rc == 0, report
 
 
-def test_weights_not_checked_when_the_kit_failed(kit: Path, weights: Path,
-                                                 golden: GoldenKit) -> None:
+def test_weights_not_checked_when_the_kit_failed(
+    kit: Path, weights: Path, golden: GoldenKit
+) -> None:
     (kit / "README.md").write_text("changed")
     rc, report = verify_json(kit, golden.key.public, "--weights", weights)
     assert rc == 1
@@ -61,8 +61,9 @@ def test_verify_without_weights_says_weights_not_checked(kit: Path, golden: Gold
     assert "weights not checked" in proc.stderr
 
 
-def test_lock_naming_a_path_outside_the_weights_is_refused(kit: Path, golden: GoldenKit,
-                                                           tmp_path: Path) -> None:
+def test_lock_naming_a_path_outside_the_weights_is_refused(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
     from k3kit._canonical import dumps
 
     lock = json.loads((kit / "weights.lock.json").read_text())
@@ -72,13 +73,27 @@ def test_lock_naming_a_path_outside_the_weights_is_refused(kit: Path, golden: Go
     evil.write_bytes(dumps(lock))
     victim = tmp_path / "victim.txt"
     victim.write_text("do not touch")
-    proc = run_k3kit("pull", evil, "--dir", tmp_path / "weights", "--layout", "plain",
-                     "--endpoint", "http://127.0.0.1:9")
+    proc = run_k3kit(
+        "pull",
+        evil,
+        "--dir",
+        tmp_path / "weights",
+        "--layout",
+        "plain",
+        "--endpoint",
+        "http://127.0.0.1:9",
+    )
     assert proc.returncode == 3, proc.stderr
     assert "unsafe relative path" in proc.stderr
     assert victim.read_text() == "do not touch"
-    build = run_k3kit("build", Path(__file__).parents[1] / "examples/kimi-k3-b300x8/package.toml",
-                      "--lock", evil, "-o", tmp_path / "kit")
+    build = run_k3kit(
+        "build",
+        Path(__file__).parents[1] / "examples/kimi-k3-b300x8/package.toml",
+        "--lock",
+        evil,
+        "-o",
+        tmp_path / "kit",
+    )
     assert build.returncode == 3 and "unsafe relative path" in build.stderr
 
 
@@ -93,8 +108,11 @@ def test_audit_kit_json_edited_engine_image_is_not_a_pass(kit: Path, golden: Gol
         proc = run_k3kit("audit", kit, "--trust", golden.key.public, "--json")
         assert "Traceback" not in proc.stderr
         findings = json.loads(proc.stdout)["findings"]
-        return [(f["severity"], f["message"]) for f in findings
-                if f["rule"] == "R04" and f["run"] == "kit" and "image" in f["message"]]
+        return [
+            (f["severity"], f["message"])
+            for f in findings
+            if f["rule"] == "R04" and f["run"] == "kit" and "image" in f["message"]
+        ]
 
     assert [s for s, _ in r04_kit()] == ["warning"]  # the genuine kit pins no image
     info = json.loads((kit / "kit.json").read_text())

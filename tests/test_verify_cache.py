@@ -65,8 +65,16 @@ def verify(
     golden: GoldenKit, weights: Path, state: Path, *extra: str | Path, kit: Path | None = None
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     proc = run_k3kit(
-        "verify", kit or golden.kit, "--trust", golden.key.public, "--weights", weights,
-        "--state-dir", state, "--json", *extra,
+        "verify",
+        kit or golden.kit,
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--state-dir",
+        state,
+        "--json",
+        *extra,
     )
     assert proc.returncode in (0, 1), proc.stderr
     return proc, json.loads(proc.stdout)
@@ -159,8 +167,12 @@ def _second_kit(golden: GoldenKit, root: Path) -> Path:
     lock_path = root / "weights.lock.json"
     atomic_write(lock_path, model_bytes(lock), force=True)
     build(EXAMPLE / "package.toml", lock_path, root / "kit")
-    sign(root / "kit", load_private(golden.key.private, None), EXAMPLE / "claims.toml",
-         issued_at="2026-11-02T00:00:00Z")
+    sign(
+        root / "kit",
+        load_private(golden.key.private, None),
+        EXAMPLE / "claims.toml",
+        issued_at="2026-11-02T00:00:00Z",
+    )
     return root / "kit"
 
 
@@ -246,8 +258,18 @@ def _records_a_list(path: Path) -> None:
 @pytest.mark.parametrize(
     "damage",
     [
-        _truncate, _garbage, _duplicate_key, _other_lock, _world_writable, _symlink, _fifo,
-        _huge_integer, _deep_nesting, _huge_sparse, _wrong_types, _records_a_list,
+        _truncate,
+        _garbage,
+        _duplicate_key,
+        _other_lock,
+        _world_writable,
+        _symlink,
+        _fifo,
+        _huge_integer,
+        _deep_nesting,
+        _huge_sparse,
+        _wrong_types,
+        _records_a_list,
     ],
 )
 def test_a_damaged_or_untrusted_state_file_is_ignored_and_everything_rehashed(
@@ -351,16 +373,34 @@ def test_verify_imports_neither_huggingface_hub_nor_jinja2(
     golden: GoldenKit, weights: Path, tmp_path: Path
 ) -> None:
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "k3kit", "verify", golden.kit, "--trust",
-         golden.key.public, "--weights", weights, "--state-dir", tmp_path / "s"],
-        capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "k3kit",
+            "verify",
+            golden.kit,
+            "--trust",
+            golden.key.public,
+            "--weights",
+            weights,
+            "--state-dir",
+            tmp_path / "s",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     assert "k3kit.verify" in imported and "k3kit.hashpool" in imported
     assert not {m for m in imported if m.split(".")[0] in ("huggingface_hub", "jinja2")}
-    code = "import sys, k3kit.verify; print(sorted(m for m in sys.modules if m.split('.')[0] in " \
+    code = (
+        "import sys, k3kit.verify; print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('huggingface_hub', 'jinja2', 'k3kit.pin', 'k3kit.render')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -374,10 +414,23 @@ def test_progress_only_on_a_terminal_and_never_with_quiet(
     def on_tty(*extra: str) -> str:
         leader, follower = pty.openpty()
         with subprocess.Popen(
-            [sys.executable, "-m", "k3kit", "verify", str(golden.kit), "--trust",
-             str(golden.key.public), "--weights", str(weights), "--full",
-             "--state-dir", str(tmp_path / "s2"), *extra],
-            stderr=follower, stdout=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "k3kit",
+                "verify",
+                str(golden.kit),
+                "--trust",
+                str(golden.key.public),
+                "--weights",
+                str(weights),
+                "--full",
+                "--state-dir",
+                str(tmp_path / "s2"),
+                *extra,
+            ],
+            stderr=follower,
+            stdout=subprocess.DEVNULL,
         ) as child:
             os.close(follower)
             chunks = []
@@ -481,11 +534,18 @@ def test_a_lease_is_broken_by_a_writer_that_opens_during_the_read(tmp_path: Path
     lease = ReadLease(path)
     assert lease.note is None and lease.intact()
     writer = subprocess.run(
-        [sys.executable, "-c",
-         "import os, sys\n"
-         "try:\n    os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)\n"
-         "except BlockingIOError:\n    print('blocked')\n", str(path)],
-        capture_output=True, text=True, timeout=30, check=True,
+        [
+            sys.executable,
+            "-c",
+            "import os, sys\n"
+            "try:\n    os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)\n"
+            "except BlockingIOError:\n    print('blocked')\n",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
     )
     assert writer.stdout == "blocked\n"  # O_NONBLOCK: refused at once, and the break is started
     assert not lease.intact()

@@ -3,12 +3,15 @@
 Every failure a user can cause or meet is a :class:`K3kitError` subclass that carries its exit code,
 a stable machine-readable ``code`` and an optional ``hint``. The CLI catches only this base class;
 anything else is a bug and maps to :attr:`ExitCode.INTERNAL`. Grouping the classes by *who is at
-fault* (the artifact, the caller, the environment) follows python-tuf's error design.
+fault* (the artifact, the caller, the environment) follows python-tuf's error design. The codes
+themselves, with their one exit code each, are registered in :mod:`k3kit.codes`.
 """
 
 from __future__ import annotations
 
 import enum
+
+from k3kit.codes import lookup
 
 
 class ExitCode(enum.IntEnum):
@@ -29,10 +32,15 @@ class K3kitError(Exception):
     default_code = "K3KIT_ERROR"
 
     def __init__(self, message: str, *, code: str | None = None, hint: str | None = None) -> None:
+        """``code`` is a :mod:`k3kit.codes` member (or its string); a registered code decides the
+        exit code, so one code never exits with two numbers whichever class carries it."""
         super().__init__(message)
         self.message = message
         self.code = code or self.default_code
         self.hint = hint
+        registered = lookup(self.code)
+        if registered is not None:
+            self.exit_code = ExitCode(registered.exit)
 
 
 class VerificationError(K3kitError):

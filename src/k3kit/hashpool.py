@@ -82,6 +82,7 @@ class PoolResult:
 
 _local = threading.local()
 
+
 def _leased_note(lease: ReadLease | None, digest: FileDigest | None) -> str | None:
     """Release the lease; None when it vouches for ``digest`` (held throughout, same file)."""
     if lease is None:

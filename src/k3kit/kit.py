@@ -166,8 +166,12 @@ def build(
         },
         source=str(package_path),
     )
-    ctx = {**base, "profiles": info.profiles, "limitations": pkg.limitations,
-           "site_keys": site_example(pkg)}
+    ctx = {
+        **base,
+        "profiles": info.profiles,
+        "limitations": pkg.limitations,
+        "site_keys": site_example(pkg),
+    }
     rendered["README.md"] = (render(env, "kit/README.md.j2", ctx), 0o644)
     rendered["site.example.env"] = (render(env, "kit/site.example.env.j2", ctx), 0o644)
     rendered["kit.json"] = (model_bytes(info), 0o644)
@@ -249,7 +253,7 @@ def sign(
         listing = "\n".join(f"  {d.code} {d.path}: {d.detail}" for d in drift)
         raise InputError(
             f"{kit_dir} no longer matches its MANIFEST.json; refusing to sign:\n{listing}",
-            code="KIT_FILES_DIFFER",
+            code="SIGN_KIT_CHANGED",
             hint="rebuild the kit",
         )
     info = load(KitInfo, _read_kit_doc(kit_dir, "kit.json"), source="kit.json")
@@ -270,7 +274,7 @@ def sign(
         raise InputError(
             f"the receipt would be {len(envelope)} bytes, over the {MAX_ENVELOPE_BYTES}-byte "
             "limit verifiers enforce",
-            code="RECEIPT_TOO_LARGE",
+            code="RECEIPT_WOULD_BE_TOO_LARGE",
             hint="attach per-request data as evidence files instead of inline claims",
         )
     _write_evidence(

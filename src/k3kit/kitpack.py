@@ -41,9 +41,11 @@ class Packed:
 
 def _doc(kit_dir: Path, name: str) -> object:
     data = read_capped(
-        kit_dir / name, MAX_DOC_BYTES, what=name, error=VerificationError, code="KIT_INCOMPLETE"
+        kit_dir / name, MAX_DOC_BYTES, what=name, error=InputError, code="KIT_INCOMPLETE"
     )
-    obj = strict_loads(data, source=name, max_bytes=MAX_DOC_BYTES, code="KIT_INCOMPLETE")
+    obj = strict_loads(
+        data, source=name, max_bytes=MAX_DOC_BYTES, error=InputError, code="KIT_INCOMPLETE"
+    )
     require_canonical(data, obj, source=name)
     return obj
 

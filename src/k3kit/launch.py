@@ -354,7 +354,7 @@ def plan_launch(
     engine = ENGINES.get(info.engine.name)
     if engine is None:
         raise VerificationError(
-            f"no launcher for engine {info.engine.name!r}", code="ENGINE_UNKNOWN"
+            f"no launcher for engine {info.engine.name!r}", code="ENGINE_NO_LAUNCHER"
         )
     clean = {k: base_env[k] for k in PASSTHROUGH if k in base_env}
     executable = _engine_path(engine, clean)
@@ -426,6 +426,7 @@ def _runtime_argv(engine: EngineAdapter, chosen: KitProfile, runtime: Runtime | 
             f"--leader {runtime.leader!r} is not an address", code="RUNTIME_VALUES_INVALID"
         )
     p = chosen.parallel
-    par = Parallel(p.get("tp", 1), p.get("pp", 1), p.get("dp", 1), 0, chosen.nodes,
-                   chosen.gpus_per_node or 1)
+    par = Parallel(
+        p.get("tp", 1), p.get("pp", 1), p.get("dp", 1), 0, chosen.nodes, chosen.gpus_per_node or 1
+    )
     return engine.runtime_argv(par, runtime)

@@ -194,8 +194,9 @@ def locate(path: Path, lock: WeightsLock) -> Layout:
         return _from_repo(real, lock, "repo", Path(path))
     inside = next((p for p in real.parents if p.name.startswith("models--")), None)
     if inside is not None:
-        raise _ambiguous(real, f"a folder inside the cache repo folder {inside} that is not a "
-                         "snapshot")
+        raise _ambiguous(
+            real, f"a folder inside the cache repo folder {inside} that is not a snapshot"
+        )
     entries = _top_level(real)
     cache_entries = [n for n in entries if CACHE_REPO_ENTRY.match(n)]
     if not cache_entries:

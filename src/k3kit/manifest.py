@@ -19,6 +19,7 @@ from k3kit._pathpolicy import path_problem
 from k3kit._text import shown
 from k3kit.errors import InputError
 from k3kit.models import Manifest, ManifestEntry
+from k3kit.vocab import Problem
 
 MANIFEST_NAME = "MANIFEST.json"
 RECEIPT_NAME = "receipt.dsse.json"
@@ -44,12 +45,13 @@ def build_manifest(root: Path) -> Manifest:
         if entry.kind != "file":
             raise InputError(
                 f"{shown(root / entry.rel)}: a kit may hold only regular files, not a {entry.kind}",
-                code="KIT_NOT_REGULAR",
+                code="KIT_SOURCE_NOT_REGULAR",
             )
         problem = path_problem(entry.rel)
         if problem:
             raise InputError(
-                f"{shown(entry.rel)}: unsafe kit path: {shown(problem)}", code="KIT_PATH_UNSAFE"
+                f"{shown(entry.rel)}: unsafe kit path: {shown(problem)}",
+                code="KIT_SOURCE_PATH_UNSAFE",
             )
         digests, size = hash_file(root / entry.rel)
         entries.append(ManifestEntry(path=entry.rel, size=size, sha256=digests["sha256"]))
@@ -66,13 +68,7 @@ def kit_checksum(manifest: Manifest) -> str:
     return sha256_of_model(manifest)
 
 
-@dataclass(frozen=True)
-class Difference:
-    """One way a directory departs from its manifest; ``code`` is stable for scripts."""
-
-    code: str
-    path: str
-    detail: str
+Difference = Problem  # the one problem record (k3kit.vocab); the old name stays importable
 
 
 @dataclass(frozen=True)

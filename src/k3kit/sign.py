@@ -92,7 +92,7 @@ def verify_envelope(
     """
     bad = f"{kind}_MALFORMED"
     if not trusted:
-        raise VerificationError("no trusted keys were given", code="TRUST_EMPTY")
+        raise VerificationError("no trusted keys were given", code=f"{kind}_UNTRUSTED_KEY")
     obj = strict_loads(data, source=source, max_bytes=MAX_ENVELOPE_BYTES, code=bad)
     if not isinstance(obj, dict):
         raise VerificationError(f"{source}: not a JSON object", code=bad)

@@ -36,8 +36,11 @@ def _read(kit_dir: Path, manifest: Manifest, rel: str) -> bytes:
 
 def locked_values(kit_dir: Path, info: KitInfo, manifest: Manifest) -> dict[str, str]:
     """Every name a site file must not set, with where the kit locks it."""
-    locked = {"PROFILE": "kit.json profiles", "TOPOLOGY": "kit.json profiles",
-              "SERVED_MODEL_NAME": "kit.json profiles"}
+    locked = {
+        "PROFILE": "kit.json profiles",
+        "TOPOLOGY": "kit.json profiles",
+        "SERVED_MODEL_NAME": "kit.json profiles",
+    }
     if info.engine.image:
         locked["IMAGE"] = f"kit.json engine.image = {info.engine.image}"
     for entry in manifest.files:
@@ -62,23 +65,29 @@ def fill(text: str, values: dict[str, str]) -> str:
 
 def render_site(kit_dir: Path, site: Path, out: Path, *, force: bool = False) -> list[str]:
     """Write the filled-in files under ``out``; returns their relative paths."""
-    raw = read_bounded(kit_dir / "MANIFEST.json", MAX_DOC_BYTES, what="MANIFEST.json",
-                       code="KIT_INCOMPLETE")
+    raw = read_bounded(
+        kit_dir / "MANIFEST.json", MAX_DOC_BYTES, what="MANIFEST.json", code="KIT_INCOMPLETE"
+    )
     info = read_kit_info(kit_dir, hashlib.sha256(raw).hexdigest(), max_bytes=MAX_DOC_BYTES)
     manifest = Manifest.model_validate_json(raw)
-    text = read_bounded(site, MAX_SITE_BYTES, what="site file", error=InputError,
-                        code="SITE_INVALID").decode("utf-8", "replace")
-    defaults = {"PORT": str(adapter(info.engine.name).default_port),
-                "KIT_DIR": str(kit_dir.resolve()),
-                "RDZV_PORT": str(adapter(info.engine.name).rendezvous_port)}
+    text = read_bounded(
+        site, MAX_SITE_BYTES, what="site file", error=InputError, code="SITE_INVALID"
+    ).decode("utf-8", "replace")
+    defaults = {
+        "PORT": str(adapter(info.engine.name).default_port),
+        "KIT_DIR": str(kit_dir.resolve()),
+        "RDZV_PORT": str(adapter(info.engine.name).rendezvous_port),
+    }
     if info.engine.image:
         defaults["IMAGE"] = info.engine.image
-    values = parse_site(text, source=str(site), locked=locked_values(kit_dir, info, manifest),
-                        defaults=defaults)
+    values = parse_site(
+        text, source=str(site), locked=locked_values(kit_dir, info, manifest), defaults=defaults
+    )
     for key in ("MODEL_DIR", "IMAGE"):
         if key not in values:
-            raise InputError(f"{site}: {key} is required ({SITE_KEYS[key].about})",
-                             code="SITE_INVALID")
+            raise InputError(
+                f"{site}: {key} is required ({SITE_KEYS[key].about})", code="SITE_INVALID"
+            )
     refuse_existing(out, force=force)
     files: dict[str, bytes] = {}
     for entry in manifest.files:
@@ -90,8 +99,9 @@ def render_site(kit_dir: Path, site: Path, out: Path, *, force: bool = False) ->
         files[rel] = filled.encode("utf-8")
     site_lines = [f"{k}={values[k]}" for k in SITE_KEYS if k in values]
     files["site.env"] = ("\n".join(site_lines) + "\n").encode()
-    files["launch.env"] = ("\n".join(f"{k}={values[k]}" for k in LAUNCH_KEYS if k in values)
-                           + "\n").encode()
+    files["launch.env"] = (
+        "\n".join(f"{k}={values[k]}" for k in LAUNCH_KEYS if k in values) + "\n"
+    ).encode()
     stage = staging_dir(out)
     try:
         for rel, data in sorted(files.items()):

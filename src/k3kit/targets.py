@@ -84,9 +84,7 @@ def check_model(pkg: PackageDef, lock: WeightsLock, facts: ModelConfigFacts | No
     return problems
 
 
-def plan_targets(
-    pkg: PackageDef, facts: ModelConfigFacts | None
-) -> tuple[list[Target], list[str]]:
+def plan_targets(pkg: PackageDef, facts: ModelConfigFacts | None) -> tuple[list[Target], list[str]]:
     """Every profile × topology to render, and every problem found (file-relative keys)."""
     eng = adapter(pkg.engine.name)
     snap = snapshot(pkg.engine.name, pkg.engine.version)

@@ -33,23 +33,24 @@ from k3kit.sign import read_receipt, subject_digest
 from k3kit.trust import RollbackPolicy, RootAnchor, Trust
 from k3kit.trust import rollback as rollback_state
 from k3kit.trust.root import kit_roots
+from k3kit.vocab import CheckStatus, Problem
 from k3kit.weights import check_weights
 
 MAX_DOC_BYTES = 16 * 1024 * 1024
 LOCK_NAME = "weights.lock.json"
 KIT_INFO_NAME = "kit.json"
 
-PASSED, FAILED, NOT_CHECKED = "passed", "failed", "not checked"
+PASSED, FAILED, NOT_CHECKED = CheckStatus.PASSED, CheckStatus.FAILED, CheckStatus.NOT_CHECKED
 
 
 @dataclass
 class Check:
     id: str
     title: str
-    status: str = NOT_CHECKED
+    status: CheckStatus = NOT_CHECKED
     detail: str = ""
     code: str | None = None
-    problems: list[dict[str, str]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         ok = None if self.status == NOT_CHECKED else self.status == PASSED
@@ -62,7 +63,7 @@ class Check:
         if self.code:
             out["code"] = self.code
         if self.problems:
-            out["problems"] = self.problems
+            out["problems"] = [p.as_json() for p in self.problems]
         return out
 
 
@@ -76,8 +77,7 @@ class Report:
     def ok(self) -> bool:
         """Only a full run of passed checks is a pass; weights not given is stated, not failed."""
         return all(
-            c.status == PASSED
-            or (c.id == "weights" and c.code == "WEIGHTS_NOT_GIVEN")
+            c.status == PASSED or (c.id == "weights" and c.code == "WEIGHTS_NOT_GIVEN")
             for c in self.checks
         )
 
@@ -117,10 +117,10 @@ def _step_trust(st: _State, check: Check) -> None:
     kit_roots(st.kit_dir)  # unused without --root, but root/ may hold only root files
     st.trust = st.source if isinstance(st.source, Trust) else Trust.from_keys(st.source)
     if not st.trust.keys:
-        raise VerificationError("no trusted public key was given", code="TRUST_EMPTY")
+        raise InputError("no trusted public key was given", code="TRUST_EMPTY")
     ids = sorted(k.keyid for k in st.trust.keys)
     if len(set(ids)) != len(ids):
-        raise VerificationError("the same key was given twice", code="TRUST_DUPLICATE_KEY")
+        raise InputError("the same key was given twice", code="TRUST_DUPLICATE_KEY")
     check.detail = st.trust.description or f"{len(ids)} trusted key(s)"
 
 
@@ -141,7 +141,7 @@ def _step_rollback(st: _State, check: Check) -> None:
     kit = st.statement.predicate.kit
     if st.rollback is None:  # a root promises rollback protection: no state folder fails closed
         raise VerificationError(
-            "no state folder to check the sequence against", code="ROLLBACK_STATE_UNAVAILABLE"
+            "no state folder to check the sequence against", code="ROLLBACK_STATE_NOT_GIVEN"
         )
     st.decision = rollback_state.check(
         st.rollback.state_dir,
@@ -211,17 +211,15 @@ def _step_kit_files(st: _State, check: Check) -> None:
         expected,
         skip=frozenset(d.path for d in tree.differences),
     )
-    problems = [
-        {"code": d.code, "path": d.path, "detail": d.detail} for d in [*tree.differences, *evidence]
-    ]
+    problems = [*tree.differences, *evidence]
     if problems:
         check.problems = problems
         counts: dict[str, int] = {}
         for p in problems:
-            counts[p["code"]] = counts.get(p["code"], 0) + 1
+            counts[p.code] = counts.get(p.code, 0) + 1
         raise VerificationError(
             "kit differs from MANIFEST.json: " + ", ".join(f"{n} {c}" for c, n in counts.items()),
-            code=problems[0]["code"] if len(counts) == 1 else "KIT_FILES_DIFFER",
+            code=problems[0].code if len(counts) == 1 else "KIT_FILES_DIFFER",
         )
     check.detail = f"{len(manifest.files)} files match MANIFEST.json"
     if expected:
@@ -417,9 +415,7 @@ def _weights_check(
     }
     if result.problems:
         check.status = FAILED
-        check.problems = [
-            {"code": p.code, "path": p.path, "detail": p.detail} for p in result.problems
-        ]
+        check.problems = list(result.problems)
         codes = sorted({p.code for p in result.problems})
         check.code = codes[0] if len(codes) == 1 else "WEIGHTS_DIFFER"
         check.detail = f"{len(result.problems)} problem(s): " + ", ".join(codes)

@@ -38,13 +38,9 @@ from k3kit.layouts import (
 )
 from k3kit.models import LockedFile, WeightsLock
 from k3kit.vcache import VerifyCache
+from k3kit.vocab import Problem
 
-
-@dataclass(frozen=True)
-class WeightsProblem:
-    code: str
-    path: str
-    detail: str
+WeightsProblem = Problem  # the one problem record (k3kit.vocab); the old name stays importable
 
 
 @dataclass

@@ -15,9 +15,10 @@ RUN_SH = "profiles/interactive/single-node-8gpu/run.sh"
 def _retar(w: Workbench, replace: dict[str, bytes]) -> Argv:
     raw = io.BytesIO(gzip.decompress(w.archive().read_bytes()))
     out = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="r:") as src, tarfile.open(
-        fileobj=out, mode="w", format=tarfile.USTAR_FORMAT
-    ) as dst:
+    with (
+        tarfile.open(fileobj=raw, mode="r:") as src,
+        tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as dst,
+    ):
         for member in src.getmembers():
             if member.name in replace:
                 member.size = len(replace[member.name])

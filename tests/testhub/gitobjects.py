@@ -34,8 +34,11 @@ def git_hash(kind: str, body: bytes) -> str:
 
 def folder_files(folder: Path) -> dict[str, Path]:
     """Map every file under ``folder`` (``.git/`` excluded) to its repo path, for a commit."""
-    return {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*"))
-            if p.is_file() and ".git" not in p.relative_to(folder).parts}
+    return {
+        p.relative_to(folder).as_posix(): p
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(folder).parts
+    }
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ class Blob:
         """Yield bytes ``[start, end)`` in pieces of at most 1 MiB."""
         if isinstance(self.source, bytes):
             for pos in range(start, end, CHUNK):
-                yield self.source[pos:min(pos + CHUNK, end)]
+                yield self.source[pos : min(pos + CHUNK, end)]
             return
         with self.source.open("rb") as f:
             f.seek(start)
@@ -97,8 +100,12 @@ def git_trees(files: Mapping[str, Blob]) -> dict[str, str]:
     trees: dict[str, str] = {}
     for d in sorted(entries, key=lambda p: p.count("/") + bool(p), reverse=True):
         rows = sorted(entries[d], key=lambda e: e[0] + ("/" if e[1] == "40000" else ""))
-        trees[d] = git_hash("tree", b"".join(
-            f"{mode} {name}".encode() + b"\0" + bytes.fromhex(sha) for name, mode, sha in rows))
+        trees[d] = git_hash(
+            "tree",
+            b"".join(
+                f"{mode} {name}".encode() + b"\0" + bytes.fromhex(sha) for name, mode, sha in rows
+            ),
+        )
         if d:
             parent, _, name = d.rpartition("/")
             entries[parent].append((name, "40000", trees[d]))
@@ -116,8 +123,9 @@ class Commit:
     trees: Mapping[str, str]
 
     @classmethod
-    def create(cls, files: Mapping[str, Blob], parent: str | None, title: str,
-               stamp: int) -> Commit:
+    def create(
+        cls, files: Mapping[str, Blob], parent: str | None, title: str, stamp: int
+    ) -> Commit:
         """A git commit (fixed author, time ``stamp``), so equal inputs give equal shas."""
         trees = git_trees(files)
         who = f"{AUTHOR} {stamp} +0000"

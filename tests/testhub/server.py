@@ -47,8 +47,11 @@ FAULT_MODES = _BODY_FAULTS | _STATUS_FAULTS | _OTHER_FAULTS
 OVERSIZE = 2**30  # what "oversized" sends (or "declared_oversized" declares) instead of the file
 _INVERT = bytes(range(255, -1, -1))  # wrong_bytes: same length, every byte different
 _SHA_LIKE = re.compile(r"[0-9a-f]{7,40}")
-_SECURITY = {"status": "safe", "avScan": {"virusFound": False, "virusNames": None},
-             "pickleImportScan": None}
+_SECURITY = {
+    "status": "safe",
+    "avScan": {"virusFound": False, "virusNames": None},
+    "pickleImportScan": None,
+}
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,9 @@ class TestHub:
 
     __test__ = False  # not a pytest test class, despite the name
 
-    def __init__(self, page_size: int = 1000, lfs_redirect: bool = True,
-                 rate_limit: int | None = None) -> None:
+    def __init__(
+        self, page_size: int = 1000, lfs_redirect: bool = True, rate_limit: int | None = None
+    ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be >= 1")
         if rate_limit is not None and rate_limit < 1:
@@ -150,8 +154,15 @@ class TestHub:
                 raise ValueError(f"repo {repo_id} already exists")
             self._repos[repo_id] = _Repo(private_token)
 
-    def commit(self, repo_id: str, files: Mapping[str, bytes | Path], *, branch: str = "main",
-               tag: str | None = None, message: str = "") -> str:
+    def commit(
+        self,
+        repo_id: str,
+        files: Mapping[str, bytes | Path],
+        *,
+        branch: str = "main",
+        tag: str | None = None,
+        message: str = "",
+    ) -> str:
         """Make ``files`` (a full snapshot) the new head of ``branch``; return the commit sha.
 
         The repo is created (public) if needed. The sha is a git commit hash over the tree, the
@@ -164,8 +175,12 @@ class TestHub:
         with self._lock:
             repo = self._repos.get(repo_id) or _Repo()
             n = len(repo.commits)
-            commit = Commit.create(blobs, repo.branches.get(branch), message or f"Commit {n + 1}",
-                                   stamp=1_700_000_000 + n)  # raises on bad paths: no change yet
+            commit = Commit.create(
+                blobs,
+                repo.branches.get(branch),
+                message or f"Commit {n + 1}",
+                stamp=1_700_000_000 + n,
+            )  # raises on bad paths: no change yet
             sha = commit.sha
             self._repos[repo_id] = repo
             repo.commits[sha] = commit
@@ -178,8 +193,14 @@ class TestHub:
                     self._paths.setdefault(blob.sha256, set()).add(path)
         return sha
 
-    def set_fault(self, mode: str | None, *, path: str | None = None, times: int | None = None,
-                  server: str | None = None) -> None:
+    def set_fault(
+        self,
+        mode: str | None,
+        *,
+        path: str | None = None,
+        times: int | None = None,
+        server: str | None = None,
+    ) -> None:
         """Inject one fault (replacing any previous one); ``None`` clears it.
 
         ``wrong_bytes`` (every byte inverted, same length) and ``drop`` (full headers, half the
@@ -227,8 +248,12 @@ class TestHub:
         if not self._servers:
             self._servers = [_Server(self, "api"), _Server(self, "storage")]
             for srv in self._servers:
-                threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05},
-                                 name=f"testhub-{srv.role}", daemon=True).start()
+                threading.Thread(
+                    target=srv.serve_forever,
+                    kwargs={"poll_interval": 0.05},
+                    name=f"testhub-{srv.role}",
+                    daemon=True,
+                ).start()
         return self
 
     def stop(self) -> None:
@@ -247,8 +272,12 @@ class TestHub:
     def __enter__(self) -> TestHub:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
 
@@ -292,9 +321,15 @@ class _Handler(BaseHTTPRequestHandler):
     def send_response(self, code: int, message: str | None = None) -> None:
         split = urlsplit(getattr(self, "path", ""))
         headers = getattr(self, "headers", None)  # absent when the request line was malformed
-        record = RequestRecord(self.server.role, getattr(self, "command", ""), split.path,
-                               split.query, code, headers.get("Range") if headers else None,
-                               bool(headers and "Authorization" in headers))
+        record = RequestRecord(
+            self.server.role,
+            getattr(self, "command", ""),
+            split.path,
+            split.query,
+            code,
+            headers.get("Range") if headers else None,
+            bool(headers and "Authorization" in headers),
+        )
         with self.server.hub._lock:
             self.server.hub.requests.append(record)
         self._status = code
@@ -331,8 +366,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._error(500, None, "internal test hub error")
             self.close_connection = True
 
-    def _api(self, parts: list[str], query: dict[str, list[str]],
-             form: dict[str, list[str]]) -> None:
+    def _api(
+        self, parts: list[str], query: dict[str, list[str]], form: dict[str, list[str]]
+    ) -> None:
         hub = self.server.hub
         if parts[:2] == ["api", "models"] and len(parts) >= 4:
             repo_id, rest, file_path = f"{parts[2]}/{parts[3]}", parts[4:], None
@@ -340,8 +376,9 @@ class _Handler(BaseHTTPRequestHandler):
             repo_id, rest, file_path = f"{parts[0]}/{parts[1]}", parts[2:], "/".join(parts[4:])
         else:
             return self._error(404, None, "no such route on the test hub")
-        if fault := hub._take_fault("api", None if file_path is None else {file_path},
-                                    _STATUS_FAULTS):
+        if fault := hub._take_fault(
+            "api", None if file_path is None else {file_path}, _STATUS_FAULTS
+        ):
             return self._fault_status(fault, "EntryNotFound" if file_path else "RepoNotFound")
         rev = "main"
         if rest and rest[0] in ("revision", "paths-info"):
@@ -372,18 +409,29 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(self._info(repo_id, commit, token is not None, _flag(query, "blobs")))
         if rest[0] == "paths-info" and self.command == "POST":
             wanted = dict.fromkeys(form.get("paths", []))
-            return self._json([_entry(commit, p, expand) for p in wanted
-                               if p in commit.files or (p and p in commit.trees)])
+            return self._json(
+                [
+                    _entry(commit, p, expand)
+                    for p in wanted
+                    if p in commit.files or (p and p in commit.trees)
+                ]
+            )
         if rest[0] == "tree":
             return self._tree(commit, "/".join(rest[2:]), _flag(query, "recursive"), expand, query)
         return self._error(404, None, "no such route on the test hub")
 
     def _refs(self, repo: _Repo, include_prs: bool) -> dict[str, Any]:
         def refs(table: dict[str, str], kind: str) -> list[dict[str, str]]:
-            return [{"name": n, "ref": f"refs/{kind}/{n}", "targetCommit": s}
-                    for n, s in sorted(table.items())]
-        out = {"branches": refs(repo.branches, "heads"), "converts": [],
-               "tags": refs(repo.tags, "tags")}
+            return [
+                {"name": n, "ref": f"refs/{kind}/{n}", "targetCommit": s}
+                for n, s in sorted(table.items())
+            ]
+
+        out = {
+            "branches": refs(repo.branches, "heads"),
+            "converts": [],
+            "tags": refs(repo.tags, "tags"),
+        }
         return out | ({"pullRequests": []} if include_prs else {})
 
     def _info(self, repo_id: str, commit: Commit, private: bool, blobs: bool) -> dict[str, Any]:
@@ -393,22 +441,40 @@ class _Handler(BaseHTTPRequestHandler):
             if blobs:
                 sibling |= {"size": blob.size, "blobId": blob.oid}
                 if blob.lfs:
-                    sibling["lfs"] = {"sha256": blob.sha256, "size": blob.size,
-                                      "pointerSize": blob.pointer_size}
+                    sibling["lfs"] = {
+                        "sha256": blob.sha256,
+                        "size": blob.size,
+                        "pointerSize": blob.pointer_size,
+                    }
             siblings.append(sibling)
-        return {"_id": repo_id, "id": repo_id, "modelId": repo_id, "author": repo_id.split("/")[0],
-                "sha": commit.sha, "lastModified": commit.date, "private": private,
-                "disabled": False, "gated": False, "tags": [], "siblings": siblings}
+        return {
+            "_id": repo_id,
+            "id": repo_id,
+            "modelId": repo_id,
+            "author": repo_id.split("/")[0],
+            "sha": commit.sha,
+            "lastModified": commit.date,
+            "private": private,
+            "disabled": False,
+            "gated": False,
+            "tags": [],
+            "siblings": siblings,
+        }
 
-    def _tree(self, commit: Commit, base: str, recursive: bool, expand: bool,
-              query: dict[str, list[str]]) -> None:
+    def _tree(
+        self, commit: Commit, base: str, recursive: bool, expand: bool, query: dict[str, list[str]]
+    ) -> None:
         """Cursor pagination as on the Hub: ``Link: <next url>; rel="next"`` repeats the query."""
         if base and base not in commit.trees:
-            return self._error(404, "EntryNotFound", f"{base} does not exist",
-                               {"X-Repo-Commit": commit.sha})
+            return self._error(
+                404, "EntryNotFound", f"{base} does not exist", {"X-Repo-Commit": commit.sha}
+            )
         prefix = f"{base}/" if base else ""
-        names = sorted(p for p in (*commit.trees, *commit.files) if p.startswith(prefix) and
-                       p != base and (recursive or "/" not in p[len(prefix):]))
+        names = sorted(
+            p
+            for p in (*commit.trees, *commit.files)
+            if p.startswith(prefix) and p != base and (recursive or "/" not in p[len(prefix) :])
+        )
         cursor = query.get("cursor", ["0"])[0]
         if not cursor.isdigit():
             return self._error(400, None, "bad cursor")
@@ -419,7 +485,7 @@ class _Handler(BaseHTTPRequestHandler):
             params["cursor"] = [str(start + size)]
             next_url = f"{self.server.hub.url}{urlsplit(self.path).path}?{urlencode(params, True)}"
             headers["Link"] = f'<{next_url}>; rel="next"'
-        self._json([_entry(commit, p, expand) for p in names[start:start + size]], headers)
+        self._json([_entry(commit, p, expand) for p in names[start : start + size]], headers)
 
     def _resolve(self, commit: Commit, path: str) -> None:
         blob = commit.files.get(path)
@@ -428,9 +494,11 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, "EntryNotFound", f"{path} does not exist", headers)
         if blob.lfs and self.server.hub.lfs_redirect:
             big = self.server.hub._take_fault("api", {path}, frozenset({"declared_oversized"}))
-            headers |= {"Location": f"{self.server.hub.storage_url}/lfs/{blob.sha256}",
-                        "X-Linked-Etag": f'"{blob.sha256}"',
-                        "X-Linked-Size": str(OVERSIZE if big else blob.size)}
+            headers |= {
+                "Location": f"{self.server.hub.storage_url}/lfs/{blob.sha256}",
+                "X-Linked-Etag": f'"{blob.sha256}"',
+                "X-Linked-Size": str(OVERSIZE if big else blob.size),
+            }
             return self._send(302, b"", headers)
         self._content(blob, blob.sha256 if blob.lfs else blob.oid, {path}, headers)
 
@@ -449,11 +517,16 @@ class _Handler(BaseHTTPRequestHandler):
         """Serve a file body with Range support, applying ``wrong_bytes``/``drop`` on GET."""
         span = _parse_range(self.headers.get("Range"), blob.size)
         if span is None:
-            return self._error(416, None, "range not satisfiable",
-                               {"Content-Range": f"bytes */{blob.size}"})
+            return self._error(
+                416, None, "range not satisfiable", {"Content-Range": f"bytes */{blob.size}"}
+            )
         start, end, status = span
-        headers |= {"ETag": f'"{etag}"', "Accept-Ranges": "bytes",
-                    "Content-Type": "application/octet-stream", "Content-Length": str(end - start)}
+        headers |= {
+            "ETag": f'"{etag}"',
+            "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+            "Content-Length": str(end - start),
+        }
         if status == 206:
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{blob.size}"
         fault = None
@@ -505,14 +578,18 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(429, None, "Too Many Requests (fault)", {"Retry-After": "0"})
         return self._error(503, None, "Service Unavailable (test hub fault)")
 
-    def _error(self, status: int, code: str | None, message: str,
-               headers: dict[str, str] | None = None) -> None:
+    def _error(
+        self, status: int, code: str | None, message: str, headers: dict[str, str] | None = None
+    ) -> None:
         extra = {"X-Error-Message": message} | ({"X-Error-Code": code} if code else {})
         self._send(status, json.dumps({"error": message}).encode(), extra | (headers or {}))
 
     def _json(self, obj: object, headers: dict[str, str] | None = None) -> None:
-        self._send(200, json.dumps(obj).encode(),
-                   {"Content-Type": "application/json; charset=utf-8"} | (headers or {}))
+        self._send(
+            200,
+            json.dumps(obj).encode(),
+            {"Content-Type": "application/json; charset=utf-8"} | (headers or {}),
+        )
 
     def _send(self, status: int, body: bytes | None, headers: dict[str, str]) -> None:
         """Send status and headers, then ``body`` unless it is None (caller streams) or HEAD."""
@@ -578,14 +655,21 @@ def _parse_range(value: str | None, size: int) -> tuple[int, int, int] | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve folders as repos until Ctrl-C; prints the URL first, then ``repo branch sha``."""
-    parser = argparse.ArgumentParser(prog="python -m tests.testhub.server", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.testhub.server",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--repo", action="append", required=True, metavar="ORG/NAME=FOLDER")
     parser.add_argument("--branch", default="main")
     parser.add_argument("--page-size", type=int, default=1000)
     parser.add_argument("--no-redirect", action="store_true", help="serve LFS files with 200")
-    parser.add_argument("--rate-mib", type=float, metavar="MIB_PER_S",
-                        help="pace file bodies read from disk to this many MiB/s per connection")
+    parser.add_argument(
+        "--rate-mib",
+        type=float,
+        metavar="MIB_PER_S",
+        help="pace file bodies read from disk to this many MiB/s per connection",
+    )
     args = parser.parse_args(argv)
     rate = None if args.rate_mib is None else max(1, int(args.rate_mib * 2**20))
     hub = TestHub(page_size=args.page_size, lfs_redirect=not args.no_redirect, rate_limit=rate)

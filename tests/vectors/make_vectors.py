@@ -35,13 +35,18 @@ def generate(out: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         snapshot = write_hf_cache(work / "cache", "moonshotai/Kimi-K3", stand_in_files(2, 4096))
-        lock = pin_local(snapshot, repo="moonshotai/Kimi-K3", revision=snapshot.name,
-                         pinned_at=FIXED_TIME)
+        lock = pin_local(
+            snapshot, repo="moonshotai/Kimi-K3", revision=snapshot.name, pinned_at=FIXED_TIME
+        )
         atomic_write(work / "weights.lock.json", model_bytes(lock))
         kit = work / "kit"
         build(EXAMPLE / "package.toml", work / "weights.lock.json", kit)
-        sign(kit, Ed25519PrivateKey.from_private_bytes(TEST_SEED), EXAMPLE / "claims.toml",
-             issued_at=FIXED_TIME)
+        sign(
+            kit,
+            Ed25519PrivateKey.from_private_bytes(TEST_SEED),
+            EXAMPLE / "claims.toml",
+            issued_at=FIXED_TIME,
+        )
         digest, _ = pack(kit, work / "kit.tar.gz")
         out.mkdir(parents=True, exist_ok=True)
         for name in OUTPUTS[:-1]:

@@ -65,9 +65,9 @@ class AcceptanceResult:
         return "reproduced"
 
 
-def _bodies(point: PointPlan, model: str, builder: PromptBuilder, count: int, seed: int) -> list[
-    tuple[dict[str, Any], int]
-]:
+def _bodies(
+    point: PointPlan, model: str, builder: PromptBuilder, count: int, seed: int
+) -> list[tuple[dict[str, Any], int]]:
     w = point.workload
     rng = random.Random(f"{seed}:{point.run.id}")  # noqa: S311 (reproducible prompts, not secrets)
     assert w.input_tokens is not None and w.output_tokens is not None

@@ -121,7 +121,9 @@ def judge_latency(
         method = f"order statistics x({ranks[0]}), x({ranks[1]}) of n={n} (binomial)"
     else:
         return Verdict(
-            **base, verdict="inconclusive", reason=f"{kind} is not compared"  # type: ignore[arg-type]
+            **base,  # type: ignore[arg-type]
+            verdict="inconclusive",
+            reason=f"{kind} is not compared",
         )
     verdict = decide(lo / c, hi / c, True, policy.tolerance)
     return Verdict(

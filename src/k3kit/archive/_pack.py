@@ -31,7 +31,7 @@ def pack(kit_dir: Path, out: Path, *, force: bool = False) -> tuple[str, int]:
     for entry in entries:
         if entry.kind not in ("file", "dir"):
             raise InputError(
-                f"{kit_dir / entry.rel}: cannot pack a {entry.kind}", code="KIT_NOT_REGULAR"
+                f"{kit_dir / entry.rel}: cannot pack a {entry.kind}", code="KIT_SOURCE_NOT_REGULAR"
             )
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:

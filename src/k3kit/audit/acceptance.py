@@ -31,26 +31,48 @@ def audit_acceptance(
     label = str(report)
     try:
         data = read_capped(
-            report, MAX_ENVELOPE_BYTES, what="acceptance report", error=VerificationError,
+            report,
+            MAX_ENVELOPE_BYTES,
+            what="acceptance report",
+            error=VerificationError,
             code="RECEIPT_MISSING",
         )
         verified = verify_envelope(
             data, trusted, expected_type=ACCEPTANCE_PAYLOAD_TYPE, source=report.name
         )
-        obj = strict_loads(verified.payload, source="acceptance payload",
-                           max_bytes=len(verified.payload), code="RECEIPT_MALFORMED")
-        statement = load(AcceptanceStatement, obj, source="acceptance payload",
-                         error=VerificationError, code="RECEIPT_MALFORMED")
+        obj = strict_loads(
+            verified.payload,
+            source="acceptance payload",
+            max_bytes=len(verified.payload),
+            code="RECEIPT_MALFORMED",
+        )
+        statement = load(
+            AcceptanceStatement,
+            obj,
+            source="acceptance payload",
+            error=VerificationError,
+            code="RECEIPT_MALFORMED",
+        )
     except VerificationError as exc:
-        finding = Finding("R01", ERROR, "receipt", f"acceptance report not verified: "
-                          f"{exc.message}", "a report signed by a trusted key", exc.code)
+        finding = Finding(
+            "R01",
+            ERROR,
+            "receipt",
+            f"acceptance report not verified: {exc.message}",
+            "a report signed by a trusted key",
+            exc.code,
+        )
         return AuditReport(label, [finding], {"verified": False})
     acceptance = statement.predicate
-    facts = {"verified": True, "acceptance": {
-        "partial": acceptance.partial, "profile": acceptance.profile,
-        "signer_keyid": verified.signer_keyid,
-        "verdicts": {v.verdict: 0 for v in acceptance.verdicts},
-    }}
+    facts = {
+        "verified": True,
+        "acceptance": {
+            "partial": acceptance.partial,
+            "profile": acceptance.profile,
+            "signer_keyid": verified.signer_keyid,
+            "verdicts": {v.verdict: 0 for v in acceptance.verdicts},
+        },
+    }
     for v in acceptance.verdicts:
         facts["acceptance"]["verdicts"][v.verdict] += 1  # type: ignore[index]
     if acceptance.measured is None:
@@ -60,8 +82,14 @@ def audit_acceptance(
     evidence_facts = KitFacts(None, None, None)
     results = _evidence(report.parent, pred, evidence_facts)
     subjects = {s.name: s.digest.get("sha256", "") for s in statement.subject}
-    ctx = build_context(pred, signer_keyid=verified.signer_keyid, kit=None, results=results,
-                        subjects=subjects, policy=policy)
+    ctx = build_context(
+        pred,
+        signer_keyid=verified.signer_keyid,
+        kit=None,
+        results=results,
+        subjects=subjects,
+        policy=policy,
+    )
     for rv in ctx.runs:  # the evidence sits beside the report, checked against its sha256
         if rv.result is not None:
             rv.raw_note = ""

@@ -251,9 +251,7 @@ def duration_bounds(ctx: Context, out: Out) -> None:
                 f"{num(s.duration_s)} s",
             )
         elif (
-            s.request_rate == "inf"
-            and how == "last end - first send"
-            and duration.lo > span.hi + 2
+            s.request_rate == "inf" and how == "last end - first send" and duration.lo > span.hi + 2
         ):
             out.warning(
                 rv.id,

@@ -183,8 +183,11 @@ def _length_check(
     if mean_iv is None:
         return False
     if declared is None:
-        out.info(rv.id, f"mean {what} length {mean_iv.text()} tokens ({wl.lengths} lengths, "
-                 "no declared mean to compare)")
+        out.info(
+            rv.id,
+            f"mean {what} length {mean_iv.text()} tokens ({wl.lengths} lengths, "
+            "no declared mean to compare)",
+        )
         return True
     band = Interval(Fraction(declared) * Fraction(9, 10), Fraction(declared) * Fraction(11, 10))
     if exact and not mean_iv.contains(declared):

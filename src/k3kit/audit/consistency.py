@@ -186,15 +186,22 @@ def _spec_counters(out: Out, rv: RunView) -> int:
         checks += 1
         implied = Interval.exact(1 + Fraction(accepted, drafts))
         if not Interval.measured(s.spec_decode_acceptance_length).overlaps(implied):
-            out.error(rv.id, "spec_decode_acceptance_length is not 1 + accepted / drafts",
-                      f"{implied.text()} (1 + {accepted}/{drafts})",
-                      num(s.spec_decode_acceptance_length, 9))
+            out.error(
+                rv.id,
+                "spec_decode_acceptance_length is not 1 + accepted / drafts",
+                f"{implied.text()} (1 + {accepted}/{drafts})",
+                num(s.spec_decode_acceptance_length, 9),
+            )
     if s.spec_decode_acceptance_rate is not None and s.spec_decode_draft_tokens:
         checks += 1
         implied = Interval.exact(Fraction(accepted * 100, s.spec_decode_draft_tokens))
         if not Interval.measured(s.spec_decode_acceptance_rate).overlaps(implied):
-            out.error(rv.id, "spec_decode_acceptance_rate is not accepted / draft tokens",
-                      f"{implied.text()}%", f"{num(s.spec_decode_acceptance_rate, 9)}%")
+            out.error(
+                rv.id,
+                "spec_decode_acceptance_rate is not accepted / draft tokens",
+                f"{implied.text()}%",
+                f"{num(s.spec_decode_acceptance_rate, 9)}%",
+            )
     if s.total_output_tokens is not None and s.completed:
         # Each draft step yields 1 + its accepted tokens; each request's first token comes from
         # prefill. The counters are server-wide, so allow the first tokens and 1% either way.
@@ -242,7 +249,8 @@ def itl_chunks(ctx: Context, out: Out) -> None:
                     f"{len(gaps)} mismatches",
                 )
             crowded = [
-                r for r in ok
+                r
+                for r in ok
                 if Fraction(len(r.itl_s) + 1 - r.output_len)
                 > max(Fraction(RETOKENIZE_ABS), RETOKENIZE_REL * r.output_len)
             ]

@@ -69,7 +69,9 @@ def run_rules(ctx: Context) -> list[Finding]:
 
 def _sha256_of(path: Path) -> str | None:
     try:
-        data = read_capped(path, MAX_DOC_BYTES, what=path.name, error=VerificationError, code="X")
+        data = read_capped(
+            path, MAX_DOC_BYTES, what=path.name, error=VerificationError, code="AUDIT_UNREADABLE"
+        )
     except VerificationError:
         return None
     return hashlib.sha256(data).hexdigest()
@@ -123,9 +125,9 @@ def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[st
         # Notes about version drift may grow between k3kit versions; the numbers may not differ.
         recorded = run.evidence_summary
         drift: dict[str, list[str]] = {"notes": [], "unmapped": []}
-        if recorded is None or summarize(result).model_copy(
+        if recorded is None or summarize(result).model_copy(update=drift) != recorded.model_copy(
             update=drift
-        ) != recorded.model_copy(update=drift):
+        ):
             facts.evidence_status[run.id] = "its tool summary differs from the receipt's"
             continue
         facts.evidence_status[run.id] = "ok"

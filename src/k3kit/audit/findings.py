@@ -12,12 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from k3kit.vocab import Severity
+
 if TYPE_CHECKING:
     from k3kit.audit.context import Context
 
-ERROR, WARNING, INFO, NOT_CHECKABLE, PASS = "error", "warning", "info", "not-checkable", "pass"
+ERROR, WARNING, INFO, NOT_CHECKABLE, PASS = Severity  # k3kit.vocab: str values, as in the JSON
 SEVERITIES = (ERROR, WARNING, INFO, NOT_CHECKABLE, PASS)
-RANK = {PASS: 0, NOT_CHECKABLE: 1, INFO: 2, WARNING: 3, ERROR: 4}
+RANK: dict[str, int] = {PASS: 0, NOT_CHECKABLE: 1, INFO: 2, WARNING: 3, ERROR: 4}
 
 
 @dataclass(frozen=True)

@@ -113,13 +113,22 @@ def _offered(out: Out, rv: RunView) -> None:
         return
     if offered is None:
         if rv.open_loop and s.request_rate != "inf":
-            out.warning(rv.id, "open-loop run without offered_rate; the evidence was offered "
-                        f"{s.request_rate} req/s", f"offered_rate = {s.request_rate}", "none")
+            out.warning(
+                rv.id,
+                "open-loop run without offered_rate; the evidence was offered "
+                f"{s.request_rate} req/s",
+                f"offered_rate = {s.request_rate}",
+                "none",
+            )
         return
     tool = None if s.request_rate == "inf" else Decimal(s.request_rate)
     if tool is None or not Interval.published(offered).contains(tool):
-        out.error(rv.id, "the evidence was offered another request rate than the run claims",
-                  f"offered_rate {offered}", f"request_rate {s.request_rate}")
+        out.error(
+            rv.id,
+            "the evidence was offered another request rate than the run claims",
+            f"offered_rate {offered}",
+            f"request_rate {s.request_rate}",
+        )
 
 
 def _mentions(ctx: Context, pattern: str) -> str | None:

@@ -118,10 +118,7 @@ def print_report(report: Any, *, quiet: bool = False) -> None:
         err(f"{i}. {marks[check.status]} {check.title}{code}: {shown(check.detail)}")
         for problem in check.problems[:50]:
             # Paths are file names from the kit or the weights folder: attacker bytes.
-            err(
-                f"       {shown(problem['code']):<26} {shown(problem['path'])}: "
-                f"{shown(problem['detail'])}"
-            )
+            err(f"       {shown(problem.code):<26} {shown(problem.path)}: {shown(problem.detail)}")
         if len(check.problems) > 50:
             err(f"       … and {len(check.problems) - 50} more (use --json for all)")
     note = report.facts.get("weights", {}).get("cache", {}).get("note")

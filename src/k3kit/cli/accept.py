@@ -58,25 +58,58 @@ def _summary(result: Any, path: Path) -> dict[str, Any]:
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("kit", type=click.Path(path_type=Path))
 @trust_option
-@click.option("--url", required=True, help="The running OpenAI-compatible server, e.g. "
-              "http://127.0.0.1:8000.")
-@click.option("--weights", required=True, type=click.Path(path_type=Path),
-              help="The weights folder the server serves (verified, and its tokenizer used).")
-@click.option("--key", required=True, type=click.Path(path_type=Path),
-              help="The buyer's private key that signs the acceptance report.")
+@click.option(
+    "--url", required=True, help="The running OpenAI-compatible server, e.g. http://127.0.0.1:8000."
+)
+@click.option(
+    "--weights",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The weights folder the server serves (verified, and its tokenizer used).",
+)
+@click.option(
+    "--key",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The buyer's private key that signs the acceptance report.",
+)
 @click.option("--passphrase-env", metavar="VAR", help="Read the key's passphrase from $VAR.")
 @click.option("--profile", help="Profile to test (default: the only one with signed runs).")
 @click.option("--points", help="Concurrency points to replay, e.g. 1,8,32 (default: all).")
-@click.option("--requests", type=click.IntRange(min=1),
-              help="Requests per point (default: the signed count, at least 5 waves).")
-@click.option("--tolerance", type=click.FloatRange(0, 100), default=10.0, show_default=True,
-              help="Percent a measurement may be worse than the claim and still reproduce it.")
-@click.option("--stall-timeout", type=click.FloatRange(0.1), default=60.0, show_default=True,
-              help="Seconds of silence after which a request counts as failed.")
-@click.option("--request-timeout", type=click.FloatRange(0.1), default=3600.0, show_default=True,
-              help="Seconds after which any one request counts as failed.")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("acceptance"),
-              show_default=True, help="Folder for acceptance.dsse.json and evidence/.")
+@click.option(
+    "--requests",
+    type=click.IntRange(min=1),
+    help="Requests per point (default: the signed count, at least 5 waves).",
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(0, 100),
+    default=10.0,
+    show_default=True,
+    help="Percent a measurement may be worse than the claim and still reproduce it.",
+)
+@click.option(
+    "--stall-timeout",
+    type=click.FloatRange(0.1),
+    default=60.0,
+    show_default=True,
+    help="Seconds of silence after which a request counts as failed.",
+)
+@click.option(
+    "--request-timeout",
+    type=click.FloatRange(0.1),
+    default=3600.0,
+    show_default=True,
+    help="Seconds after which any one request counts as failed.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=Path("acceptance"),
+    show_default=True,
+    help="Folder for acceptance.dsse.json and evidence/.",
+)
 @click.option("--force", is_flag=True, help="Replace an existing report.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 @handle_errors
@@ -118,8 +151,12 @@ def accept(
     progress = sys.stderr.isatty()
     err("accept: verifying the kit and the weights")
     plan = load_plan(
-        kit, trusted_keys(trust), weights=weights, profile=profile,
-        points=_points(points), requests=requests,
+        kit,
+        trusted_keys(trust),
+        weights=weights,
+        profile=profile,
+        points=_points(points),
+        requests=requests,
     )
     for note in plan.skipped:
         err(f"accept: skipped {note}")
@@ -141,8 +178,11 @@ def accept(
     for p in result.predicate.points:
         if p.failed:
             err(f"failed requests {p.run}: {p.failed} of {p.requests} ({', '.join(p.errors)})")
-    err(f"accept: {result.verdict}" + (" (PARTIAL: interrupted)" if result.predicate.partial
-                                       else "") + f"; signed report {path}")
+    err(
+        f"accept: {result.verdict}"
+        + (" (PARTIAL: interrupted)" if result.predicate.partial else "")
+        + f"; signed report {path}"
+    )
     if as_json:
         emit_json(_summary(result, path))
     if result.predicate.partial:

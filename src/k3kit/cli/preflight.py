@@ -60,13 +60,19 @@ def preflight(
 
     node = None
     if nvidia_smi_xml is not None:
-        data = read_bounded(nvidia_smi_xml, 8 * 1024 * 1024, what="nvidia-smi XML",
-                            error=InputError, code="INPUT_MISSING")
+        data = read_bounded(
+            nvidia_smi_xml,
+            8 * 1024 * 1024,
+            what="nvidia-smi XML",
+            error=InputError,
+            code="INPUT_MISSING",
+        )
         node = from_nvidia_smi_xml(data, source=str(nvidia_smi_xml))
     osf = None
     if os_facts is not None:
-        raw = read_bounded(os_facts, 64 * 1024, what="OS facts", error=InputError,
-                           code="INPUT_MISSING")
+        raw = read_bounded(
+            os_facts, 64 * 1024, what="OS facts", error=InputError, code="INPUT_MISSING"
+        )
         try:
             doc = json.loads(raw)
         except ValueError as exc:

@@ -67,8 +67,7 @@ def print_findings(report: Any, echo: Callable[[str], None], *, show_passes: boo
     type=click.Choice(["default", "strict"]),
     default="default",
     show_default=True,
-    help="strict: policy thresholds (MLPerf minimum samples, 600 s runs) are errors, "
-    "not warnings.",
+    help="strict: policy thresholds (MLPerf minimum samples, 600 s runs) are errors, not warnings.",
 )
 @handle_errors
 def audit(

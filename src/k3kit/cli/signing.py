@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, handle_errors
-from k3kit.errors import InputError, K3kitError
+from k3kit.errors import InputError, K3kitError, VerificationError
 
 
 def now_for_verification() -> str:
@@ -55,7 +55,7 @@ def countersign(kit: Path, key: Path, passphrase_env: str | None) -> None:
 
     path = kit / RECEIPT_NAME
     data = read_capped(
-        path, MAX_ENVELOPE_BYTES, what="receipt", error=InputError, code="RECEIPT_MISSING"
+        path, MAX_ENVELOPE_BYTES, what="receipt", error=VerificationError, code="RECEIPT_MISSING"
     )
     atomic_write(
         path, add_signature(data, load_signer(key, passphrase_env), source=str(path)), force=True

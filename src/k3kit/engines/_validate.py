@@ -15,8 +15,13 @@ from decimal import Decimal
 from k3kit.engines._adapter import EngineAdapter
 from k3kit.engines._snapshot import EngineSnapshot, Option, closest
 
-_BOOL_ACTIONS = {"EnableDisableAction", "_StoreTrueAction", "BooleanOptionalAction",
-                 "_StoreFalseAction", "StoreBooleanAction"}
+_BOOL_ACTIONS = {
+    "EnableDisableAction",
+    "_StoreTrueAction",
+    "BooleanOptionalAction",
+    "_StoreFalseAction",
+    "StoreBooleanAction",
+}
 _INT_TYPES = {"int", "human_readable_int", "human_readable_int_or_auto", "positive_int"}
 _FLOAT_TYPES = {"float", "positive_float"}
 
@@ -55,8 +60,9 @@ def validate_settings(
         key = raw_key.replace("_", "-")
         at = f"{where}.{raw_key}"
         if key in adapter.reserved:
-            problems.append(f"{at}: is set by k3kit's launcher (paths, binding, node wiring), "
-                            "not by a profile")
+            problems.append(
+                f"{at}: is set by k3kit's launcher (paths, binding, node wiring), not by a profile"
+            )
             continue
         opt = snap.options.get(key)
         if opt is None:

@@ -25,8 +25,18 @@ class Sglang(EngineAdapter):
     default_port = 30000
     rendezvous_port = 20102  # SGLang's LWS example
     reserved: ClassVar[frozenset[str]] = frozenset(
-        {"model-path", "config", "host", "port", "download-dir", "revision", "load-format",
-         "help", "node-rank", "dist-init-addr"}
+        {
+            "model-path",
+            "config",
+            "host",
+            "port",
+            "download-dir",
+            "revision",
+            "load-format",
+            "help",
+            "node-rank",
+            "dist-init-addr",
+        }
     )
     registry_for: ClassVar[dict[str, str]] = {
         "tool-call-parser": "tool_call_parsers",
@@ -45,8 +55,18 @@ class Sglang(EngineAdapter):
         return ""
 
     def serve_argv(self, path: str, weights: Path, config: Path, host: str, port: int) -> list[str]:
-        return [path, "serve", "--model-path", str(weights), "--config", str(config),
-                "--host", host, "--port", str(port)]
+        return [
+            path,
+            "serve",
+            "--model-path",
+            str(weights),
+            "--config",
+            str(config),
+            "--host",
+            host,
+            "--port",
+            str(port),
+        ]
 
     def parallel(self, settings: Mapping[str, Setting], nodes: int, gpus: int) -> Parallel:
         tp, pp, dp = (_int(settings, k) for k in (self.tp_key, self.pp_key, self.dp_key))
@@ -61,5 +81,9 @@ class Sglang(EngineAdapter):
         if par.nodes == 1:
             return []
         port = runtime.port or self.rendezvous_port
-        return ["--node-rank", str(runtime.node_rank), "--dist-init-addr",
-                f"{runtime.leader}:{port}"]
+        return [
+            "--node-rank",
+            str(runtime.node_rank),
+            "--dist-init-addr",
+            f"{runtime.leader}:{port}",
+        ]

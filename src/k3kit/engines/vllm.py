@@ -26,9 +26,22 @@ class Vllm(EngineAdapter):
     rendezvous_port = 13345
     reserved: ClassVar[frozenset[str]] = frozenset(
         {
-            "model", "config", "host", "port", "download-dir", "revision", "load-format", "help",
-            "headless", "node-rank", "data-parallel-start-rank", "data-parallel-rank",
-            "data-parallel-address", "data-parallel-rpc-port", "master-addr", "master-port",
+            "model",
+            "config",
+            "host",
+            "port",
+            "download-dir",
+            "revision",
+            "load-format",
+            "help",
+            "headless",
+            "node-rank",
+            "data-parallel-start-rank",
+            "data-parallel-rank",
+            "data-parallel-address",
+            "data-parallel-rpc-port",
+            "master-addr",
+            "master-port",
         }
     )
     registry_for: ClassVar[dict[str, str]] = {
@@ -40,8 +53,17 @@ class Vllm(EngineAdapter):
     }
 
     def serve_argv(self, path: str, weights: Path, config: Path, host: str, port: int) -> list[str]:
-        return [path, "serve", str(weights), "--config", str(config), "--host", host,
-                "--port", str(port)]
+        return [
+            path,
+            "serve",
+            str(weights),
+            "--config",
+            str(config),
+            "--host",
+            host,
+            "--port",
+            str(port),
+        ]
 
     def _dp_form(self, par: Parallel) -> bool:
         return par.nodes > 1 and par.dp >= par.nodes and par.dp % par.nodes == 0
@@ -59,9 +81,21 @@ class Vllm(EngineAdapter):
         port = str(runtime.port or self.rendezvous_port)
         if self._dp_form(par):
             start = str(runtime.node_rank * par.dp_local)
-            argv = ["--data-parallel-address", runtime.leader, "--data-parallel-rpc-port", port,
-                    "--data-parallel-start-rank", start]
+            argv = [
+                "--data-parallel-address",
+                runtime.leader,
+                "--data-parallel-rpc-port",
+                port,
+                "--data-parallel-start-rank",
+                start,
+            ]
         else:
-            argv = ["--node-rank", str(runtime.node_rank), "--master-addr", runtime.leader,
-                    "--master-port", port]
+            argv = [
+                "--node-rank",
+                str(runtime.node_rank),
+                "--master-addr",
+                runtime.leader,
+                "--master-port",
+                port,
+            ]
         return [*argv, "--headless"] if runtime.node_rank > 0 else argv

@@ -58,8 +58,9 @@ def parse_evidence(
     if tool is not None:
         chosen = ADAPTERS.get(tool)
         if chosen is None:
-            raise error(f"{source}: no evidence adapter for {tool!r} ({', '.join(tools())})",
-                        code=code)
+            raise error(
+                f"{source}: no evidence adapter for {tool!r} ({', '.join(tools())})", code=code
+            )
     else:
         first = doc.records[0]
         found = [ADAPTERS[t] for t in tools() if ADAPTERS[t].detect(first)]
@@ -95,14 +96,28 @@ def _int(value: float | int | str | None) -> int | None:
 
 
 _DECIMALS = (
-    "burstiness", "request_throughput", "request_goodput", "output_throughput",
-    "total_token_throughput", "max_output_tokens_per_s", "spec_decode_acceptance_length",
-    "spec_decode_acceptance_rate", "mean_concurrency",
+    "burstiness",
+    "request_throughput",
+    "request_goodput",
+    "output_throughput",
+    "total_token_throughput",
+    "max_output_tokens_per_s",
+    "spec_decode_acceptance_length",
+    "spec_decode_acceptance_rate",
+    "mean_concurrency",
 )
 _INTS = (
-    "num_prompts", "max_concurrency", "completed", "failed", "total_input_tokens",
-    "total_output_tokens", "max_concurrent_requests", "spec_decode_num_drafts",
-    "spec_decode_draft_tokens", "spec_decode_accepted_tokens", "total_output_tokens_retokenized",
+    "num_prompts",
+    "max_concurrency",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "max_concurrent_requests",
+    "spec_decode_num_drafts",
+    "spec_decode_draft_tokens",
+    "spec_decode_accepted_tokens",
+    "total_output_tokens_retokenized",
 )
 
 

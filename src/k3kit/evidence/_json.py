@@ -93,9 +93,7 @@ def _lines(text: str) -> tuple[list[dict[str, Any]], bool]:
     return records, seen["inf"]
 
 
-def load_document(
-    data: bytes, *, source: str, error: type[K3kitError], code: str
-) -> Document:
+def load_document(data: bytes, *, source: str, error: type[K3kitError], code: str) -> Document:
     """Parse an evidence file into its records (see the module docstring for what is refused)."""
     if len(data) > MAX_EVIDENCE_BYTES:
         raise error(

@@ -67,13 +67,15 @@ def parse(doc: Document, record: int | None) -> RunData:
             if value is not None:
                 stats.setdefault(metric, {})[kind] = float(value) * scale
         pcts = dist.get("percentiles")
-        for key, value in (pcts.items() if isinstance(pcts, dict) else []):
+        for key, value in pcts.items() if isinstance(pcts, dict) else []:
             pct_kind = _pct_name(key)
             if pct_kind is not None and value is not None:
                 stats.setdefault(metric, {})[pct_kind] = float(r.number(key, value)) * scale
     values: dict[str, float | int | str | None] = {}
-    for name, key in (("requests_per_second", "request_throughput"),
-                      ("output_tokens_per_second", "output_throughput")):
+    for name, key in (
+        ("requests_per_second", "request_throughput"),
+        ("output_tokens_per_second", "output_throughput"),
+    ):
         dist = _success(metrics.get(name))
         if dist is not None and dist.get("mean") is not None:
             used.add(name)

@@ -47,6 +47,13 @@ def parse(doc: Document, record: int | None) -> RunData:
         notes.append("no per-request data (run without --output-details)")
     r.used.update(_IGNORED)
     return RunData(
-        doc.source, "sglang bench_serving", values, stats, requests, None, notes, r.unmapped(),
+        doc.source,
+        "sglang bench_serving",
+        values,
+        stats,
+        requests,
+        None,
+        notes,
+        r.unmapped(),
         index,
     )

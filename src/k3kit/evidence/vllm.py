@@ -57,9 +57,7 @@ _IGNORED = (
 
 
 def _detect(obj: dict[str, Any]) -> bool:
-    return any(k in obj for k in _SIGNS) or any(
-        _STAT_MS.match(k) or _STAT_S.match(k) for k in obj
-    )
+    return any(k in obj for k in _SIGNS) or any(_STAT_MS.match(k) or _STAT_S.match(k) for k in obj)
 
 
 def scalar_values(r: Reader, notes: list[str]) -> dict[str, float | int | str | None]:
@@ -151,7 +149,7 @@ def _requests(r: Reader, notes: list[str]) -> list[Request] | None:
 @adapter("vllm bench serve", _detect, priority=90)
 def parse(doc: Document, record: int | None) -> RunData:
     if doc.infinity:
-        raise doc.fail("Infinity is not valid JSON, and vLLM writes request_rate as \"inf\"")
+        raise doc.fail('Infinity is not valid JSON, and vLLM writes request_rate as "inf"')
     obj, index = doc.one(record)
     r = Reader(obj, doc.source, doc.error, doc.code)
     notes: list[str] = []
@@ -167,6 +165,13 @@ def parse(doc: Document, record: int | None) -> RunData:
     stats = stats_by_key(r, notes)
     r.used.update(_IGNORED)
     return RunData(
-        doc.source, "vllm bench serve", values, stats, requests, latencies, notes, r.unmapped(),
+        doc.source,
+        "vllm bench serve",
+        values,
+        stats,
+        requests,
+        latencies,
+        notes,
+        r.unmapped(),
         index,
     )

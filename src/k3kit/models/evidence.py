@@ -17,9 +17,7 @@ from pydantic import Field
 from k3kit.models._base import Frozen, Measured, NonNegInt
 
 EvidenceLevel = Literal["summary", "raw"]
-EvidenceTool = Literal[
-    "vllm bench serve", "sglang bench_serving", "llmperf", "aiperf", "guidellm"
-]
+EvidenceTool = Literal["vllm bench serve", "sglang bench_serving", "llmperf", "aiperf", "guidellm"]
 PercentileMethod = Literal[
     "numpy-linear", "nearest-rank", "lower", "higher", "nearest", "midpoint", "loadgen"
 ]

@@ -48,13 +48,19 @@ class PreflightReport:
         return all(c.status == "pass" for c in self.checks if c.required)
 
     def as_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "profile": self.profile, "topology": self.topology,
-                "source": self.source, "checks": [c.as_json() for c in self.checks]}
+        return {
+            "ok": self.ok,
+            "profile": self.profile,
+            "topology": self.topology,
+            "source": self.source,
+            "checks": [c.as_json() for c in self.checks],
+        }
 
 
 def _kit(kit_dir: Path) -> tuple[KitInfo, Manifest]:
-    data = read_bounded(kit_dir / "MANIFEST.json", MAX_DOC_BYTES, what="MANIFEST.json",
-                        code="KIT_INCOMPLETE")
+    data = read_bounded(
+        kit_dir / "MANIFEST.json", MAX_DOC_BYTES, what="MANIFEST.json", code="KIT_INCOMPLETE"
+    )
     info = read_kit_info(kit_dir, hashlib.sha256(data).hexdigest(), max_bytes=MAX_DOC_BYTES)
     manifest = Manifest.model_validate_json(data)
     return info, manifest
@@ -68,8 +74,10 @@ def _profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile:
         matches = [p for p in matches if p.nodes == 1] or matches
     if len(matches) != 1:
         have = ", ".join(sorted(f"{p.name}/{p.topology}" for p in info.profiles))
-        raise InputError(f"no single profile {profile!r} topology {topology!r} (kit has {have})",
-                         code="PROFILE_UNKNOWN")
+        raise InputError(
+            f"no single profile {profile!r} topology {topology!r} (kit has {have})",
+            code="PROFILE_UNKNOWN",
+        )
     return matches[0]
 
 
@@ -83,8 +91,9 @@ def read_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
         try:
             out[key] = json.loads(value, parse_float=float) if sep else None
         except ValueError:
-            raise VerificationError(f"{source}:{number}: not a line k3kit renders",
-                                    code="SERVE_CONFIG_MALFORMED") from None
+            raise VerificationError(
+                f"{source}:{number}: not a line k3kit renders", code="SERVE_CONFIG_MALFORMED"
+            ) from None
     return out
 
 

@@ -18,12 +18,16 @@ def budget_checks(req: Requirements, node: NodeFacts) -> list[Check]:
     gpus = node.gpus
     if not gpus or any(g.memory_total_bytes is None for g in gpus):
         why = node.why_unreadable or "no GPU memory total from the source"
-        return [Check("memory.weights", "not-checked", True, why=why),
-                Check("memory.kv_cache", "not-checked", True, why=why)]
+        return [
+            Check("memory.weights", "not-checked", True, why=why),
+            Check("memory.kv_cache", "not-checked", True, why=why),
+        ]
     if req.memory_fraction is None:
         why = "the engine sizes its memory share at start (no utilisation in the profile)"
-        return [Check("memory.weights", "not-checked", True, why=why),
-                Check("memory.kv_cache", "not-checked", False, why=why)]
+        return [
+            Check("memory.weights", "not-checked", True, why=why),
+            Check("memory.kv_cache", "not-checked", False, why=why),
+        ]
     total = min(g.memory_total_bytes or 0 for g in gpus)
     usable = total * req.memory_fraction
     per_gpu = req.weight_bytes / max(req.tp * req.pp, 1)
@@ -43,15 +47,26 @@ def _kv_check(req: Requirements, left: float) -> Check:
     unit = KV_BYTES.get(dtype or "")
     facts = (req.layers, req.kv_heads, req.head_dim, req.context_length)
     if None in facts or unit is None:
-        return Check("memory.kv_cache", "not-checked", False,
-                     why="needs layers, KV heads and head size from the weights' config.json "
-                     "(build --model-config) and a known KV dtype")
+        return Check(
+            "memory.kv_cache",
+            "not-checked",
+            False,
+            why="needs layers, KV heads and head size from the weights' config.json "
+            "(build --model-config) and a known KV dtype",
+        )
     layers, kv_heads, head_dim, context = (int(f or 0) for f in facts)
     heads_per_gpu = max(kv_heads / req.tp, 1.0)
     per_token = 2 * (layers / req.pp) * heads_per_gpu * head_dim * unit
     tokens = int(max(left, 0) / per_token)
     per_seq = tokens // req.concurrency if req.concurrency else tokens
-    actual = (f"{tokens} tokens of KV cache/GPU ({max(left, 0) / GIB:.2f} GiB / {per_token:.0f} "
-              f"bytes per token); {per_seq} per sequence at concurrency {req.concurrency}")
-    return Check("memory.kv_cache", "pass" if tokens >= context else "fail", True,
-                 f">= {context} tokens (one sequence at the profile's context length)", actual)
+    actual = (
+        f"{tokens} tokens of KV cache/GPU ({max(left, 0) / GIB:.2f} GiB / {per_token:.0f} "
+        f"bytes per token); {per_seq} per sequence at concurrency {req.concurrency}"
+    )
+    return Check(
+        "memory.kv_cache",
+        "pass" if tokens >= context else "fail",
+        True,
+        f">= {context} tokens (one sequence at the profile's context length)",
+        actual,
+    )

@@ -17,9 +17,19 @@ Status = Literal["pass", "fail", "not-checked"]
 GIB = 1024**3
 #: Share of the advertised memory a GPU must report (B300: 288 GB advertised, 275040 MiB seen).
 MEMORY_TOLERANCE = 0.95
-KV_BYTES = {"fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "nvfp4": 0.5, "float16": 2.0,
-            "bfloat16": 2.0, "float32": 4.0, "fp16": 2.0, "bf16": 2.0, "half": 2.0,
-            "float": 4.0}
+KV_BYTES = {
+    "fp8": 1.0,
+    "fp8_e4m3": 1.0,
+    "fp8_e5m2": 1.0,
+    "nvfp4": 0.5,
+    "float16": 2.0,
+    "bfloat16": 2.0,
+    "float32": 4.0,
+    "fp16": 2.0,
+    "bf16": 2.0,
+    "half": 2.0,
+    "float": 4.0,
+}
 
 
 @dataclass(frozen=True)
@@ -32,8 +42,14 @@ class Check:
     why: str = ""
 
     def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "required": self.required,
-                "expected": self.expected, "actual": self.actual, "why": self.why}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "required": self.required,
+            "expected": self.expected,
+            "actual": self.actual,
+            "why": self.why,
+        }
 
 
 @dataclass(frozen=True)
@@ -62,56 +78,113 @@ def _missing(name: str, why: str, required: bool = True) -> Check:
 
 
 def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
-    names = ["gpu.count", "gpu.model", "gpu.memory", "gpu.mig", "driver.cuda",
-             "gpu.compute_capability", "gpu.nvlink"]
+    names = [
+        "gpu.count",
+        "gpu.model",
+        "gpu.memory",
+        "gpu.mig",
+        "driver.cuda",
+        "gpu.compute_capability",
+        "gpu.nvlink",
+    ]
     if node.gpus is None:
         why = node.why_unreadable or "no GPU source"
         return [_missing(n, why, n not in ("gpu.compute_capability", "gpu.nvlink")) for n in names]
     gpus = node.gpus
     out = []
     count = len(gpus)
-    out.append(Check("gpu.count", "pass" if count == req.gpus_per_node else "fail", True,
-                     f"{req.gpus_per_node} GPU(s)", f"{count} GPU(s) ({node.source})"))
+    out.append(
+        Check(
+            "gpu.count",
+            "pass" if count == req.gpus_per_node else "fail",
+            True,
+            f"{req.gpus_per_node} GPU(s)",
+            f"{count} GPU(s) ({node.source})",
+        )
+    )
     wrong = sorted({g.name for g in gpus if not re.search(req.gpu_name_pattern, g.name)})
-    out.append(Check("gpu.model", "fail" if wrong or not gpus else "pass", True,
-                     f"name matching /{req.gpu_name_pattern}/",
-                     ", ".join(sorted({g.name for g in gpus})) or "none"))
+    out.append(
+        Check(
+            "gpu.model",
+            "fail" if wrong or not gpus else "pass",
+            True,
+            f"name matching /{req.gpu_name_pattern}/",
+            ", ".join(sorted({g.name for g in gpus})) or "none",
+        )
+    )
     totals = [g.memory_total_bytes for g in gpus]
     floor = int(req.gpu_memory_bytes * MEMORY_TOLERANCE)
     if not gpus or any(t is None for t in totals):
         out.append(_missing("gpu.memory", "the source lists no memory total for a GPU"))
     else:
         low = min(t for t in totals if t is not None)
-        out.append(Check("gpu.memory", "pass" if low >= floor else "fail", True,
-                         f">= {floor / GIB:.1f} GiB per GPU",
-                         f"{low / GIB:.1f} GiB (smallest)"))
+        out.append(
+            Check(
+                "gpu.memory",
+                "pass" if low >= floor else "fail",
+                True,
+                f">= {floor / GIB:.1f} GiB per GPU",
+                f"{low / GIB:.1f} GiB (smallest)",
+            )
+        )
     migs = [g.mig_enabled for g in gpus]
     if any(m is None for m in migs) or not gpus:
         out.append(_missing("gpu.mig", "the source does not report MIG mode"))
     else:
         on = [g.index for g in gpus if g.mig_enabled]
-        out.append(Check("gpu.mig", "fail" if on else "pass", True, "MIG disabled",
-                         f"enabled on GPU {on}" if on else "disabled"))
+        out.append(
+            Check(
+                "gpu.mig",
+                "fail" if on else "pass",
+                True,
+                "MIG disabled",
+                f"enabled on GPU {on}" if on else "disabled",
+            )
+        )
     out.append(_cuda_check(req, node))
     caps = [g.compute_capability for g in gpus]
     if not gpus or any(c is None for c in caps):
-        out.append(_missing("gpu.compute_capability",
-                            f"{node.source} does not report compute capability (NVML does)", False))
+        out.append(
+            _missing(
+                "gpu.compute_capability",
+                f"{node.source} does not report compute capability (NVML does)",
+                False,
+            )
+        )
     else:
         low_cc = min(caps, key=_version)  # type: ignore[arg-type]
         ok = _version(low_cc or "0.0") >= _version(req.min_compute_capability)
-        out.append(Check("gpu.compute_capability", "pass" if ok else "fail", True,
-                         f">= {req.min_compute_capability}", str(low_cc)))
+        out.append(
+            Check(
+                "gpu.compute_capability",
+                "pass" if ok else "fail",
+                True,
+                f">= {req.min_compute_capability}",
+                str(low_cc),
+            )
+        )
     links = [g.nvlink_active for g in gpus]
     if req.gpus_per_node == 1:
         out.append(Check("gpu.nvlink", "pass", False, "not needed for 1 GPU", "-"))
     elif any(n is None for n in links):
-        out.append(_missing("gpu.nvlink", f"{node.source} does not report NVLink state; "
-                            "check `nvidia-smi nvlink -s`", False))
+        out.append(
+            _missing(
+                "gpu.nvlink",
+                f"{node.source} does not report NVLink state; check `nvidia-smi nvlink -s`",
+                False,
+            )
+        )
     else:
         dead = [g.index for g in gpus if not g.nvlink_active]
-        out.append(Check("gpu.nvlink", "fail" if dead else "pass", False,
-                         "active NVLinks on every GPU", f"none on GPU {dead}" if dead else "ok"))
+        out.append(
+            Check(
+                "gpu.nvlink",
+                "fail" if dead else "pass",
+                False,
+                "active NVLinks on every GPU",
+                f"none on GPU {dead}" if dead else "ok",
+            )
+        )
     return out
 
 
@@ -125,9 +198,13 @@ def _cuda_check(req: Requirements, node: NodeFacts) -> Check:
     if node.cuda_driver_api is None:
         return _missing("driver.cuda", f"{node.source} does not report the CUDA driver API")
     ok = node.cuda_driver_api >= req.min_cuda_driver_api
-    return Check("driver.cuda", "pass" if ok else "fail", True,
-                 f"CUDA driver API >= {req.min_cuda_driver_api}",
-                 f"{node.cuda_driver_api} (driver {node.driver_version})")
+    return Check(
+        "driver.cuda",
+        "pass" if ok else "fail",
+        True,
+        f"CUDA driver API >= {req.min_cuda_driver_api}",
+        f"{node.cuda_driver_api} (driver {node.driver_version})",
+    )
 
 
 def os_checks(req: Requirements, osf: OsFacts) -> list[Check]:
@@ -135,21 +212,41 @@ def os_checks(req: Requirements, osf: OsFacts) -> list[Check]:
     if osf.shm_bytes is None:
         out.append(_missing("os.shm", osf.unreadable.get("shm", "not read")))
     else:
-        out.append(Check("os.shm", "pass" if osf.shm_bytes >= req.min_shm_bytes else "fail", True,
-                         f">= {req.min_shm_bytes / GIB:.0f} GiB", f"{osf.shm_bytes / GIB:.1f} GiB"))
+        out.append(
+            Check(
+                "os.shm",
+                "pass" if osf.shm_bytes >= req.min_shm_bytes else "fail",
+                True,
+                f">= {req.min_shm_bytes / GIB:.0f} GiB",
+                f"{osf.shm_bytes / GIB:.1f} GiB",
+            )
+        )
     if osf.memlock_bytes is None:
         out.append(_missing("os.memlock", "not read", False))
     else:
         unlimited = osf.memlock_bytes < 0
-        out.append(Check("os.memlock", "pass" if unlimited else "fail", False, "unlimited (RDMA)",
-                         "unlimited" if unlimited else f"{osf.memlock_bytes} bytes"))
+        out.append(
+            Check(
+                "os.memlock",
+                "pass" if unlimited else "fail",
+                False,
+                "unlimited (RDMA)",
+                "unlimited" if unlimited else f"{osf.memlock_bytes} bytes",
+            )
+        )
     if osf.disk_free_bytes is None:
         why = osf.unreadable.get("disk", "no weights folder given (--weights)")
         out.append(_missing("os.disk", why, False))
     else:
         # The weights are in place already when verified; what must fit is caches and JIT.
         need = 20 * GIB
-        out.append(Check("os.disk", "pass" if osf.disk_free_bytes >= need else "fail", False,
-                         f">= {need // GIB} GiB free at {osf.disk_path}",
-                         f"{osf.disk_free_bytes / GIB:.1f} GiB"))
+        out.append(
+            Check(
+                "os.disk",
+                "pass" if osf.disk_free_bytes >= need else "fail",
+                False,
+                f">= {need // GIB} GiB free at {osf.disk_path}",
+                f"{osf.disk_free_bytes / GIB:.1f} GiB",
+            )
+        )
     return out

@@ -145,8 +145,15 @@ def _read_nvml(nvml: Any) -> NodeFacts:
                 break
         name = nvml.nvmlDeviceGetName(h)
         gpus.append(
-            GpuFacts(i, name.decode() if isinstance(name, bytes) else str(name), int(mem.total),
-                     int(mem.used), f"{major}.{minor}", mig, active)
+            GpuFacts(
+                i,
+                name.decode() if isinstance(name, bytes) else str(name),
+                int(mem.total),
+                int(mem.used),
+                f"{major}.{minor}",
+                mig,
+                active,
+            )
         )
     driver = nvml.nvmlSystemGetDriverVersion()
     return NodeFacts(
@@ -203,5 +210,9 @@ def os_facts_from_json(doc: dict[str, Any]) -> OsFacts:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     path = doc.get("disk_path")
-    return OsFacts(num("shm_bytes"), num("memlock_bytes"), num("disk_free_bytes"),
-                   path if isinstance(path, str) else None)
+    return OsFacts(
+        num("shm_bytes"),
+        num("memlock_bytes"),
+        num("disk_free_bytes"),
+        path if isinstance(path, str) else None,
+    )

@@ -16,8 +16,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def nvsmi(name: str, count: int, mib: int, driver: str, cuda: str, *, mig: str = "Disabled",
-          arch: str = "Blackwell") -> str:
+def nvsmi(
+    name: str,
+    count: int,
+    mib: int,
+    driver: str,
+    cuda: str,
+    *,
+    mig: str = "Disabled",
+    arch: str = "Blackwell",
+) -> str:
     gpus = []
     for i in range(count):
         gpus.append(f"""\t<gpu id="00000000:{0x18 + 0x10 * i:02X}:00.0">
@@ -54,15 +62,24 @@ def nvsmi(name: str, count: int, mib: int, driver: str, cuda: str, *, mig: str =
 FIXTURES = {
     "b300x8.synthetic.xml": nvsmi("NVIDIA B300 SXM6 AC", 8, 275040, "580.95.05", "13.0"),
     "h200x1.synthetic.xml": nvsmi("NVIDIA H200", 1, 143771, "580.95.05", "13.0", arch="Hopper"),
-    "b300x8-mig.synthetic.xml": nvsmi("NVIDIA B300 SXM6 AC", 8, 275040, "580.95.05", "13.0",
-                                      mig="Enabled"),
+    "b300x8-mig.synthetic.xml": nvsmi(
+        "NVIDIA B300 SXM6 AC", 8, 275040, "580.95.05", "13.0", mig="Enabled"
+    ),
     "b300x8-cuda12.synthetic.xml": nvsmi("NVIDIA B300 SXM6 AC", 8, 275040, "570.86.10", "12.8"),
 }
 OS = {
-    "node-os.synthetic.json": {"shm_bytes": 64 * 1024**3, "memlock_bytes": -1,
-                               "disk_free_bytes": 4 * 10**12, "disk_path": "/srv/models"},
-    "node-os-small-shm.synthetic.json": {"shm_bytes": 64 * 1024**2, "memlock_bytes": 65536,
-                                         "disk_free_bytes": 4 * 10**12, "disk_path": "/srv"},
+    "node-os.synthetic.json": {
+        "shm_bytes": 64 * 1024**3,
+        "memlock_bytes": -1,
+        "disk_free_bytes": 4 * 10**12,
+        "disk_path": "/srv/models",
+    },
+    "node-os-small-shm.synthetic.json": {
+        "shm_bytes": 64 * 1024**2,
+        "memlock_bytes": 65536,
+        "disk_free_bytes": 4 * 10**12,
+        "disk_path": "/srv",
+    },
 }
 
 if __name__ == "__main__":

@@ -1,0 +1,397 @@
+"""The registry of every error and problem code k3kit reports, one ``StrEnum`` per area.
+
+Scripts branch on these codes (``{"error": {"code": ...}}`` in ``--json`` output, a check's
+``code``, a problem's ``code``), so each is a stable name with one meaning and ONE exit code:
+:class:`k3kit.errors.K3kitError` takes its exit code from the registered member, so the same code
+can never exit 1 in one verb and 3 in another. Members are ``str`` (``StrEnum``): comparing with
+the plain string keeps working. ``docs/error-codes.md`` is generated from this module and a test
+fails when a ``code="..."`` literal anywhere in ``src/`` is not registered here.
+
+Areas follow who reads the code: archive, kit, receipt, trust, weights, hub/pull, input,
+environment, audit, and the CLI's own.
+"""
+
+from __future__ import annotations
+
+import enum
+
+# Exit codes as plain ints: this module sits below k3kit.errors (which imports it).
+# Short private names so that a member called BAD_INPUT or ENVIRONMENT cannot shadow them.
+_FAIL, _USAGE, _INPUT, _ENV, _BUG = 1, 2, 3, 4, 70
+
+
+class ErrorCode(enum.StrEnum):
+    """A registered code: its string value, its exit code and a one-line description."""
+
+    _value_: str
+    exit: int
+    description: str
+
+    def __new__(cls, value: str, exit: int, description: str) -> ErrorCode:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.exit = exit
+        member.description = description
+        return member
+
+
+class ArchiveCode(ErrorCode):
+    """The strict archive reader (``k3kit.archive``)."""
+
+    ARCHIVE_FORMAT = "ARCHIVE_FORMAT", _FAIL, "not a well-formed single-member gzip tar"
+    ARCHIVE_MEMBER_UNSAFE = (
+        "ARCHIVE_MEMBER_UNSAFE",
+        _FAIL,
+        "a member is a link, device, duplicate, collision or escapes the folder",
+    )
+    ARCHIVE_NAME_ENCODING = (
+        "ARCHIVE_NAME_ENCODING",
+        _FAIL,
+        "a member name is not printable UTF-8",
+    )
+    ARCHIVE_TOO_LARGE = "ARCHIVE_TOO_LARGE", _FAIL, "over a size or member-count cap"
+
+
+class KitCode(ErrorCode):
+    """A kit directory and its documents (manifest, kit.json), build and install."""
+
+    KIT_CHANGED = "KIT_CHANGED", _FAIL, "the kit changed between verify and use"
+    KIT_FILES_DIFFER = "KIT_FILES_DIFFER", _FAIL, "the kit departs from its manifest"
+    KIT_FILE_CHANGED = "KIT_FILE_CHANGED", _FAIL, "a listed file's size or sha256 differs"
+    KIT_FILE_EXTRA = "KIT_FILE_EXTRA", _FAIL, "a file or folder not in MANIFEST.json"
+    KIT_FILE_MISSING = "KIT_FILE_MISSING", _FAIL, "a file MANIFEST.json lists is absent"
+    KIT_INCOMPLETE = "KIT_INCOMPLETE", _INPUT, "a kit document the verb needs is missing"
+    KIT_INFO_MALFORMED = "KIT_INFO_MALFORMED", _FAIL, "kit.json is malformed"
+    KIT_LOCK_MISMATCH = "KIT_LOCK_MISMATCH", _FAIL, "kit.json names another lock"
+    KIT_NAME = "KIT_NAME", _FAIL, "the kit's name is not usable as a folder name"
+    KIT_NOT_FOUND = "KIT_NOT_FOUND", _INPUT, "the kit path given does not exist"
+    KIT_NOT_RECOGNISED = "KIT_NOT_RECOGNISED", _INPUT, "neither a kit folder nor an archive"
+    KIT_NOT_REGULAR = "KIT_NOT_REGULAR", _FAIL, "a kit holds something not a regular file"
+    KIT_NOT_VERIFIED = "KIT_NOT_VERIFIED", _FAIL, "the kit did not verify"
+    KIT_PATH_UNSAFE = "KIT_PATH_UNSAFE", _FAIL, "a kit path the path policy refuses"
+    KIT_SOURCE_NOT_REGULAR = (
+        "KIT_SOURCE_NOT_REGULAR",
+        _INPUT,
+        "the folder to build or pack holds a link or special file",
+    )
+    KIT_SOURCE_PATH_UNSAFE = (
+        "KIT_SOURCE_PATH_UNSAFE",
+        _INPUT,
+        "the folder to build holds a path the path policy refuses",
+    )
+    KIT_SPECIAL_FILE = "KIT_SPECIAL_FILE", _FAIL, "a FIFO, socket or device in the kit"
+    KIT_SYMLINK = "KIT_SYMLINK", _FAIL, "a symlink in the kit"
+    KIT_UNREADABLE = "KIT_UNREADABLE", _FAIL, "a kit file cannot be read"
+    ENGINE_ENV_MALFORMED = "ENGINE_ENV_MALFORMED", _FAIL, "a kit's engine.env is malformed"
+    ENGINE_NO_LAUNCHER = "ENGINE_NO_LAUNCHER", _FAIL, "no launcher for the kit's engine"
+    ENGINE_VERSION_MISMATCH = "ENGINE_VERSION_MISMATCH", _FAIL, "not the pinned engine"
+    MANIFEST_MALFORMED = "MANIFEST_MALFORMED", _FAIL, "MANIFEST.json is malformed"
+    EVIDENCE_FILE_CHANGED = (
+        "EVIDENCE_FILE_CHANGED",
+        _FAIL,
+        "an evidence file's size or sha256 differs from the receipt's",
+    )
+    EVIDENCE_FILE_EXTRA = "EVIDENCE_FILE_EXTRA", _FAIL, "evidence not listed in the receipt"
+    EVIDENCE_FILE_MISSING = "EVIDENCE_FILE_MISSING", _FAIL, "listed evidence is absent"
+    INSTALL_CONFLICT = "INSTALL_CONFLICT", _FAIL, "another kit is installed there"
+    INSTALL_DIR_INVALID = "INSTALL_DIR_INVALID", _INPUT, "the install folder is not usable"
+    PACK_NOT_A_KIT = "PACK_NOT_A_KIT", _INPUT, "the folder to pack is not a kit"
+    PACK_OPTIONS = "PACK_OPTIONS", _INPUT, "pack options exclude each other"
+    PACK_SIGNED_NAME = "PACK_SIGNED_NAME", _INPUT, "a signed archive needs a plain name"
+    PACK_UNSIGNED_HAS_RECEIPT = (
+        "PACK_UNSIGNED_HAS_RECEIPT",
+        _INPUT,
+        "--unsigned given for a kit that has a receipt",
+    )
+    PACK_UNSIGNED_NAME = "PACK_UNSIGNED_NAME", _INPUT, "an unsigned archive must say so"
+    OUTPUT_NOT_A_KIT = "OUTPUT_NOT_A_KIT", _INPUT, "--force would replace a non-kit folder"
+    VERIFICATION_FAILED = "VERIFICATION_FAILED", _FAIL, "a check failed (generic)"
+    NOT_VERIFIED = "NOT_VERIFIED", _FAIL, "a verdict was not a pass"
+
+
+class ReceiptCode(ErrorCode):
+    """The signed receipt: DSSE envelope, Statement, subjects."""
+
+    RECEIPT_KIT_MISMATCH = "RECEIPT_KIT_MISMATCH", _FAIL, "kit checksum != kit subject"
+    RECEIPT_MALFORMED = "RECEIPT_MALFORMED", _FAIL, "the envelope or Statement is malformed"
+    RECEIPT_MISSING = "RECEIPT_MISSING", _FAIL, "no readable receipt.dsse.json"
+    RECEIPT_TOO_LARGE = "RECEIPT_TOO_LARGE", _FAIL, "the receipt is over the 1 MiB cap"
+    RECEIPT_WOULD_BE_TOO_LARGE = (
+        "RECEIPT_WOULD_BE_TOO_LARGE",
+        _INPUT,
+        "sign refuses to write a receipt no verifier will read",
+    )
+    RECEIPT_UNTRUSTED_KEY = "RECEIPT_UNTRUSTED_KEY", _FAIL, "no trusted key signed it"
+    RECEIPT_WRONG_TYPE = "RECEIPT_WRONG_TYPE", _FAIL, "wrong payloadType or predicateType"
+    RECEIPT_WEIGHTS_MISMATCH = (
+        "RECEIPT_WEIGHTS_MISMATCH",
+        _FAIL,
+        "weight checksum != weights subject",
+    )
+    RECEIPT_KEY_OUTSIDE_VALIDITY = (
+        "RECEIPT_KEY_OUTSIDE_VALIDITY",
+        _FAIL,
+        "signed outside the key's validity window",
+    )
+    RECEIPT_KEY_REVOKED = "RECEIPT_KEY_REVOKED", _FAIL, "signed by a revoked key"
+    RECEIPT_THRESHOLD_NOT_MET = (
+        "RECEIPT_THRESHOLD_NOT_MET",
+        _FAIL,
+        "fewer distinct trusted signatures than the threshold",
+    )
+    SIGN_KIT_CHANGED = "SIGN_KIT_CHANGED", _INPUT, "sign refuses a kit that left its manifest"
+    ALREADY_SIGNED = "ALREADY_SIGNED", _INPUT, "the kit already has a receipt"
+    CLAIMS_KIT_MISMATCH = "CLAIMS_KIT_MISMATCH", _INPUT, "the claims describe another kit"
+    EVIDENCE_LEVEL_MISMATCH = (
+        "EVIDENCE_LEVEL_MISMATCH",
+        _INPUT,
+        "the claims' evidence level disagrees with the files",
+    )
+    EVIDENCE_MALFORMED = "EVIDENCE_MALFORMED", _INPUT, "a benchmark result file is malformed"
+    EVIDENCE_MISSING = "EVIDENCE_MISSING", _INPUT, "a benchmark result file named is absent"
+    JSON_MALFORMED = "JSON_MALFORMED", _FAIL, "not strict JSON"
+    JSON_NOT_CANONICAL = "JSON_NOT_CANONICAL", _FAIL, "signed JSON not in RFC 8785 form"
+
+
+class TrustCode(ErrorCode):
+    """Trusted keys, the root of trust, rollback state."""
+
+    TRUST_EMPTY = "TRUST_EMPTY", _INPUT, "no trusted key was given"
+    TRUST_DUPLICATE_KEY = "TRUST_DUPLICATE_KEY", _INPUT, "the same key was given twice"
+    TRUST_NEEDS_KIT = "TRUST_NEEDS_KIT", _INPUT, "--trust needs a kit, not a bare lock"
+    ROOT_CHAIN_GAP = "ROOT_CHAIN_GAP", _FAIL, "a root version is missing from the chain"
+    ROOT_CHAIN_MALFORMED = "ROOT_CHAIN_MALFORMED", _FAIL, "root/ holds a bad entry"
+    ROOT_EXPIRED = "ROOT_EXPIRED", _FAIL, "the newest root has expired"
+    ROOT_INVALID = "ROOT_INVALID", _INPUT, "a root edit or root file given is invalid"
+    ROOT_MALFORMED = "ROOT_MALFORMED", _FAIL, "a root document is malformed"
+    ROOT_UNTRUSTED = "ROOT_UNTRUSTED", _FAIL, "a root is not signed by its threshold"
+    ROOT_UNTRUSTED_KEY = "ROOT_UNTRUSTED_KEY", _FAIL, "no trusted key signed a root"
+    ROOT_VERSION = "ROOT_VERSION", _FAIL, "a root's version is not the expected one"
+    ROOT_WRONG_TYPE = "ROOT_WRONG_TYPE", _FAIL, "a root has the wrong payload type"
+    ROLLBACK = "ROLLBACK", _FAIL, "the sequence is below one this node accepted"
+    EQUIVOCATION = "EQUIVOCATION", _FAIL, "same sequence, different kit"
+    ROLLBACK_STATE_INVALID = "ROLLBACK_STATE_INVALID", _FAIL, "the state file is corrupt"
+    ROLLBACK_STATE_UNAVAILABLE = (
+        "ROLLBACK_STATE_UNAVAILABLE",
+        _ENV,
+        "the rollback state folder is absent or cannot be opened",
+    )
+    ROLLBACK_STATE_NOT_GIVEN = (
+        "ROLLBACK_STATE_NOT_GIVEN",
+        _FAIL,
+        "a root promises rollback protection and no state folder was given (fails closed)",
+    )
+    SSHSIG_INVALID = "SSHSIG_INVALID", _FAIL, "an SSH signature does not verify"
+    STATE_DIR_MISSING = "STATE_DIR_MISSING", _INPUT, "--root needs a state folder"
+
+
+class WeightsCode(ErrorCode):
+    """A weights folder against its lock (``k3kit.weights``, ``k3kit.layouts``)."""
+
+    WEIGHTS_AMBIGUOUS = "WEIGHTS_AMBIGUOUS", _FAIL, "the folder has more than one meaning"
+    WEIGHTS_BAD_NAME = "WEIGHTS_BAD_NAME", _FAIL, "a file name is not printable UTF-8"
+    WEIGHTS_DIFFER = "WEIGHTS_DIFFER", _FAIL, "the weights depart from the lock"
+    WEIGHTS_DIGEST_MISMATCH = "WEIGHTS_DIGEST_MISMATCH", _FAIL, "a file's digest differs"
+    WEIGHTS_EMPTY = "WEIGHTS_EMPTY", _FAIL, "the lock lists no file"
+    WEIGHTS_FILE_EXTRA = "WEIGHTS_FILE_EXTRA", _FAIL, "a file not in the lock"
+    WEIGHTS_FILE_MISSING = "WEIGHTS_FILE_MISSING", _FAIL, "a locked file is absent"
+    WEIGHTS_MISSING_SNAPSHOT = "WEIGHTS_MISSING_SNAPSHOT", _FAIL, "no snapshot for the commit"
+    WEIGHTS_NOT_FOUND = "WEIGHTS_NOT_FOUND", _FAIL, "the weights folder does not exist"
+    WEIGHTS_NOT_GIVEN = "WEIGHTS_NOT_GIVEN", _INPUT, "no weights folder was given"
+    WEIGHTS_NOT_REGULAR = "WEIGHTS_NOT_REGULAR", _FAIL, "not a regular file"
+    WEIGHTS_NO_BLAKE3 = "WEIGHTS_NO_BLAKE3", _FAIL, "blake3 asked for, the lock has none"
+    WEIGHTS_ROOT_NOT_REAL = "WEIGHTS_ROOT_NOT_REAL", _FAIL, "the folder moved after hashing"
+    WEIGHTS_SIZE_MISMATCH = "WEIGHTS_SIZE_MISMATCH", _FAIL, "a file is larger than locked"
+    WEIGHTS_SYMLINK_CHAIN = "WEIGHTS_SYMLINK_CHAIN", _FAIL, "a link resolves via another"
+    WEIGHTS_SYMLINK_ESCAPE = "WEIGHTS_SYMLINK_ESCAPE", _FAIL, "a link leaves the repo blobs"
+    WEIGHTS_TRUNCATED = "WEIGHTS_TRUNCATED", _FAIL, "a file is smaller than locked"
+    WEIGHTS_WALK_FAILED = "WEIGHTS_WALK_FAILED", _FAIL, "a folder entry cannot be read"
+    WEIGHTS_WRONG_REPO = "WEIGHTS_WRONG_REPO", _FAIL, "the cache holds another repo"
+    WEIGHTS_WRONG_REVISION = "WEIGHTS_WRONG_REVISION", _FAIL, "the snapshot is not the pin"
+    LOCK_MALFORMED = "LOCK_MALFORMED", _INPUT, "weights.lock.json is malformed"
+    LOCK_MISSING = "LOCK_MISSING", _INPUT, "no weights lock where one was named"
+    LOCK_NOT_CANONICAL = "LOCK_NOT_CANONICAL", _INPUT, "a lock given is not in RFC 8785 form"
+    LOCK_REPO_MISMATCH = "LOCK_REPO_MISMATCH", _INPUT, "the lock pins another repo"
+    HASH_LOCAL_FILE_SET = "HASH_LOCAL_FILE_SET", _INPUT, "the local folder's file set differs"
+    HASH_LOCAL_MISMATCH = "HASH_LOCAL_MISMATCH", _FAIL, "local bytes != hub's sha256"
+    # Per-file outcomes of k3kit.hashpool, mapped to WEIGHTS_* by its callers.
+    TRUNCATED = "TRUNCATED", _FAIL, "hash pool: fewer bytes read than locked"
+    DIGEST_MISMATCH = "DIGEST_MISMATCH", _FAIL, "hash pool: digest differs"
+    NOT_REGULAR = "NOT_REGULAR", _FAIL, "hash pool: not a regular file"
+    UNREADABLE = "UNREADABLE", _FAIL, "hash pool: cannot be read"
+
+
+class HubCode(ErrorCode):
+    """Pinning from and pulling from the Hugging Face Hub."""
+
+    HUB_AUTH = "HUB_AUTH", _ENV, "the hub refused the token (401/403)"
+    HUB_BAD_ANSWER = "HUB_BAD_ANSWER", _ENV, "the hub answered something unusable"
+    HUB_DOWNLOAD_FAILED = "HUB_DOWNLOAD_FAILED", _ENV, "a download failed"
+    HUB_FILE_NOT_FOUND = "HUB_FILE_NOT_FOUND", _ENV, "the file is not at that revision"
+    HUB_HTTP_ERROR = "HUB_HTTP_ERROR", _ENV, "another HTTP error"
+    HUB_NOT_FOUND = "HUB_NOT_FOUND", _ENV, "404 from the hub"
+    HUB_OVERSIZED = "HUB_OVERSIZED", _FAIL, "the hub sent more bytes than locked"
+    HUB_RATE_LIMITED = "HUB_RATE_LIMITED", _ENV, "429 from the hub"
+    HUB_REPO_NOT_FOUND = "HUB_REPO_NOT_FOUND", _ENV, "no such repo (or no access)"
+    HUB_REVISION_NOT_FOUND = "HUB_REVISION_NOT_FOUND", _ENV, "no such revision"
+    HUB_SIZE_MISMATCH = "HUB_SIZE_MISMATCH", _FAIL, "downloaded size != locked size"
+    HUB_TIMEOUT = "HUB_TIMEOUT", _ENV, "the hub did not answer in time"
+    HUB_UNAVAILABLE = "HUB_UNAVAILABLE", _ENV, "5xx from the hub"
+    HUB_UNREACHABLE = "HUB_UNREACHABLE", _ENV, "no connection to the hub"
+    LOCAL_IO_ERROR = "LOCAL_IO_ERROR", _ENV, "a local write failed during a download"
+    DIR_UNUSABLE = "DIR_UNUSABLE", _ENV, "the pull folder cannot be used"
+    PULL_LINK_PLANTED = "PULL_LINK_PLANTED", _FAIL, "a link was planted in the folder"
+    PULL_NOT_VERIFIED = "PULL_NOT_VERIFIED", _FAIL, "pulled bytes did not verify"
+    PULL_PATH_BLOCKED = "PULL_PATH_BLOCKED", _FAIL, "something blocks a lock path"
+    PULL_QUARANTINE_FAILED = "PULL_QUARANTINE_FAILED", _ENV, "cannot move aside a bad file"
+    PULL_QUARANTINE_UNSAFE = "PULL_QUARANTINE_UNSAFE", _ENV, "the quarantine is unsafe"
+    PULL_STOPPED = "PULL_STOPPED", _ENV, "stopped after another file's failure"
+
+
+class InputCode(ErrorCode):
+    """Bad input from the caller (exit 3): definitions, options, refused overwrites."""
+
+    BAD_INPUT = "BAD_INPUT", _INPUT, "malformed input (generic)"
+    BAD_ENDPOINT = "BAD_ENDPOINT", _INPUT, "HF_ENDPOINT is not a usable URL"
+    BAD_REPO_ID = "BAD_REPO_ID", _INPUT, "not a hub repo id"
+    ENGINE_SETTING_INVALID = "ENGINE_SETTING_INVALID", _INPUT, "a flag the engine refuses"
+    ENGINE_UNKNOWN = "ENGINE_UNKNOWN", _INPUT, "no flag snapshot for the engine"
+    ENV_VALUE = "ENV_VALUE", _INPUT, "a value that cannot be written to an env file"
+    INPUT_MISSING = "INPUT_MISSING", _INPUT, "an input file is absent"
+    NOTHING_TO_PIN = "NOTHING_TO_PIN", _INPUT, "the selection matches no file"
+    OUTPUT_EXISTS = "OUTPUT_EXISTS", _INPUT, "the output exists and --force was not given"
+    PASSPHRASE_MISSING = "PASSPHRASE_MISSING", _INPUT, "the key needs a passphrase"
+    PATH_REFUSED = "PATH_REFUSED", _INPUT, "a path the path policy refuses"
+    PATTERN_MATCHES_NOTHING = "PATTERN_MATCHES_NOTHING", _INPUT, "an --include matches nothing"
+    PROFILE_UNKNOWN = "PROFILE_UNKNOWN", _INPUT, "no such profile in the kit"
+    REPO_MISMATCH = "REPO_MISMATCH", _INPUT, "the repo differs from the definition's"
+    REVISION_MISMATCH = "REVISION_MISMATCH", _INPUT, "the revision differs from the definition's"
+    REVISION_NOT_COMMIT = "REVISION_NOT_COMMIT", _INPUT, "not a 40-hex commit"
+    SITE_INVALID = "SITE_INVALID", _INPUT, "the site env file is invalid"
+    TEMPLATE_ERROR = "TEMPLATE_ERROR", _INPUT, "a template failed to render"
+    TOKEN_ENV_EMPTY = "TOKEN_ENV_EMPTY", _INPUT, "the token variable is empty"
+    TOKEN_OVER_HTTP = "TOKEN_OVER_HTTP", _INPUT, "a token would go over plain HTTP"
+    TOPOLOGY_UNKNOWN = "TOPOLOGY_UNKNOWN", _INPUT, "no such topology in the profile"
+
+
+class EnvironmentCode(ErrorCode):
+    """The machine got in the way (exit 4): files, keys, engines, I/O."""
+
+    ENVIRONMENT = "ENVIRONMENT", _ENV, "environment problem (generic)"
+    ENGINE_NOT_FOUND = "ENGINE_NOT_FOUND", _ENV, "the engine executable is not installed"
+    INSTALL_INCOMPLETE = "INSTALL_INCOMPLETE", _ENV, "k3kit's own files are missing"
+    IO_ERROR = "IO_ERROR", _ENV, "an OSError reached the CLI"
+    KEY_PASSPHRASE = "KEY_PASSPHRASE", _ENV, "wrong passphrase for the key"
+    KEY_TOO_PERMISSIVE = "KEY_TOO_PERMISSIVE", _ENV, "the private key file is readable"
+    KEY_UNREADABLE = "KEY_UNREADABLE", _ENV, "the key file cannot be read"
+    KEY_UNSUPPORTED = "KEY_UNSUPPORTED", _ENV, "not an Ed25519 key"
+    RUNTIME_DIR_UNSAFE = "RUNTIME_DIR_UNSAFE", _ENV, "the runtime folder is unsafe"
+
+
+class AuditCode(ErrorCode):
+    """``k3kit audit`` (its findings carry rule ids, not these codes)."""
+
+    AUDIT_TARGET_NOT_FOUND = "AUDIT_TARGET_NOT_FOUND", _INPUT, "nothing to audit at that path"
+    AUDIT_UNREADABLE = "AUDIT_UNREADABLE", _FAIL, "a file audit hashes cannot be read"
+
+
+class DeployCode(ErrorCode):
+    """Deploy files, site values, multi-node runtime values and the node check."""
+
+    MODEL_CONFIG_MISMATCH = (
+        "MODEL_CONFIG_MISMATCH",
+        _INPUT,
+        "the package's model facts disagree with the locked config.json",
+    )
+    MODEL_CONFIG_NOT_LOCKED = (
+        "MODEL_CONFIG_NOT_LOCKED",
+        _INPUT,
+        "the config.json given is not the one the lock pins",
+    )
+    RUNTIME_NOT_MULTI_NODE = (
+        "RUNTIME_NOT_MULTI_NODE",
+        _INPUT,
+        "node rank and leader were given for a single-node topology",
+    )
+    RUNTIME_VALUES_INVALID = "RUNTIME_VALUES_INVALID", _INPUT, "a node rank or leader is unusable"
+    RUNTIME_VALUES_MISSING = (
+        "RUNTIME_VALUES_MISSING",
+        _INPUT,
+        "a multi-node launch needs both --node-rank and --leader",
+    )
+    SERVE_CONFIG_MALFORMED = (
+        "SERVE_CONFIG_MALFORMED",
+        _FAIL,
+        "the signed serve configuration cannot be read",
+    )
+    SITE_LOCKED_VALUE = (
+        "SITE_LOCKED_VALUE",
+        _INPUT,
+        "a site file tries to set a value the kit locks",
+    )
+
+
+class AcceptCode(ErrorCode):
+    """The buyer's acceptance test (``k3kit accept``)."""
+
+    ACCEPTANCE_INTERNAL = (
+        "ACCEPTANCE_INTERNAL",
+        _INPUT,
+        "the acceptance report could not be assembled from the measured runs",
+    )
+    BAD_POINTS = "BAD_POINTS", _INPUT, "--points is not a list of concurrencies"
+    BAD_URL = "BAD_URL", _INPUT, "--url is not an http(s) URL of a server"
+    KIT_NOT_A_DIRECTORY = "KIT_NOT_A_DIRECTORY", _INPUT, "accept needs an installed kit folder"
+    NO_POINTS = "NO_POINTS", _INPUT, "the receipt has no closed-loop runs to reproduce"
+    PROFILE_REQUIRED = "PROFILE_REQUIRED", _INPUT, "the kit has several profiles: pass --profile"
+    PROMPT_LENGTH = "PROMPT_LENGTH", _INPUT, "a prompt of the signed length cannot be built"
+    TOKENIZER_CHANGED = (
+        "TOKENIZER_CHANGED",
+        _FAIL,
+        "tokenizer.json changed after the weights were verified",
+    )
+    TOKENIZER_MISSING = "TOKENIZER_MISSING", _INPUT, "the weights carry no tokenizer.json"
+    TOKENIZER_UNUSABLE = "TOKENIZER_UNUSABLE", _INPUT, "tokenizer.json cannot be loaded"
+
+
+class CardCode(ErrorCode):
+    """``show``, ``card`` and ``release-notes``."""
+
+    BAD_GPU_HOUR_PRICE = "BAD_GPU_HOUR_PRICE", _INPUT, "--gpu-hour-usd is not a positive price"
+    KIT_SETTINGS_MALFORMED = (
+        "KIT_SETTINGS_MALFORMED",
+        _FAIL,
+        "a verified profile file cannot be read for the card",
+    )
+
+
+class CliCode(ErrorCode):
+    """Codes only the CLI's error mapping emits."""
+
+    K3KIT_ERROR = "K3KIT_ERROR", _BUG, "an error without a code (a bug)"
+    INTERNAL_ERROR = "INTERNAL_ERROR", _BUG, "an unexpected exception (a bug)"
+    CLICK_ERROR = "CLICK_ERROR", _USAGE, "a usage error found by click"
+
+
+AREAS: tuple[type[ErrorCode], ...] = (
+    ArchiveCode,
+    KitCode,
+    ReceiptCode,
+    TrustCode,
+    WeightsCode,
+    HubCode,
+    InputCode,
+    EnvironmentCode,
+    AuditCode,
+    DeployCode,
+    AcceptCode,
+    CardCode,
+    CliCode,
+)
+
+REGISTRY: dict[str, ErrorCode] = {m.value: m for area in AREAS for m in area}
+
+
+def lookup(code: str) -> ErrorCode | None:
+    """The registered member for ``code`` (a member or its plain string), or None."""
+    return REGISTRY.get(str(code))

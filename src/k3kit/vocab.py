@@ -1,0 +1,67 @@
+"""The shared vocabulary of k3kit's results: check status, audit severity, one problem record,
+one report protocol.
+
+Before this module the same ideas had four problem shapes (a manifest ``Difference``, a
+``WeightsProblem``, verify's ``{"code", "path", "detail"}`` dicts, pull's errors) and status words
+spelled as bare strings in each module; a typo there was a silent "not passed". The enums are
+``StrEnum`` so the JSON output and every ``== "passed"`` comparison stay as they were.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+
+class CheckStatus(enum.StrEnum):
+    """The outcome of one verification check; a check that could not run is NOT_CHECKED."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_CHECKED = "not checked"
+
+
+class Severity(enum.StrEnum):
+    """Audit finding severities, most serious first (docs/audit.md)."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+    NOT_CHECKABLE = "not-checkable"
+    PASS = "pass"  # noqa: S105 (a severity, not a password)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One way an artifact departs from what was signed or locked.
+
+    ``code`` is a :mod:`k3kit.codes` member (scripts branch on it), ``path`` the file it is about
+    (relative, already escaped for printing), ``detail`` the human explanation.
+    """
+
+    code: str
+    path: str
+    detail: str
+
+    def as_json(self) -> dict[str, str]:
+        """The record as the ``--json`` output writes it."""
+        return {"code": str(self.code), "path": self.path, "detail": self.detail}
+
+
+@runtime_checkable
+class ReportLike(Protocol):
+    """What every report k3kit returns offers: a verdict and its JSON form.
+
+    Callers must test ``ok``: a report is returned, not raised, so a forgotten test would accept
+    a bad artifact; the verbs that must not act on a failure raise instead.
+    """
+
+    @property
+    def ok(self) -> bool:
+        """True only when everything that was checked holds."""
+        ...
+
+    def as_json(self) -> dict[str, Any]:
+        """The report as one JSON object (what ``--json`` prints)."""
+        ...
