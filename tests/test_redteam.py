@@ -260,7 +260,7 @@ def test_accept_endless_error_body_is_bounded() -> None:
     head = b"HTTP/1.1 500 Oops\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n"
     with _hostile_server(head, iter([b"y" * CHUNK] * (TOTAL // CHUNK))) as url:
         error, peak = _one_request(url)
-    assert error.startswith("HTTP 500")
+    assert "HTTP 500" in error
     assert peak < 16 * 1024 * 1024, f"{peak / 2**20:.0f} MiB held for one error body"
 
 
@@ -272,9 +272,9 @@ def test_accept_deeply_nested_sse_json_is_a_failed_request_not_a_crash() -> None
 
 
 def test_accept_huge_single_chunk_is_bounded() -> None:
-    """One 64 MiB chunk of short lines (each under the line cap): memory stays bounded."""
-    lines = b"data: {}\n" * (TOTAL // 9)
+    """One 24 MiB HTTP chunk of short SSE comment lines: memory stays bounded."""
+    lines = b": keep-alive\n" * (24 * 1024 * 1024 // 13)
     with _hostile_server(SSE, iter([lines])) as url:
         error, peak = _one_request(url)
     assert error  # no token was streamed, no [DONE]
-    assert peak < 16 * 1024 * 1024, f"{peak / 2**20:.0f} MiB"
+    assert peak < 8 * 1024 * 1024, f"{peak / 2**20:.0f} MiB"
