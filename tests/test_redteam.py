@@ -21,8 +21,6 @@ import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from k3kit.accept._http import Timeouts, client, stream_completion
 from tests.conftest import GoldenKit, run_k3kit
 from tests.launchkit import FakeEngine, launch, make_fake_engine

@@ -8,6 +8,7 @@ named tests in ``tests/test_redteam.py``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -121,15 +122,6 @@ def evidence_folder_holds_a_fifo(w: Workbench) -> Argv:
 
 
 @attack("KIT_FILE_CHANGED")
-def audit_of_kit_with_edited_kit_json(w: Workbench) -> Argv:
-    """kit.json edited (the engine image digest an audit rule reads): the rule must not pass."""
-    kit = w.kit()
-    info = kit / "kit.json"
-    info.write_bytes(info.read_bytes().replace(b'"amount":"2300"', b'"amount":"23"'))
-    return ["audit", kit, "--trust", w.trust]
-
-
-@attack("KIT_FILE_CHANGED")
 def release_notes_with_tampered_new_kit(w: Workbench) -> Argv:
     kit = w.kit()
     path = kit / SERVE
@@ -171,3 +163,57 @@ def site_host_with_an_option_after_a_space(w: Workbench) -> Argv:
     site.write_text("HOST=127.0.0.1 --trust-remote-code\n")
     return ["launch", w.kit(), "--profile", "interactive", "--trust", w.trust,
             "--weights", w.snapshot(), "--site", site, "--state-dir", w.root / "state"]
+
+
+@attack("KIT_FILE_CHANGED")
+def launch_with_engine_env_adding_ld_preload(w: Workbench) -> Argv:
+    """engine.env is signed: a line added by the attacker is a changed kit file, never exported."""
+    kit = w.kit()
+    env = kit / "profiles" / "interactive" / "single-node-8gpu" / "engine.env"
+    env.write_bytes(env.read_bytes() + b"LD_PRELOAD=/tmp/evil.so\n")
+    return ["launch", kit, "--profile", "interactive", "--trust", w.trust,
+            "--weights", w.snapshot(), "--state-dir", w.root / "state"]
+
+
+# --- root chain and rollback state ---------------------------------------------------------------
+
+
+def _pinned_root(w: Workbench) -> Path:
+    from tests.trustkit import keypair, root_v1, write_root
+
+    root_key = keypair(w.root, "root-a")
+    return write_root(w.root / "pinned.root.json", root_v1([root_key], [w.golden.key]), [root_key])
+
+
+@attack("ROOT_CHAIN_MALFORMED")
+def root_folder_holds_a_fifo_as_next_root(w: Workbench) -> Argv:
+    pinned = _pinned_root(w)
+    kit = w.kit()
+    (kit / "root").mkdir()
+    os.mkfifo(kit / "root" / "2.root.json")
+    return ["verify", kit, "--root", pinned, "--state-dir", w.root / "state"]
+
+
+@attack("ROLLBACK_STATE_INVALID")
+def rollback_state_planted_as_a_link(w: Workbench) -> Argv:
+    pinned = _pinned_root(w)
+    state = w.root / "state"
+    state.mkdir(mode=0o700)
+    elsewhere = w.root / "elsewhere.json"
+    elsewhere.write_text('{"schema":"k3kit.rollback-state/v1","entries":{}}')
+    (state / "rollback.json").symlink_to(elsewhere)
+    return ["verify", w.kit(), "--root", pinned, "--state-dir", state]
+
+
+@attack("ROLLBACK_STATE_INVALID")
+def rollback_state_with_a_5000_digit_sequence(w: Workbench) -> Argv:
+    pinned = _pinned_root(w)
+    state = w.root / "state"
+    state.mkdir(mode=0o700)
+    entry = {"sequence": "SEQ", "kit_sha256": "a" * 64, "accepted_at": "x", "override": False}
+    doc = json.dumps({"schema": "k3kit.rollback-state/v1",
+                      "entries": {"kimi-k3-b300x8/stable": entry}})
+    doc = doc.replace('"SEQ"', "9" * 5000)
+    (state / "rollback.json").write_text(doc)
+    (state / "rollback.json").chmod(0o600)
+    return ["verify", w.kit(), "--root", pinned, "--state-dir", state]
