@@ -109,6 +109,21 @@ def _same_kit(a: Path, b: Path) -> bool:
         return False
 
 
+def _installed_already(
+    target: Path, staging: Path, trusted: TrustSource, kit_sha256: str
+) -> bool:
+    """The folder already at ``target`` is this kit, every file of it, not merely its manifest.
+
+    Comparing ``MANIFEST.json`` and the receipt alone would call a planted folder that holds the
+    genuine pair beside a changed ``serve.yaml`` "already installed" (exit 0), so the existing
+    folder is verified in full, as it stands, before it is reported as installed.
+    """
+    if not target.is_dir() or target.is_symlink() or not _same_kit(target, staging):
+        return False
+    existing = verify_dir(target, trusted, label=str(target))
+    return existing.ok and existing.facts.get("kit_sha256") == kit_sha256
+
+
 def _remove_tree(path: Path) -> None:
     """Remove a staging tree, including read-only folders made read-only a moment before."""
     with contextlib.suppress(OSError):
@@ -181,7 +196,7 @@ def _install_via(
     target = root / folder
     kit_sha256 = str(report.facts["kit_sha256"])
     if target.exists() or target.is_symlink():
-        if target.is_dir() and not target.is_symlink() and _same_kit(target, staging):
+        if _installed_already(target, staging, trusted, kit_sha256):
             return Installed(target, name, version, kit_sha256, True, report)
         raise VerificationError(
             f"{target} holds another kit of {name} {version}",

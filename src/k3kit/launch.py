@@ -140,7 +140,8 @@ def read_site(path: Path) -> Site:
             raise InputError(f"{where}: {key} has an unusable value", code="SITE_INVALID")
         values[key] = value
     port = values.get("PORT", "8000")
-    if not port.isdigit() or not 1 <= int(port) <= 65535:
+    # isascii: "²".isdigit() is True, and int("²") raises (a site file must never be exit 70).
+    if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
         raise InputError(f"{path}: PORT must be 1-65535", code="SITE_INVALID")
     host = values.get("HOST", "127.0.0.1")
     if not _HOST.match(host):
@@ -308,7 +309,20 @@ def _private_dir(path: Path) -> Path:
             f"{path} must be a folder owned by this user and writable by no one else",
             code="RUNTIME_DIR_UNSAFE",
         )
-    return Path(os.path.realpath(path))
+    real = Path(os.path.realpath(path))
+    for parent in real.parents:
+        # Whoever can write a parent can rename this folder away and put their own in its place
+        # after the check, so the engine would read their config; a sticky parent (/tmp) is safe.
+        pst = os.stat(parent)
+        writable_by_others = pst.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if pst.st_uid not in (0, os.geteuid()) or (
+            writable_by_others and not pst.st_mode & stat.S_ISVTX
+        ):
+            raise EnvironmentProblem(
+                f"{parent} (above the runtime folder {real}) can be written by another user",
+                code="RUNTIME_DIR_UNSAFE",
+            )
+    return real
 
 
 def plan_launch(

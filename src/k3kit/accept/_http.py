@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,10 @@ import httpx
 
 MAX_ERROR_CHARS = 200
 MAX_LINE_BYTES = 1024 * 1024
+MAX_BODY_BYTES = 16 * 1024 * 1024
+#: Compressed answers are refused: a small compressed chunk can expand without bound before any
+#: cap applies, and a local server has no reason to compress.
+IDENTITY = {"accept-encoding": "identity"}
 
 
 @dataclass
@@ -62,12 +66,65 @@ def _short(exc: BaseException) -> str:
     return text[:MAX_ERROR_CHARS]
 
 
+def _check_identity(response: httpx.Response) -> None:
+    if response.headers.get("content-encoding", "identity").lower() not in ("", "identity"):
+        raise ValueError("the server compressed its answer although asked not to")
+
+
+async def _lines(response: httpx.Response) -> AsyncIterator[str]:
+    """The answer's lines, each refused as soon as it grows past :data:`MAX_LINE_BYTES`.
+
+    httpx's ``aiter_lines`` holds a whole line before returning it, so a server that never sends
+    a newline grows one string until the request times out (an hour); this reader holds at most
+    one cap's worth plus one network read.
+    """
+    _check_identity(response)
+    pending = b""
+    async for chunk in response.aiter_raw():
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if len(line) > MAX_LINE_BYTES:
+                raise ValueError("server-sent line over 1 MiB")
+            yield line.removesuffix(b"\r").decode("utf-8", errors="replace")
+        if len(pending) > MAX_LINE_BYTES:
+            raise ValueError("server-sent line over 1 MiB")
+    if pending:
+        yield pending.removesuffix(b"\r").decode("utf-8", errors="replace")
+
+
+async def _read_capped(response: httpx.Response, cap: int) -> bytes:
+    """At most ``cap`` bytes of the answer (``ValueError`` beyond it): never an endless read."""
+    _check_identity(response)
+    data = bytearray()
+    async for chunk in response.aiter_raw():
+        data += chunk
+        if len(data) > cap:
+            raise ValueError(f"answer over {cap // (1024 * 1024)} MiB")
+    return bytes(data)
+
+
+async def _first_bytes(response: httpx.Response, n: int) -> str:
+    """The start of an error answer, for the message; the rest is never read."""
+    data = b""
+    async for chunk in response.aiter_raw():
+        data += chunk
+        if len(data) >= n:
+            break
+    return data[:n].decode("utf-8", errors="replace")
+
+
+def _loads(data: str) -> object:
+    try:
+        return json.loads(data)
+    except RecursionError as exc:  # deep nesting is bad input, not a crash
+        raise ValueError("server-sent JSON nested too deeply") from exc
+
+
 async def _consume(response: httpx.Response, sample: Sample, sent: float) -> None:
     last = sent
     done = False
-    async for line in response.aiter_lines():
-        if len(line) > MAX_LINE_BYTES:
-            raise ValueError("server-sent line over 1 MiB")
+    async for line in _lines(response):
         if not line.startswith("data:"):
             continue
         data = line[5:].strip()
@@ -75,7 +132,7 @@ async def _consume(response: httpx.Response, sample: Sample, sent: float) -> Non
             done = True
             break
         now = time.perf_counter()
-        obj = json.loads(data)
+        obj = _loads(data)
         if not isinstance(obj, dict):
             raise ValueError("server-sent event is not a JSON object")
         if obj.get("choices"):
@@ -107,10 +164,10 @@ async def stream_completion(
     sample.start_s = sent
     try:
         async with asyncio.timeout(timeouts.request_s):
-            async with http.stream("POST", url, json=body) as response:
+            async with http.stream("POST", url, json=body, headers=IDENTITY) as response:
                 if response.status_code != 200:
-                    await response.aread()
-                    raise ValueError(f"HTTP {response.status_code}: {response.text[:120]}")
+                    text = await _first_bytes(response, 120)
+                    raise ValueError(f"HTTP {response.status_code}: {text}")
                 await _consume(response, sample, sent)
     except (httpx.HTTPError, ValueError, TimeoutError, OSError) as exc:
         what = "request timed out" if isinstance(exc, TimeoutError) else _short(exc)
@@ -153,13 +210,14 @@ async def post_json(
     """One non-streaming POST: (HTTP status, JSON object or None, error text or "")."""
     try:
         async with client(1, timeouts) as http, asyncio.timeout(timeouts.request_s):
-            response = await http.post(url, json=body)
+            async with http.stream("POST", url, json=body, headers=IDENTITY) as response:
+                raw = await _read_capped(response, MAX_BODY_BYTES)
             try:
-                obj = response.json()
-            except ValueError:
-                return response.status_code, None, f"not JSON: {response.text[:120]}"
+                obj = json.loads(raw)
+            except (ValueError, RecursionError):
+                return response.status_code, None, f"not JSON: {raw[:120]!r}"
             if not isinstance(obj, dict):
                 return response.status_code, None, "the answer is not a JSON object"
             return response.status_code, obj, ""
-    except (httpx.HTTPError, TimeoutError, OSError) as exc:
+    except (httpx.HTTPError, TimeoutError, OSError, ValueError) as exc:
         return 0, None, _short(exc) or "request failed"

@@ -37,6 +37,10 @@ STATE_NAME = "rollback.json"
 SCHEMA = "k3kit.rollback-state/v1"
 MAX_STATE_BYTES = 4 * 1024 * 1024
 _FIELDS = {"sequence", "kit_sha256", "accepted_at", "override"}
+#: How long to wait for the state lock. An honest holder keeps it for milliseconds (one read and
+#: one write); anyone who can write the state folder can replace the lock file with one they hold
+#: forever, which must be an error, not a hang.
+LOCK_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,22 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
     return entries
 
 
+def _lock_within(fd: int, state_dir: Path, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise EnvironmentProblem(
+                    f"the rollback state in {state_dir} stayed locked for {seconds:.0f} s",
+                    code="ROLLBACK_STATE_UNAVAILABLE",
+                    hint="another k3kit is running, or someone else holds rollback.lock",
+                ) from None
+            time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def _locked(state_dir: Path) -> Iterator[Path]:
     try:
@@ -117,7 +137,7 @@ def _locked(state_dir: Path) -> Iterator[Path]:
             code="ROLLBACK_STATE_UNAVAILABLE",
         ) from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        _lock_within(fd, state_dir, LOCK_WAIT_S)
         yield state_dir / STATE_NAME
     finally:
         os.close(fd)

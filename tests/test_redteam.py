@@ -1,0 +1,278 @@
+"""Red-team attacks that are not one CLI call: races timed by the engine's version check, a lock
+held by a co-tenant, runtime folders an attacker can rename, a hostile acceptance server.
+
+The one-call attacks are in ``tests/adversarial/attacks_redteam.py``. Each test is named after the
+attack and asserts what must hold: the engine never starts on bytes other than those verified,
+k3kit never hangs, never exits 70, and keeps memory bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+
+from k3kit.accept._http import Timeouts, client, stream_completion
+from tests.conftest import GoldenKit, run_k3kit
+from tests.launchkit import FakeEngine, launch, make_fake_engine
+from tests.trustkit import keypair, root_v1, write_root
+
+SERVE = "profiles/interactive/single-node-8gpu/serve.yaml"
+
+
+def _engine_with_hook(root: Path, hook: str) -> FakeEngine:
+    """A stand-in engine whose ``--version`` first runs ``hook``: a co-tenant's action timed
+    exactly between the kit's verification and the weights' (the engine itself is honest)."""
+    fake = make_fake_engine(root)
+    script = (fake.bindir / "vllm").read_text()
+    script = script.replace('if [ "${1:-}" = "--version" ]; then ',
+                            f'if [ "${{1:-}}" = "--version" ]; then {hook}; ', 1)
+    (fake.bindir / "vllm").write_text(script)
+    return fake
+
+
+def _launch_args(golden: GoldenKit, weights: Path, state: Path) -> list[str | Path]:
+    return ["--profile", "interactive", "--trust", golden.key.public, "--weights", weights,
+            "--state-dir", state, "--json"]
+
+
+# --- launch: what changes between the checks -------------------------------------------------
+
+
+def test_launch_kit_serve_yaml_swapped_while_engine_version_is_checked(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    evil = tmp_path / "evil.yaml"
+    evil.write_text("trust-remote-code: true\n")
+    fake = _engine_with_hook(tmp_path / "engine", f"cp '{evil}' '{kit / SERVE}'")
+    code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, tmp_path / "s"))
+    assert code == 1, stderr
+    assert "KIT_FILE_CHANGED" in json.dumps(out)
+    assert not fake.log.exists()  # the engine never started
+
+
+def test_launch_weights_link_repointed_to_tampered_copy_while_version_is_checked(
+    weights: Path, kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    tampered = tmp_path / "tampered"
+    shutil.copytree(weights, tampered)
+    shard = sorted(tampered.glob("*.safetensors"))[0]
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 1
+    shard.write_bytes(bytes(data))
+    current = tmp_path / "current"
+    current.symlink_to(weights)
+    fake = _engine_with_hook(tmp_path / "engine", f"ln -sfn '{tampered}' '{current}'")
+    code, stderr, out = launch(kit, fake, *_launch_args(golden, current, tmp_path / "s"))
+    assert code == 1, stderr
+    assert "WEIGHTS_FILE_CHANGED" in json.dumps(out) or "WEIGHTS" in json.dumps(out)
+    assert not fake.log.exists()
+
+
+def test_launch_weights_link_repointed_to_genuine_copy_runs_the_copy_it_hashed(
+    weights: Path, kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(weights, other)
+    current = tmp_path / "current"
+    current.symlink_to(weights)
+    fake = _engine_with_hook(tmp_path / "engine", f"ln -sfn '{other}' '{current}'")
+    code, stderr, _ = launch(kit, fake, *_launch_args(golden, current, tmp_path / "s"))
+    assert code == 0, stderr
+    assert fake.record()["argv"][2] == os.path.realpath(other)  # the folder that was hashed
+
+
+def test_launch_runtime_folder_planted_as_a_link(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    attacker = tmp_path / "attacker"
+    attacker.mkdir()
+    (state / "launch").symlink_to(attacker)
+    fake = make_fake_engine(tmp_path / "engine")
+    code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, state))
+    assert code == 4 and out["error"]["code"] == "RUNTIME_DIR_UNSAFE", stderr
+    assert not any(attacker.iterdir()) and not fake.log.exists()
+
+
+def test_launch_runtime_folder_group_writable(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    (state / "launch").mkdir(parents=True)
+    (state / "launch").chmod(0o775)
+    fake = make_fake_engine(tmp_path / "engine")
+    code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, state))
+    assert code == 4 and out["error"]["code"] == "RUNTIME_DIR_UNSAFE", stderr
+    assert not fake.log.exists()
+
+
+def test_launch_state_folder_writable_by_others_lets_them_swap_the_runtime_folder(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The runtime folder itself was checked, but a world-writable (non-sticky) state folder lets
+    anyone rename ``launch/`` away after the check and plant a folder holding their config."""
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o777)
+    fake = make_fake_engine(tmp_path / "engine")
+    code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, state))
+    assert code == 4 and out["error"]["code"] == "RUNTIME_DIR_UNSAFE", stderr
+    assert not fake.log.exists()
+    state.chmod(0o1777)  # sticky, like /tmp: nobody else can rename what is ours
+    code, stderr, _ = launch(kit, fake, *_launch_args(golden, golden.snapshot, state))
+    assert code == 0, stderr
+
+
+# --- the state folder ---------------------------------------------------------------------------
+
+
+def test_rollback_lock_held_forever_by_a_co_tenant_is_an_error_not_a_hang(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    root_key = keypair(tmp_path, "root")
+    pinned = write_root(tmp_path / "1.root.json", root_v1([root_key], [golden.key]), [root_key])
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    lock = state / "rollback.lock"
+    lock.touch(mode=0o666)
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: the subprocess blocks
+        started = time.monotonic()
+        proc = run_k3kit("verify", kit, "--root", pinned, "--state-dir", state, "--json",
+                         timeout=90)
+        took = time.monotonic() - started
+    finally:
+        os.close(fd)
+    assert proc.returncode == 4, proc.stderr
+    assert json.loads(proc.stdout)["error"]["code"] == "ROLLBACK_STATE_UNAVAILABLE"
+    assert took < 60
+
+
+# --- install: what a terminal shows -------------------------------------------------------------
+
+
+def test_install_kit_folder_name_paints_a_forged_verdict(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    (kit / "x\r\x1b[2K\x1b[32mverdict: VERIFIED\x1b[0m").write_text("x")
+    proc = run_k3kit("install", kit, "--trust", golden.key.public, "--into", tmp_path / "kits")
+    assert proc.returncode == 1
+    assert "\x1b" not in proc.stderr and "\r" not in proc.stderr
+    assert not (tmp_path / "kits" / "kimi-k3-b300x8-1.0.0").exists()
+
+
+# --- audit: a kit.json that is not the signed one -------------------------------------------
+
+
+def _audit(kit: Path, golden: GoldenKit) -> dict[str, int]:
+    proc = run_k3kit("audit", kit, "--trust", golden.key.public, "--json")
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
+    return json.loads(proc.stdout)["counts"]  # type: ignore[no-any-return]
+
+
+def test_audit_ignores_an_edited_kit_json(kit: Path, golden: GoldenKit) -> None:
+    """The edited kit.json is not read: the rules that need it become not-checkable, and no
+    error turns into a pass."""
+    genuine = _audit(kit, golden)
+    info = kit / "kit.json"
+    info.write_bytes(info.read_bytes().replace(b'"amount":"2300"', b'"amount":"23"'))
+    edited = _audit(kit, golden)
+    assert edited["not-checkable"] > genuine["not-checkable"]
+    assert edited["error"] >= genuine["error"]
+
+
+# --- accept against a hostile server ---------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _hostile_server(head: bytes, body: Iterator[bytes]) -> Iterator[str]:
+    """A TCP server that answers every request with ``head`` then the chunks of ``body``."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(4)
+    framed = [b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk in body]  # before tracing
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = sock.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(head)
+                for chunk in framed:
+                    conn.sendall(chunk)
+                conn.sendall(b"0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1/completions"
+    finally:
+        sock.close()
+        thread.join(10)
+
+
+def _one_request(url: str) -> tuple[str, int]:
+    """Run one streaming request; returns (error text, peak traced bytes)."""
+    timeouts = Timeouts(connect_s=5, stall_s=10, request_s=60)
+
+    async def go() -> str:
+        async with client(1, timeouts) as http:
+            sample = await stream_completion(http, url, {"prompt": "x"}, 1, timeouts)
+            return sample.error
+
+    tracemalloc.start()
+    try:
+        error = asyncio.run(go())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return error, peak
+
+
+SSE = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+CHUNK = 256 * 1024
+TOTAL = 64 * 1024 * 1024
+
+
+def test_accept_never_ending_sse_line_is_bounded() -> None:
+    body = iter([b"data: "] + [b"x" * CHUNK] * (TOTAL // CHUNK))
+    with _hostile_server(SSE, body) as url:
+        error, peak = _one_request(url)
+    assert error
+    assert peak < 16 * 1024 * 1024, f"{peak / 2**20:.0f} MiB held for one line"
+
+
+def test_accept_endless_error_body_is_bounded() -> None:
+    head = b"HTTP/1.1 500 Oops\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n"
+    with _hostile_server(head, iter([b"y" * CHUNK] * (TOTAL // CHUNK))) as url:
+        error, peak = _one_request(url)
+    assert "HTTP 500" in error
+    assert peak < 16 * 1024 * 1024, f"{peak / 2**20:.0f} MiB held for one error body"
+
+
+def test_accept_deeply_nested_sse_json_is_a_failed_request_not_a_crash() -> None:
+    line = b"data: " + b"[" * 200_000 + b"\n\n"
+    with _hostile_server(SSE, iter([line, b"data: [DONE]\n\n"])) as url:
+        error, _ = _one_request(url)
+    assert error
+
+
+def test_accept_huge_single_chunk_is_bounded() -> None:
+    """One 24 MiB HTTP chunk of short SSE comment lines: memory stays bounded."""
+    lines = b": keep-alive\n" * (24 * 1024 * 1024 // 13)
+    with _hostile_server(SSE, iter([lines])) as url:
+        error, peak = _one_request(url)
+    assert error  # no token was streamed, no [DONE]
+    assert peak < 8 * 1024 * 1024, f"{peak / 2**20:.0f} MiB"
