@@ -34,15 +34,25 @@ def _engine_with_hook(root: Path, hook: str) -> FakeEngine:
     exactly between the kit's verification and the weights' (the engine itself is honest)."""
     fake = make_fake_engine(root)
     script = (fake.bindir / "vllm").read_text()
-    script = script.replace('if [ "${1:-}" = "--version" ]; then ',
-                            f'if [ "${{1:-}}" = "--version" ]; then {hook}; ', 1)
+    script = script.replace(
+        'if [ "${1:-}" = "--version" ]; then ', f'if [ "${{1:-}}" = "--version" ]; then {hook}; ', 1
+    )
     (fake.bindir / "vllm").write_text(script)
     return fake
 
 
 def _launch_args(golden: GoldenKit, weights: Path, state: Path) -> list[str | Path]:
-    return ["--profile", "interactive", "--trust", golden.key.public, "--weights", weights,
-            "--state-dir", state, "--json"]
+    return [
+        "--profile",
+        "interactive",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--state-dir",
+        state,
+        "--json",
+    ]
 
 
 # --- launch: what changes between the checks -------------------------------------------------
@@ -105,9 +115,7 @@ def test_launch_runtime_folder_planted_as_a_link(
     assert not any(attacker.iterdir()) and not fake.log.exists()
 
 
-def test_launch_runtime_folder_group_writable(
-    kit: Path, golden: GoldenKit, tmp_path: Path
-) -> None:
+def test_launch_runtime_folder_group_writable(kit: Path, golden: GoldenKit, tmp_path: Path) -> None:
     state = tmp_path / "state"
     (state / "launch").mkdir(parents=True)
     (state / "launch").chmod(0o775)
@@ -150,8 +158,9 @@ def test_rollback_lock_held_forever_by_a_co_tenant_is_an_error_not_a_hang(
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: the subprocess blocks
         started = time.monotonic()
-        proc = run_k3kit("verify", kit, "--root", pinned, "--state-dir", state, "--json",
-                         timeout=90)
+        proc = run_k3kit(
+            "verify", kit, "--root", pinned, "--state-dir", state, "--json", timeout=90
+        )
         took = time.monotonic() - started
     finally:
         os.close(fd)

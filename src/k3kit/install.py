@@ -109,9 +109,7 @@ def _same_kit(a: Path, b: Path) -> bool:
         return False
 
 
-def _installed_already(
-    target: Path, staging: Path, trusted: TrustSource, kit_sha256: str
-) -> bool:
+def _installed_already(target: Path, staging: Path, trusted: TrustSource, kit_sha256: str) -> bool:
     """The folder already at ``target`` is this kit, every file of it, not merely its manifest.
 
     Comparing ``MANIFEST.json`` and the receipt alone would call a planted folder that holds the

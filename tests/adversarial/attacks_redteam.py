@@ -145,24 +145,60 @@ def site_port_written_with_a_superscript_digit(w: Workbench) -> Argv:
     """'²'.isdigit() is True but int('²') raises: a site file must never cause exit 70."""
     site = w.root / "site.env"
     site.write_text("PORT=\u00b2\n")
-    return ["launch", w.kit(), "--profile", "interactive", "--trust", w.trust,
-            "--weights", w.snapshot(), "--site", site, "--state-dir", w.root / "state"]
+    return [
+        "launch",
+        w.kit(),
+        "--profile",
+        "interactive",
+        "--trust",
+        w.trust,
+        "--weights",
+        w.snapshot(),
+        "--site",
+        site,
+        "--state-dir",
+        w.root / "state",
+    ]
 
 
 @attack("SITE_INVALID", exit_code=3)
 def site_file_is_a_fifo(w: Workbench) -> Argv:
     site = w.root / "site.env"
     os.mkfifo(site)
-    return ["launch", w.kit(), "--profile", "interactive", "--trust", w.trust,
-            "--weights", w.snapshot(), "--site", site, "--state-dir", w.root / "state"]
+    return [
+        "launch",
+        w.kit(),
+        "--profile",
+        "interactive",
+        "--trust",
+        w.trust,
+        "--weights",
+        w.snapshot(),
+        "--site",
+        site,
+        "--state-dir",
+        w.root / "state",
+    ]
 
 
 @attack("SITE_INVALID", exit_code=3)
 def site_host_with_an_option_after_a_space(w: Workbench) -> Argv:
     site = w.root / "site.env"
     site.write_text("HOST=127.0.0.1 --trust-remote-code\n")
-    return ["launch", w.kit(), "--profile", "interactive", "--trust", w.trust,
-            "--weights", w.snapshot(), "--site", site, "--state-dir", w.root / "state"]
+    return [
+        "launch",
+        w.kit(),
+        "--profile",
+        "interactive",
+        "--trust",
+        w.trust,
+        "--weights",
+        w.snapshot(),
+        "--site",
+        site,
+        "--state-dir",
+        w.root / "state",
+    ]
 
 
 @attack("KIT_FILE_CHANGED")
@@ -171,8 +207,18 @@ def launch_with_engine_env_adding_ld_preload(w: Workbench) -> Argv:
     kit = w.kit()
     env = kit / "profiles" / "interactive" / "single-node-8gpu" / "engine.env"
     env.write_bytes(env.read_bytes() + b"LD_PRELOAD=/tmp/evil.so\n")
-    return ["launch", kit, "--profile", "interactive", "--trust", w.trust,
-            "--weights", w.snapshot(), "--state-dir", w.root / "state"]
+    return [
+        "launch",
+        kit,
+        "--profile",
+        "interactive",
+        "--trust",
+        w.trust,
+        "--weights",
+        w.snapshot(),
+        "--state-dir",
+        w.root / "state",
+    ]
 
 
 # --- root chain and rollback state ---------------------------------------------------------------
@@ -211,8 +257,9 @@ def rollback_state_with_a_5000_digit_sequence(w: Workbench) -> Argv:
     state = w.root / "state"
     state.mkdir(mode=0o700)
     entry = {"sequence": "SEQ", "kit_sha256": "a" * 64, "accepted_at": "x", "override": False}
-    doc = json.dumps({"schema": "k3kit.rollback-state/v1",
-                      "entries": {"kimi-k3-b300x8/stable": entry}})
+    doc = json.dumps(
+        {"schema": "k3kit.rollback-state/v1", "entries": {"kimi-k3-b300x8/stable": entry}}
+    )
     doc = doc.replace('"SEQ"', "9" * 5000)
     (state / "rollback.json").write_text(doc)
     (state / "rollback.json").chmod(0o600)

@@ -54,6 +54,22 @@ def _value(rv: RunView, metric: str, key: str) -> tuple[Interval | None, str]:
     return None, ""
 
 
+def _tpot_spread(rv: RunView) -> Fraction:
+    """How far a ratio of medians may stray from the median of ratios, beyond the fixed 15%.
+
+    Per request E2E = TTFT + D with D = (N - 1) x TPOT, so (median E2E - median TTFT)/(N - 1)
+    always lies between the smallest and the largest per-request TPOT: with a wide TPOT
+    distribution the proxy legitimately moves by as much. The published (or evidence) p99/p50 of
+    TPOT stands in for that width; without a tail statistic nothing is widened (an honest run
+    generated with +-50% decode jitter was flagged before this; the property test keeps it so).
+    """
+    p50 = rv.published("tpot", "p50") or rv.tool("tpot", "p50")
+    p99 = rv.published("tpot", "p99") or rv.tool("tpot", "p99")
+    if p50 is None or p99 is None or p50 <= 0 or p99 <= p50:
+        return Fraction(1)
+    return Fraction(p99) / Fraction(p50)
+
+
 def _proxy(out: Out, rv: RunView) -> tuple[int, int]:
     """Summary-level TPOT against (E2E - TTFT)/(N - 1), mean and median each on its own.
 
@@ -84,7 +100,8 @@ def _proxy(out: Out, rv: RunView) -> tuple[int, int]:
                     f"{tpot.text()} ms",
                 )
             continue
-        band = Interval(implied.lo / PROXY_RATIO, implied.hi * PROXY_RATIO)
+        slack = PROXY_RATIO * _tpot_spread(rv)
+        band = Interval(implied.lo / slack, implied.hi * slack)
         if not tpot.overlaps(band):
             bad += 1
             ratio = tpot.mid / implied.mid if implied.mid > 0 else Fraction(0)
