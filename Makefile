@@ -5,12 +5,17 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.k3kit-installed
 
-.PHONY: demo test lint typecheck unit venv clean
+.PHONY: demo test tools lint typecheck unit venv clean
 
 demo: $(STAMP)
 	$(BIN)/k3kit demo --workdir k3kit-demo --force
 
-test: lint typecheck unit
+test: tools lint typecheck unit
+
+# Debian tools that some tests use (best effort; a test skips with its reason when one is missing).
+TOOLS ?= tar ssh-keygen
+tools:
+	@scripts/ensure-tools.sh $(TOOLS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks scripts

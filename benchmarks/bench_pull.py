@@ -6,10 +6,11 @@ then times, in rotating order, into a fresh cache folder each time:
 
 * ``snapshot_download``: huggingface_hub's own parallel download of the pinned commit (lists the
   tree, HEAD + GET per file); what a user would run; hashes nothing.
-* ``hf_hub_download x N``: exactly the per-file calls ``k3kit pull`` makes, in a thread pool of
+* ``hf_hub_download x N``: one huggingface_hub call per file (HEAD + GET), in a thread pool of
   the same size; hashes nothing.
-* ``k3kit pull``: the same downloads, every file sha256-hashed as soon as it lands, quarantine
-  logic and the final file-set verdict included.
+* ``k3kit pull``: the same requests (metadata through huggingface_hub, the body streamed by
+  k3kit with a cap at the locked size into descriptor-opened part files), every file
+  sha256-hashed as soon as it lands, quarantine logic and the final file-set verdict included.
 * ``download, then verify``: ``hf_hub_download x N`` followed by a separate ``check_weights``
   pass (the two-pass alternative that pull replaces), for scale.
 

@@ -22,6 +22,7 @@ from k3kit.models import (
     ReceiptPredicate,
     WeightsLock,
 )
+from k3kit.trust.model import RootBody
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 SCHEMAS = {
@@ -32,6 +33,7 @@ SCHEMAS = {
     "manifest.schema.json": Manifest,
     "receipt-predicate.schema.json": ReceiptPredicate,
     "dsse-envelope.schema.json": DsseEnvelope,
+    "root.schema.json": RootBody,
 }
 
 
@@ -54,6 +56,14 @@ def cli_reference() -> str:
         ctx = click.Context(cmd, info_name=name, parent=root_ctx,
                             max_content_width=100, terminal_width=100)
         lines += [f"## k3kit {name}", "", "```text", cmd.get_help(ctx), "```", ""]
+        if isinstance(cmd, click.Group):  # `k3kit root create`, ...: each subcommand's help too
+            for sub_name in sorted(cmd.list_commands(ctx)):
+                sub = cmd.get_command(ctx, sub_name)
+                assert sub is not None
+                sub_ctx = click.Context(sub, info_name=sub_name, parent=ctx,
+                                        max_content_width=100, terminal_width=100)
+                lines += [f"### k3kit {name} {sub_name}", "", "```text",
+                          sub.get_help(sub_ctx), "```", ""]
     return "\n".join(lines)
 
 

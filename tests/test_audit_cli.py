@@ -41,12 +41,16 @@ def test_example_kit_json(golden: GoldenKit) -> None:
     rules = {f["rule"] for f in report["findings"]}
     assert rules == {f"R{i:02d}" for i in range(1, 38)}  # every rule reported something
     errors = [f for f in report["findings"] if f["severity"] == "error"]
-    assert {f["rule"] for f in errors} == {"R16", "R20", "R28"}
+    # the three TPOT/E2E contradictions stay errors; weak support is a warning
+    assert [(f["rule"], f["run"]) for f in errors] == [
+        ("R16", "interactive-c1"), ("R16", "interactive-c8"), ("R16", "interactive-c32")]
     assert all(f["run"] and f["expected"] and f["actual"] for f in errors)
+    warned = {(f["rule"], f["run"]) for f in report["findings"] if f["severity"] == "warning"}
+    assert {("R20", "interactive-c1"), ("R28", "controls")} <= warned
     # the -9.46 % at concurrency 32 is reproduced; the others cite figures not in the receipt
     r25 = {f["run"]: f["severity"] for f in report["findings"] if f["rule"] == "R25"}
-    assert r25 == {"interactive-vs-batch@c1": "not-checkable",
-                   "interactive-vs-batch@c8": "not-checkable",
+    assert r25 == {"interactive-vs-batch@c1": "warning",
+                   "interactive-vs-batch@c8": "warning",
                    "interactive-vs-batch@c32": "pass"}
     assert report["counts"]["error"] == len(errors)
 

@@ -179,7 +179,7 @@ def test_pin_bad_input_exit_3(hub: TestHub, tmp_path: Path) -> None:
         assert proc.returncode == 3, proc.stderr
         assert text in proc.stderr
     proc = run_k3kit("pin", REPO, "--local", tmp_path, "--revision", "0" * 40,
-                     "--include", "*.json", "-o", tmp_path / "x.json")
+                     "--hash-local", tmp_path, "-o", tmp_path / "x.json")
     assert proc.returncode == 2 and "--local pins a local copy" in proc.stderr
 
 

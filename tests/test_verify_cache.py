@@ -44,7 +44,7 @@ def aged(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Aged:
     root = tmp_path_factory.mktemp("aged")
     plain = [
         Path(shutil.copytree(golden.snapshot, root / f"plain-{i}", symlinks=False))
-        for i in range(14)
+        for i in range(24)
     ]
     cache_root = golden.snapshot.parents[2]
     caches = [
@@ -214,8 +214,41 @@ def _fifo(path: Path) -> None:
     os.mkfifo(path, 0o600)
 
 
+def _huge_integer(path: Path) -> None:
+    """More digits than Python converts (4,300): must not be exit 70, nor break later runs."""
+    doc = json.loads(path.read_bytes())
+    huge = '"records": {"/x": ' + "9" * 5000 + ", "
+    path.write_text(json.dumps(doc).replace('"records": {', huge, 1))
+
+
+def _deep_nesting(path: Path) -> None:
+    path.write_text("[" * 200_000 + "]" * 200_000)
+
+
+def _huge_sparse(path: Path) -> None:
+    """1 TiB by size, refused by its size before a byte is read."""
+    os.truncate(path, 1 << 40)
+
+
+def _wrong_types(path: Path) -> None:
+    doc = json.loads(path.read_bytes())
+    key = next(iter(doc["records"]))
+    doc["records"][key] = {"algorithm": ["blake3"], "digest": 7, "stamp": {"a": None}}
+    path.write_text(json.dumps(doc))
+
+
+def _records_a_list(path: Path) -> None:
+    doc = json.loads(path.read_bytes())
+    doc["records"] = [1, "two", None]
+    path.write_text(json.dumps(doc))
+
+
 @pytest.mark.parametrize(
-    "damage", [_truncate, _garbage, _duplicate_key, _other_lock, _world_writable, _symlink, _fifo]
+    "damage",
+    [
+        _truncate, _garbage, _duplicate_key, _other_lock, _world_writable, _symlink, _fifo,
+        _huge_integer, _deep_nesting, _huge_sparse, _wrong_types, _records_a_list,
+    ],
 )
 def test_a_damaged_or_untrusted_state_file_is_ignored_and_everything_rehashed(
     golden: GoldenKit, weights_copy: Path, tmp_path: Path, damage: Any
@@ -399,3 +432,64 @@ def test_concurrent_runs_merge_their_records_and_never_resurrect_a_failure(
         cache.save()
     records = json.loads((state / "verify" / f"{lock}.json").read_bytes())["records"]
     assert sorted(Path(k).name for k in records) == ["a", "b"]
+
+
+def _hold_open_for_writing(path: Path) -> subprocess.Popen[str]:
+    """A real writer: another process with ``path`` open O_WRONLY until it is killed."""
+    code = (
+        "import os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
+        "print('open', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "open\n"
+    return proc
+
+
+def test_a_file_a_writer_holds_open_is_verified_but_never_recorded(
+    golden: GoldenKit, weights_copy: Path, tmp_path: Path
+) -> None:
+    """A write() in flight (or one that will land later through a writable descriptor) may change
+    the bytes without moving the times again: such a file is never vouched for by the cache."""
+    state = tmp_path / "state"
+    shard = sorted(weights_copy.glob("*.safetensors"))[0]
+    writer = _hold_open_for_writing(shard)
+    try:
+        proc, report = verify(golden, weights_copy, state)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert proc.returncode == 0, proc.stderr
+    note = facts(report)["cache"]["note"]
+    assert note == "cache not used for 1 file(s): a process has it open for writing"
+    records = json.loads(state_file(state).read_bytes())["records"]
+    assert str(shard.resolve()) not in records
+    assert len(records) == N_FILES - 1
+    # Once the writer is gone the next run hashes it again (and may record it then).
+    _, again = verify(golden, weights_copy, state)
+    assert (facts(again)["files_hashed"], facts(again)["files_from_cache"]) == (1, N_FILES - 1)
+
+
+def test_a_lease_is_broken_by_a_writer_that_opens_during_the_read(tmp_path: Path) -> None:
+    from k3kit._lease import ReadLease
+
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 1024)
+    lease = ReadLease(path)
+    assert lease.note is None and lease.intact()
+    writer = subprocess.run(
+        [sys.executable, "-c",
+         "import os, sys\n"
+         "try:\n    os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)\n"
+         "except BlockingIOError:\n    print('blocked')\n", str(path)],
+        capture_output=True, text=True, timeout=30, check=True,
+    )
+    assert writer.stdout == "blocked\n"  # O_NONBLOCK: refused at once, and the break is started
+    assert not lease.intact()
+    assert lease.note == "a process opened it for writing while it was read"
+    assert lease.fd is None  # released at once, so the writer waits no longer
+    with open(path, "r+b"):
+        pass

@@ -18,6 +18,13 @@ from pydantic import BaseModel
 from k3kit.errors import K3kitError, VerificationError
 
 MAX_SAFE_INT = 2**53 - 1
+# Bounds applied to every document attacker bytes reach, before any value is built from them.
+# Python's int() is quadratic and refuses more than 4,300 digits with a bare ValueError, so the
+# digit count is checked on the text first; 2**53 has 16 digits, 40 leaves room for a sign and
+# leading zeros without letting a number cost anything.
+MAX_NUMBER_CHARS = 40
+MAX_STRING_CHARS = 1024 * 1024  # a base64 DSSE payload of the 1 MiB envelope fits
+MAX_CONTAINER_ITEMS = 1_000_000
 
 
 def dumps(obj: Any) -> bytes:
@@ -52,25 +59,47 @@ def _no_floats(text: str) -> Any:
 
 
 def _int(text: str) -> int:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise _StrictDecodeError(f"integer of {len(text)} digits is out of the interoperable range")
     value = int(text)
     if abs(value) > MAX_SAFE_INT:
         raise _StrictDecodeError(f"integer {text} is outside the interoperable range")
     return value
 
 
-def _depth(obj: Any, limit: int) -> None:
+def _check_string(text: str) -> None:
+    if len(text) > MAX_STRING_CHARS:
+        raise _StrictDecodeError(f"a string of {len(text)} characters exceeds {MAX_STRING_CHARS}")
+    try:
+        text.encode("utf-8")  # a lone surrogate ("\\ud800") decodes but is not Unicode text
+    except UnicodeEncodeError as exc:
+        raise _StrictDecodeError("a string holds a lone surrogate (invalid Unicode)") from exc
+
+
+def _bounds(obj: Any, limit: int) -> None:
+    """Depth, container sizes and every string (keys too), walked without recursion."""
     stack: list[tuple[Any, int]] = [(obj, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > limit:
             raise _StrictDecodeError(f"nesting deeper than {limit}")
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
+        if isinstance(node, str):
+            _check_string(node)
+        elif isinstance(node, dict):
+            if len(node) > MAX_CONTAINER_ITEMS:
+                raise _StrictDecodeError(f"an object of more than {MAX_CONTAINER_ITEMS} members")
+            for key, value in node.items():
+                _check_string(key)
+                stack.append((value, depth + 1))
         elif isinstance(node, list):
+            if len(node) > MAX_CONTAINER_ITEMS:
+                raise _StrictDecodeError(f"an array of more than {MAX_CONTAINER_ITEMS} items")
             stack.extend((v, depth + 1) for v in node)
 
 
 def _finite_float(text: str) -> float:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise _StrictDecodeError(f"a number of {len(text)} characters is not a 64-bit float")
     value = float(text)
     if value != value or value in (float("inf"), float("-inf")):
         raise _StrictDecodeError(f"number {text} does not fit a 64-bit float")
@@ -98,8 +127,14 @@ def _parse(
             parse_float=parse_float,
             parse_int=_int,
         )
-        _depth(obj, max_depth)
-    except (UnicodeDecodeError, json.JSONDecodeError, _StrictDecodeError, RecursionError) as exc:
+        _bounds(obj, max_depth)
+    except (
+        UnicodeDecodeError,
+        json.JSONDecodeError,
+        _StrictDecodeError,
+        RecursionError,
+        ValueError,  # belt and braces: int()/float() limits of this Python
+    ) as exc:
         raise error(f"{source}: not strict JSON: {exc}", code=code) from exc
     return obj
 
@@ -115,8 +150,12 @@ def strict_loads(
 ) -> Any:
     """Parse JSON strictly: size cap, then no duplicates, NaN, floats, huge ints or deep trees.
 
-    Depth is bounded before recursion can bite because the size cap limits the nesting the C
-    scanner can see, and the explicit walk enforces the smaller, documented limit.
+    Numbers are bounded by their text (:data:`MAX_NUMBER_CHARS`) before Python converts them, so
+    a 5,000-digit integer is a refusal with the caller's code, not a ValueError; strings (keys
+    too) are bounded and must be valid Unicode, so a lone surrogate cannot reach an encoder (DSSE
+    PAE, a terminal) later. Depth is bounded before recursion can bite because the size cap limits
+    the nesting the C scanner can see, and the explicit walk enforces the smaller, documented
+    limit.
     """
     return _parse(
         data,
@@ -161,7 +200,7 @@ def require_canonical(data: bytes, obj: Any, *, source: str) -> None:
     """Refuse bytes that are not the JCS form of what they parse to (one document, one encoding)."""
     try:
         canonical = dumps(obj)
-    except Exception as exc:  # rfc8785 raises its own error types for surrogates and the like
+    except Exception as exc:  # rfc8785 raises its own error types (out-of-range integers)
         raise VerificationError(
             f"{source}: cannot be canonicalised: {exc}", code="JSON_NOT_CANONICAL"
         ) from exc

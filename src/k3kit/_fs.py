@@ -13,7 +13,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,11 +29,19 @@ class TreeEntry:
     size: int
 
 
-def walk(root: Path) -> Iterator[TreeEntry]:
+def walk(
+    root: Path, *, on_error: Callable[[str, OSError], None] | None = None
+) -> Iterator[TreeEntry]:
     """Yield every entry under ``root`` (sorted), never following symlinks.
 
     Directories are descended; everything else is reported with its kind so callers can refuse
     symlinks and special files with a named reason instead of silently skipping them.
+
+    Without ``on_error`` a folder that cannot be listed raises :class:`EnvironmentProblem` and an
+    entry that cannot be stat'ed raises its ``OSError``. With it, both are handed to
+    ``on_error(rel, exc)`` (``rel`` is "" for ``root`` itself) and the walk goes on without that
+    entry: a weights check turns them into named problems in a full report (a tree deeper than
+    PATH_MAX, a folder without permission), not a bare exit 4.
     """
     stack = [""]
     while stack:
@@ -42,10 +50,19 @@ def walk(root: Path) -> Iterator[TreeEntry]:
         try:
             names = sorted(os.listdir(here))
         except OSError as exc:
-            raise EnvironmentProblem(f"cannot list {here}: {exc.strerror}") from exc
+            if on_error is None:
+                raise EnvironmentProblem(f"cannot list {here}: {exc.strerror}") from exc
+            on_error(prefix, exc)
+            continue
         for name in reversed(names):
             rel = f"{prefix}/{name}" if prefix else name
-            st = os.lstat(root / rel)
+            try:
+                st = os.lstat(root / rel)
+            except OSError as exc:
+                if on_error is None:
+                    raise
+                on_error(rel, exc)
+                continue
             if stat.S_ISDIR(st.st_mode):
                 stack.append(rel)
                 yield TreeEntry(rel, "dir", 0)
@@ -55,6 +72,14 @@ def walk(root: Path) -> Iterator[TreeEntry]:
                 yield TreeEntry(rel, "symlink", 0)
             else:
                 yield TreeEntry(rel, "special", 0)
+
+
+def display_name(rel: str) -> str:
+    """``rel`` as printable text: undecodable bytes as ``\\xNN``, control characters escaped."""
+    text = os.fsencode(rel).decode("utf-8", "backslashreplace")
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def _fsync_dir(path: Path) -> None:

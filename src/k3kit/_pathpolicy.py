@@ -26,6 +26,10 @@ def path_problem(rel: str) -> str | None:
     """
     if not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel:
         return "absolute, empty or contains a backslash or NUL"
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:  # a non-UTF-8 name, as os.fsdecode's surrogateescape shows it
+        return "not valid UTF-8"
     if unicodedata.normalize("NFC", rel) != rel:
         return "not NFC-normalised"
     if len(rel.encode()) > MAX_PATH_BYTES:

@@ -26,8 +26,10 @@ from k3kit._resources import shipped_dir
 from k3kit.archive import pack
 from k3kit.audit import AuditReport, audit_path
 from k3kit.errors import InputError
+from k3kit.install import install
 from k3kit.keys import load_private, load_public, write_keypair
 from k3kit.kit import build, load_toml, sign
+from k3kit.launch import LaunchPlan, plan_launch
 from k3kit.models import PackageDef
 from k3kit.pin import pin_local
 from k3kit.verify import Report, verify_path
@@ -48,6 +50,17 @@ class DemoResult:
     reports: dict[str, Report] = field(default_factory=dict)
     archive_sha256: str = ""
     audit: AuditReport | None = None
+    launch_plan: LaunchPlan | None = None
+
+
+# A stand-in for the engine binary, so the demo can show `launch` end to end on a machine without
+# vLLM: it answers --version like vLLM 0.33.0 and is never executed for serving (dry run).
+_STAND_IN_ENGINE = """#!/bin/sh
+# k3kit demo: a STAND-IN for the vllm executable (answers --version only).
+if [ "$1" = "--version" ]; then echo 0.33.0; exit 0; fi
+echo "stand-in engine: not a real vLLM" >&2
+exit 1
+"""
 
 
 def _safetensors(index: int, size: int) -> bytes:
@@ -176,6 +189,25 @@ def run_demo(workdir: Path, *, force: bool, now: str, say: Callable[[str], None]
         kit_dir, trusted, weights=tampered_weights
     )
     result.paths["tamper"] = workdir / "tamper"
+
+    installed = install(archive, trusted, workdir / "installed")
+    result.paths["installed"] = installed.path
+    say(f"install  verified archive installed read-only -> {installed.path}")
+    engine_bin = workdir / "bin"
+    atomic_write(engine_bin / "vllm", _STAND_IN_ENGINE.encode(), mode=0o755)
+    result.launch_plan = plan_launch(
+        installed.path,
+        trusted,
+        profile="interactive",
+        weights=snapshot,
+        runtime_dir=workdir / "state" / "launch",
+        base_env={"PATH": f"{engine_bin}:/usr/bin:/bin"},
+        weights_options={"state_dir": workdir / "state"},
+    )
+    say(
+        f"launch   dry run with a STAND-IN engine at {engine_bin / 'vllm'}: would exec "
+        + " ".join(result.launch_plan.argv)
+    )
     # The published figures are audited as they are; findings are shown, not "fixed".
     result.audit = audit_path(kit_dir, trusted)
     return result

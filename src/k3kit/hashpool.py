@@ -12,6 +12,10 @@ The scheduling choices, each measured on the 2-core machine (docs/performance.md
 * stop early: a worker that finds a mismatch sets a shared event before it returns, so no later
   file starts and the files being read stop within one buffer. Ctrl-C does the same.
 
+With ``lease=True`` each file is read under a Linux read lease (:class:`ReadLease`), so the caller
+learns whether any process had it open for writing, or opened it so, while it was read: the
+verification cache records only files read under an unbroken lease (docs/verification-cache.md).
+
 Progress is reported from the calling thread (``on_progress(bytes_done, bytes_total)``) a few times
 a second, from per-job counters each written by one thread only, so no lock is taken per read.
 """
@@ -36,6 +40,7 @@ from k3kit._digest import (
     digest_file,
     read_size,
 )
+from k3kit._lease import ReadLease
 
 PROGRESS_INTERVAL_S = 0.2
 
@@ -58,6 +63,8 @@ class JobResult:
     problem: tuple[str, str] | None
     digest: FileDigest | None
     started_ns: int
+    # None when the whole read ran under a read lease that no writer broke; else why not.
+    lease_note: str | None = "no lease asked for"
 
     @property
     def ok(self) -> bool:
@@ -74,6 +81,18 @@ class PoolResult:
 
 
 _local = threading.local()
+
+def _leased_note(lease: ReadLease | None, digest: FileDigest | None) -> str | None:
+    """Release the lease; None when it vouches for ``digest`` (held throughout, same file)."""
+    if lease is None:
+        return "no lease asked for"
+    intact = lease.intact()
+    lease.release()
+    if not intact:
+        return lease.note
+    if digest is None or lease.identity != (digest.before.device, digest.before.inode):
+        return "the leased file is not the file that was read"
+    return None
 
 
 def default_workers() -> int:
@@ -144,6 +163,7 @@ def run_jobs(
     *,
     workers: int | None = None,
     stop_on_first: bool = True,
+    lease: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
     on_done: Callable[[JobResult], None] | None = None,
 ) -> PoolResult:
@@ -162,8 +182,12 @@ def run_jobs(
         if cancel.is_set():
             return None
 
+        held = ReadLease(job.path) if lease else None
+
         def count(n: int) -> None:
             read[index] += n
+            if held is not None and held.fd is not None:
+                held.intact()  # one fcntl per buffer (2 MiB or more)
 
         inner = schedule.inner(index)
         chunk = schedule.pipelined_chunk if inner > 1 else schedule.chunk
@@ -185,9 +209,11 @@ def run_jobs(
             problem = ("NOT_REGULAR", "not a regular file")
         except OSError as exc:
             problem = ("UNREADABLE", f"cannot read: {exc.strerror or exc}")
+        finally:
+            note = _leased_note(held, digest) if held is not None else "no lease asked for"
         if problem is not None and stop_on_first:
             cancel.set()  # before returning, so this thread's next job does not start
-        return JobResult(job, problem, digest, started)
+        return JobResult(job, problem, digest, started, note)
 
     collected: set[Future[JobResult | None]] = set()
 

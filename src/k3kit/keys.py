@@ -20,9 +20,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from k3kit._canonical import dumps
 from k3kit._fs import atomic_write, read_capped
+from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError
 
 MAX_KEY_FILE = 16 * 1024
+DEFAULT_KEY_NAME = "publisher"
 
 
 def raw_public(pub: Ed25519PublicKey) -> bytes:
@@ -55,13 +57,22 @@ class KeyPairPaths:
     public: Path
 
 
+def key_prefix(out: str) -> Path:
+    """Where ``--out OUT`` puts the pair: ``OUT.key``/``OUT.pub``; but a folder (one that exists,
+    or ``OUT`` ending in ``/``) means ``OUT/publisher.key`` and ``OUT/publisher.pub`` inside it,
+    never ``./OUT.key`` beside it as ``keys/`` used to."""
+    if out.endswith(("/", os.sep)) or Path(out).is_dir():
+        return Path(out) / DEFAULT_KEY_NAME
+    return Path(out)
+
+
 def write_keypair(out: Path, passphrase: bytes | None) -> tuple[KeyPairPaths, Ed25519PublicKey]:
     """Generate a key pair and write ``OUT.key`` (0600, PKCS#8) and ``OUT.pub``; never overwrite."""
     paths = KeyPairPaths(out.with_name(out.name + ".key"), out.with_name(out.name + ".pub"))
     for path in (paths.private, paths.public):
         if path.exists():
             raise InputError(
-                f"{path} exists; refusing to overwrite a key",
+                f"{shown(path)} exists; refusing to overwrite a key",
                 code="OUTPUT_EXISTS",
                 hint="choose another --out; keys are never replaced",
             )

@@ -22,7 +22,8 @@ from pydantic import BaseModel
 
 from k3kit import __version__
 from k3kit._canonical import model_bytes, require_canonical, sha256_of_model, strict_loads
-from k3kit._fs import atomic_write, read_capped, replace_dir, staging_dir
+from k3kit._fs import atomic_write, read_capped, refuse_existing, replace_dir, staging_dir
+from k3kit._text import shown
 from k3kit.engines import validate_profile
 from k3kit.errors import InputError
 from k3kit.evidence import MAX_EVIDENCE_BYTES
@@ -81,6 +82,31 @@ def _profile_context(pkg: PackageDef, name: str) -> dict[str, Any]:
     }
 
 
+def refuse_replacing(out: Path, *, force: bool) -> None:
+    """``--force`` replaces an empty folder or a k3kit kit (``kit.json`` and ``MANIFEST.json``
+    as regular files), never anything else: a mistyped ``-o ~/src --force`` must not delete a
+    source tree. Checked before rendering (exit 3)."""
+    refuse_existing(out, force=force)
+    if not force or not (out.exists() or out.is_symlink()):
+        return
+    if out.is_symlink() or not out.is_dir():
+        raise InputError(
+            f"{shown(out)} is not a folder; --force replaces only an empty folder or a kit",
+            code="OUTPUT_NOT_A_KIT",
+        )
+    is_kit = all(
+        (out / name).is_file() and not (out / name).is_symlink()
+        for name in ("kit.json", MANIFEST_NAME)
+    )
+    if not is_kit and any(out.iterdir()):
+        raise InputError(
+            f"{shown(out)} is neither empty nor a k3kit kit (no kit.json and MANIFEST.json); "
+            "--force will not replace it",
+            code="OUTPUT_NOT_A_KIT",
+            hint="choose another -o, or remove the folder yourself",
+        )
+
+
 def build(package_path: Path, lock_path: Path, out: Path, *, force: bool = False) -> Manifest:
     """Render and write a kit directory; returns its manifest."""
     pkg = load_toml(package_path, PackageDef)
@@ -99,6 +125,7 @@ def build(package_path: Path, lock_path: Path, out: Path, *, force: bool = False
             f"{lock_path}: pins {lock.repo}, but {package_path} is for {pkg.model.repo}",
             code="LOCK_REPO_MISMATCH",
         )
+    refuse_replacing(out, force=force)  # before anything is rendered or written
     lock_sha = sha256_of_model(lock)
     env = make_environment()
     weights = {

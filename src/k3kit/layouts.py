@@ -1,17 +1,34 @@
-"""Where a weights folder keeps the lock's files, and which symlinks it may contain.
+"""What a weights folder is, decided from its path alone, and which symlinks it may contain.
 
-Three layouts occur on a buyer's node: a plain folder (as ``pull --layout plain`` or
-huggingface_hub's ``local_dir`` writes it), a Hugging Face cache snapshot
-(``…/models--org--name/snapshots/<commit>/``, entries symlinked into ``../../blobs/``), and a cache
-root or repo folder holding that snapshot. In a snapshot a symlink may only resolve into the repo's
-``blobs/`` or the cache's shared ``blobs/`` store: a link to anywhere else is a swap, not a cache.
-Nothing here trusts a byte inside the folder; it only decides where to look.
+A folder given as weights is exactly one of four kinds, decided from its own name and its
+parents' names (its canonical real path, with ``lstat``), never from what it happens to contain:
+
+* **snapshot folder**: ``…/models--ORG--NAME/snapshots/<commit>``;
+* **repo folder**: named ``models--ORG--NAME``; its ``snapshots/<commit>`` is what is checked;
+* **cache root**: holds ``models--ORG--NAME/`` and nothing but Hugging Face cache entries
+  (:data:`CACHE_ROOT_ENTRY`); its ``models--ORG--NAME/snapshots/<commit>`` is what is checked;
+* **plain folder**: anything else that holds no cache entry and lies inside no ``models--*``
+  folder.
+
+Contents are then only used to *refuse*: a folder that could be read two ways (a plain folder or a
+snapshot holding a ``models--*`` folder, a cache root holding loose model files, a repo folder
+holding anything besides ``blobs``/``refs``/``snapshots``/``.no_exist``) is refused with
+``WEIGHTS_AMBIGUOUS``, because the verifier would hash one folder while an engine started on the
+same path loads another.
+
+``Layout.root`` is a guarantee: the canonical real path (no symlink component) of the folder whose
+files are checked. ``launch`` execs the engine on exactly that path.
+
+In a snapshot, a symlink may resolve only into the repo's own ``blobs/``, which must itself be a
+real directory (``lstat``); the link is read once (``readlink``) and its target may not be a link
+again. Nothing here trusts a byte inside the folder; it only decides where to look.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +43,14 @@ _HF_LOCAL_META = re.compile(
     r"|(download|upload)/.+\.(metadata|lock|incomplete))$"
 )
 
+# Top-level names a Hugging Face cache root holds (huggingface_hub ``constants``/``file_download``):
+# one folder per repo, its ``.locks`` folder, a CACHEDIR.TAG and a version marker.
+CACHE_REPO_ENTRY = re.compile(r"^(models|datasets|spaces)--.+$")
+CACHE_ROOT_ENTRY = re.compile(
+    r"^((models|datasets|spaces)--.+|\.locks|CACHEDIR\.TAG|version\.txt)$"
+)
+# What huggingface_hub keeps inside a repo folder.
+REPO_FOLDER_ENTRIES = frozenset({"blobs", "refs", "snapshots", ".no_exist"})
 
 # Its bookkeeping files are a few hundred bytes; a big file under one of those names is not one.
 HF_LOCAL_META_MAX_BYTES = 64 * 1024
@@ -40,11 +65,16 @@ def is_hf_local_metadata(rel: str, kind: str, size: int) -> bool:
 
 @dataclass(frozen=True)
 class Layout:
-    """Where the lock's relative paths live, and which link targets are allowed there."""
+    """Where the lock's relative paths live, and which link targets are allowed there.
+
+    ``root`` is the canonical real path of the folder that is checked (see the module docstring);
+    ``kind`` is "plain" or "snapshot"; ``given_as`` says how the caller named it.
+    """
 
     root: Path
     kind: str  # "plain" or "snapshot"
     allowed_link_roots: tuple[Path, ...] = ()
+    given_as: str = ""  # plain | snapshot | repo | cache-root
 
 
 def repo_folder_name(repo: str) -> str:
@@ -52,52 +82,156 @@ def repo_folder_name(repo: str) -> str:
     return f"models--{org}--{name}"
 
 
-def _snapshot(snapshot: Path, cache_root: Path) -> Layout:
-    repo_dir = snapshot.parent.parent
-    roots = (
-        Path(os.path.realpath(repo_dir / "blobs")),
-        Path(os.path.realpath(cache_root / "blobs")),
+def _ambiguous(path: Path, detail: str) -> VerificationError:
+    return VerificationError(
+        f"{path} can be read two ways: {detail}",
+        code="WEIGHTS_AMBIGUOUS",
+        hint="give the snapshot folder itself (…/models--ORG--NAME/snapshots/<commit>) or a "
+        "plain folder that holds only the model's files",
     )
-    return Layout(snapshot, "snapshot", roots)
+
+
+def _real_dir(path: Path) -> bool:
+    """True when ``path`` itself (not what a link points to) is a directory."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _top_level(path: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError as exc:
+        raise VerificationError(
+            f"cannot list the weights folder {path}: {exc.strerror}", code="WEIGHTS_WALK_FAILED"
+        ) from exc
+
+
+def _canonical(path: Path) -> Path:
+    try:
+        real = Path(os.path.realpath(path, strict=True))
+    except (OSError, RuntimeError) as exc:
+        raise VerificationError(
+            f"weights folder not found: {path}", code="WEIGHTS_NOT_FOUND"
+        ) from exc
+    if not _real_dir(real):
+        raise VerificationError(f"weights folder not found: {path}", code="WEIGHTS_NOT_FOUND")
+    return real
+
+
+def _blobs_roots(repo_dir: Path) -> tuple[Path, ...]:
+    blobs = repo_dir / "blobs"
+    return (blobs,) if _real_dir(blobs) else ()
+
+
+def _descend(base: Path, *names: str) -> Path:
+    """``base/names…``, each component a real directory (a link there is not a cache)."""
+    here = base
+    for name in names:
+        nxt = here / name
+        try:
+            st = os.lstat(nxt)
+        except OSError as exc:
+            raise FileNotFoundError(str(nxt)) from exc
+        if stat.S_ISLNK(st.st_mode):
+            raise VerificationError(
+                f"{nxt} is a symlink; the folders of a cache are real directories",
+                code="WEIGHTS_SYMLINK_ESCAPE",
+            )
+        if not stat.S_ISDIR(st.st_mode):
+            raise FileNotFoundError(str(nxt))
+        here = nxt
+    return here
+
+
+def _snapshot_layout(snapshot: Path, given_as: str) -> Layout:
+    entries = _top_level(snapshot)
+    nested = [n for n in entries if CACHE_REPO_ENTRY.match(n)]
+    if nested:
+        raise _ambiguous(snapshot, f"a snapshot folder that also holds a cache ({nested[0]}/)")
+    return Layout(snapshot, "snapshot", _blobs_roots(snapshot.parent.parent), given_as)
+
+
+def _from_repo(repo_dir: Path, lock: WeightsLock, given_as: str, asked: Path) -> Layout:
+    extra = [n for n in _top_level(repo_dir) if n not in REPO_FOLDER_ENTRIES]
+    if extra:
+        raise _ambiguous(repo_dir, f"a cache repo folder that also holds {extra[0]!r}")
+    try:
+        snapshot = _descend(repo_dir, "snapshots", lock.commit)
+    except FileNotFoundError:
+        raise VerificationError(
+            f"no snapshot of {lock.repo} at commit {lock.commit} under {asked}",
+            code="WEIGHTS_MISSING_SNAPSHOT",
+            hint="run `k3kit pull` for this kit first",
+        ) from None
+    return _snapshot_layout(snapshot, given_as)
 
 
 def locate(path: Path, lock: WeightsLock) -> Layout:
-    """Work out which layout ``path`` is, without trusting anything inside it yet."""
-    path = Path(os.path.abspath(path))
-    repo_dir_name = repo_folder_name(lock.repo)
-    candidates: list[tuple[Path, Path]] = []  # (snapshot dir, cache root)
-    if (path / repo_dir_name).is_dir():
-        candidates.append((path / repo_dir_name / "snapshots" / lock.commit, path))
-    if path.name == repo_dir_name:
-        candidates.append((path / "snapshots" / lock.commit, path.parent))
-    if path.parent.name == "snapshots" and path.parent.parent.name == repo_dir_name:
-        if path.name != lock.commit:
+    """Decide what ``path`` is (see the module docstring); refuse it when that is not one thing."""
+    real = _canonical(Path(path))
+    want = repo_folder_name(lock.repo)
+    parent = real.parent
+    if parent.name == "snapshots" and parent.parent.name.startswith("models--"):
+        if parent.parent.name != want:
             raise VerificationError(
-                f"{path} is a snapshot of commit {path.name}, but the lock pins {lock.commit}",
+                f"{real} is a snapshot of {parent.parent.name}, but the lock pins {want}",
+                code="WEIGHTS_WRONG_REPO",
+            )
+        if real.name != lock.commit:
+            raise VerificationError(
+                f"{real} is a snapshot of commit {real.name}, but the lock pins {lock.commit}",
                 code="WEIGHTS_WRONG_REVISION",
             )
-        candidates.append((path, path.parent.parent.parent))
-    for snapshot, cache_root in candidates:
-        if snapshot.is_dir():
-            return _snapshot(snapshot, cache_root)
+        return _snapshot_layout(real, "snapshot")
+    if real.name.startswith("models--"):
+        if real.name != want:
+            raise VerificationError(
+                f"{real} is the cache folder of {real.name}, but the lock pins {want}",
+                code="WEIGHTS_WRONG_REPO",
+            )
+        return _from_repo(real, lock, "repo", Path(path))
+    inside = next((p for p in real.parents if p.name.startswith("models--")), None)
+    if inside is not None:
+        raise _ambiguous(real, f"a folder inside the cache repo folder {inside} that is not a "
+                         "snapshot")
+    entries = _top_level(real)
+    cache_entries = [n for n in entries if CACHE_REPO_ENTRY.match(n)]
+    if not cache_entries:
+        if "snapshots" in entries and "blobs" in entries:
+            raise _ambiguous(real, "a plain folder laid out like a cache repo folder")
+        return Layout(real, "plain", (), "plain")
+    loose = [n for n in entries if not CACHE_ROOT_ENTRY.match(n)]
+    if loose:
+        raise _ambiguous(
+            real, f"a cache root (holds {cache_entries[0]}/) that also holds {loose[0]!r}"
+        )
+    if want not in entries:
         raise VerificationError(
             f"no snapshot of {lock.repo} at commit {lock.commit} under {path}",
             code="WEIGHTS_MISSING_SNAPSHOT",
             hint="run `k3kit pull` for this kit first",
         )
-    if not path.is_dir():
-        raise VerificationError(f"weights folder not found: {path}", code="WEIGHTS_NOT_FOUND")
-    return Layout(path, "plain")
+    try:
+        repo_dir = _descend(real, want)
+    except FileNotFoundError:
+        raise _ambiguous(real, f"{want} is not a directory") from None
+    return _from_repo(repo_dir, lock, "cache-root", Path(path))
 
 
 def local_layout(path: Path) -> Layout:
-    """Layout of a folder being pinned: a cache snapshot if inside ``snapshots/``, else plain."""
-    path = Path(os.path.abspath(path))
-    if not path.is_dir():
-        raise VerificationError(f"weights folder not found: {path}", code="WEIGHTS_NOT_FOUND")
-    if path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--"):
-        return _snapshot(path, path.parent.parent.parent)
-    return Layout(path, "plain")
+    """Layout of a folder being pinned: a cache snapshot if inside ``snapshots/``, else plain.
+
+    A folder that holds a cache (``models--*``) is refused as ambiguous, as in :func:`locate`.
+    """
+    real = _canonical(Path(path))
+    if real.parent.name == "snapshots" and real.parent.parent.name.startswith("models--"):
+        return _snapshot_layout(real, "snapshot")
+    nested = [n for n in _top_level(real) if CACHE_REPO_ENTRY.match(n)]
+    if nested:
+        raise _ambiguous(real, f"a folder to pin that holds a cache ({nested[0]}/)")
+    return Layout(real, "plain", (), "plain")
 
 
 class LinkPolicyViolation(Exception):
@@ -109,17 +243,52 @@ class LinkPolicyViolation(Exception):
         self.detail = detail
 
 
+def _usable_root(root: Path) -> bool:
+    """An allowed link root must be a real directory named ``blobs`` with no link on its path:
+    a planted ``blobs -> /`` would otherwise make every file on the machine an allowed target."""
+    return (
+        root.is_absolute()
+        and root.name == "blobs"
+        and _real_dir(root)
+        and os.path.realpath(root) == str(root)
+    )
+
+
 def resolve_file(layout: Layout, rel: str) -> Path:
     """The real file behind ``rel``, applying the symlink policy of the layout.
 
-    In a plain layout the path itself is returned (callers refuse a symlink there outright).
+    In a plain layout the path itself is returned (callers refuse a symlink there outright). In a
+    snapshot a link is read once; its target, taken lexically from the link's real folder, must
+    lie inside an allowed root (:func:`_usable_root`), with no link on the way and no link at the
+    end. The returned path therefore has no symlink component: it is what an engine opening the
+    link reads.
     """
     path = layout.root / rel
     if layout.kind == "plain" or not path.is_symlink():
         return path
-    real = Path(os.path.realpath(path))
-    if not any(real == r or r in real.parents for r in layout.allowed_link_roots):
+    try:
+        target = os.readlink(path)
+    except OSError as exc:
+        raise LinkPolicyViolation("WEIGHTS_SYMLINK_ESCAPE", f"unreadable link: {exc}") from exc
+    folder = os.path.realpath(path.parent)  # where the kernel starts a relative target from
+    lexical = Path(os.path.normpath(os.path.join(folder, target)))
+    root = next(
+        (r for r in layout.allowed_link_roots if r in lexical.parents and _usable_root(r)), None
+    )
+    if root is None:
         raise LinkPolicyViolation(
-            "WEIGHTS_SYMLINK_ESCAPE", f"symlink resolves outside the repo's blobs/: {real}"
+            "WEIGHTS_SYMLINK_ESCAPE",
+            f"symlink resolves outside the repo's real blobs/ directory: {lexical}",
         )
-    return real
+    here = root
+    for part in lexical.relative_to(root).parts:
+        here = here / part
+        try:
+            is_link = stat.S_ISLNK(os.lstat(here).st_mode)
+        except OSError:
+            return here  # missing: the caller's stat reports it
+        if is_link:
+            raise LinkPolicyViolation(
+                "WEIGHTS_SYMLINK_CHAIN", f"symlink points to another symlink: {here}"
+            )
+    return lexical

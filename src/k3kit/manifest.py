@@ -8,6 +8,7 @@ the first, because an operator fixing a broken kit needs the whole list.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,18 +16,23 @@ from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._digest import hash_file
 from k3kit._fs import walk
 from k3kit._pathpolicy import path_problem
+from k3kit._text import shown
 from k3kit.errors import InputError
 from k3kit.models import Manifest, ManifestEntry
 
 MANIFEST_NAME = "MANIFEST.json"
 RECEIPT_NAME = "receipt.dsse.json"
 EVIDENCE_DIR = "evidence"
-UNLISTED = frozenset({MANIFEST_NAME, RECEIPT_NAME})
+# The root chain (root/<N>.root.json, checked by k3kit.trust.root) and the SSHSIG of MANIFEST.json
+# are signed documents of their own, added after the build: listing them would change the kit
+# checksum each time the publisher rotates a key.
+ROOT_DIR = "root"
+UNLISTED = frozenset({MANIFEST_NAME, RECEIPT_NAME, "MANIFEST.json.sig"})
 
 
 def is_unlisted(rel: str) -> bool:
     """True for the files the manifest deliberately does not list."""
-    return rel in UNLISTED or rel.startswith(EVIDENCE_DIR + "/")
+    return rel in UNLISTED or rel.startswith((EVIDENCE_DIR + "/", ROOT_DIR + "/"))
 
 
 def build_manifest(root: Path) -> Manifest:
@@ -37,12 +43,14 @@ def build_manifest(root: Path) -> Manifest:
             continue
         if entry.kind != "file":
             raise InputError(
-                f"{root / entry.rel}: a kit may hold only regular files, not a {entry.kind}",
+                f"{shown(root / entry.rel)}: a kit may hold only regular files, not a {entry.kind}",
                 code="KIT_NOT_REGULAR",
             )
         problem = path_problem(entry.rel)
         if problem:
-            raise InputError(f"{entry.rel}: unsafe kit path: {problem}", code="KIT_PATH_UNSAFE")
+            raise InputError(
+                f"{shown(entry.rel)}: unsafe kit path: {shown(problem)}", code="KIT_PATH_UNSAFE"
+            )
         digests, size = hash_file(root / entry.rel)
         entries.append(ManifestEntry(path=entry.rel, size=size, sha256=digests["sha256"]))
     entries.sort(key=lambda e: e.path)
@@ -99,6 +107,18 @@ def diff_evidence(
                 Difference("EVIDENCE_FILE_EXTRA", rel, "evidence file not listed in the receipt")
             )
             continue
+        # Size first, from lstat: a 32 GiB sparse file in place of a 2 MB result is refused
+        # without reading it.
+        size = os.lstat(root / rel).st_size
+        if size != entry.size:
+            diffs.append(
+                Difference(
+                    "EVIDENCE_FILE_CHANGED",
+                    rel,
+                    f"size {size} bytes != receipt's {entry.size} bytes (not hashed)",
+                )
+            )
+            continue
         digests, size = hash_file(root / rel)
         if size != entry.size or digests["sha256"] != entry.sha256:
             diffs.append(
@@ -125,8 +145,10 @@ def diff_tree(root: Path, manifest: Manifest) -> TreeDiff:
     parents = {p.rsplit("/", 1)[0] for p in listed if "/" in p}
     expected_dirs = {
         "/".join(d.split("/")[: i + 1]) for d in parents for i in range(d.count("/") + 1)
-    } | {EVIDENCE_DIR}
+    } | {EVIDENCE_DIR, ROOT_DIR}
     for entry in walk(root):
+        if entry.rel.startswith(ROOT_DIR + "/"):
+            continue  # k3kit.trust.root.kit_roots admits only regular <N>.root.json files
         if entry.kind == "dir":
             if entry.rel not in expected_dirs and not entry.rel.startswith(EVIDENCE_DIR + "/"):
                 diffs.append(

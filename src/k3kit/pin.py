@@ -29,7 +29,9 @@ from typing import Any, Protocol
 
 from k3kit._digest import sha256_hex
 from k3kit._pathpolicy import path_problem
+from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
+from k3kit.layouts import Layout, repo_folder_name
 from k3kit.models import PinSource, WeightsLock, load
 from k3kit.weights import hash_tree, local_layout
 
@@ -41,16 +43,68 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
+def _check_snapshot(folder: Path, layout: Layout, repo: str, commit: str) -> None:
+    """A cache snapshot names its repo (``models--ORG--NAME``) and its commit: both must be the
+    ones the caller pins, or the lock would describe another repo's bytes."""
+    if layout.kind != "snapshot":
+        return
+    repo_dir = layout.root.parent.parent.name
+    if repo_dir != repo_folder_name(repo):
+        raise InputError(
+            f"{shown(folder)} is a snapshot of {shown(repo_dir)}, not of {repo}",
+            code="REPO_MISMATCH",
+        )
+    if layout.root.name != commit:
+        raise InputError(
+            f"{shown(folder)} is the snapshot of commit {shown(layout.root.name)}, not {commit}",
+            code="REVISION_MISMATCH",
+        )
+
+
+def local_selector(
+    root: Path, include: Sequence[str] = (), exclude: Sequence[str] = ()
+) -> Callable[[str], bool]:
+    """Which files of a local copy a pin keeps, decided during the walk, before any hashing.
+
+    ``.git/`` is always left out (a git clone's object store is not part of the weights); then
+    ``--include``/``--exclude`` as for a hub pin; a kept name the lock's path policy refuses
+    (a space, a non-UTF-8 byte, ``:``) stops the pin here with exit 3 naming the file, instead
+    of after hours of hashing.
+    """
+
+    def keep(rel: str) -> bool:
+        if rel == ".git" or rel.startswith(".git/"):
+            return False
+        if (include and not matches(rel, include)) or matches(rel, exclude):
+            return False
+        problem = path_problem(rel)
+        if problem:
+            raise InputError(
+                f"{shown(root / rel)}: k3kit cannot lock this file name ({shown(problem)})",
+                code="PATH_REFUSED",
+                hint="rename it, or leave it out with --exclude",
+            )
+        return True
+
+    return keep
+
+
 def pin_local(
     folder: Path,
     *,
     repo: str,
     revision: str,
     pinned_at: str,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
     workers: int | None = None,
     on_file_done: Callable[[str, int], None] | None = None,
 ) -> WeightsLock:
-    """Hash every file of ``folder`` and describe it as ``repo`` at commit ``revision``."""
+    """Hash the selected files of ``folder`` and describe them as ``repo`` at ``revision``.
+
+    The patterns are not recorded in the lock (a local pin's ``source`` has none): the lock's
+    file list is the whole statement of what was pinned.
+    """
     if not _COMMIT.match(revision):
         raise InputError(
             f"--revision {revision!r} is not a 40-hex commit sha",
@@ -58,12 +112,18 @@ def pin_local(
             hint="a local pin must name the exact commit; branches and tags move",
         )
     layout = local_layout(folder)
-    if layout.kind == "snapshot" and layout.root.name != revision:
-        raise InputError(
-            f"{folder} is the snapshot of commit {layout.root.name}, not {revision}",
-            code="REVISION_MISMATCH",
+    _check_snapshot(folder, layout, repo, revision)
+    try:
+        files = hash_tree(
+            layout,
+            workers=workers,
+            on_file_done=on_file_done,
+            keep=local_selector(folder, include, exclude),
         )
-    files = hash_tree(layout, workers=workers, on_file_done=on_file_done)
+    except VerificationError as exc:
+        # Here the folder is the publisher's own input, not a node's weights under test: what
+        # the verifier calls a failed check (a FIFO, an unreadable folder) is bad input, exit 3.
+        raise InputError(exc.message, code=exc.code, hint=exc.hint) from exc
     return load(
         WeightsLock,
         {
@@ -191,6 +251,7 @@ def _small_entry(client: HubClient, repo: str, commit: str, f: RemoteFile) -> di
 
 def _check_local(
     folder: Path,
+    repo: str,
     commit: str,
     entries: list[dict[str, Any]],
     listed: set[str],
@@ -200,20 +261,19 @@ def _check_local(
 ) -> list[dict[str, Any]]:
     """Hash a local copy of the commit; every pinned sha256 must match. Adds blake3."""
     layout = local_layout(folder)
-    if layout.kind == "snapshot" and layout.root.name != commit:
-        raise InputError(
-            f"{folder} is the snapshot of commit {layout.root.name}, not {commit}",
-            code="REVISION_MISMATCH",
-        )
-    local = {f.path: f for f in hash_tree(layout, workers=workers, on_file_done=on_file_done)}
+    _check_snapshot(folder, layout, repo, commit)
+    hashed = hash_tree(
+        layout, workers=workers, on_file_done=on_file_done, keep=local_selector(folder)
+    )
+    local = {f.path: f for f in hashed}
     pinned = {str(e["path"]) for e in entries}
-    problems = [f"{p}: not in the local copy" for p in sorted(pinned - set(local))]
+    problems = [f"{shown(p)}: not in the local copy" for p in sorted(pinned - set(local))]
     problems += [
-        f"{p}: not a file of {commit[:12]} on the hub" for p in sorted(set(local) - listed)
+        f"{shown(p)}: not a file of {commit[:12]} on the hub" for p in sorted(set(local) - listed)
     ]
     if problems:
         raise InputError(
-            f"{folder} is not a copy of this revision:\n  " + "\n  ".join(problems),
+            f"{shown(folder)} is not a copy of this revision:\n  " + "\n  ".join(problems),
             code="HASH_LOCAL_FILE_SET",
         )
     out = []
@@ -269,7 +329,13 @@ def pin_hub(
     files = [entries[p] for p in chosen]
     if hash_local is not None:
         files = _check_local(
-            hash_local, commit, files, set(listing), workers=workers, on_file_done=on_file_done
+            hash_local,
+            repo,
+            commit,
+            files,
+            set(listing),
+            workers=workers,
+            on_file_done=on_file_done,
         )
     return load(
         WeightsLock,

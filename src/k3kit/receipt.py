@@ -5,7 +5,8 @@ checksum (sha256 of ``weights.lock.json``): a receipt is about *this* kit with *
 cannot be moved to another. The claims are copied as published; consistency with the kit (profiles,
 engine) is checked here because a receipt for a profile the kit does not have is a publisher error.
 
-Evidence files (one ``vllm bench serve --save-result`` JSON per run) are parsed here, their tool
+Evidence files (one benchmark tool's result per run: vLLM, SGLang, llmperf, AIPerf, GuideLLM,
+read by the adapters of :mod:`k3kit.evidence`) are parsed here, their tool
 summary, sha256 and size recorded in the run, and their kit path fixed to
 ``evidence/<run id>.json``; the bytes themselves are written into the kit by ``kit.sign``.
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 from k3kit._canonical import dumps
 from k3kit.errors import InputError
-from k3kit.evidence import parse_vllm_result, summarize
+from k3kit.evidence import parse_evidence, summarize
 from k3kit.models import (
     KIT_SUBJECT,
     PREDICATE_TYPE,
@@ -53,7 +54,12 @@ def _run_with_evidence(
     data = evidence.get(run.id)
     if data is None:
         raise InputError(f"{where}: evidence {run.evidence} was not read", code="EVIDENCE_MISSING")
-    result = parse_vllm_result(data, source=f"{where}.evidence ({run.evidence})")
+    result = parse_evidence(
+        data,
+        source=f"{where}.evidence ({run.evidence})",
+        tool=run.evidence_tool,
+        record=run.evidence_record,
+    )
     if run.evidence_level is not None and run.evidence_level != result.level:
         raise InputError(
             f"{where}: evidence_level is {run.evidence_level!r}, but {run.evidence} is "

@@ -11,17 +11,19 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import dumps, require_canonical, strict_loads
 from k3kit._fs import read_capped
-from k3kit.errors import VerificationError
+from k3kit.errors import InputError, VerificationError
 from k3kit.keys import keyid
 from k3kit.models import PAYLOAD_TYPE, DsseEnvelope, Statement, load
+from k3kit.signers import Signer
 
 MAX_ENVELOPE_BYTES = 1024 * 1024
 _B64 = re.compile(r"^[A-Za-z0-9+/_-]*={0,2}$")
@@ -33,13 +35,24 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
 
 
-def sign_envelope(payload: bytes, payload_type: str, key: Ed25519PrivateKey) -> bytes:
-    """A one-signature DSSE envelope as canonical JSON bytes."""
-    sig = key.sign(pae(payload_type, payload))
+def sign_envelope(payload: bytes, payload_type: str, signers: Signer | Sequence[Signer]) -> bytes:
+    """A DSSE envelope with one signature per signer, as canonical JSON bytes.
+
+    Several signers make a threshold envelope (two people signing one release); the same key
+    twice is refused here, and verifiers count distinct key material anyway.
+    """
+    group = [signers] if isinstance(signers, Signer) else list(signers)
+    ids = [keyid(s.public_key()) for s in group]
+    if not group or len(set(ids)) != len(ids):
+        raise ValueError("sign_envelope needs one or more distinct signers")
+    message = pae(payload_type, payload)
     envelope = {
         "payload": base64.b64encode(payload).decode("ascii"),
         "payloadType": payload_type,
-        "signatures": [{"keyid": keyid(key.public_key()), "sig": base64.b64encode(sig).decode()}],
+        "signatures": [
+            {"keyid": kid, "sig": base64.b64encode(s.sign(message)).decode()}
+            for kid, s in zip(ids, group, strict=True)
+        ],
     }
     return dumps(envelope)
 
@@ -59,17 +72,30 @@ class VerifiedPayload:
     payload: bytes
     payload_type: str
     signer_keyid: str
+    # Every distinct trusted key (by key id, recomputed from key material) with a valid signature:
+    # a threshold counts these, so one key signing twice or under two hints counts once.
+    signer_keyids: tuple[str, ...] = ()
 
 
 def verify_envelope(
-    data: bytes, trusted: list[Ed25519PublicKey], *, expected_type: str, source: str
+    data: bytes,
+    trusted: list[Ed25519PublicKey],
+    *,
+    expected_type: str,
+    source: str,
+    kind: str = "RECEIPT",
 ) -> VerifiedPayload:
-    """Verify a DSSE envelope against the trusted keys; returns the verified payload bytes."""
+    """Verify a DSSE envelope against the trusted keys; returns the verified payload bytes.
+
+    ``kind`` prefixes the error codes (``RECEIPT_…``, ``ROOT_…``) so a root of trust and a
+    receipt fail with codes that say which document was at fault.
+    """
+    bad = f"{kind}_MALFORMED"
     if not trusted:
         raise VerificationError("no trusted keys were given", code="TRUST_EMPTY")
-    obj = strict_loads(data, source=source, max_bytes=MAX_ENVELOPE_BYTES, code="RECEIPT_MALFORMED")
+    obj = strict_loads(data, source=source, max_bytes=MAX_ENVELOPE_BYTES, code=bad)
     if not isinstance(obj, dict):
-        raise VerificationError(f"{source}: not a JSON object", code="RECEIPT_MALFORMED")
+        raise VerificationError(f"{source}: not a JSON object", code=bad)
     # DSSE: unknown envelope fields must be ignored, so keep only the ones the spec defines.
     known = {k: obj[k] for k in ("payload", "payloadType", "signatures") if k in obj}
     if isinstance(known.get("signatures"), list):
@@ -77,11 +103,10 @@ def verify_envelope(
             {k: s[k] for k in ("keyid", "sig") if k in s} if isinstance(s, dict) else s
             for s in known["signatures"]
         ]
-    env = load(
-        DsseEnvelope, known, source=source, error=VerificationError, code="RECEIPT_MALFORMED"
-    )
+    env = load(DsseEnvelope, known, source=source, error=VerificationError, code=bad)
     payload = _b64decode(env.payload, f"{source}: payload")
     message = pae(env.payload_type, payload)
+    signers: dict[str, None] = {}  # insertion-ordered set of distinct key ids
     for entry in env.signatures:
         sig = _b64decode(entry.sig, f"{source}: signature")
         if len(sig) != 64:
@@ -91,24 +116,27 @@ def verify_envelope(
                 key.verify(sig, message)
             except InvalidSignature:
                 continue
-            if env.payload_type != expected_type:
-                raise VerificationError(
-                    f"{source}: signed payloadType {env.payload_type!r}, "
-                    f"expected {expected_type!r}",
-                    code="RECEIPT_WRONG_TYPE",
-                )
-            return VerifiedPayload(payload, env.payload_type, keyid(key))
-    raise VerificationError(
-        f"{source}: no signature verifies with a trusted key",
-        code="RECEIPT_UNTRUSTED_KEY",
-        hint="check --trust: is this the publisher's public key?",
-    )
+            signers[keyid(key)] = None
+    if not signers:
+        raise VerificationError(
+            f"{source}: no signature verifies with a trusted key",
+            code=f"{kind}_UNTRUSTED_KEY",
+            hint="check --trust: is this the publisher's public key?",
+        )
+    if env.payload_type != expected_type:
+        raise VerificationError(
+            f"{source}: signed payloadType {env.payload_type!r}, expected {expected_type!r}",
+            code=f"{kind}_WRONG_TYPE",
+        )
+    ids = tuple(signers)
+    return VerifiedPayload(payload, env.payload_type, ids[0], ids)
 
 
 @dataclass(frozen=True)
 class VerifiedReceipt:
     statement: Statement
     signer_keyid: str
+    signer_keyids: tuple[str, ...] = ()
 
 
 def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt:
@@ -136,7 +164,7 @@ def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt
     statement = load(
         Statement, obj, source="receipt payload", error=VerificationError, code="RECEIPT_MALFORMED"
     )
-    return VerifiedReceipt(statement, verified.signer_keyid)
+    return VerifiedReceipt(statement, verified.signer_keyid, verified.signer_keyids)
 
 
 def subject_digest(statement: Statement, name: str) -> str:
@@ -146,4 +174,29 @@ def subject_digest(statement: Statement, name: str) -> str:
             return subject.digest["sha256"]
     raise VerificationError(
         f"the receipt has no sha256 subject named {name!r}", code="RECEIPT_MALFORMED"
+    )
+
+
+def add_signature(envelope: bytes, signer: Signer, *, source: str) -> bytes:
+    """The same envelope with one more signature over its unchanged payload (a co-signature).
+
+    The payload is never re-encoded: the new signature covers the exact bytes the first signers
+    covered. A key that already signed is refused, since it would add nothing to a threshold.
+    """
+    obj = strict_loads(envelope, source=source, max_bytes=MAX_ENVELOPE_BYTES, code="BAD_INPUT")
+    env = load(DsseEnvelope, obj, source=source, code="BAD_INPUT")
+    payload = _b64decode(env.payload, f"{source}: payload")
+    message = pae(env.payload_type, payload)
+    pub = signer.public_key()
+    for entry in env.signatures:
+        try:
+            pub.verify(_b64decode(entry.sig, f"{source}: signature"), message)
+        except InvalidSignature:
+            continue
+        raise InputError(f"{source}: this key already signed", code="ALREADY_SIGNED")
+    signatures = [s.model_dump(exclude_defaults=False) for s in env.signatures]
+    sig = base64.b64encode(signer.sign(message)).decode()
+    signatures.append({"keyid": keyid(pub), "sig": sig})
+    return dumps(
+        {"payload": env.payload, "payloadType": env.payload_type, "signatures": signatures}
     )

@@ -7,6 +7,9 @@ later run trusts a record only if the lock checksum, the algorithm, the expected
 stamp field are equal; anything else, or ``--full``, re-hashes the file. What that does and does not
 protect against is spelled out in docs/verification-cache.md.
 
+A record is written only for a file read under an unbroken read lease (:mod:`k3kit._lease`): no
+process had it open for writing while it was read, so any later change must move its timestamps.
+
 The file is state, not evidence: it is never trusted blindly. It must be a regular file owned by
 this user and not writable by group or others; it is parsed strictly and checked field by field;
 any doubt discards it whole, which costs a re-hash and nothing else. Writes go through
@@ -101,10 +104,16 @@ def _read_trusted(path: Path, lock_sha256: str) -> dict[str, Record]:
                 raise _Distrust("owned by another user")
             if st.st_mode & 0o022:
                 raise _Distrust("writable by group or others")
+            if st.st_size > MAX_BYTES:  # refused by size: a sparse 1 TB file is never read
+                raise _Distrust(f"larger than {MAX_BYTES} bytes")
             data = handle.read(MAX_BYTES + 1)
     except OSError as exc:
         raise _Distrust(f"cannot read: {exc.strerror or exc}") from exc
-    return _parse(data, lock_sha256)
+    try:
+        return _parse(data, lock_sha256)
+    except (ValueError, TypeError, RecursionError, MemoryError) as exc:
+        # The state file is state, not evidence: whatever it holds costs a re-hash, never a crash.
+        raise _Distrust(f"unreadable ({type(exc).__name__})") from exc
 
 
 def _encodable(text: str) -> bool:

@@ -8,7 +8,6 @@ huggingface_hub, jinja2, ``pin`` or ``render`` (import-linter enforces it).
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,11 +16,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from k3kit._canonical import require_canonical, strict_loads
-from k3kit._fs import read_capped
+from k3kit._text import shown
 from k3kit.archive import extract_safely
+from k3kit.documents import read_document
 from k3kit.errors import InputError, VerificationError
-from k3kit.keys import keyid
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, ExpectedEvidence, diff_evidence, diff_tree
 from k3kit.models import (
     KIT_SUBJECT,
@@ -30,9 +28,11 @@ from k3kit.models import (
     Manifest,
     Statement,
     WeightsLock,
-    load,
 )
 from k3kit.sign import read_receipt, subject_digest
+from k3kit.trust import RollbackPolicy, RootAnchor, Trust
+from k3kit.trust import rollback as rollback_state
+from k3kit.trust.root import kit_roots
 from k3kit.weights import check_weights
 
 MAX_DOC_BYTES = 16 * 1024 * 1024
@@ -76,7 +76,8 @@ class Report:
     def ok(self) -> bool:
         """Only a full run of passed checks is a pass; weights not given is stated, not failed."""
         return all(
-            c.status == PASSED or (c.id == "weights" and c.code == "WEIGHTS_NOT_GIVEN")
+            c.status == PASSED
+            or (c.id == "weights" and c.code == "WEIGHTS_NOT_GIVEN")
             for c in self.checks
         )
 
@@ -89,73 +90,106 @@ class Report:
         }
 
 
+TrustSource = list[Ed25519PublicKey] | Trust | RootAnchor
+
+
 @dataclass
 class _State:
     kit_dir: Path
-    trusted: list[Ed25519PublicKey]
+    source: TrustSource
+    rollback: RollbackPolicy | None = None
+    trust: Trust | None = None
+    decision: rollback_state.Decision | None = None
+    kit_sha256: str | None = None
     statement: Statement | None = None
-    manifest_obj: Any = None  # parsed once, from the bytes whose checksum matched
+    manifest: Manifest | None = None  # parsed once, from the bytes whose checksum matched
     lock: WeightsLock | None = None
     lock_sha256: str | None = None
 
 
 def _step_trust(st: _State, check: Check) -> None:
-    if not st.trusted:
+    if isinstance(st.source, RootAnchor):  # walks the kit's root/ chain, persists new roots
+        st.trust, new = st.source.resolve(st.kit_dir)
+        check.detail = st.trust.description
+        if new:
+            check.detail += f"; accepted root version(s) {', '.join(map(str, new))} from the kit"
+        return
+    kit_roots(st.kit_dir)  # unused without --root, but root/ may hold only root files
+    st.trust = st.source if isinstance(st.source, Trust) else Trust.from_keys(st.source)
+    if not st.trust.keys:
         raise VerificationError("no trusted public key was given", code="TRUST_EMPTY")
-    ids = sorted(keyid(k) for k in st.trusted)
+    ids = sorted(k.keyid for k in st.trust.keys)
     if len(set(ids)) != len(ids):
         raise VerificationError("the same key was given twice", code="TRUST_DUPLICATE_KEY")
-    check.detail = f"{len(ids)} trusted key(s): " + ", ".join(i[:16] for i in ids)
+    check.detail = st.trust.description or f"{len(ids)} trusted key(s)"
 
 
 def _step_signature(st: _State, check: Check) -> None:
-    receipt = read_receipt(st.kit_dir / RECEIPT_NAME, st.trusted)
+    assert st.trust is not None
+    receipt = read_receipt(st.kit_dir / RECEIPT_NAME, st.trust.verification_keys())
+    pred = receipt.statement.predicate
+    signers = st.trust.accept(receipt.signer_keyids, pred.issued_at)
     st.statement = receipt.statement
-    pred = st.statement.predicate
     check.detail = (
-        f"signed by key {receipt.signer_keyid[:16]}, {pred.kit.name} "
+        f"signed by {signers}; {pred.kit.name} "
         f"{pred.kit.version} (sequence {pred.kit.sequence}), issued {pred.issued_at}"
     )
 
 
-def _read_doc(st: _State, name: str, code: str) -> tuple[bytes, Any]:
-    data = read_capped(
-        st.kit_dir / name, MAX_DOC_BYTES, what=name, error=VerificationError, code=code
-    )
-    obj = strict_loads(data, source=name, max_bytes=MAX_DOC_BYTES, code=code)
-    require_canonical(data, obj, source=name)
-    return data, obj
-
-
-def _require_signed_digest(
-    statement: Statement, subject: str, in_predicate: str, data: bytes, *, what: str, code: str
-) -> str:
-    """sha256 of ``data``; it must equal both the Statement's subject and the predicate's copy,
-    or the receipt is about other bytes (another kit, another weight pin)."""
-    actual = hashlib.sha256(data).hexdigest()
-    expected = subject_digest(statement, subject)
-    if actual != expected or in_predicate != actual:
+def _step_rollback(st: _State, check: Check) -> None:
+    assert st.statement is not None and st.trust is not None and st.kit_sha256 is not None
+    kit = st.statement.predicate.kit
+    if st.rollback is None:  # a root promises rollback protection: no state folder fails closed
         raise VerificationError(
-            f"{what} {actual[:16]}… of {subject.split(':', 1)[1]} is not the one the receipt "
-            f"signs ({expected[:16]}…): the receipt belongs to other bytes",
+            "no state folder to check the sequence against", code="ROLLBACK_STATE_UNAVAILABLE"
+        )
+    st.decision = rollback_state.check(
+        st.rollback.state_dir,
+        package=kit.name,
+        channel=kit.channel,
+        sequence=kit.sequence,
+        kit_sha256=st.kit_sha256,
+        floor=st.trust.floor(kit.name, kit.channel),
+        allow_rollback=st.rollback.allow_rollback,
+    )
+    check.detail = st.decision.detail
+
+
+def _signed_digest(statement: Statement, subject: str, in_predicate: str, *, code: str) -> str:
+    """The sha256 the receipt signs for ``subject``; the Statement's subject and the predicate's
+    copy must agree, or the receipt contradicts itself."""
+    expected = subject_digest(statement, subject)
+    if in_predicate != expected:
+        raise VerificationError(
+            f"the receipt's subject {subject.split(':', 1)[1]} ({expected[:16]}…) and its "
+            f"predicate ({in_predicate[:16]}…) name different bytes",
             code=code,
         )
-    return actual
+    return expected
 
 
 def _step_kit_checksum(st: _State, check: Check) -> None:
     assert st.statement is not None
-    data, obj = _read_doc(st, MANIFEST_NAME, "MANIFEST_MALFORMED")
-    actual = hashlib.sha256(data).hexdigest()
-    expected = subject_digest(st.statement, KIT_SUBJECT)
-    if actual != expected or st.statement.predicate.kit.kit_sha256 != actual:
-        raise VerificationError(
-            f"kit checksum {actual[:16]}… is not the one the receipt signs "
-            f"({expected[:16]}…): the receipt belongs to another kit",
-            code="RECEIPT_KIT_MISMATCH",
-        )
-    st.manifest_obj = obj
-    check.detail = f"sha256:{actual}"
+    expected = _signed_digest(
+        st.statement,
+        KIT_SUBJECT,
+        st.statement.predicate.kit.kit_sha256,
+        code="RECEIPT_KIT_MISMATCH",
+    )
+    # Hashed and compared before it is parsed: an unsigned manifest costs one read, whatever
+    # it holds (documents.read_document).
+    doc = read_document(
+        st.kit_dir / MANIFEST_NAME,
+        Manifest,
+        max_bytes=MAX_DOC_BYTES,
+        expected_sha256=expected,
+        code="MANIFEST_MALFORMED",
+        mismatch_code="RECEIPT_KIT_MISMATCH",
+        mismatch_detail="the receipt belongs to another kit",
+    )
+    st.manifest = doc.model
+    st.kit_sha256 = doc.sha256
+    check.detail = f"sha256:{doc.sha256}"
 
 
 def _expected_evidence(statement: Statement) -> list[ExpectedEvidence]:
@@ -167,14 +201,8 @@ def _expected_evidence(statement: Statement) -> list[ExpectedEvidence]:
 
 
 def _step_kit_files(st: _State, check: Check) -> None:
-    assert st.manifest_obj is not None and st.statement is not None
-    manifest = load(
-        Manifest,
-        st.manifest_obj,
-        source=MANIFEST_NAME,
-        error=VerificationError,
-        code="MANIFEST_MALFORMED",
-    )
+    assert st.manifest is not None and st.statement is not None
+    manifest = st.manifest
     tree = diff_tree(st.kit_dir, manifest)
     expected = _expected_evidence(st.statement)
     evidence = diff_evidence(
@@ -200,22 +228,44 @@ def _step_kit_files(st: _State, check: Check) -> None:
         check.detail += f"; {len(expected)} evidence files match the receipt"
 
 
+def _kit_json_digest(st: _State) -> str | None:
+    """kit.json's sha256 as the verified manifest lists it (None when the manifest did not
+    verify: kit.json is then still read under every bound, but the kit fails anyway)."""
+    if st.manifest is None:
+        return None
+    entry = next((e for e in st.manifest.files if e.path == KIT_INFO_NAME), None)
+    if entry is None:
+        raise VerificationError("MANIFEST.json does not list kit.json", code="KIT_INFO_MALFORMED")
+    return entry.sha256
+
+
 def _step_weights_lock(st: _State, check: Check) -> None:
     assert st.statement is not None
-    data, obj = _read_doc(st, LOCK_NAME, "LOCK_MALFORMED")
-    actual = _require_signed_digest(
+    expected = _signed_digest(
         st.statement,
         WEIGHTS_SUBJECT,
         st.statement.predicate.weights.lock_sha256,
-        data,
-        what="weight checksum",
         code="RECEIPT_WEIGHTS_MISMATCH",
     )
-    lock = load(WeightsLock, obj, source=LOCK_NAME, error=VerificationError, code="LOCK_MALFORMED")
-    _, info_obj = _read_doc(st, KIT_INFO_NAME, "KIT_INFO_MALFORMED")
-    info = load(
-        KitInfo, info_obj, source=KIT_INFO_NAME, error=VerificationError, code="KIT_INFO_MALFORMED"
+    lock_doc = read_document(
+        st.kit_dir / LOCK_NAME,
+        WeightsLock,
+        max_bytes=MAX_DOC_BYTES,
+        expected_sha256=expected,
+        code="LOCK_MALFORMED",
+        mismatch_code="RECEIPT_WEIGHTS_MISMATCH",
+        mismatch_detail="the receipt belongs to another weight pin",
     )
+    lock, actual = lock_doc.model, lock_doc.sha256
+    info = read_document(
+        st.kit_dir / KIT_INFO_NAME,
+        KitInfo,
+        max_bytes=MAX_DOC_BYTES,
+        expected_sha256=_kit_json_digest(st),
+        code="KIT_INFO_MALFORMED",
+        mismatch_code="KIT_FILE_CHANGED",
+        mismatch_detail="kit.json is not the one MANIFEST.json lists",
+    ).model
     if info.weights.lock_sha256 != actual or info.weights.commit != lock.commit:
         raise VerificationError("kit.json names another weight lock", code="KIT_LOCK_MISMATCH")
     st.lock, st.lock_sha256 = lock, actual
@@ -241,21 +291,30 @@ STEPS: list[tuple[str, str, Callable[[_State, Check], None], tuple[str, ...]]] =
         _step_weights_lock,
         ("receipt_signature",),
     ),
+    ("rollback", "not older than what this node accepted", _step_rollback, ("kit_checksum",)),
 ]
 
 
 def verify_dir(
     kit_dir: Path,
-    trusted: list[Ed25519PublicKey],
+    trusted: TrustSource,
     *,
     label: str | None = None,
     weights: Path | None = None,
     weights_options: dict[str, Any] | None = None,
+    rollback: RollbackPolicy | None = None,
 ) -> Report:
-    """Run every check on a kit directory; never raises for a verification failure."""
-    st = _State(kit_dir, trusted)
+    """Run every check on a kit directory; never raises for a verification failure.
+
+    ``trusted`` is a list of keys (``--trust``), a :class:`Trust`, or a :class:`RootAnchor`
+    (``--root``). With ``rollback``, a kit that verified completely has its sequence recorded.
+    """
+    st = _State(kit_dir, trusted, rollback)
     report = Report(label or str(kit_dir))
+    tracked = rollback is not None or isinstance(trusted, RootAnchor)
     for step_id, title, func, needs in STEPS:
+        if step_id == "rollback" and not tracked:
+            continue  # plain --trust keeps no state; docs/trust.md says what that leaves open
         check = Check(step_id, title)
         report.checks.append(check)
         blocked = [c.id for c in report.checks if c.id in needs and c.status != PASSED]
@@ -271,6 +330,16 @@ def verify_dir(
             check.status, check.code = FAILED, "KIT_UNREADABLE"
             check.detail = f"cannot read the kit: {exc}"
     report.checks.append(_weights_check(st, report, weights, weights_options or {}))
+    if st.kit_sha256 is not None:  # lets `launch` and `install` tie the bytes they use to it
+        report.facts["kit_sha256"] = st.kit_sha256
+    if report.ok and st.decision is not None and st.rollback is not None:
+        rollback_state.record(st.rollback.state_dir, st.decision, now=st.rollback.now)
+        report.facts["rollback"] = {
+            "key": st.decision.key,
+            "sequence": st.decision.sequence,
+            "previous": st.decision.previous,
+            "override": st.decision.override,
+        }
     if st.lock_sha256 is not None:  # lets `pull --trust` tie the lock it uses to this verdict
         report.facts["weights_lock_sha256"] = st.lock_sha256
     if st.statement is not None:
@@ -281,6 +350,34 @@ def verify_dir(
             "sequence": pred.kit.sequence,
             "issued_at": pred.issued_at,
         }
+    return report
+
+
+def check_unsigned_statement(kit_dir: Path, statement: Statement) -> Report:
+    """The kit checks that need no key, against a Statement whose signature was NOT checked.
+
+    Why: ``pack`` without ``--trust`` must still refuse a kit that does not match its own
+    manifest, or whose receipt names another kit or another weight lock. This is never a
+    verdict on its own: the signature step is absent, so only a caller that says so may use it.
+    """
+    st = _State(kit_dir, [], statement=statement)
+    report = Report(str(kit_dir))
+    keyless = ("kit_checksum", "kit_files", "weights_lock")  # no trust, no rollback state
+    for step_id, title, func, needs in (s for s in STEPS if s[0] in keyless):
+        check = Check(step_id, title)
+        report.checks.append(check)
+        blocked = [c.id for c in report.checks if c.id in needs and c.status != PASSED]
+        if blocked:
+            check.detail = f"not checked: depends on {', '.join(blocked)}"
+            continue
+        try:
+            func(st, check)
+            check.status = PASSED
+        except VerificationError as exc:
+            check.status, check.code, check.detail = FAILED, exc.code, exc.message
+        except OSError as exc:
+            check.status, check.code = FAILED, "KIT_UNREADABLE"
+            check.detail = f"cannot read the kit: {exc}"
     return report
 
 
@@ -339,19 +436,23 @@ def _weights_check(
 
 def verify_path(
     kit: Path,
-    trusted: list[Ed25519PublicKey],
+    trusted: TrustSource,
     *,
     weights: Path | None = None,
     weights_options: dict[str, Any] | None = None,
+    rollback: RollbackPolicy | None = None,
 ) -> Report:
     """Verify a kit directory or a ``.kit.tar.gz`` (extracted under policy into a temp dir)."""
     if not kit.exists():
-        raise InputError(f"kit not found: {kit}", code="KIT_NOT_FOUND")
+        raise InputError(f"kit not found: {shown(kit)}", code="KIT_NOT_FOUND")
     if kit.is_dir():
-        return verify_dir(kit, trusted, weights=weights, weights_options=weights_options)
+        return verify_dir(
+            kit, trusted, weights=weights, weights_options=weights_options, rollback=rollback
+        )
     if not kit.is_file():
         raise InputError(
-            f"{kit} is neither a kit directory nor an archive file", code="KIT_NOT_RECOGNISED"
+            f"{shown(kit)} is neither a kit directory nor an archive file",
+            code="KIT_NOT_RECOGNISED",
         )
     archive_check = Check("archive", "archive members pass the extraction policy")
     try:
@@ -366,10 +467,34 @@ def verify_path(
         archive_check.status = PASSED
         archive_check.detail = f"sha256:{digest}"
         report = verify_dir(
-            staging, trusted, label=str(kit), weights=weights, weights_options=weights_options
+            staging,
+            trusted,
+            label=str(kit),
+            weights=weights,
+            weights_options=weights_options,
+            rollback=rollback,
         )
         report.checks.insert(0, archive_check)
         report.facts["archive_sha256"] = digest
         return report
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+class KitNotVerified(VerificationError):
+    """A kit (and its weights, where given) did not verify; ``report`` says which check failed.
+
+    Raised by the verbs that act on a verdict (``install``, ``launch``) so that a caller cannot
+    forget to look at ``Report.ok``: the failure is an exception, with the whole report attached.
+    """
+
+    def __init__(self, report: Report) -> None:
+        failed = [c for c in report.checks if c.status == FAILED]
+        first = failed[0] if failed else None
+        message = (
+            f"{report.kit} does not verify: {first.title}: {first.detail}"
+            if first
+            else f"{report.kit} does not verify: a check could not run"
+        )
+        super().__init__(message, code=(first.code if first and first.code else "NOT_VERIFIED"))
+        self.report = report

@@ -1,10 +1,16 @@
 """Check a folder of weights against ``weights.lock.json``.
 
-Accepts the layouts of :mod:`k3kit.layouts` (a plain folder, a Hugging Face cache snapshot, a
-cache root holding the repo). The file set must equal the lock's; sizes are compared before any
-byte is hashed, so a truncated or missing shard fails in milliseconds; then digests are computed
-in parallel threads (:mod:`k3kit.hashpool`), skipping files the verification cache proves
-unchanged (:mod:`k3kit.vcache`, docs/verification-cache.md).
+Accepts the layouts of :mod:`k3kit.layouts` (a plain folder, a Hugging Face cache snapshot, its
+repo folder or a cache root holding the repo; an ambiguous folder is refused). The file set must
+equal the lock's; sizes are compared before any byte is hashed, so a truncated or missing shard
+fails in milliseconds; then digests are computed in parallel threads (:mod:`k3kit.hashpool`),
+skipping files the verification cache proves unchanged (:mod:`k3kit.vcache`,
+docs/verification-cache.md).
+
+A folder that cannot be walked (a tree deeper than PATH_MAX, a folder without permission) or a
+name that is not UTF-8 is a named problem in the report (exit 1), never an environment error with
+no report: the attacker who planted it must not be able to turn a refusal into a crash. Names are
+shown escaped (:func:`display_name`), so no control character from a file name reaches a terminal.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from pathlib import Path
 
 from k3kit._canonical import sha256_of_model
 from k3kit._digest import FileStamp, hash_file
-from k3kit._fs import walk
+from k3kit._fs import display_name, walk
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.hashpool import HashJob, JobResult, default_workers, run_jobs
 from k3kit.layouts import (
@@ -61,13 +67,39 @@ class WeightsReport:
         return not self.problems
 
 
+def _walk_problem(rel: str, exc: OSError) -> WeightsProblem:
+    where = display_name(rel) if rel else "."
+    return WeightsProblem(
+        "WEIGHTS_WALK_FAILED", where, f"cannot read this folder entry: {exc.strerror or exc}"
+    )
+
+
+def _under(rel: str, prefixes: list[str]) -> bool:
+    return any(p == "" or rel == p or rel.startswith(p + "/") for p in prefixes)
+
+
 def _file_set_problems(
     layout: Layout, lock: WeightsLock
 ) -> tuple[list[WeightsProblem], dict[str, tuple[Path, os.stat_result]]]:
     listed = {f.path: f for f in lock.files}
     problems: list[WeightsProblem] = []
     present: dict[str, tuple[Path, os.stat_result]] = {}
-    for entry in walk(layout.root):
+    unreadable: list[str] = []
+
+    def on_error(rel: str, exc: OSError) -> None:
+        unreadable.append(rel)
+        problems.append(_walk_problem(rel, exc))
+
+    for entry in walk(layout.root, on_error=on_error):
+        if entry.rel != display_name(entry.rel):
+            problems.append(
+                WeightsProblem(
+                    "WEIGHTS_BAD_NAME",
+                    display_name(entry.rel),
+                    "name is not printable UTF-8, so no lock can list it",
+                )
+            )
+            continue
         if entry.kind == "dir":
             continue
         if layout.kind == "plain" and is_hf_local_metadata(entry.rel, entry.kind, entry.size):
@@ -115,7 +147,12 @@ def _file_set_problems(
             continue
         present[entry.rel] = (real, st)
     for rel in sorted(set(listed) - set(present) - {p.path for p in problems}):
-        problems.append(WeightsProblem("WEIGHTS_FILE_MISSING", rel, "locked file is absent"))
+        if _under(rel, unreadable):
+            problems.append(
+                WeightsProblem("WEIGHTS_WALK_FAILED", rel, "not checked: its folder is unreadable")
+            )
+        else:
+            problems.append(WeightsProblem("WEIGHTS_FILE_MISSING", rel, "locked file is absent"))
     return problems, present
 
 
@@ -184,11 +221,13 @@ def check_weights(
         algo,
         workers=workers,
         stop_on_first=not all_errors,
+        lease=cache is not None,
         on_progress=on_progress,
         on_done=done,
     )
     report.workers, report.blake3_threads = pool.threads, pool.blake3_threads
     report.bytes_hashed = pool.bytes_read
+    unleased: dict[str, int] = {}
     for result in pool.results:
         report.files_hashed += 1
         if result.problem is not None:
@@ -197,16 +236,23 @@ def check_weights(
         if cache is None:
             continue
         key = str(result.job.path)
-        if result.ok and result.digest is not None:
+        if result.ok and result.digest is not None and result.lease_note is None:
             cache.remember(key, result.digest, algo, result.job.expected, result.started_ns)
         else:
             cache.forget(key)
+            if result.ok and result.lease_note is not None:
+                unleased[result.lease_note] = unleased.get(result.lease_note, 0) + 1
+    if unleased:
+        report.cache_note = "cache not used for " + "; ".join(
+            f"{n} file(s): {why}" for why, n in sorted(unleased.items())
+        )
     if cache is not None:
         try:
             cache.save()
             report.cache_saved = True
         except K3kitError as exc:
-            report.cache_note = f"verification cache not saved: {exc.message}"
+            note = f"verification cache not saved: {exc.message}"
+            report.cache_note = f"{report.cache_note}; {note}" if report.cache_note else note
     report.problems.sort(key=lambda p: p.path)
     return report
 
@@ -216,14 +262,34 @@ def hash_tree(
     *,
     workers: int | None = None,
     on_file_done: Callable[[str, int], None] | None = None,
+    keep: Callable[[str], bool] | None = None,
 ) -> list[LockedFile]:
-    """sha256 and blake3 of every file under a layout, in parallel, for pinning a local copy."""
+    """sha256 and blake3 of every file under a layout, in parallel, for pinning a local copy.
+
+    ``keep`` (the pin's selection: patterns, ``.git/``, names it cannot lock) sees every
+    non-directory path during the walk, before any byte is hashed; it may raise to refuse one.
+    """
     rels: list[str] = []
-    for entry in walk(layout.root):
+
+    def on_error(rel: str, exc: OSError) -> None:
+        raise VerificationError(
+            f"{display_name(rel) or '.'}: cannot read under {layout.root}: {exc.strerror or exc}",
+            code="WEIGHTS_WALK_FAILED",
+        )
+
+    for entry in walk(layout.root, on_error=on_error):
         if entry.kind == "dir" or (
             layout.kind == "plain" and is_hf_local_metadata(entry.rel, entry.kind, entry.size)
         ):
             continue
+        # The caller's selection sees the name first, so a pin can refuse it as bad input.
+        if keep is not None and not keep(entry.rel):
+            continue
+        if entry.rel != display_name(entry.rel):
+            raise VerificationError(
+                f"{display_name(entry.rel)}: name is not printable UTF-8",
+                code="WEIGHTS_BAD_NAME",
+            )
         if entry.kind == "special" or (entry.kind == "symlink" and layout.kind == "plain"):
             raise VerificationError(
                 f"{layout.root / entry.rel}: {entry.kind} in a weights folder",
@@ -244,8 +310,11 @@ def hash_tree(
         return LockedFile(path=rel, size=size, sha256=digests["sha256"], blake3=digests["blake3"])
 
     n_workers = workers or default_workers()
-    with ThreadPoolExecutor(max_workers=max(1, n_workers)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, n_workers))
+    try:
         files = list(pool.map(one, rels))
+    finally:  # on Ctrl-C, drop the queued files instead of hashing them all first
+        pool.shutdown(wait=False, cancel_futures=True)
     return sorted(files, key=lambda f: f.path)
 
 
@@ -270,6 +339,7 @@ __all__ = [
     "check_file_set",
     "check_weights",
     "choose_algorithm",
+    "display_name",
     "hash_tree",
     "local_layout",
     "locate",

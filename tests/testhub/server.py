@@ -40,9 +40,11 @@ from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from tests.testhub.gitobjects import Blob, Commit, folder_files
 
-FAULT_MODES = frozenset({"wrong_bytes", "drop", "5xx", "401", "404", "429"})
-_BODY_FAULTS = frozenset({"wrong_bytes", "drop"})
-_STATUS_FAULTS = FAULT_MODES - _BODY_FAULTS
+_BODY_FAULTS = frozenset({"wrong_bytes", "drop", "oversized", "stall_body"})
+_STATUS_FAULTS = frozenset({"5xx", "401", "404", "429"})
+_OTHER_FAULTS = frozenset({"stall", "declared_oversized"})
+FAULT_MODES = _BODY_FAULTS | _STATUS_FAULTS | _OTHER_FAULTS
+OVERSIZE = 2**30  # what "oversized" sends (or "declared_oversized" declares) instead of the file
 _INVERT = bytes(range(255, -1, -1))  # wrong_bytes: same length, every byte different
 _SHA_LIKE = re.compile(r"[0-9a-f]{7,40}")
 _SECURITY = {"status": "safe", "avScan": {"virusFound": False, "virusNames": None},
@@ -123,6 +125,8 @@ class TestHub:
         self._paths: dict[str, set[str]] = {}  # sha256 -> repo paths, for path-bound faults
         self._fault: _Fault | None = None
         self._servers: list[_Server] = []
+        self.stopping = threading.Event()  # releases handlers held by the stall faults
+        self.oversized_sent = 0  # body bytes the "oversized" fault got out before the client left
 
     @property
     def url(self) -> str:
@@ -184,6 +188,10 @@ class TestHub:
         ``5xx`` = 503; ``401`` with ``X-Error-Code: RepoNotFound`` (the Hub's answer without a
         token); ``404`` with ``EntryNotFound`` on ``/resolve``, ``RepoNotFound`` on other API
         routes, no code on storage; ``429`` with ``Retry-After: 0``.
+        ``oversized``: a body of 1 GiB (no Content-Length, then the connection closes) for the
+        file; ``declared_oversized``: ``/resolve`` declares 1 GiB (X-Linked-Size / Content-Length);
+        ``stall``: the request is accepted and never answered (until the hub stops);
+        ``stall_body``: headers and the first 64 KiB, then nothing.
         ``path`` restricts the fault to one repo file (its ``/resolve`` and storage requests),
         ``server`` to ``"api"`` or ``"storage"``; ``times`` is how many requests it hits before
         clearing itself (``None`` = until cleared).
@@ -229,6 +237,7 @@ class TestHub:
         Cutting matters: the client pools connections process-wide, and a pooled connection to a
         stopped hub must not keep reaching its old handler thread.
         """
+        self.stopping.set()
         for srv in self._servers:
             srv.shutdown()
             srv.server_close()
@@ -305,6 +314,10 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         split = urlsplit(self.path)
         parts = [unquote(p) for p in split.path.split("/")[1:]]  # split first: keeps %2F in revs
+        if self.server.hub._take_fault(self.server.role, None, frozenset({"stall"})):
+            self.server.hub.stopping.wait(120)  # accepted, never answered
+            self.close_connection = True
+            return
         try:
             if self.server.role == "storage":
                 self._storage(parts)
@@ -414,8 +427,10 @@ class _Handler(BaseHTTPRequestHandler):
         if blob is None:
             return self._error(404, "EntryNotFound", f"{path} does not exist", headers)
         if blob.lfs and self.server.hub.lfs_redirect:
+            big = self.server.hub._take_fault("api", {path}, frozenset({"declared_oversized"}))
             headers |= {"Location": f"{self.server.hub.storage_url}/lfs/{blob.sha256}",
-                        "X-Linked-Etag": f'"{blob.sha256}"', "X-Linked-Size": str(blob.size)}
+                        "X-Linked-Etag": f'"{blob.sha256}"',
+                        "X-Linked-Size": str(OVERSIZE if big else blob.size)}
             return self._send(302, b"", headers)
         self._content(blob, blob.sha256 if blob.lfs else blob.oid, {path}, headers)
 
@@ -444,6 +459,8 @@ class _Handler(BaseHTTPRequestHandler):
         fault = None
         if self.command == "GET":
             fault = self.server.hub._take_fault(self.server.role, paths, _BODY_FAULTS)
+        if fault == "oversized":
+            return self._oversized(blob, headers)
         self._send(status, None, headers)
         if self.command != "GET":
             return
@@ -454,11 +471,30 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     _paced_sendfile(self.connection, f, start, end, self.server.hub.rate_limit)
             return
+        if fault == "stall_body":
+            self.wfile.write(next(blob.chunks(start, min(end, start + 65536)), b""))
+            self.wfile.flush()
+            self.server.hub.stopping.wait(120)
+            self.close_connection = True
+            return
         stop = start + (end - start) // 2 if fault == "drop" else end
         for chunk in blob.chunks(start, stop):
             self.wfile.write(chunk.translate(_INVERT) if fault == "wrong_bytes" else chunk)
         if fault == "drop":  # the client sees a body shorter than Content-Length
             self.close_connection = True
+
+    def _oversized(self, blob: Blob, headers: dict[str, str]) -> None:
+        """Answer with 1 GiB where the file belongs: no length, the end is the connection's."""
+        headers = {k: v for k, v in headers.items() if k != "Content-Length"}
+        self._send(200, None, headers | {"Connection": "close"})
+        self.close_connection = True
+        piece = (next(blob.chunks(0, blob.size), b"") or b"\0") * 16
+        piece = (piece * (2**20 // len(piece) + 1))[: 2**20]
+        hub = self.server.hub
+        while hub.oversized_sent < OVERSIZE and not hub.stopping.is_set():
+            self.wfile.write(piece)
+            with hub._lock:
+                hub.oversized_sent += len(piece)
 
     def _fault_status(self, mode: str, not_found_code: str | None) -> None:
         if mode == "404":

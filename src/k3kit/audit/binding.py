@@ -101,7 +101,11 @@ def provenance(ctx: Context, out: Out) -> None:
                 "neither",
             )
     if ctx.kit is None or ctx.kit.info is None:
-        out.not_checkable("kit", "engine container image digest: kit.json not available")
+        out.not_checkable(
+            "kit",
+            "engine container image digest: kit.json absent or not the one the signed "
+            "MANIFEST.json lists",
+        )
     elif ctx.kit.info.engine.image is None:
         out.warning(
             "kit",

@@ -79,11 +79,14 @@ def comparison_values(ctx: Context, out: Out) -> None:
                 if baseline is None and value is not None and factor > 0:
                     base = value.mid / factor
                     implied = f" (it implies a {missing} value of {num(base, 4)})"
-                out.not_checkable(
+                # The percentage is published, its inputs are not: a missing disclosure.
+                out.warning(
                     where,
                     f"no {missing} run at concurrency {point.concurrency} carries "
                     f"{comp.metric}: the stated {point.stated_percent}% cites figures the "
                     f"receipt does not contain{implied}",
+                    f"both arms' {comp.metric} in the receipt",
+                    f"no {missing} run",
                 )
                 continue
             results = []
@@ -262,7 +265,8 @@ def controls(ctx: Context, out: Out) -> None:
             out.info(c.id, f"{c.kind} control {c.description!r}: {rate}; {why}")
     missing = [kind for kind, count in good.items() if count == 0]
     if missing:
-        out.error(
+        # A missing control leaves an equivalence claim unsupported, not false.
+        out.warning(
             "controls",
             "a fidelity or equivalence method needs a negative (A/A) control that passes and a "
             f"positive control that fails; missing: {' and '.join(missing)}",

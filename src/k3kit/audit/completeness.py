@@ -6,7 +6,7 @@ from fractions import Fraction
 
 from k3kit.audit.context import Context, RunView
 from k3kit.audit.findings import Out, rule
-from k3kit.audit.numbers import Interval, pct
+from k3kit.audit.numbers import Interval, num, pct
 
 
 def _observed(rv: RunView) -> tuple[int | None, int | None, str]:
@@ -25,6 +25,15 @@ def completed(ctx: Context, out: Out) -> None:
         done, _, source = _observed(rv)
         if requested is None or done is None:
             out.not_checkable(rv.id, "requested or completed count not published")
+            continue
+        if done == 0 and requested > 0:
+            out.error(
+                rv.id,
+                f"0/{requested} requests completed ({source}): every figure of this run is "
+                "computed from nothing",
+                "at least one completed request",
+                "none",
+            )
             continue
         if done >= requested:
             out.passed(rv.id, f"{done}/{requested} completed ({source})")
@@ -128,11 +137,21 @@ def cache_hygiene(ctx: Context, out: Out) -> None:
             )
 
 
+def _bounds(rv: RunView, what: str) -> tuple[int | None, Fraction | None]:
+    """The declared length and, for ranged/fixed lengths, the relative half-width allowed."""
+    wl = rv.workload
+    declared = wl.output_tokens if what == "output" else wl.input_tokens
+    if wl.lengths == "ranged" and wl.range_ratio is not None:
+        return declared, Fraction(wl.range_ratio)
+    return declared, None if wl.lengths == "variable" else Fraction(0)
+
+
 def _length_check(
     out: Out, rv: RunView, what: str, values: list[int] | None, mean_iv: Interval | None
 ) -> bool:
-    declared = rv.workload.output_tokens if what == "output" else rv.workload.input_tokens
-    exact = what == "output" and rv.workload.ignore_eos is True
+    declared, spread = _bounds(rv, what)
+    wl = rv.workload
+    exact = what == "output" and wl.ignore_eos is True and wl.lengths == "fixed"
     if values:
         off = [v for v in values if v != declared] if exact else []
         if exact and off:
@@ -144,27 +163,44 @@ def _length_check(
                 f"{min(values)}..{max(values)}",
             )
             return True
-        if not exact and what == "input":
-            worst = max(abs(v - declared) / declared for v in values)
-            if worst > 0.01:
-                severity = out.error if worst > 0.1 else out.warning
+        if declared is not None and spread is not None and what == "input":
+            # Tokenizers and chat templates move a prompt by a few tokens: 1% is a warning, 10%
+            # beyond the declared range a false claim.
+            lo, hi = declared * (1 - spread), declared * (1 + spread)
+            worst = max(max(lo - v, v - hi, Fraction(0)) / declared for v in values)
+            if worst > Fraction(1, 100):
+                severity = out.error if worst > Fraction(1, 10) else out.warning
                 severity(
                     rv.id,
-                    f"{what} lengths {min(values)}..{max(values)} vs declared {declared} "
-                    f"(worst {pct(worst, 3)} off)",
-                    f"{declared} ±1%",
+                    f"{what} lengths {min(values)}..{max(values)} vs declared {declared}"
+                    + (f" ±{pct(spread, 3)}" if spread else "")
+                    + f" (worst {pct(worst, 3)} outside)",
+                    f"{declared} ±1%" if not spread else f"[{num(lo)}, {num(hi)}] ±1%",
                     f"{min(values)}..{max(values)}",
                 )
                 return True
         mean_iv = Interval.exact(Fraction(sum(values), len(values)))
     if mean_iv is None:
         return False
+    if declared is None:
+        out.info(rv.id, f"mean {what} length {mean_iv.text()} tokens ({wl.lengths} lengths, "
+                 "no declared mean to compare)")
+        return True
     band = Interval(Fraction(declared) * Fraction(9, 10), Fraction(declared) * Fraction(11, 10))
     if exact and not mean_iv.contains(declared):
         out.error(
             rv.id,
             f"ignore_eos declared, but the mean {what} length is {mean_iv.text()}",
             str(declared),
+            mean_iv.text(),
+        )
+    elif what == "output" and wl.ignore_eos is not True and mean_iv.hi < band.lo:
+        # Without ignore_eos a request may stop early: a short mean is a disclosure, not a lie.
+        out.warning(
+            rv.id,
+            f"mean {what} length {mean_iv.text()} tokens is below the declared {declared} "
+            "(requests stopped at EOS; ignore_eos not declared)",
+            band.range_text(),
             mean_iv.text(),
         )
     elif not mean_iv.overlaps(band):
@@ -190,7 +226,9 @@ def output_length(ctx: Context, out: Out) -> None:
             mean_iv = Interval.exact(Fraction(s.total_output_tokens, s.completed))
         elif m.output_tok_s is not None and m.request_rate is not None and m.request_rate > 0:
             mean_iv = Interval.published(m.output_tok_s) / Interval.published(m.request_rate)
-        if not _length_check(out, rv, "output", values, mean_iv):
+        if rv.no_success():
+            out.not_checkable(rv.id, "no request completed: no output length to check")
+        elif not _length_check(out, rv, "output", values, mean_iv):
             out.not_checkable(rv.id, "no token counts, and no output and request rate published")
 
 
@@ -204,5 +242,7 @@ def input_length(ctx: Context, out: Out) -> None:
         mean_iv = None
         if s is not None and s.total_input_tokens is not None and s.completed:
             mean_iv = Interval.exact(Fraction(s.total_input_tokens, s.completed))
-        if not _length_check(out, rv, "input", values, mean_iv):
+        if rv.no_success():
+            out.not_checkable(rv.id, "no request completed: no input length to check")
+        elif not _length_check(out, rv, "input", values, mean_iv):
             out.not_checkable(rv.id, "no input token counts (needs an evidence file)")

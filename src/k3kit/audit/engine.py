@@ -15,17 +15,17 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from k3kit._canonical import strict_loads
 from k3kit._fs import read_capped, walk
 from k3kit.archive import extract_safely
-from k3kit.audit.context import Context, KitFacts, build_context
+from k3kit.audit.context import Context, KitFacts, Policy, build_context
 from k3kit.audit.findings import ERROR, RANK, SEVERITIES, Finding, Out, ordered_rules
+from k3kit.documents import read_kit_info
 from k3kit.errors import InputError, K3kitError, VerificationError
-from k3kit.evidence import MAX_EVIDENCE_BYTES, VllmResult, parse_vllm_result, summarize
+from k3kit.evidence import MAX_EVIDENCE_BYTES, RunData, parse_evidence, summarize
 from k3kit.manifest import EVIDENCE_DIR, MANIFEST_NAME, RECEIPT_NAME
-from k3kit.models import KitInfo, ReceiptPredicate, load
+from k3kit.models import KIT_SUBJECT, KitInfo, ReceiptPredicate
 from k3kit.sign import read_receipt
-from k3kit.verify import KIT_INFO_NAME, LOCK_NAME, MAX_DOC_BYTES
+from k3kit.verify import LOCK_NAME, MAX_DOC_BYTES
 
 
 @dataclass
@@ -75,23 +75,18 @@ def _sha256_of(path: Path) -> str | None:
     return hashlib.sha256(data).hexdigest()
 
 
-def _kit_info(kit_dir: Path) -> KitInfo | None:
+def _kit_info(kit_dir: Path, kit_sha256: str | None) -> KitInfo | None:
+    """kit.json only when its bytes are the ones the signed manifest lists (else None)."""
+    if not kit_sha256:
+        return None
     try:
-        data = read_capped(
-            kit_dir / KIT_INFO_NAME,
-            MAX_DOC_BYTES,
-            what="kit.json",
-            error=VerificationError,
-            code="X",
-        )
-        obj = strict_loads(data, source=KIT_INFO_NAME, max_bytes=MAX_DOC_BYTES)
-        return load(KitInfo, obj, source=KIT_INFO_NAME, error=VerificationError)
+        return read_kit_info(kit_dir, kit_sha256, max_bytes=MAX_DOC_BYTES)
     except K3kitError:
         return None
 
 
-def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[str, VllmResult]:
-    results: dict[str, VllmResult] = {}
+def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[str, RunData]:
+    results: dict[str, RunData] = {}
     listed = set()
     for run in pred.runs:
         if run.evidence is None:
@@ -115,15 +110,22 @@ def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[st
             )
             continue
         try:
-            result = parse_vllm_result(data, source=run.evidence, error=VerificationError)
+            result = parse_evidence(
+                data,
+                source=run.evidence,
+                tool=run.evidence_tool,
+                record=run.evidence_record,
+                error=VerificationError,
+            )
         except VerificationError as exc:
             facts.evidence_status[run.id] = f"unparseable: {exc.message}"
             continue
         # Notes about version drift may grow between k3kit versions; the numbers may not differ.
         recorded = run.evidence_summary
+        drift: dict[str, list[str]] = {"notes": [], "unmapped": []}
         if recorded is None or summarize(result).model_copy(
-            update={"notes": []}
-        ) != recorded.model_copy(update={"notes": []}):
+            update=drift
+        ) != recorded.model_copy(update=drift):
             facts.evidence_status[run.id] = "its tool summary differs from the receipt's"
             continue
         facts.evidence_status[run.id] = "ok"
@@ -139,7 +141,12 @@ def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[st
 
 
 def audit_receipt(
-    receipt: Path, trusted: list[Ed25519PublicKey], *, kit_dir: Path | None, label: str
+    receipt: Path,
+    trusted: list[Ed25519PublicKey],
+    *,
+    kit_dir: Path | None,
+    label: str,
+    policy: Policy | None = None,
 ) -> AuditReport:
     """Audit one receipt; with ``kit_dir`` also its subjects and evidence files."""
     try:
@@ -158,14 +165,21 @@ def audit_receipt(
     pred = statement.predicate
     subjects = {s.name: s.digest.get("sha256", "") for s in statement.subject}
     kit: KitFacts | None = None
-    results: dict[str, VllmResult] = {}
+    results: dict[str, RunData] = {}
     if kit_dir is not None:
         kit = KitFacts(
-            _sha256_of(kit_dir / MANIFEST_NAME), _sha256_of(kit_dir / LOCK_NAME), _kit_info(kit_dir)
+            _sha256_of(kit_dir / MANIFEST_NAME),
+            _sha256_of(kit_dir / LOCK_NAME),
+            _kit_info(kit_dir, subjects.get(KIT_SUBJECT)),
         )
         results = _evidence(kit_dir, pred, kit)
     ctx = build_context(
-        pred, signer_keyid=verified.signer_keyid, kit=kit, results=results, subjects=subjects
+        pred,
+        signer_keyid=verified.signer_keyid,
+        kit=kit,
+        results=results,
+        subjects=subjects,
+        policy=policy,
     )
     facts = {
         "verified": True,
@@ -178,23 +192,28 @@ def audit_receipt(
             "with_kit": kit is not None,
         },
     }
+    facts["policy"] = "strict" if ctx.policy.strict else "default"
     return AuditReport(label, run_rules(ctx), facts)
 
 
-def audit_path(target: Path, trusted: list[Ed25519PublicKey]) -> AuditReport:
+def audit_path(
+    target: Path, trusted: list[Ed25519PublicKey], policy: Policy | None = None
+) -> AuditReport:
     """Audit a kit directory, a ``.kit.tar.gz`` or a lone ``receipt.dsse.json``."""
     if not target.exists():
         raise InputError(f"not found: {target}", code="AUDIT_TARGET_NOT_FOUND")
     if target.is_dir():
-        return audit_receipt(target / RECEIPT_NAME, trusted, kit_dir=target, label=str(target))
+        return audit_receipt(
+            target / RECEIPT_NAME, trusted, kit_dir=target, label=str(target), policy=policy
+        )
     if target.name.endswith((".tar.gz", ".tgz")):
         staging, digest = extract_safely(target)
         try:
             report = audit_receipt(
-                staging / RECEIPT_NAME, trusted, kit_dir=staging, label=str(target)
+                staging / RECEIPT_NAME, trusted, kit_dir=staging, label=str(target), policy=policy
             )
             report.facts["archive_sha256"] = digest
             return report
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return audit_receipt(target, trusted, kit_dir=None, label=str(target))
+    return audit_receipt(target, trusted, kit_dir=None, label=str(target), policy=policy)

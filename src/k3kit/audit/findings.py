@@ -87,7 +87,7 @@ RULES: dict[str, Rule] = {}
 
 
 def rule(rule_id: str, title: str, source: str) -> Callable[[Callable[[Context, Out], None]], Any]:
-    """Register a rule function under its stable id (R01..R37)."""
+    """Register a rule function under its stable id (``R`` and two digits)."""
 
     def register(func: Callable[[Context, Out], None]) -> Callable[[Context, Out], None]:
         if rule_id in RULES:
@@ -100,3 +100,9 @@ def rule(rule_id: str, title: str, source: str) -> Callable[[Callable[[Context, 
 
 def ordered_rules() -> list[Rule]:
     return sorted(RULES.values(), key=lambda r: int(r.id[1:]))
+
+
+def rule_span() -> str:
+    """The registered rule ids as a range, e.g. ``R01-R37`` (never written out by hand)."""
+    ids = [r.id for r in ordered_rules()]
+    return f"{ids[0]}-{ids[-1]}" if ids else "no rules"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 from k3kit.audit.context import PUBLISHED_PCTS, Context, RunView
 from k3kit.audit.findings import Out, rule
@@ -46,7 +47,7 @@ def scope(ctx: Context, out: Out) -> None:
                 f"max_concurrency {rv.run.concurrency}",
                 f"max_concurrency {s.max_concurrency}",
             )
-        elif s is not None and s.max_concurrency is None:
+        elif s is not None and s.max_concurrency is None and rv.run.concurrency is not None:
             out.warning(
                 rv.id,
                 "the evidence has no max_concurrency: the claimed concurrency is not evidenced",
@@ -54,7 +55,8 @@ def scope(ctx: Context, out: Out) -> None:
                 "none",
             )
         elif s is not None:
-            out.passed(rv.id, f"evidence ran at concurrency {s.max_concurrency}")
+            out.passed(rv.id, f"evidence ran at concurrency {s.max_concurrency or 'uncapped'}")
+        _offered(out, rv)
     if ctx.kit is None or ctx.kit.info is None:
         out.not_checkable(
             "kit",
@@ -84,7 +86,9 @@ def scope(ctx: Context, out: Out) -> None:
                 "a run per profile",
                 "none",
             )
-    longest = max(wl.input_tokens + wl.output_tokens for wl in ctx.predicate.workloads.values())
+    longest = max(
+        (wl.input_tokens or 0) + (wl.output_tokens or 0) for wl in ctx.predicate.workloads.values()
+    )
     if info.model.max_context_tokens > longest:
         stated = _mentions(ctx, r"context")
         message = (
@@ -100,6 +104,22 @@ def scope(ctx: Context, out: Out) -> None:
                 "a limitation on untested context lengths",
                 "none",
             )
+
+
+def _offered(out: Out, rv: RunView) -> None:
+    """An open-loop run's offered rate against the rate the tool was given."""
+    s, offered = rv.summary, rv.run.offered_rate
+    if s is None or s.request_rate is None:
+        return
+    if offered is None:
+        if rv.open_loop and s.request_rate != "inf":
+            out.warning(rv.id, "open-loop run without offered_rate; the evidence was offered "
+                        f"{s.request_rate} req/s", f"offered_rate = {s.request_rate}", "none")
+        return
+    tool = None if s.request_rate == "inf" else Decimal(s.request_rate)
+    if tool is None or not Interval.published(offered).contains(tool):
+        out.error(rv.id, "the evidence was offered another request rate than the run claims",
+                  f"offered_rate {offered}", f"request_rate {s.request_rate}")
 
 
 def _mentions(ctx: Context, pattern: str) -> str | None:

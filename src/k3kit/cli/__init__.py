@@ -1,16 +1,13 @@
 """The ``k3kit`` command line: the only package that prints, reads argv/env, and exits.
 
 ``_app`` holds the group and the error mapping; the commands live in ``publish`` (keygen, pin,
-build, sign, pack), ``buyer`` (pull, verify) and ``review`` (audit, demo). Importing them here
+build, sign, pack), ``buyer`` (pull, verify), ``deploy`` (install, launch), ``review``
+(audit, demo), ``trust`` (root …) and ``signing`` (countersign, sshsig). Importing them here
 registers them on the group. Each command imports the library modules it needs inside its body,
 so `k3kit verify` never pays for huggingface_hub or jinja2.
 """
 
-from k3kit.cli import buyer, publish, review
-from k3kit.cli._app import cli
+from k3kit.cli import buyer, deploy, publish, review, signing, trust
+from k3kit.cli._app import cli, main
 
-__all__ = ["buyer", "cli", "main", "publish", "review"]
-
-
-def main() -> None:
-    cli(prog_name="k3kit")
+__all__ = ["buyer", "cli", "deploy", "main", "publish", "review", "signing", "trust"]

@@ -2,8 +2,14 @@
 
 Exit codes (DESIGN.md): 0 all checks hold; 1 something checked does not hold; 2 usage error;
 3 bad input; 4 environment (I/O, network, key file); 70 internal error (a bug; traceback only with
-``--debug``). With ``--json`` a command prints exactly one JSON object on stdout and its human
-status on stderr.
+``--debug``); 130 interrupted (Ctrl-C; every file k3kit writes is atomic, so nothing is left
+half-written). With ``--json`` a command prints exactly one JSON object on stdout and its human
+status on stderr; a refused or failed call prints ``{"ok": false, "exit_code": N, "error":
+{"code", "message", "hint"}}``, usage errors (exit 2) included.
+
+Every line printed goes through :func:`err` or :func:`say`, which escape control characters
+(:func:`k3kit._text.shown_lines`): names are escaped where they are formatted, and this is the
+last-line defence, so no file name can move the cursor or paint over a verdict.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -19,14 +26,16 @@ from typing import Any, TypeVar
 import click
 
 from k3kit import __version__
+from k3kit._text import shown_lines
 from k3kit.errors import ExitCode, K3kitError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 a check failed (do not deploy); 2 usage; 3 bad input; "
-    "4 environment (I/O, network, key file); 70 internal error."
+    "4 environment (I/O, network, key file); 70 internal error; 130 interrupted."
 )
+INTERRUPTED = 130  # the shell's convention for SIGINT (128 + 2)
 
 
 def now_utc() -> str:
@@ -37,45 +46,78 @@ def now_utc() -> str:
 
 
 def err(text: str) -> None:
-    click.echo(text, err=True)
+    """A human line on stderr, control characters escaped (line feeds kept)."""
+    click.echo(shown_lines(text), err=True)
+
+
+def say(text: str) -> None:
+    """A human line on stdout, control characters escaped (line feeds kept)."""
+    click.echo(shown_lines(text))
 
 
 def emit_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=True))
+    # ensure_ascii: a control character or a non-UTF-8 name's surrogate is a JSON escape.
+    click.echo(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=True))
+
+
+def error_object(exit_code: int, code: str, message: str, hint: str | None) -> dict[str, Any]:
+    """The one JSON shape of a call that did not produce its result."""
+    return {
+        "ok": False,
+        "exit_code": exit_code,
+        "error": {"code": code, "message": message, "hint": hint},
+    }
+
+
+def _fail(
+    ctx: click.Context, exit_code: int, code: str, message: str, hint: str | None = None
+) -> None:
+    """Report a failure on stderr (and as a JSON error object with --json), then exit."""
+    err(message)
+    if hint:
+        err(f"hint: {hint}")
+    if ctx.params.get("as_json"):
+        emit_json(error_object(exit_code, code, message, hint))
+    ctx.exit(exit_code)
 
 
 def handle_errors(func: F) -> F:
-    """Map K3kitError to its exit code with a one-line message, an unexpected OSError to 4 (the
-    environment), and anything else to 70 (a bug)."""
+    """Map K3kitError to its exit code with a one-line message, Ctrl-C to 130, an unexpected
+    OSError to 4 (the environment), and anything else to 70 (a bug); with ``--json`` each also
+    prints the JSON error object on stdout."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         ctx = click.get_current_context()
+        debug = bool(ctx.find_root().params.get("debug"))
         try:
             return func(*args, **kwargs)
         except K3kitError as exc:
-            err(f"error: {exc.message}")
-            if exc.hint:
-                err(f"hint: {exc.hint}")
-            ctx.exit(int(exc.exit_code))
+            _fail(ctx, int(exc.exit_code), exc.code, f"error: {exc.message}", exc.hint)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
+        except KeyboardInterrupt:
+            _fail(ctx, INTERRUPTED, "INTERRUPTED", "interrupted: nothing was left half-written")
         except OSError as exc:  # the machine got in the way (disk full, permissions, no such dir)
-            if ctx.find_root().params.get("debug"):
+            if debug:
                 traceback.print_exc()
-            err(
+            _fail(
+                ctx,
+                int(ExitCode.ENVIRONMENT),
+                "IO_ERROR",
                 f"error: {exc.strerror or exc}: {exc.filename or ''} (an I/O problem on this "
-                "machine; --debug shows where)"
+                "machine; --debug shows where)",
             )
-            ctx.exit(int(ExitCode.ENVIRONMENT))
         except Exception as exc:
-            if ctx.find_root().params.get("debug"):
+            if debug:
                 traceback.print_exc()
-            err(
+            _fail(
+                ctx,
+                int(ExitCode.INTERNAL),
+                "INTERNAL_ERROR",
                 f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
-                "traceback; please report it)"
+                "traceback; please report it)",
             )
-            ctx.exit(int(ExitCode.INTERNAL))
 
     return wrapper  # type: ignore[return-value]
 
@@ -90,5 +132,43 @@ def cli(debug: bool) -> None:
     """Pin, build, sign, verify and audit deployment kits for frontier LLMs.
 
     Publisher: keygen, pin, build, sign, pack. Buyer: pull, verify. Auditor: audit.
-    Everyone: demo.
+    Trust over time: root, countersign, sshsig (docs/trust.md). Everyone: demo.
     """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; click's own failures (usage errors, Ctrl-C outside a command) are mapped
+    here, because click's standalone mode would print them without the --json error object."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    as_json = "--json" in args
+    try:
+        rv = cli.main(args=args, prog_name="k3kit", standalone_mode=False)
+    except click.UsageError as exc:
+        exc.show()
+        if as_json:
+            hint = "run with --help for the usage"
+            emit_json(error_object(int(ExitCode.USAGE), "USAGE", exc.format_message(), hint))
+        sys.exit(int(ExitCode.USAGE))
+    except click.ClickException as exc:
+        exc.show()
+        if as_json:
+            emit_json(error_object(exc.exit_code, "CLICK_ERROR", exc.format_message(), None))
+        sys.exit(exc.exit_code)
+    except click.Abort as exc:
+        interrupted = isinstance(exc.__cause__, KeyboardInterrupt)
+        code = INTERRUPTED if interrupted else int(ExitCode.CHECK_FAILED)
+        err("interrupted" if interrupted else "aborted")
+        if as_json:
+            emit_json(error_object(code, "INTERRUPTED" if interrupted else "ABORTED", "", None))
+        rv = code
+    except KeyboardInterrupt:
+        err("interrupted")
+        rv = INTERRUPTED
+    if rv == INTERRUPTED:
+        # Worker threads (hashing a shard, a download) are not interruptible and the interpreter
+        # would join them before exiting: Ctrl-C would wait for a whole file. Every `finally` of
+        # the main thread has run and every write is atomic, so leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(INTERRUPTED)
+    sys.exit(rv if isinstance(rv, int) else 0)

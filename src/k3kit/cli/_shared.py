@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from k3kit._text import shown
 from k3kit.cli._app import err
 from k3kit.errors import InputError
 
@@ -41,7 +42,7 @@ def file_progress(label: str, total: int | None = None) -> Callable[[str, int], 
         rate = state["bytes"] / max(time.monotonic() - state["start"], 1e-6) / 1e9
         of = f"/{total / 1e9:.2f}" if total else ""
         sys.stderr.write(
-            f"\r{label}: {state['files']} files, {state['bytes'] / 1e9:.2f}{of} GB, "
+            f"\r{shown(label)}: {state['files']} files, {state['bytes'] / 1e9:.2f}{of} GB, "
             f"{rate:.2f} GB/s "
         )
         sys.stderr.flush()
@@ -113,15 +114,19 @@ def print_report(report: Any, *, quiet: bool = False) -> None:
     for i, check in enumerate(report.checks, start=1):
         if quiet and check.status != "failed":
             continue
-        code = f" [{check.code}]" if check.code and check.status == "failed" else ""
-        err(f"{i}. {marks[check.status]} {check.title}{code}: {check.detail}")
+        code = f" [{shown(check.code)}]" if check.code and check.status == "failed" else ""
+        err(f"{i}. {marks[check.status]} {check.title}{code}: {shown(check.detail)}")
         for problem in check.problems[:50]:
-            err(f"       {problem['code']:<26} {problem['path']}: {problem['detail']}")
+            # Paths are file names from the kit or the weights folder: attacker bytes.
+            err(
+                f"       {shown(problem['code']):<26} {shown(problem['path'])}: "
+                f"{shown(problem['detail'])}"
+            )
         if len(check.problems) > 50:
             err(f"       … and {len(check.problems) - 50} more (use --json for all)")
     note = report.facts.get("weights", {}).get("cache", {}).get("note")
     if note:
-        err(f"note: {note}")
+        err(f"note: {shown(note)}")
     weights = next((c for c in report.checks if c.id == "weights"), None)
     unchecked = weights is not None and weights.status != "passed"
     scope = " (kit and receipt; weights not checked)" if unchecked else ""

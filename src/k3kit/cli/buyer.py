@@ -18,8 +18,13 @@ from k3kit.cli._shared import (
     read_token,
     refuse_token_over_plain_http,
     resolve_endpoint,
-    trust_option,
     trusted_keys,
+)
+from k3kit.cli.signing import (
+    allow_rollback_option,
+    optional_trust_option,
+    root_option,
+    trust_source,
 )
 from k3kit.errors import ExitCode
 
@@ -55,6 +60,14 @@ from k3kit.errors import ExitCode
     type=click.Path(path_type=Path),
     help="Verify the kit with this publisher key before pulling (repeatable; optional).",
 )
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.5, 600),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for the hub (connect, each read); a file with its retries gives up "
+    "after 2.5x this.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handle_errors
 def pull(
@@ -65,6 +78,7 @@ def pull(
     token_env: str | None,
     workers: int,
     trust: tuple[Path, ...],
+    timeout: float,
     as_json: bool,
 ) -> None:
     """Download KIT's pinned weights from the hub, hashing each file as it lands.
@@ -72,8 +86,9 @@ def pull(
     KIT is a kit directory, a .kit.tar.gz, or a weights.lock.json. Exactly the lock's files at
     the lock's commit are fetched; a file with wrong bytes is quarantined beside DIR (in
     DIR.k3kit-quarantine/) and fetched once more. A rerun resumes. Exit 0 only when every file
-    matches the lock (the same verdict as `k3kit verify --weights DIR`); 1 wrong bytes or other
-    files in DIR; 4 hub, network or auth trouble.
+    matches the lock (the same verdict as `k3kit verify --weights DIR`); 1 wrong bytes, a size
+    other than the lock's, other files or planted links in DIR; 4 hub, network or auth trouble;
+    130 Ctrl-C (no partial file is left in DIR). Nothing outside DIR is written or removed.
     """
     from k3kit.hub import HfHub
     from k3kit.pull import pull as pull_weights
@@ -92,15 +107,19 @@ def pull(
         f"weights  {lock.repo}@{lock.commit}: {lock.file_count} files, {lock.total_bytes} bytes "
         f"from {url}"
     )
-    report = pull_weights(
-        lock,
-        dest,
-        downloader=HfHub(url, token),
-        layout="plain" if layout == "plain" else "cache",
-        workers=workers,
-        on_file_done=file_progress("pulling", lock.total_bytes),
-        on_event=lambda text: err(f"note     {text}"),
-    )
+    try:
+        report = pull_weights(
+            lock,
+            dest,
+            downloader=HfHub(url, token, timeout=timeout),
+            layout="plain" if layout == "plain" else "cache",
+            workers=workers,
+            on_file_done=file_progress("pulling", lock.total_bytes),
+            on_event=lambda text: err(f"note     {text}"),
+        )
+    except KeyboardInterrupt:
+        err("\ninterrupted: stopped; no partial file left in the weights folder (rerun resumes)")
+        sys.exit(130)
     result = {
         "ok": report.ok,
         "exit_code": report.exit_code,
@@ -125,10 +144,7 @@ def pull(
         emit_json(result)
     for p in report.problems[:50]:
         err(f"FAIL     {p.code:<26} {p.path}: {p.detail}")
-    for e in report.errors[:50]:
-        err(f"ERROR    {e.code:<26} {e.path}: {e.message}")
-        if e.hint:
-            err(f"hint     {e.hint}")
+    _print_errors(report.errors)
     err(
         f"pulled   {report.files_downloaded} files ({report.bytes_downloaded} bytes) downloaded, "
         f"{report.files_in_place} already in place, {len(report.quarantined)} quarantined"
@@ -138,9 +154,29 @@ def pull(
     sys.exit(report.exit_code)
 
 
+def _print_errors(errors: list[Any]) -> None:
+    """One line per kind of failure, not one per file: a hub that is down fails every file the
+    same way, and 13 identical lines (234 with the client's retry chatter) hide the cause."""
+    by_code: dict[str, list[Any]] = {}
+    for e in errors:
+        by_code.setdefault(e.code, []).append(e)
+    stopped = by_code.pop("PULL_STOPPED", []) if len(by_code) > 1 else []
+    for i, (code, same) in enumerate(by_code.items()):
+        first = same[0]
+        more = [f"{len(same) - 1} more files alike"] if len(same) > 1 else []
+        if i == 0 and stopped:
+            more.append(f"pull stopped, {len(stopped)} other files not fetched")
+        tail = f" ({'; '.join(more)})" if more else ""
+        err(f"ERROR    {code:<26} {first.path}: {first.message}{tail}")
+        if first.hint:
+            err(f"hint     {first.hint}")
+
+
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("kit", type=click.Path(path_type=Path))
-@trust_option
+@optional_trust_option
+@root_option
+@allow_rollback_option
 @click.option(
     "--weights",
     type=click.Path(path_type=Path),
@@ -167,7 +203,8 @@ def pull(
 @click.option(
     "--state-dir",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Verification cache folder (default: $XDG_CACHE_HOME/k3kit or ~/.cache/k3kit).",
+    help="State folder: verification cache, accepted roots, rollback state (default: "
+    "$XDG_CACHE_HOME/k3kit or ~/.cache/k3kit).",
 )
 @click.option(
     "-q", "--quiet", is_flag=True, help="No progress; print only failures and the verdict."
@@ -177,6 +214,8 @@ def pull(
 def verify(
     kit: Path,
     trust: tuple[Path, ...],
+    root_file: Path | None,
+    allow_rollback: bool,
     weights: Path | None,
     workers: int | None,
     algorithm: str | None,
@@ -192,22 +231,27 @@ def verify(
     when --weights is not given). Weight files that verified before and whose device, inode,
     size, mtime and ctime have not changed since are not read again (see
     docs/verification-cache.md); --full reads everything. Progress (bytes, rate, ETA) goes to
-    stderr when it is a terminal.
+    stderr when it is a terminal. With --root, trust comes from a root of trust that the kit's
+    root/ chain may move forward, and a kit older than (or conflicting with) one this node
+    accepted is refused (ROLLBACK, EQUIVOCATION; docs/trust.md).
     """
     from k3kit.verify import verify_path
 
-    trusted = trusted_keys(trust)
+    state = state_dir if state_dir is not None else default_state_dir()
+    trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
     progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not quiet else None
     options: dict[str, Any] = {
         "workers": workers,
         "algorithm": algorithm,
         "all_errors": all_errors,
         "full": full,
-        "state_dir": state_dir if state_dir is not None else default_state_dir(),
+        "state_dir": state,
         "on_progress": progress,
     }
     try:
-        report = verify_path(kit, trusted, weights=weights, weights_options=options)
+        report = verify_path(
+            kit, trusted, weights=weights, weights_options=options, rollback=rollback
+        )
     finally:
         if progress is not None:
             progress.finish()

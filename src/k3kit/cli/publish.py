@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, handle_errors, now_utc
+from k3kit._text import shown
+from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, handle_errors, now_utc, say
 from k3kit.cli._shared import (
     REPO_ID,
     file_progress,
@@ -23,17 +24,18 @@ from k3kit.errors import InputError
     "--out",
     "out",
     required=True,
-    type=click.Path(path_type=Path),
-    help="Path prefix: writes OUT.key (private, 0600) and OUT.pub.",
+    type=click.Path(),
+    help="Path prefix: writes OUT.key (private, 0600) and OUT.pub. A folder (existing, or "
+    "ending in /) gets OUT/publisher.key and OUT/publisher.pub.",
 )
 @click.option("--passphrase-env", metavar="VAR", help="Encrypt the private key with $VAR.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handle_errors
-def keygen(out: Path, passphrase_env: str | None, as_json: bool) -> None:
+def keygen(out: str, passphrase_env: str | None, as_json: bool) -> None:
     """Generate an Ed25519 signing key pair. Never overwrites an existing key."""
-    from k3kit.keys import keyid, ssh_fingerprint, write_keypair
+    from k3kit.keys import key_prefix, keyid, ssh_fingerprint, write_keypair
 
-    paths, pub = write_keypair(out, read_passphrase(passphrase_env))
+    paths, pub = write_keypair(key_prefix(out), read_passphrase(passphrase_env))
     result = {
         "private_key": str(paths.private),
         "public_key": str(paths.public),
@@ -43,10 +45,10 @@ def keygen(out: Path, passphrase_env: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(result)
         return
-    click.echo(f"private key  {paths.private} (mode 0600; keep it secret, never commit it)")
-    click.echo(f"public key   {paths.public}")
-    click.echo(f"key id       {result['keyid']}")
-    click.echo(f"fingerprint  {result['fingerprint']}")
+    say(f"private key  {shown(paths.private)} (mode 0600; keep it secret, never commit it)")
+    say(f"public key   {shown(paths.public)}")
+    say(f"key id       {result['keyid']}")
+    say(f"fingerprint  {result['fingerprint']}")
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -101,7 +103,10 @@ def pin(
     From a hub: `k3kit pin ORG/NAME --revision REV -o weights.lock.json` resolves REV to its
     commit and records every file's size and sha256 (the LFS oid the hub publishes; small files
     are fetched and hashed). No LFS byte is downloaded. From a local copy: `k3kit pin --local DIR
-    --repo ORG/NAME --revision SHA40 -o weights.lock.json` hashes every file (sha256 + blake3).
+    --repo ORG/NAME --revision SHA40 -o weights.lock.json` hashes every file (sha256 + blake3)
+    except `.git/`, which is always left out; --include/--exclude select files as for a hub. A
+    cache snapshot must be the one of --repo and --revision. A file name k3kit cannot lock
+    (outside [A-Za-z0-9._-], e.g. a space) is refused before hashing (exit 3); exclude it.
     """
     from k3kit._canonical import model_bytes
     from k3kit._fs import atomic_write, refuse_existing
@@ -113,10 +118,9 @@ def pin(
         raise click.UsageError("name the repo: k3kit pin ORG/NAME --revision REV -o LOCK")
     if not REPO_ID.match(repo_id):
         raise InputError(f"{repo_id!r} is not a repo id of the form ORG/NAME", code="BAD_REPO_ID")
-    if local is not None and (endpoint or token_env or include or exclude or hash_local):
+    if local is not None and (endpoint or token_env or hash_local):
         raise click.UsageError(
-            "--endpoint, --token-env, --include, --exclude and --hash-local pin from a hub; "
-            "--local pins a local copy"
+            "--endpoint, --token-env and --hash-local pin from a hub; --local pins a local copy"
         )
     refuse_existing(output, force=force)  # before hashing, not after
     progress = file_progress("hashing")
@@ -128,6 +132,8 @@ def pin(
             repo=repo_id,
             revision=revision,
             pinned_at=now_utc(),
+            include=include,
+            exclude=exclude,
             workers=workers,
             on_file_done=progress,
         )
@@ -170,9 +176,10 @@ def pin(
     if as_json:
         emit_json(summary)
     else:
-        click.echo(
-            f"pinned {lock.repo}@{lock.commit} ({lock.source.requested_revision}): "
-            f"{lock.file_count} files, {lock.total_bytes} bytes -> {output}\nsha256: {trusted}"
+        say(
+            f"pinned {lock.repo}@{lock.commit} ({shown(lock.source.requested_revision)}): "
+            f"{lock.file_count} files, {lock.total_bytes} bytes -> {shown(output)}\n"
+            f"sha256: {trusted}"
         )
 
 
@@ -192,7 +199,11 @@ def pin(
     type=click.Path(path_type=Path),
     help="Kit directory to create.",
 )
-@click.option("--force", is_flag=True, help="Replace an existing kit directory.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace an existing kit or an empty folder (any other folder is refused).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @handle_errors
 def build(package: Path, lock: Path, output: Path, force: bool, as_json: bool) -> None:
@@ -205,7 +216,7 @@ def build(package: Path, lock: Path, output: Path, force: bool, as_json: bool) -
     if as_json:
         emit_json({"kit": str(output), "files": len(manifest.files), "kit_sha256": digest})
     else:
-        click.echo(f"built {output}: {len(manifest.files)} files, kit checksum sha256:{digest}")
+        say(f"built {shown(output)}: {len(manifest.files)} files, kit checksum sha256:{digest}")
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -234,7 +245,7 @@ def sign(
     if as_json:
         emit_json({"receipt": str(receipt), "keyid": keyid(private.public_key())})
     else:
-        click.echo(f"signed {receipt} with key {keyid(private.public_key())[:16]}")
+        say(f"signed {shown(receipt)} with key {keyid(private.public_key())[:16]}")
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -243,18 +254,60 @@ def sign(
     "-o",
     "--output",
     type=click.Path(path_type=Path),
-    help="Archive path (default: NAME-VERSION.kit.tar.gz beside the kit).",
+    help="Archive path, or a folder for the default name "
+    "(default: NAME-VERSION.kit.tar.gz from kit.json, beside the kit).",
+)
+@click.option(
+    "--trust",
+    "trust",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also check the receipt's signature with this public key (repeatable).",
+)
+@click.option(
+    "--unsigned",
+    is_flag=True,
+    help="Pack a kit without a receipt, as NAME-VERSION.unsigned.kit.tar.gz (never a release).",
 )
 @click.option("--force", is_flag=True, help="Replace an existing archive.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @handle_errors
-def pack(kit: Path, output: Path | None, force: bool, as_json: bool) -> None:
-    """Write a deterministic .kit.tar.gz of a signed kit directory."""
-    from k3kit.archive import pack as pack_kit
+def pack(
+    kit: Path,
+    output: Path | None,
+    trust: tuple[Path, ...],
+    unsigned: bool,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Write a deterministic .kit.tar.gz of a kit directory that verifies.
 
-    out = output or kit.resolve().parent / f"{kit.resolve().name}.kit.tar.gz"
-    digest, size = pack_kit(kit, out, force=force)
+    Packs only a kit whose files match its MANIFEST.json and whose receipt names this kit's
+    checksum and its weight lock's checksum (with --trust, the signature is checked too). A
+    weights folder or any other folder is refused.
+    """
+    from k3kit.cli._shared import trusted_keys
+    from k3kit.kitpack import pack_kit
+
+    packed = pack_kit(
+        kit,
+        output,
+        trusted=trusted_keys(trust) if trust else None,
+        unsigned=unsigned,
+        force=force,
+    )
     if as_json:
-        emit_json({"archive": str(out), "sha256": digest, "size": size})
-    else:
-        click.echo(f"packed {out}\nsha256 {digest}\nsize   {size} bytes")
+        emit_json(
+            {
+                "archive": str(packed.path),
+                "sha256": packed.sha256,
+                "size": packed.size,
+                "signed": packed.signed,
+                "checked": packed.checked,
+            }
+        )
+        return
+    if not packed.signed:
+        click.echo("WARNING: UNSIGNED kit (no receipt): a test archive, not a release", err=True)
+    click.echo(f"packed  {packed.path}\nsha256  {packed.sha256}\nsize    {packed.size} bytes")
+    click.echo(f"checked {packed.checked}")

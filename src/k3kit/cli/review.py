@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, now_utc
+from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, now_utc, say
 from k3kit.cli._shared import (
     trust_option,
     trusted_keys,
@@ -62,28 +62,41 @@ def print_findings(report: Any, echo: Callable[[str], None], *, show_passes: boo
 )
 @click.option("--all", "show_all", is_flag=True, help="Also list the checks that passed.")
 @click.option("--json", "as_json", is_flag=True, help="Print every finding as JSON.")
+@click.option(
+    "--policy",
+    type=click.Choice(["default", "strict"]),
+    default="default",
+    show_default=True,
+    help="strict: policy thresholds (MLPerf minimum samples, 600 s runs) are errors, "
+    "not warnings.",
+)
 @handle_errors
 def audit(
-    target: Path, trust: tuple[Path, ...], fail_on: str, show_all: bool, as_json: bool
+    target: Path,
+    trust: tuple[Path, ...],
+    fail_on: str,
+    show_all: bool,
+    as_json: bool,
+    policy: str,
 ) -> None:
     """Audit the claims of a signed receipt: TARGET is a kit directory, a .kit.tar.gz or a
     receipt.dsse.json.
 
-    The signature is verified first (an unverifiable receipt is an R01 error). Then rules R01-R37
-    (docs/audit.md) check arithmetic, metric definitions, statistical support, comparisons,
+    The signature is verified first (an unverifiable receipt is an R01 error). Then every rule
+    (docs/audit.md) checks arithmetic, metric definitions, statistical support, comparisons,
     controls, scope and limitations; with a kit, also its checksums and evidence files.
     Severities: error, warning, info, not-checkable (never counted as a pass).
     """
-    from k3kit.audit import audit_path
+    from k3kit.audit import Policy, audit_path
 
     trusted = trusted_keys(trust)
-    report = audit_path(target, trusted)
+    report = audit_path(target, trusted, Policy(strict=policy == "strict"))
     failing = report.at_or_above(fail_on)
     if as_json:
         emit_json(report.as_json(fail_on))
         print_findings(report, err, show_passes=show_all)
     else:
-        print_findings(report, click.echo, show_passes=show_all)
+        print_findings(report, say, show_passes=show_all)
     err(
         f"audit: {len(failing)} finding(s) at or above {fail_on}"
         + (" - the receipt's claims do not all hold as stated" if failing else "")

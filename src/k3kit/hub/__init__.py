@@ -17,15 +17,17 @@ chained (``from None``) so a traceback cannot carry their text either.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TypeVar
 
-from huggingface_hub import HfApi, RepoFile, get_session, hf_hub_download, hf_hub_url
+import httpx2
+from huggingface_hub import HfApi, RepoFile, get_hf_file_metadata, get_session, hf_hub_url
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
+from k3kit._digest import Cancelled
 from k3kit.errors import EnvironmentProblem, K3kitError
 from k3kit.hub._errors import (
     FATAL_CODES,
@@ -34,6 +36,7 @@ from k3kit.hub._errors import (
     status_error,
     translate,
 )
+from k3kit.hub._fetch import Sink, check_declared, origin, stream_body
 
 __all__ = ["DEFAULT_ENDPOINT", "FATAL_CODES", "TRANSIENT_CODES", "HfHub", "HubFile", "translate"]
 
@@ -60,9 +63,10 @@ class HfHub:
     """``HubClient`` for pinning and the downloader for pulling, backed by huggingface_hub.
 
     ``attempts`` bounds how often a transient failure (5xx, 429, network, short body) is tried
-    in total; the pause doubles from ``backoff`` seconds. The client library retries some of
-    these itself first (429 and connection drops), so a failure that reaches the caller has
-    really persisted.
+    in total; the pause doubles from ``backoff`` seconds. ``timeout`` bounds each wait for the
+    network (connect, each read); ``deadline`` (default 2.5 x timeout) bounds one call with all
+    its retries: no attempt starts that could end after it. huggingface_hub's own retries are
+    off on the download path (``get_hf_file_metadata`` does not retry), so one line per failure.
     """
 
     def __init__(
@@ -72,13 +76,18 @@ class HfHub:
         *,
         attempts: int = 3,
         backoff: float = 2.0,
-        timeout: float = 30.0,
+        timeout: float = 10.0,
+        deadline: float | None = None,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self._token: str | bool = token if token else False
         self._attempts = max(1, attempts)
         self._backoff = backoff
         self._timeout = timeout
+        self._deadline = deadline if deadline is not None else 2.5 * timeout
+        # The body client is ours alone: huggingface_hub closes its shared client when a
+        # connection fails, under the feet of other threads still downloading (exit 70 before).
+        self._client = httpx2.Client(follow_redirects=True, timeout=httpx2.Timeout(timeout))
         self._api = HfApi(endpoint=self.endpoint, token=self._token)
         disable_progress_bars()  # levels below the CLI never print; the CLI shows its own progress
 
@@ -161,29 +170,45 @@ class HfHub:
 
     # -- downloading (pull) -------------------------------------------------------------------
 
-    def download(
-        self, repo: str, commit: str, path: str, *, cache_dir: Path | None, local_dir: Path | None
-    ) -> Path:
-        """Fetch one file at ``commit`` into a cache (``cache_dir``) or a plain ``local_dir``.
+    def fetch(
+        self,
+        repo: str,
+        commit: str,
+        path: str,
+        *,
+        size: int,
+        sink: Sink,
+        cancel: threading.Event,
+    ) -> None:
+        """Stream one file at ``commit`` into ``sink``: exactly ``size`` bytes or an error.
 
-        Returns where it landed (the snapshot entry or the plain file). The bytes are NOT
-        checked here (huggingface_hub compares sizes only): the caller hashes them.
+        The bytes are NOT checked here: the caller hashes them. See ``k3kit.hub._fetch`` for why
+        the body does not go through ``hf_hub_download``.
         """
-        result = self._retrying(
-            lambda: hf_hub_download(
-                repo,
-                path,
-                revision=commit,
-                cache_dir=cache_dir,
-                local_dir=local_dir,
-                endpoint=self.endpoint,
-                token=self._token,
-            ),
-            repo=repo,
-            revision=commit,
-            path=path,
-        )
-        return Path(str(result))
+        url = hf_hub_url(repo, path, revision=commit, endpoint=self.endpoint)
+        what = f"{path} in {repo}@{commit[:12]}"
+
+        def attempt() -> None:
+            if cancel.is_set():
+                raise Cancelled
+            meta = get_hf_file_metadata(
+                url, token=self._token, timeout=self._timeout, endpoint=self.endpoint
+            )
+            if meta.commit_hash != commit:
+                raise EnvironmentProblem(
+                    f"{self.endpoint} answered for commit {meta.commit_hash!r} when asked for "
+                    f"{what}",
+                    code="HUB_BAD_ANSWER",
+                )
+            check_declared(meta.size, size, what, "HEAD")
+            location = meta.location or url
+            same = origin(location) == origin(self.endpoint)
+            auth = {"Authorization": f"Bearer {self._token}"} if self._token and same else {}
+            stream_body(
+                self._client, location, auth, size=size, what=what, sink=sink, cancel=cancel
+            )
+
+        self._retrying(attempt, repo=repo, revision=commit, path=path, cancel=cancel)
 
     # -- errors -------------------------------------------------------------------------------
 
@@ -194,8 +219,12 @@ class HfHub:
         repo: str,
         revision: str,
         path: str | None = None,
+        cancel: threading.Event | None = None,
     ) -> T:
+        """Call, retrying transient failures; never past ``deadline`` seconds in all, so a hub
+        that is down or stalls fails in about that long, whatever the number of attempts."""
         delay = self._backoff
+        began = time.monotonic()
         for attempt in range(1, self._attempts + 1):
             try:
                 return call()
@@ -207,10 +236,19 @@ class HfHub:
                     raise
                 err = translated
             err = masked(err, self._token)
-            if err.code not in TRANSIENT_CODES or attempt == self._attempts:
-                if err.code in TRANSIENT_CODES and self._attempts > 1:
-                    err.message += f" (after {self._attempts} attempts)"
+            late = time.monotonic() - began + delay + self._timeout > self._deadline
+            if err.code not in TRANSIENT_CODES or attempt == self._attempts or late:
+                if err.code in TRANSIENT_CODES and attempt > 1:
+                    err.message += f" (after {attempt} attempts)"
                 raise err from None
-            time.sleep(delay)
+            _pause(delay, cancel)
             delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _pause(seconds: float, cancel: threading.Event | None) -> None:
+    """Wait between attempts; a Ctrl-C (``cancel``) ends the wait at once."""
+    if cancel is None:
+        time.sleep(seconds)
+    elif cancel.wait(seconds):
+        raise Cancelled

@@ -27,10 +27,13 @@ from k3kit.errors import EnvironmentProblem, K3kitError
 
 # Failures worth another attempt after a pause; anything else (auth, not found) will not heal.
 TRANSIENT_CODES = frozenset(
-    {"HUB_UNAVAILABLE", "HUB_RATE_LIMITED", "HUB_UNREACHABLE", "HUB_DOWNLOAD_FAILED"}
+    {"HUB_UNAVAILABLE", "HUB_RATE_LIMITED", "HUB_UNREACHABLE", "HUB_TIMEOUT", "HUB_DOWNLOAD_FAILED"}
 )
-# Failures that doom every other file of the same pull: stop scheduling downloads at once.
-FATAL_CODES = frozenset({"HUB_AUTH", "HUB_REPO_NOT_FOUND", "HUB_REVISION_NOT_FOUND"})
+# Failures that doom every other file of the same pull: stop scheduling downloads at once (a hub
+# that cannot be reached or stalls, after the retries, would only fail each file the same way).
+FATAL_CODES = frozenset(
+    {"HUB_AUTH", "HUB_REPO_NOT_FOUND", "HUB_REVISION_NOT_FOUND", "HUB_UNREACHABLE", "HUB_TIMEOUT"}
+)
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _ACCESS_HINT = (
     "for a private or gated repo pass --token-env VAR, naming an environment variable that holds "
@@ -130,6 +133,22 @@ def translate(
                 f"{endpoint} did not answer like a Hugging Face Hub for {what}: "
                 + _short(str(item)),
                 code="HUB_BAD_ANSWER",
+            )
+        if isinstance(item, httpx2.TimeoutException) and not isinstance(
+            item, httpx2.ConnectTimeout
+        ):
+            return EnvironmentProblem(
+                f"{endpoint} stopped answering while serving {what} ({type(item).__name__})",
+                code="HUB_TIMEOUT",
+                hint="the hub or the network stalls; rerun later (the pull resumes)",
+            )
+        if isinstance(item, RuntimeError) and "client has been closed" in str(item):
+            # huggingface_hub closes its shared client when one request fails to connect,
+            # while other threads may still be using it: that is the same network failure.
+            return EnvironmentProblem(
+                f"cannot reach {endpoint} for {what}: the connection was reset",
+                code="HUB_UNREACHABLE",
+                hint="check the network, proxy and --endpoint; a rerun resumes the pull",
             )
         if isinstance(item, httpx2.TransportError) and not isinstance(
             item, httpx2.ConnectError | httpx2.ConnectTimeout | httpx2.ProxyError

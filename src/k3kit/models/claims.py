@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from k3kit.models._base import Frozen, Measured, Name, NonNegInt, RelPath, Sha256Hex
-from k3kit.models.evidence import Definitions, EvidenceLevel, EvidenceSummary
+from k3kit.models.evidence import Definitions, EvidenceLevel, EvidenceSummary, EvidenceTool
 
 # In a receipt an evidence file is always ``evidence/<run id>.json`` inside the kit.
 EVIDENCE_IN_KIT = r"^evidence/[a-z0-9][a-z0-9._-]{0,63}\.json$"
@@ -31,9 +31,27 @@ class Environment(Frozen):
 
 
 class Workload(Frozen):
+    """What the requests were, and how they were offered: every audit rule reads this.
+
+    Lengths are ``fixed`` (every prompt ``input_tokens`` long; every output ``output_tokens``
+    long when ``ignore_eos``), ``ranged`` (vLLM ``--random-range-ratio r``: uniform in
+    [L(1 - r), L(1 + r)]) or ``variable`` (a dataset such as ShareGPT: ``input_tokens`` and
+    ``output_tokens`` are then the stated means, when known). Load is ``closed-loop`` (a fixed
+    number of clients, each run's ``concurrency``) or ``open-loop`` (arrivals at each run's
+    ``offered_rate``, Poisson or gamma with ``burstiness``, optionally capped by ``concurrency``).
+    """
+
     description: str = Field(min_length=1)
-    input_tokens: int = Field(ge=1)
-    output_tokens: int = Field(ge=1)
+    input_tokens: int | None = Field(default=None, ge=1, description="fixed length or mean")
+    output_tokens: int | None = Field(default=None, ge=1, description="fixed length or mean")
+    lengths: Literal["fixed", "ranged", "variable"] = "fixed"
+    range_ratio: Measured | None = Field(default=None, description="ranged: --random-range-ratio")
+    dataset: str = Field(default="", max_length=200, description="random, sharegpt, burstgpt, ...")
+    load: Literal["closed-loop", "open-loop"] = "closed-loop"
+    multi_turn: bool = False
+    speculative_decoding: bool | None = Field(
+        default=None, description="several tokens per streamed chunk are expected"
+    )
     temperature: Measured | None = None
     streaming: bool = True
     fixed_seed: bool = False
@@ -44,6 +62,14 @@ class Workload(Frozen):
         default=None, description="every request generated exactly output_tokens tokens"
     )
     prefix_cache_policy: Literal["reset-before-each-point", "disabled", "warm"] | None = None
+
+    @model_validator(mode="after")
+    def _lengths_stated(self) -> Workload:
+        if self.lengths != "variable" and (self.input_tokens is None or self.output_tokens is None):
+            raise ValueError(f"{self.lengths} lengths need input_tokens and output_tokens")
+        if (self.lengths == "ranged") != (self.range_ratio is not None):
+            raise ValueError("range_ratio is given exactly when lengths = ranged")
+        return self
 
 
 class Percentiles(Frozen):
@@ -74,7 +100,13 @@ class Run(Frozen):
     id: Name
     profile: Name
     workload: Name
-    concurrency: int = Field(ge=1)
+    concurrency: int | None = Field(
+        default=None, ge=1, description="closed loop: clients; open loop: the cap, if any"
+    )
+    offered_rate: Measured | None = Field(
+        default=None, description="open loop: requests/s offered (vLLM --request-rate)"
+    )
+    burstiness: Measured | None = Field(default=None, description="open loop: gamma shape")
     requests: NonNegInt | None = Field(default=None, description="None: not published")
     completed: NonNegInt | None = None
     failed: NonNegInt | None = None
@@ -85,6 +117,12 @@ class Run(Frozen):
         default=None,
         description="claims: the tool's result JSON, relative to the claims file; "
         "receipt: its copy in the kit, evidence/<run id>.json",
+    )
+    evidence_tool: EvidenceTool | None = Field(
+        default=None, description="the tool that wrote the file (default: recognised from it)"
+    )
+    evidence_record: NonNegInt | None = Field(
+        default=None, description="which run of a multi-run file (JSON Lines line, benchmark)"
     )
     evidence_level: EvidenceLevel | None = Field(
         default=None, description="summary: numbers only; raw: per-request data attached"
@@ -152,6 +190,11 @@ class ClaimsBody(Frozen):
         for run in self.runs:
             if run.workload not in self.workloads:
                 raise ValueError(f"run {run.id!r} names unknown workload {run.workload!r}")
+            load = self.workloads[run.workload].load
+            if load == "closed-loop" and run.concurrency is None:
+                raise ValueError(f"run {run.id!r}: a closed-loop run needs its concurrency")
+            if load == "closed-loop" and run.offered_rate is not None:
+                raise ValueError(f"run {run.id!r}: offered_rate is for open-loop workloads")
             if (
                 run.completed is not None
                 and run.requests is not None

@@ -17,6 +17,9 @@ from pydantic import Field
 from k3kit.models._base import Frozen, Measured, NonNegInt
 
 EvidenceLevel = Literal["summary", "raw"]
+EvidenceTool = Literal[
+    "vllm bench serve", "sglang bench_serving", "llmperf", "aiperf", "guidellm"
+]
 PercentileMethod = Literal[
     "numpy-linear", "nearest-rank", "lower", "higher", "nearest", "midpoint", "loadgen"
 ]
@@ -60,11 +63,20 @@ class LatencyStats(Frozen):
 
 
 class EvidenceSummary(Frozen):
-    """The numbers of one ``vllm bench serve --save-result`` file, as the tool wrote them."""
+    """The numbers of one benchmark result file, as the tool wrote them, under vLLM's names.
 
-    tool: Literal["vllm bench serve"] = "vllm bench serve"
+    Units are fixed whatever the tool: seconds, requests/s, tokens/s, latency statistics in ms.
+    """
+
+    tool: EvidenceTool = "vllm bench serve"
+    record: NonNegInt | None = Field(
+        default=None, description="which record of a multi-run file (JSON Lines line, benchmark)"
+    )
     notes: list[str] = Field(
         default_factory=list, description="tolerated version drift: legacy keys, missing fields"
+    )
+    unmapped: list[str] = Field(
+        default_factory=list, description="keys of the file that no adapter field maps"
     )
     date: str | None = Field(default=None, max_length=64)
     model_id: str | None = Field(default=None, max_length=500)
@@ -78,13 +90,21 @@ class EvidenceSummary(Frozen):
     failed: NonNegInt | None = None
     total_input_tokens: NonNegInt | None = None
     total_output_tokens: NonNegInt | None = None
+    total_output_tokens_retokenized: NonNegInt | None = None
     request_throughput: Measured | None = None
     request_goodput: Measured | None = None
     output_throughput: Measured | None = None
     total_token_throughput: Measured | None = None
     max_output_tokens_per_s: Measured | None = None
     max_concurrent_requests: NonNegInt | None = None
+    mean_concurrency: Measured | None = Field(
+        default=None, description="mean requests in flight (SGLang's concurrency)"
+    )
     spec_decode_acceptance_length: Measured | None = None
+    spec_decode_acceptance_rate: Measured | None = Field(default=None, description="percent")
+    spec_decode_num_drafts: NonNegInt | None = None
+    spec_decode_draft_tokens: NonNegInt | None = None
+    spec_decode_accepted_tokens: NonNegInt | None = None
     ttft_ms: LatencyStats | None = None
     tpot_ms: LatencyStats | None = None
     itl_ms: LatencyStats | None = None

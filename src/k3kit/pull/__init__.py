@@ -1,8 +1,9 @@
 """Pull the weights a lock pins from the hub, hashing each file as soon as it has landed.
 
-Downloads run in one thread pool (huggingface_hub does the HTTP), hashing in another: the moment
-a file is complete its hash job starts while the other files are still downloading, so a pull
-reads every byte once and ends with the verifier's verdict, not with a second pass over 1.56 TB.
+Downloads run in one thread pool (metadata through huggingface_hub, the body streamed by
+``k3kit.hub`` with a cap at the locked size), hashing in another (``k3kit._digest.hash_fd``):
+the moment a file is complete its hash job starts while the other files are still downloading,
+so a pull ends with the verifier's verdict, not with a second pass over 1.56 TB.
 
 Rules that make the end state safe to launch from:
 
@@ -14,9 +15,16 @@ Rules that make the end state safe to launch from:
   wrong again means exit 1.
 * A rerun resumes: files already in place with the right size are hashed, not downloaded; only
   missing or bad ones are fetched.
+* Nothing outside ``DIR`` is touched: every path under it is reached through folder descriptors
+  without following a link (``_safedir``); a planted link in a folder position is refused, a bad
+  link at a file's name is removed (the link, never its target); a FIFO is never opened.
+* Ctrl-C cancels every transfer at its next chunk, deletes every part file and re-raises
+  ``KeyboardInterrupt`` (the CLI exits 130); downloads run on daemon threads, so a transfer
+  stalled in a socket read cannot delay the exit.
 * The verdict comes from the verifier's own file-set rules (``weights.check_file_set``) plus the
-  digests computed here, each tied to the file's identity (device, inode, size, mtime) when it
-  was hashed: a file that changed after hashing is not counted as verified.
+  digests computed here, each tied to the file's identity (device, inode, size, mtime, ctime)
+  when it was hashed: a file that changed after hashing is not counted as verified, even with its
+  old mtime put back.
 """
 
 from __future__ import annotations

@@ -1,55 +1,93 @@
-"""The pieces a pull is made of: the downloader protocol, content groups, hashing with identity."""
+"""The pieces a pull is made of: the downloader protocol, content groups, a daemon pool."""
 
 from __future__ import annotations
 
-import os
-import stat
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from k3kit._digest import NotRegularFile, hash_fd
 from k3kit.models import LockedFile
 from k3kit.pull._report import PullError
 
-Signature = tuple[int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns
+
+class Sink(Protocol):
+    """Where a downloader puts a body: ``restart`` before each attempt, then ``write``s."""
+
+    def restart(self) -> None: ...
+
+    def write(self, data: bytes) -> None: ...
 
 
 class Downloader(Protocol):
-    """What a pull needs from a hub; ``k3kit.hub.HfHub`` implements it."""
+    """What a pull needs from a hub; ``k3kit.hub.HfHub`` implements it.
 
-    def download(
-        self, repo: str, commit: str, path: str, *, cache_dir: Path | None, local_dir: Path | None
-    ) -> Path: ...
+    ``fetch`` must refuse a declared size other than ``size`` before reading the body, never
+    hand more than ``size`` bytes to the sink, and stop at its next chunk once ``cancel`` is set.
+    """
+
+    def fetch(
+        self,
+        repo: str,
+        commit: str,
+        path: str,
+        *,
+        size: int,
+        sink: Sink,
+        cancel: threading.Event,
+    ) -> None: ...
 
 
 @dataclass
 class Group:
-    """Lock entries with the same content: in a cache they share one blob, so they move together."""
+    """Lock entries stored as one file (in a cache: one blob): fetched and moved together."""
 
     files: list[LockedFile]
     downloads: int = 0
     error: PullError | None = None
 
 
-def signature(st: os.stat_result) -> Signature:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+class DaemonPool:
+    """A thread pool whose threads never delay the process's exit.
 
+    ``ThreadPoolExecutor`` joins its threads when the interpreter exits, so a download stalled in
+    a socket read (up to the read timeout) would hold Ctrl-C hostage; these threads are daemons:
+    after a Ctrl-C the pull deletes its part files and exits, and a stalled read dies with it.
+    """
 
-def hash_with_identity(path: Path, blake3: bool) -> tuple[dict[str, str], int, Signature | None]:
-    """Digests of the file open at ``path`` and its identity, or None for the identity when the
-    file changed while it was being read (then the digests prove nothing about what is there)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        before = os.fstat(fd)
-        if not stat.S_ISREG(before.st_mode):
-            raise NotRegularFile(f"not a regular file: {path}")
-        digests, size = hash_fd(fd, ("sha256", "blake3") if blake3 else ("sha256",))
-        after = os.fstat(fd)
-    finally:
-        os.close(fd)
-    same = signature(before) == signature(after)
-    return digests, size, signature(after) if same else None
+    def __init__(self, workers: int, name: str) -> None:
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None]
+        self._queue = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
+            for i in range(max(1, workers))
+        ]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        fut: Future[Any] = Future()
+        self._queue.put((fut, fn))
+        return fut
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            fut, fn = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:  # handed to the main thread through the future
+                fut.set_exception(exc)
+
+    def shutdown(self, *, wait: bool) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+        if wait:
+            for t in self._threads:
+                t.join()
 
 
 def stopped_error(g: Group, after: str | None) -> PullError:

@@ -1,0 +1,133 @@
+"""Extraction of a ``.kit.tar.gz`` under an explicit member policy into a fresh staging folder.
+
+Never ``tarfile.extractall``, never tarfile's stream mode: the gzip member is decoded by
+:mod:`._gzip`, the headers parsed by :mod:`._tar`, and each member's name must be UTF-8,
+printable, pass the one path policy (:mod:`k3kit._pathpolicy`) and collide with no other name
+(duplicates, case or Unicode variants, a file where a directory is needed). Files are created
+with ``O_EXCL|O_NOFOLLOW`` in a staging directory the caller verifies before anything in it is
+used; what is verified there is what ``install`` installs, so nothing re-reads the archive.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+import unicodedata
+from pathlib import Path
+
+from k3kit._pathpolicy import path_problem
+from k3kit.archive._gzip import CHUNK, GzipMember
+from k3kit.archive._tar import BLOCK, DIRECTORY, MAX_TRAILING_PADDING, Header, Reader, headers
+from k3kit.errors import VerificationError
+
+MAX_MEMBERS = 10_000
+MAX_MEMBER_BYTES = 64 * 1024 * 1024
+MAX_TOTAL_BYTES = 512 * 1024 * 1024
+# Everything the tar stream may legitimately hold: content, one header and padding per member,
+# the end marker and the record padding after it.
+MAX_INFLATED_BYTES = MAX_TOTAL_BYTES + MAX_MEMBERS * 2 * BLOCK + MAX_TRAILING_PADDING + 2 * BLOCK
+
+
+def _reject(name: str, why: str, code: str = "ARCHIVE_MEMBER_UNSAFE") -> VerificationError:
+    # repr() escapes control characters, so no name can paint over a terminal.
+    return VerificationError(f"archive member {name!r}: {why}", code=code)
+
+
+def decode_name(raw: bytes) -> str:
+    """The member's name as text, or ``ARCHIVE_NAME_ENCODING`` if it is not printable UTF-8."""
+    try:
+        name = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise VerificationError(
+            f"archive member {raw!r}: name is not UTF-8", code="ARCHIVE_NAME_ENCODING"
+        ) from exc
+    if not name.isprintable():
+        raise VerificationError(
+            f"archive member {name!r}: name has control or non-printable characters",
+            code="ARCHIVE_NAME_ENCODING",
+        )
+    return name
+
+
+class _Names:
+    """Every name seen so far, folded so that two spellings of one path on some filesystem
+    (case, Unicode normalisation) cannot both be members, nor a file stand where a directory
+    is needed."""
+
+    def __init__(self) -> None:
+        self.members: set[str] = set()
+        self.kinds: dict[str, str] = {}  # folded path -> "file" | "dir" (explicit or implied)
+        self.spelling: dict[str, str] = {}  # folded path -> the spelling first seen
+
+    def add(self, name: str, kind: str) -> str:
+        rel = name.rstrip("/") if kind == DIRECTORY else name
+        problem = path_problem(rel)
+        if problem:
+            raise _reject(name, problem)
+        key = unicodedata.normalize("NFC", rel).casefold()
+        if key in self.members:
+            raise _reject(name, "duplicate or case-colliding name")
+        parts, folded = rel.split("/"), key.split("/")
+        for i in range(1, len(parts) + 1):
+            prefix, spelled = "/".join(folded[:i]), "/".join(parts[:i])
+            if self.spelling.setdefault(prefix, spelled) != spelled:
+                raise _reject(name, f"collides with {self.spelling[prefix]!r} (case or Unicode)")
+            if i < len(parts) and self.kinds.setdefault(prefix, DIRECTORY) != DIRECTORY:
+                raise _reject(name, "a file of the same name is a parent directory")
+        if self.kinds.setdefault(key, kind) != kind:
+            raise _reject(name, "a file and a directory of the same name")
+        self.members.add(key)
+        return rel
+
+
+def _check_mode(name: str, header: Header) -> None:
+    if header.mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX):
+        raise _reject(name, "setuid, setgid or sticky bit")
+
+
+def extract_safely(archive: Path, dest_parent: Path | None = None) -> tuple[Path, str]:
+    """Extract ``archive`` into a new staging directory; returns (directory, archive sha256).
+
+    On any violation the staging directory is removed and a ``VerificationError`` names the
+    member; the sha256 covers every byte of the file, which is exactly one gzip member.
+    """
+    staging = Path(tempfile.mkdtemp(prefix="k3kit-kit-", dir=dest_parent))
+    try:
+        with open(archive, "rb") as handle:
+            gz = GzipMember(handle, max_output=MAX_INFLATED_BYTES)
+            names, total = _Names(), 0
+            for header, body in headers(
+                gz, max_members=MAX_MEMBERS, max_member_bytes=MAX_MEMBER_BYTES
+            ):
+                name = decode_name(header.raw_name)
+                rel = names.add(name, header.kind)
+                _check_mode(name, header)
+                total += header.size
+                if total > MAX_TOTAL_BYTES:
+                    raise _reject(name, "archive content too large", "ARCHIVE_TOO_LARGE")
+                _write_member(staging, rel, header, body)
+            gz.finish()
+        return staging, gz.sha256.hexdigest()
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _write_member(staging: Path, rel: str, header: Header, body: Reader) -> None:
+    target = staging / rel
+    if header.kind == DIRECTORY:
+        target.mkdir(parents=True, exist_ok=True)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    mode = 0o755 if header.mode & stat.S_IXUSR else 0o644
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "wb") as out:
+        remaining = header.size
+        while remaining:
+            chunk = body.read(min(remaining, CHUNK))
+            if len(chunk) < min(remaining, CHUNK):
+                raise _reject(rel, "truncated member", "ARCHIVE_FORMAT")
+            out.write(chunk)
+            remaining -= len(chunk)

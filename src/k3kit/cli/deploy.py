@@ -1,0 +1,221 @@
+"""Deploy commands: install a verified kit, launch a profile on exactly the verified bytes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
+from k3kit.cli._shared import ByteProgress, default_state_dir, print_report
+from k3kit.cli.signing import allow_rollback_option, root_option, trust_source
+from k3kit.errors import InputError
+
+_STATE_HELP = (
+    "State folder: verification cache, accepted roots, rollback state, verified config copies "
+    "(default: $XDG_CACHE_HOME/k3kit)."
+)
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("kit", type=click.Path(path_type=Path))
+@click.option(
+    "--trust",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Publisher public key you trust (repeatable); or use --root.",
+)
+@root_option
+@allow_rollback_option
+@click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False), help=_STATE_HELP)
+@click.option(
+    "--into",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder that holds installed kits; the kit goes to INTO/NAME-VERSION/.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def install(
+    kit: Path,
+    trust: tuple[Path, ...],
+    root_file: Path | None,
+    allow_rollback: bool,
+    state_dir: Path | None,
+    into: Path,
+    as_json: bool,
+) -> None:
+    """Verify KIT (a .kit.tar.gz or a kit folder) and install exactly the verified bytes.
+
+    The archive is read once, into a private staging folder inside INTO; that copy is verified
+    (receipt signature, kit checksum, every file against MANIFEST.json, weight lock) and the same
+    copy is renamed to INTO/NAME-VERSION/ and made read-only. Nothing is installed when a check
+    fails. Installing the same kit again is a no-op; another kit under the same name and version
+    is refused (exit 1, INSTALL_CONFLICT). With --root, an older or conflicting kit for the
+    same package and channel is refused (ROLLBACK, EQUIVOCATION) and the accepted sequence is
+    recorded in the state folder. Weights are checked by `pull` and `launch`.
+    """
+    from k3kit.install import install as install_kit
+    from k3kit.verify import KitNotVerified
+
+    state = state_dir if state_dir is not None else default_state_dir()
+    trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
+    try:
+        done = install_kit(kit, trusted, into, rollback=rollback)
+    except KitNotVerified as exc:
+        if as_json:
+            emit_json({**exc.report.as_json(), "installed": None})
+        print_report(exc.report)
+        err("nothing was installed")
+        sys.exit(1)
+    result = {
+        **done.report.as_json(),
+        "installed": str(done.path),
+        "name": done.name,
+        "version": done.version,
+        "already_installed": done.already_installed,
+    }
+    if as_json:
+        emit_json(result)
+    print_report(done.report, quiet=True)
+    outcome = "already installed (same bytes)" if done.already_installed else "installed read-only"
+    err(f"{outcome}: {done.path}")
+    if not as_json:
+        click.echo(str(done.path))
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("kit", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--profile", required=True, help="Operating profile to launch (see kit.json).")
+@click.option("--topology", help="Topology of the profile (needed when it has several).")
+@click.option(
+    "--weights",
+    type=click.Path(path_type=Path),
+    help="Weights folder (plain, cache snapshot, repo or cache root); default: the site's "
+    "MODEL_DIR.",
+)
+@click.option(
+    "--trust",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Publisher public key you trust (repeatable); default: the site's K3KIT_TRUST_KEY.",
+)
+@root_option
+@allow_rollback_option
+@click.option(
+    "--site",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Site file read as data: MODEL_DIR, K3KIT_TRUST_KEY, HOST, PORT (KEY=value lines).",
+)
+@click.option("--host", help="Listen address (default: the site's HOST, else 127.0.0.1).")
+@click.option("--port", type=click.IntRange(1, 65535), help="Listen port (default 8000).")
+@click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False), help=_STATE_HELP)
+@click.option("--full", is_flag=True, help="Re-hash every weight file, ignoring the cache.")
+@click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads.")
+@click.option(
+    "--dry-run", is_flag=True, help="Verify everything, then print the argv and environment."
+)
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")
+@handle_errors
+def launch(
+    kit: Path,
+    profile: str,
+    topology: str | None,
+    weights: Path | None,
+    trust: tuple[Path, ...],
+    root_file: Path | None,
+    allow_rollback: bool,
+    site: Path | None,
+    host: str | None,
+    port: int | None,
+    state_dir: Path | None,
+    full: bool,
+    workers: int | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Verify KIT, its receipt and the weights, then exec the engine on exactly those bytes.
+
+    The engine gets the weights folder that was hashed (resolved, never a path that can mean
+    something else), the profile's signed serve configuration (a read-only copy of the verified
+    bytes), the profile's engine.env parsed as data, and a clean environment (PATH, HOME, USER,
+    LOGNAME, LANG, LC_ALL, TZ, TMPDIR, TERM only). The engine version must be the kit's. When any
+    check fails the engine is not started (exit 1). --dry-run prints what would be executed.
+    """
+    import dataclasses
+
+    from k3kit.launch import Site, plan_launch, read_site
+    from k3kit.verify import KitNotVerified
+
+    site_values = read_site(site) if site is not None else Site()
+    weights = weights or site_values.model_dir
+    if weights is None:
+        raise InputError(
+            "no weights folder: pass --weights or set MODEL_DIR in --site", code="WEIGHTS_NOT_GIVEN"
+        )
+    site_key = (site_values.trust_key,) if site_values.trust_key and root_file is None else ()
+    trust_paths = trust or site_key
+    if not trust_paths and root_file is None:
+        raise InputError(
+            "no trusted key: pass --trust or --root, or set K3KIT_TRUST_KEY in --site",
+            code="TRUST_EMPTY",
+        )
+    site_values = dataclasses.replace(
+        site_values, host=host or site_values.host, port=port or site_values.port
+    )
+    state = state_dir if state_dir is not None else default_state_dir()
+    if state is None:
+        raise InputError("no state folder: pass --state-dir", code="STATE_DIR_MISSING")
+    trusted, rollback = trust_source(tuple(trust_paths), root_file, state, allow_rollback)
+    progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not as_json else None
+    try:
+        plan = plan_launch(
+            kit,
+            trusted,
+            profile=profile,
+            topology=topology,
+            weights=weights,
+            runtime_dir=state / "launch",
+            base_env=os.environ,
+            site=site_values,
+            weights_options={
+                "workers": workers,
+                "full": full,
+                "state_dir": state,
+                "on_progress": progress,
+            },
+            rollback=rollback,
+            on_step=lambda text: err(f"launch   {text}"),
+        )
+    except KitNotVerified as exc:
+        if as_json:
+            emit_json({**exc.report.as_json(), "launched": False})
+        print_report(exc.report)
+        err("the engine was not started")
+        sys.exit(1)
+    finally:
+        if progress is not None:
+            progress.finish()
+    print_report(plan.report, quiet=True)
+    if dry_run:
+        if as_json:
+            emit_json({"ok": True, "dry_run": True, **plan.as_json()})
+        else:
+            click.echo("argv: " + " ".join(_shell_word(a) for a in plan.argv))
+            for key, value in sorted(plan.env.items()):
+                click.echo(f"env:  {key}={_shell_word(value)}")
+        err("dry run: verified; the engine was not started")
+        return
+    err(f"launch   exec {plan.executable} (profile {plan.profile}, {plan.topology})")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The plan's executable is the absolute path whose version was checked; no shell is involved.
+    os.execve(plan.executable, plan.argv, plan.env)  # noqa: S606
+
+
+def _shell_word(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)

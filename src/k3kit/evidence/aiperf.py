@@ -1,0 +1,74 @@
+"""AIPerf ``profile_export_aiperf.json`` and GenAI-Perf ``profile_export_genai_perf.json``.
+
+Nested per-metric objects ``{unit, avg, p50, p90, p99, min, max, std}`` instead of flat keys.
+``inter_token_latency`` there is ``(request_latency - ttft) / (output_tokens - 1)``, which is
+vLLM's TPOT, so it is filed as TPOT; ``request_latency`` is vLLM's E2E. Units are read from each
+metric's ``unit`` (ns, us, ms, s), never assumed. System metrics with only ``avg`` become scalars.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from k3kit.evidence._base import Document, Reader, RunData, adapter
+
+_LATENCY = {"time_to_first_token": "ttft", "inter_token_latency": "tpot", "request_latency": "e2el"}
+_SCALARS = {
+    "request_throughput": "request_throughput",
+    "output_token_throughput": "output_throughput",
+}
+_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1000.0, "sec": 1000.0}
+_PCT = re.compile(r"^p(\d{1,2}(?:\.\d{1,4})?)$")
+
+
+def _metrics(obj: dict[str, Any]) -> dict[str, Any]:
+    inner = obj.get("records")
+    return inner if isinstance(inner, dict) else obj
+
+
+def _detect(obj: dict[str, Any]) -> bool:
+    m = _metrics(obj)
+    return any(isinstance(m.get(k), dict) and "unit" in m[k] for k in _LATENCY)
+
+
+@adapter("aiperf", _detect, priority=30)
+def parse(doc: Document, record: int | None) -> RunData:
+    obj, index = doc.one(record)
+    metrics = _metrics(obj)
+    outer = Reader(obj, doc.source, doc.error, doc.code)
+    outer.get("records")
+    notes = ["AIPerf/GenAI-Perf export: inter_token_latency filed as TPOT (same formula)"]
+    stats: dict[str, dict[str, float]] = {}
+    used: set[str] = set()
+    for name, metric in _LATENCY.items():
+        block = metrics.get(name)
+        if not isinstance(block, dict):
+            continue
+        used.add(name)
+        r = Reader(block, f"{doc.source}: {name}", doc.error, doc.code)
+        unit = r.text("unit", r.get("unit"))
+        if unit not in _TO_MS:
+            raise r.fail("unit", f"unknown unit {unit!r}")
+        for key, value in block.items():
+            kind = {"avg": "mean", "std": "std"}.get(key)
+            if kind is None and _PCT.match(key):
+                kind = key
+            if kind is not None and value is not None:
+                stats.setdefault(metric, {})[kind] = float(r.number(key, value)) * _TO_MS[unit]
+    values: dict[str, float | int | str | None] = {}
+    for name, key in _SCALARS.items():
+        block = metrics.get(name)
+        if isinstance(block, dict) and block.get("avg") is not None:
+            used.add(name)
+            values[key] = Reader(block, doc.source, doc.error, doc.code).number(name, block["avg"])
+    count = metrics.get("request_count")
+    if isinstance(count, dict) and count.get("avg") is not None:
+        used.add("request_count")
+        values["completed"] = Reader(count, doc.source, doc.error, doc.code).count(
+            "request_count", count["avg"]
+        )
+    unmapped = [k for k in metrics if k not in used]
+    if metrics is not obj:
+        unmapped += [k for k in obj if k != "records"]
+    return RunData(doc.source, "aiperf", values, stats, None, None, notes, unmapped[:64], index)

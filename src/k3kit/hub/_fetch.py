@@ -1,0 +1,97 @@
+"""Download one file's body with a hard cap at the locked size, a timeout and a cancel flag.
+
+Why not ``hf_hub_download``: it writes into the cache by path (following whatever links are
+planted under the cache folder), keeps reading however many bytes the server sends (a 256 KiB
+file answered with 1 GiB was downloaded in full, twice, and kept), cannot be cancelled between
+chunks (Ctrl-C waited for every transfer in flight), and its shared HTTP client is closed by
+one failing thread while others still use it (exit 70). The metadata still comes from the real
+client (``get_hf_file_metadata``: the Hub's HEAD with its redirect rules); the body is streamed
+here with a client this module owns, into a sink the caller opened safely, and:
+
+* a declared size (``X-Linked-Size``/``Content-Length`` on HEAD, ``Content-Length`` on GET)
+  that differs from the lock is refused before the body is read;
+* no more than ``size`` bytes are handed to the sink; the read stops within one chunk past it;
+* ``cancel`` is checked between chunks, so Ctrl-C stops a transfer at its next chunk;
+* ``Accept-Encoding: identity`` and raw reads: a compressed answer cannot expand past the cap.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+from urllib.parse import urlsplit
+
+import httpx2
+
+from k3kit._digest import Cancelled
+from k3kit.errors import EnvironmentProblem, VerificationError
+from k3kit.hub._errors import status_error
+
+CHUNK = 1024 * 1024
+
+
+class Sink(Protocol):
+    def restart(self) -> None: ...
+
+    def write(self, data: bytes) -> None: ...
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return (parts.scheme, (parts.hostname or "").lower(), port)
+
+
+def check_declared(declared: int | None, size: int, what: str, where: str) -> None:
+    if declared is not None and declared != size:
+        raise VerificationError(
+            f"the hub declares {what} as {declared} bytes ({where}), the lock pins {size}; "
+            "refused before downloading",
+            code="HUB_SIZE_MISMATCH",
+            hint="the hub does not serve the pinned bytes at this commit; do not deploy",
+        )
+
+
+def stream_body(
+    client: httpx2.Client,
+    url: str,
+    headers: dict[str, str],
+    *,
+    size: int,
+    what: str,
+    sink: Sink,
+    cancel: threading.Event,
+) -> None:
+    """GET ``url`` into ``sink``: exactly ``size`` bytes, or an error."""
+    sink.restart()
+    with client.stream("GET", url, headers={**headers, "Accept-Encoding": "identity"}) as response:
+        if response.status_code >= 400:
+            raise status_error(response)
+        encoding = response.headers.get("Content-Encoding", "identity").lower()
+        if encoding not in ("", "identity"):
+            raise EnvironmentProblem(
+                f"{what} came {encoding}-encoded although an identity body was asked for",
+                code="HUB_BAD_ANSWER",
+            )
+        length = response.headers.get("Content-Length")
+        check_declared(int(length) if length and length.isdigit() else None, size, what, "GET")
+        got = 0
+        for chunk in response.iter_raw(CHUNK):
+            if cancel.is_set():
+                raise Cancelled
+            got += len(chunk)
+            if got > size:
+                raise VerificationError(
+                    f"the hub sent more than the {size} bytes pinned for {what}; stopped after "
+                    f"{got} bytes and kept none of them",
+                    code="HUB_OVERSIZED",
+                    hint="the hub does not serve the pinned bytes at this commit; do not deploy",
+                )
+            sink.write(chunk)
+    if got != size:
+        raise EnvironmentProblem(
+            f"download of {what} ended short ({got} of {size} bytes): the connection broke "
+            "or the server sent the wrong length",
+            code="HUB_DOWNLOAD_FAILED",
+            hint="rerun: the pull resumes and keeps every file already verified",
+        )

