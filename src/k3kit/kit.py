@@ -20,10 +20,10 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 
-from k3kit import __version__
 from k3kit._canonical import model_bytes, require_canonical, sha256_of_model, strict_loads
 from k3kit._fs import atomic_write, read_capped, refuse_existing, replace_dir, staging_dir
 from k3kit._text import shown
+from k3kit._version import __version__
 from k3kit.engines import validate_profile
 from k3kit.errors import InputError
 from k3kit.evidence import MAX_EVIDENCE_BYTES

@@ -148,6 +148,7 @@ def launch(
 
     from k3kit.launch import Site, plan_launch, read_site
     from k3kit.verify import KitNotVerified
+    from k3kit.weights import WeightsOptions
 
     site_values = read_site(site) if site is not None else Site()
     weights = weights or site_values.model_dir
@@ -180,12 +181,9 @@ def launch(
             runtime_dir=state / "launch",
             base_env=os.environ,
             site=site_values,
-            weights_options={
-                "workers": workers,
-                "full": full,
-                "state_dir": state,
-                "on_progress": progress,
-            },
+            weights_options=WeightsOptions(
+                workers=workers, full=full, state_dir=state, on_progress=progress
+            ),
             rollback=rollback,
             on_step=lambda text: err(f"launch   {text}"),
         )
