@@ -20,10 +20,11 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 
-from k3kit._canonical import model_bytes, require_canonical, sha256_of_model, strict_loads
+from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._fs import atomic_write, read_capped, refuse_existing, replace_dir, staging_dir
 from k3kit._text import shown
 from k3kit._version import __version__
+from k3kit.documents import parse_document, read_bounded, read_document
 from k3kit.engines import validate_profile
 from k3kit.errors import InputError
 from k3kit.evidence import MAX_EVIDENCE_BYTES
@@ -62,13 +63,19 @@ def load_toml(path: Path, model: type[M]) -> M:
 
 
 def load_lock(path: Path) -> WeightsLock:
-    data = read_capped(
+    """A lock from ``k3kit pin``: capped read, strict parse, canonical bytes (it is what a
+    receipt's weight checksum covers), validated (``INPUT_MISSING`` / ``BAD_INPUT``, exit 3)."""
+    data = read_bounded(
         path, MAX_INPUT_BYTES, what="weights lock", error=InputError, code="INPUT_MISSING"
     )
-    obj = strict_loads(
-        data, source=str(path), max_bytes=MAX_INPUT_BYTES, error=InputError, code="BAD_INPUT"
+    return parse_document(
+        data,
+        WeightsLock,
+        what=str(path),
+        max_bytes=MAX_INPUT_BYTES,
+        error=InputError,
+        code="BAD_INPUT",
     )
-    return load(WeightsLock, obj, source=str(path))
 
 
 def _profile_context(pkg: PackageDef, name: str) -> dict[str, Any]:
@@ -192,13 +199,10 @@ def build(package_path: Path, lock_path: Path, out: Path, *, force: bool = False
     return manifest
 
 
-def _read_kit_doc(kit_dir: Path, name: str) -> Any:
-    data = read_capped(
-        kit_dir / name, MAX_INPUT_BYTES, what=name, error=InputError, code="KIT_INCOMPLETE"
-    )
-    obj = strict_loads(data, source=name, max_bytes=MAX_INPUT_BYTES, error=InputError)
-    require_canonical(data, obj, source=name)
-    return obj
+def _read_kit_doc(kit_dir: Path, name: str, model: type[M]) -> M:
+    return read_document(
+        kit_dir / name, model, max_bytes=MAX_INPUT_BYTES, error=InputError, code="KIT_INCOMPLETE"
+    ).model
 
 
 def _read_evidence(claims: Claims, claims_path: Path) -> dict[str, bytes]:
@@ -249,7 +253,7 @@ def sign(
             f"{kit_dir / RECEIPT_NAME} exists", code="OUTPUT_EXISTS", hint="pass --force to replace"
         )
     evidence = _read_evidence(claims, claims_path)
-    manifest = load(Manifest, _read_kit_doc(kit_dir, MANIFEST_NAME), source=MANIFEST_NAME)
+    manifest = _read_kit_doc(kit_dir, MANIFEST_NAME, Manifest)
     drift = diff_tree(kit_dir, manifest).differences
     if drift:
         listing = "\n".join(f"  {d.code} {d.path}: {d.detail}" for d in drift)
@@ -258,10 +262,8 @@ def sign(
             code="KIT_FILES_DIFFER",
             hint="rebuild the kit",
         )
-    info = load(KitInfo, _read_kit_doc(kit_dir, "kit.json"), source="kit.json")
-    lock = load(
-        WeightsLock, _read_kit_doc(kit_dir, "weights.lock.json"), source="weights.lock.json"
-    )
+    info = _read_kit_doc(kit_dir, "kit.json", KitInfo)
+    lock = _read_kit_doc(kit_dir, "weights.lock.json", WeightsLock)
     statement = build_statement(
         claims,
         info,
