@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from k3kit.install import Installed as Installed
     from k3kit.keys import load_private as load_private
     from k3kit.keys import load_public as load_public
+    from k3kit.keys import write_keypair as write_keypair
     from k3kit.kitpack import Packed as Packed
     from k3kit.launch import LaunchPlan as LaunchPlan
     from k3kit.models import Manifest as Manifest
@@ -80,6 +81,7 @@ _HOMES: dict[str, str] = {
     "Installed": "k3kit.install",
     "load_private": "k3kit.keys",
     "load_public": "k3kit.keys",
+    "write_keypair": "k3kit.keys",
     "Packed": "k3kit.kitpack",
     "LaunchPlan": "k3kit.launch",
     "Manifest": "k3kit.models",
