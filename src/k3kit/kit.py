@@ -20,13 +20,13 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 
-from k3kit._canonical import model_bytes, sha256_of_model
+from k3kit._canonical import model_bytes, require_canonical, sha256_of_model, strict_loads
 from k3kit._fs import atomic_write, read_capped, refuse_existing, replace_dir, staging_dir
 from k3kit._text import shown
 from k3kit._version import __version__
-from k3kit.documents import parse_document, read_bounded, read_document
+from k3kit.documents import read_bounded, read_document
 from k3kit.engines import validate_profile
-from k3kit.errors import InputError
+from k3kit.errors import InputError, VerificationError
 from k3kit.evidence import MAX_EVIDENCE_BYTES
 from k3kit.manifest import (
     EVIDENCE_DIR,
@@ -63,19 +63,21 @@ def load_toml(path: Path, model: type[M]) -> M:
 
 
 def load_lock(path: Path) -> WeightsLock:
-    """A lock from ``k3kit pin``: capped read, strict parse, canonical bytes (it is what a
-    receipt's weight checksum covers), validated (``INPUT_MISSING`` / ``BAD_INPUT``, exit 3)."""
+    """A lock from ``k3kit pin``: bounded read, strict parse, validated (field errors first, they
+    say what is wrong), then canonical bytes: they are what a receipt's weight checksum covers
+    (``INPUT_MISSING`` / ``BAD_INPUT`` / ``JSON_NOT_CANONICAL``, exit 3)."""
     data = read_bounded(
         path, MAX_INPUT_BYTES, what="weights lock", error=InputError, code="INPUT_MISSING"
     )
-    return parse_document(
-        data,
-        WeightsLock,
-        what=str(path),
-        max_bytes=MAX_INPUT_BYTES,
-        error=InputError,
-        code="BAD_INPUT",
+    obj = strict_loads(
+        data, source=str(path), max_bytes=MAX_INPUT_BYTES, error=InputError, code="BAD_INPUT"
     )
+    lock = load(WeightsLock, obj, source=str(path))
+    try:
+        require_canonical(data, obj, source=str(path))
+    except VerificationError as exc:
+        raise InputError(exc.message, code=exc.code) from exc
+    return lock
 
 
 def _profile_context(pkg: PackageDef, name: str) -> dict[str, Any]:
