@@ -1,3 +1,116 @@
-"""k3kit: pin, build, sign, verify and audit deployment kits for frontier LLMs."""
+"""k3kit: pin, build, sign, verify and audit deployment kits for frontier LLMs.
 
-__version__ = "0.1.0"
+The public API is the names in ``__all__`` (docs/api.md; semantic versioning applies to them
+and to nothing else). They are loaded on first use (PEP 562), so ``import k3kit.verify`` on a
+GPU node, or the CLI's start-up, does not pay for huggingface_hub and jinja2 that only pinning
+and building need; type checkers see the imports below.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from k3kit._version import __version__
+
+if TYPE_CHECKING:
+    from k3kit.api import WeightsNotVerified as WeightsNotVerified
+    from k3kit.api import audit_kit as audit_kit
+    from k3kit.api import build_kit as build_kit
+    from k3kit.api import check_kit as check_kit
+    from k3kit.api import check_weights as check_weights
+    from k3kit.api import install_kit as install_kit
+    from k3kit.api import pack_kit as pack_kit
+    from k3kit.api import pin_hub as pin_hub
+    from k3kit.api import pin_local as pin_local
+    from k3kit.api import plan_launch as plan_launch
+    from k3kit.api import pull_weights as pull_weights
+    from k3kit.api import read_lock as read_lock
+    from k3kit.api import sign_kit as sign_kit
+    from k3kit.api import verify_kit as verify_kit
+    from k3kit.api import verify_weights as verify_weights
+    from k3kit.api import write_lock as write_lock
+    from k3kit.audit import AuditReport as AuditReport
+    from k3kit.errors import EnvironmentProblem as EnvironmentProblem
+    from k3kit.errors import InputError as InputError
+    from k3kit.errors import K3kitError as K3kitError
+    from k3kit.errors import VerificationError as VerificationError
+    from k3kit.install import Installed as Installed
+    from k3kit.keys import load_private as load_private
+    from k3kit.keys import load_public as load_public
+    from k3kit.keys import write_keypair as write_keypair
+    from k3kit.kitpack import Packed as Packed
+    from k3kit.kitpath import OpenedKit as OpenedKit
+    from k3kit.kitpath import classify as classify
+    from k3kit.kitpath import open_kit as open_kit
+    from k3kit.launch import LaunchPlan as LaunchPlan
+    from k3kit.models import Manifest as Manifest
+    from k3kit.models import WeightsLock as WeightsLock
+    from k3kit.pull import PullReport as PullReport
+    from k3kit.trust import RollbackPolicy as RollbackPolicy
+    from k3kit.trust import RootAnchor as RootAnchor
+    from k3kit.trust import Trust as Trust
+    from k3kit.verify import KitNotVerified as KitNotVerified
+    from k3kit.verify import Report as Report
+    from k3kit.weights import WeightsOptions as WeightsOptions
+    from k3kit.weights import WeightsReport as WeightsReport
+
+# name -> the module that defines it: the one table __getattr__ and __all__ come from.
+_HOMES: dict[str, str] = {
+    "WeightsNotVerified": "k3kit.api",
+    "audit_kit": "k3kit.api",
+    "build_kit": "k3kit.api",
+    "check_kit": "k3kit.api",
+    "check_weights": "k3kit.api",
+    "install_kit": "k3kit.api",
+    "pack_kit": "k3kit.api",
+    "pin_hub": "k3kit.api",
+    "pin_local": "k3kit.api",
+    "plan_launch": "k3kit.api",
+    "pull_weights": "k3kit.api",
+    "read_lock": "k3kit.api",
+    "sign_kit": "k3kit.api",
+    "verify_kit": "k3kit.api",
+    "verify_weights": "k3kit.api",
+    "write_lock": "k3kit.api",
+    "AuditReport": "k3kit.audit",
+    "EnvironmentProblem": "k3kit.errors",
+    "InputError": "k3kit.errors",
+    "K3kitError": "k3kit.errors",
+    "VerificationError": "k3kit.errors",
+    "Installed": "k3kit.install",
+    "load_private": "k3kit.keys",
+    "load_public": "k3kit.keys",
+    "write_keypair": "k3kit.keys",
+    "Packed": "k3kit.kitpack",
+    "LaunchPlan": "k3kit.launch",
+    "Manifest": "k3kit.models",
+    "WeightsLock": "k3kit.models",
+    "PullReport": "k3kit.pull",
+    "OpenedKit": "k3kit.kitpath",
+    "classify": "k3kit.kitpath",
+    "open_kit": "k3kit.kitpath",
+    "RollbackPolicy": "k3kit.trust",
+    "RootAnchor": "k3kit.trust",
+    "Trust": "k3kit.trust",
+    "KitNotVerified": "k3kit.verify",
+    "Report": "k3kit.verify",
+    "WeightsOptions": "k3kit.weights",
+    "WeightsReport": "k3kit.weights",
+}
+
+__all__ = ["__version__", *sorted(_HOMES)]
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module 'k3kit' has no attribute {name!r}")
+        value = getattr(import_module(home), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

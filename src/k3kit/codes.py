@@ -260,6 +260,11 @@ class InputCode(ErrorCode):
     INPUT_MISSING = "INPUT_MISSING", _INPUT, "an input file is absent"
     NOTHING_TO_PIN = "NOTHING_TO_PIN", _INPUT, "the selection matches no file"
     OUTPUT_EXISTS = "OUTPUT_EXISTS", _INPUT, "the output exists and --force was not given"
+    WEIGHTS_OPTION_INVALID = (
+        "WEIGHTS_OPTION_INVALID",
+        _INPUT,
+        "a WeightsOptions value is out of range (workers, algorithm)",
+    )
     PASSPHRASE_MISSING = "PASSPHRASE_MISSING", _INPUT, "the key needs a passphrase"
     PATH_REFUSED = "PATH_REFUSED", _INPUT, "a path the path policy refuses"
     PATTERN_MATCHES_NOTHING = "PATTERN_MATCHES_NOTHING", _INPUT, "an --include matches nothing"

@@ -33,6 +33,7 @@ from k3kit.launch import LaunchPlan, plan_launch
 from k3kit.models import PackageDef
 from k3kit.pin import pin_local
 from k3kit.verify import Report, verify_path
+from k3kit.weights import WeightsOptions
 
 EXAMPLE = "kimi-k3-b300x8"
 STAND_IN_SHARDS = 4
@@ -202,7 +203,7 @@ def run_demo(workdir: Path, *, force: bool, now: str, say: Callable[[str], None]
         weights=snapshot,
         runtime_dir=workdir / "state" / "launch",
         base_env={"PATH": f"{engine_bin}:/usr/bin:/bin"},
-        weights_options={"state_dir": workdir / "state"},
+        weights_options=WeightsOptions(state_dir=workdir / "state"),
     )
     say(
         f"launch   dry run with a STAND-IN engine at {engine_bin / 'vllm'}: would exec "

@@ -101,13 +101,17 @@ def parse_document(
     max_bytes: int,
     error: type[K3kitError] = VerificationError,
     code: str,
+    canonical_code: str | None = None,
 ) -> M:
-    """Strict parse, canonical-bytes check and model validation of bytes already trusted."""
+    """Strict parse, canonical-bytes check and model validation of bytes already trusted.
+
+    ``canonical_code`` names bytes that parse but are not RFC 8785 (default ``JSON_NOT_CANONICAL``).
+    """
     obj = strict_loads(data, source=what, max_bytes=max_bytes, error=error, code=code)
     try:
         require_canonical(data, obj, source=what)
     except VerificationError as exc:
-        raise error(exc.message, code=exc.code) from exc
+        raise error(exc.message, code=canonical_code or exc.code) from exc
     return load(model, obj, source=what, error=error, code=code)
 
 

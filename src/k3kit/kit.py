@@ -15,16 +15,17 @@ import shutil
 import tomllib
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 
-from k3kit import __version__
 from k3kit._canonical import model_bytes, require_canonical, sha256_of_model, strict_loads
 from k3kit._fs import atomic_write, read_capped, refuse_existing, replace_dir, staging_dir
 from k3kit._text import shown
-from k3kit.errors import InputError
+from k3kit._version import __version__
+from k3kit.documents import read_bounded, read_document
+from k3kit.errors import InputError, VerificationError
 from k3kit.evidence import MAX_EVIDENCE_BYTES
 from k3kit.manifest import (
     EVIDENCE_DIR,
@@ -58,13 +59,21 @@ def load_toml(path: Path, model: type[M]) -> M:
 
 
 def load_lock(path: Path) -> WeightsLock:
-    data = read_capped(
+    """A lock from ``k3kit pin``: bounded read, strict parse, validated (field errors first, they
+    say what is wrong), then canonical bytes: they are what a receipt's weight checksum covers
+    (``INPUT_MISSING`` / ``BAD_INPUT`` / ``JSON_NOT_CANONICAL``, exit 3)."""
+    data = read_bounded(
         path, MAX_INPUT_BYTES, what="weights lock", error=InputError, code="INPUT_MISSING"
     )
     obj = strict_loads(
         data, source=str(path), max_bytes=MAX_INPUT_BYTES, error=InputError, code="BAD_INPUT"
     )
-    return load(WeightsLock, obj, source=str(path))
+    lock = load(WeightsLock, obj, source=str(path))
+    try:
+        require_canonical(data, obj, source=str(path))
+    except VerificationError as exc:
+        raise InputError(exc.message, code=exc.code) from exc
+    return lock
 
 
 def refuse_replacing(out: Path, *, force: bool) -> None:
@@ -190,13 +199,10 @@ def build(
     return manifest
 
 
-def _read_kit_doc(kit_dir: Path, name: str) -> Any:
-    data = read_capped(
-        kit_dir / name, MAX_INPUT_BYTES, what=name, error=InputError, code="KIT_INCOMPLETE"
-    )
-    obj = strict_loads(data, source=name, max_bytes=MAX_INPUT_BYTES, error=InputError)
-    require_canonical(data, obj, source=name)
-    return obj
+def _read_kit_doc(kit_dir: Path, name: str, model: type[M]) -> M:
+    return read_document(
+        kit_dir / name, model, max_bytes=MAX_INPUT_BYTES, error=InputError, code="KIT_INCOMPLETE"
+    ).model
 
 
 def _read_evidence(claims: Claims, claims_path: Path) -> dict[str, bytes]:
@@ -247,7 +253,7 @@ def sign(
             f"{kit_dir / RECEIPT_NAME} exists", code="OUTPUT_EXISTS", hint="pass --force to replace"
         )
     evidence = _read_evidence(claims, claims_path)
-    manifest = load(Manifest, _read_kit_doc(kit_dir, MANIFEST_NAME), source=MANIFEST_NAME)
+    manifest = _read_kit_doc(kit_dir, MANIFEST_NAME, Manifest)
     drift = diff_tree(kit_dir, manifest).differences
     if drift:
         listing = "\n".join(f"  {d.code} {d.path}: {d.detail}" for d in drift)
@@ -256,10 +262,8 @@ def sign(
             code="SIGN_KIT_CHANGED",
             hint="rebuild the kit",
         )
-    info = load(KitInfo, _read_kit_doc(kit_dir, "kit.json"), source="kit.json")
-    lock = load(
-        WeightsLock, _read_kit_doc(kit_dir, "weights.lock.json"), source="weights.lock.json"
-    )
+    info = _read_kit_doc(kit_dir, "kit.json", KitInfo)
+    lock = _read_kit_doc(kit_dir, "weights.lock.json", WeightsLock)
     statement = build_statement(
         claims,
         info,

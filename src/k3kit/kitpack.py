@@ -14,12 +14,14 @@ import base64
 import binascii
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import BaseModel
 
-from k3kit._canonical import require_canonical, strict_loads
-from k3kit._fs import read_capped
+from k3kit._canonical import strict_loads
 from k3kit.archive import pack
+from k3kit.documents import read_bounded, read_document
 from k3kit.errors import InputError, VerificationError
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, diff_tree
 from k3kit.models import PAYLOAD_TYPE, DsseEnvelope, KitInfo, Manifest, Statement, load
@@ -28,6 +30,7 @@ from k3kit.verify import KIT_INFO_NAME, MAX_DOC_BYTES, Report, check_unsigned_st
 
 ARCHIVE_SUFFIX = ".kit.tar.gz"
 UNSIGNED_SUFFIX = ".unsigned.kit.tar.gz"
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -39,15 +42,9 @@ class Packed:
     checked: str  # what was checked before packing, in words
 
 
-def _doc(kit_dir: Path, name: str) -> object:
-    data = read_capped(
-        kit_dir / name, MAX_DOC_BYTES, what=name, error=InputError, code="KIT_INCOMPLETE"
-    )
-    obj = strict_loads(
-        data, source=name, max_bytes=MAX_DOC_BYTES, error=InputError, code="KIT_INCOMPLETE"
-    )
-    require_canonical(data, obj, source=name)
-    return obj
+def _doc(kit_dir: Path, name: str, model: type[M], code: str) -> M:
+    """A kit document through the one reader (capped, no link or FIFO, strict, canonical)."""
+    return read_document(kit_dir / name, model, max_bytes=MAX_DOC_BYTES, code=code).model
 
 
 def _kit_info(kit_dir: Path) -> KitInfo:
@@ -57,18 +54,12 @@ def _kit_info(kit_dir: Path) -> KitInfo:
             code="PACK_NOT_A_KIT",
             hint="pack the folder `k3kit build` wrote, not a weights folder",
         )
-    return load(
-        KitInfo,
-        _doc(kit_dir, KIT_INFO_NAME),
-        source=KIT_INFO_NAME,
-        error=VerificationError,
-        code="KIT_INFO_MALFORMED",
-    )
+    return _doc(kit_dir, KIT_INFO_NAME, KitInfo, "KIT_INFO_MALFORMED")
 
 
 def _unverified_statement(path: Path) -> Statement:
     """The receipt's Statement read WITHOUT checking its signature (no key was given)."""
-    data = read_capped(
+    data = read_bounded(
         path, MAX_ENVELOPE_BYTES, what="receipt", error=VerificationError, code="RECEIPT_MISSING"
     )
     obj = strict_loads(
@@ -117,13 +108,7 @@ def _check_unsigned(kit_dir: Path) -> str:
             f"{kit_dir} has a receipt; --unsigned is for kits without one",
             code="PACK_UNSIGNED_HAS_RECEIPT",
         )
-    manifest = load(
-        Manifest,
-        _doc(kit_dir, MANIFEST_NAME),
-        source=MANIFEST_NAME,
-        error=VerificationError,
-        code="MANIFEST_MALFORMED",
-    )
+    manifest = _doc(kit_dir, MANIFEST_NAME, Manifest, "MANIFEST_MALFORMED")
     drift = diff_tree(kit_dir, manifest).differences
     if drift:
         listing = ", ".join(f"{d.code} {d.path!r}" for d in drift)

@@ -44,6 +44,7 @@ from k3kit.manifest import MANIFEST_NAME
 from k3kit.models import KitInfo, KitProfile, Manifest, ManifestEntry
 from k3kit.trust import RollbackPolicy
 from k3kit.verify import KIT_INFO_NAME, KitNotVerified, Report, TrustSource, verify_dir
+from k3kit.weights import WeightsOptions
 
 MAX_KIT_DOC_BYTES = 16 * 1024 * 1024
 MAX_SITE_BYTES = 64 * 1024
@@ -336,7 +337,7 @@ def plan_launch(
     topology: str | None = None,
     site: Site | None = None,
     runtime: Runtime | None = None,
-    weights_options: dict[str, Any] | None = None,
+    weights_options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> LaunchPlan:

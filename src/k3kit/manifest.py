@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from k3kit._canonical import model_bytes, sha256_of_model
-from k3kit._digest import hash_file
+from k3kit._digest import hash_file, sha256_hex
 from k3kit._fs import walk
 from k3kit._pathpolicy import path_problem
 from k3kit._text import shown
-from k3kit.errors import InputError
+from k3kit.documents import read_bounded
+from k3kit.errors import InputError, VerificationError
 from k3kit.models import Manifest, ManifestEntry
 from k3kit.vocab import Problem
 
@@ -84,6 +85,32 @@ class ExpectedEvidence:
     path: str
     size: int
     sha256: str
+
+
+def read_bound_evidence(root: Path, entry: ExpectedEvidence) -> bytes:
+    """The bytes of one evidence file, only if they are the ones the receipt signs.
+
+    The one home for evidence binding outside the tree diff: ``audit`` parses evidence only
+    through this. The read is capped at the signed size (a bigger file is refused by its size
+    before a byte is read) and goes through the bounded document reader (no link, no FIFO).
+    Raises ``VerificationError`` ``EVIDENCE_FILE_MISSING`` or ``EVIDENCE_FILE_CHANGED``.
+    """
+    data = read_bounded(
+        root / entry.path,
+        entry.size,
+        what=entry.path,
+        error=VerificationError,
+        code="EVIDENCE_FILE_MISSING",
+        too_large_code="EVIDENCE_FILE_CHANGED",
+    )
+    digest = sha256_hex(data)
+    if len(data) != entry.size or digest != entry.sha256:
+        raise VerificationError(
+            f"{shown(entry.path)}: sha256 {digest[:16]}… ({len(data)} bytes) is not the "
+            f"receipt's {entry.sha256[:16]}… ({entry.size} bytes)",
+            code="EVIDENCE_FILE_CHANGED",
+        )
+    return data
 
 
 def diff_evidence(

@@ -8,18 +8,17 @@ huggingface_hub, jinja2, ``pin`` or ``render`` (import-linter enforces it).
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from k3kit._text import shown
-from k3kit.archive import extract_safely
 from k3kit.documents import read_document
 from k3kit.errors import InputError, VerificationError
+from k3kit.kitpath import KIT_KINDS, open_kit, require
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, ExpectedEvidence, diff_evidence, diff_tree
 from k3kit.models import (
     KIT_SUBJECT,
@@ -34,7 +33,7 @@ from k3kit.trust import RollbackPolicy, RootAnchor, Trust
 from k3kit.trust import rollback as rollback_state
 from k3kit.trust.root import kit_roots
 from k3kit.vocab import CheckStatus, Problem
-from k3kit.weights import check_weights
+from k3kit.weights import WeightsOptions, check_weights
 
 MAX_DOC_BYTES = 16 * 1024 * 1024
 LOCK_NAME = "weights.lock.json"
@@ -299,7 +298,7 @@ def verify_dir(
     *,
     label: str | None = None,
     weights: Path | None = None,
-    weights_options: dict[str, Any] | None = None,
+    weights_options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
 ) -> Report:
     """Run every check on a kit directory; never raises for a verification failure.
@@ -327,7 +326,7 @@ def verify_dir(
         except OSError as exc:  # a kit file that cannot be read is a kit that does not verify
             check.status, check.code = FAILED, "KIT_UNREADABLE"
             check.detail = f"cannot read the kit: {exc}"
-    report.checks.append(_weights_check(st, report, weights, weights_options or {}))
+    report.checks.append(_weights_check(st, report, weights, weights_options or WeightsOptions()))
     if st.kit_sha256 is not None:  # lets `launch` and `install` tie the bytes they use to it
         report.facts["kit_sha256"] = st.kit_sha256
     if report.ok and st.decision is not None and st.rollback is not None:
@@ -380,7 +379,7 @@ def check_unsigned_statement(kit_dir: Path, statement: Statement) -> Report:
 
 
 def _weights_check(
-    st: _State, report: Report, weights: Path | None, options: dict[str, Any]
+    st: _State, report: Report, weights: Path | None, options: WeightsOptions
 ) -> Check:
     check = Check("weights", "weights match weights.lock.json")
     if weights is None:
@@ -393,7 +392,16 @@ def _weights_check(
         check.detail = f"not checked: depends on {', '.join(failed)}"
         return check
     try:
-        result = check_weights(weights, st.lock, **options)
+        result = check_weights(
+            weights,
+            st.lock,
+            algorithm=options.algorithm,
+            workers=options.workers,
+            all_errors=options.all_errors,
+            state_dir=options.state_dir,
+            full=options.full,
+            on_progress=options.on_progress,
+        )
     except VerificationError as exc:
         check.status, check.code, check.detail = FAILED, exc.code, exc.message
         return check
@@ -435,46 +443,41 @@ def verify_path(
     trusted: TrustSource,
     *,
     weights: Path | None = None,
-    weights_options: dict[str, Any] | None = None,
+    weights_options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
 ) -> Report:
-    """Verify a kit directory or a ``.kit.tar.gz`` (extracted under policy into a temp dir)."""
-    if not kit.exists():
-        raise InputError(f"kit not found: {shown(kit)}", code="KIT_NOT_FOUND")
-    if kit.is_dir():
+    """Verify a kit directory or a ``.kit.tar.gz`` (extracted under policy into a temp dir).
+
+    What ``kit`` is comes from :func:`k3kit.kitpath.classify` (a lock or a receipt is refused,
+    ``KIT_NOT_RECOGNISED``); an archive the strict reader refuses is a failed ``archive`` check.
+    """
+    if require(kit, KIT_KINDS, verb="verify") == "directory":
         return verify_dir(
             kit, trusted, weights=weights, weights_options=weights_options, rollback=rollback
         )
-    if not kit.is_file():
-        raise InputError(
-            f"{shown(kit)} is neither a kit directory nor an archive file",
-            code="KIT_NOT_RECOGNISED",
-        )
     archive_check = Check("archive", "archive members pass the extraction policy")
-    try:
-        staging, digest = extract_safely(kit)
-    except VerificationError as exc:
-        report = Report(str(kit))
-        archive_check.status, archive_check.code = FAILED, exc.code
-        archive_check.detail = exc.message
-        report.checks.append(archive_check)
-        return report
-    try:
+    report = Report(str(kit))
+    with ExitStack() as stack:
+        try:
+            opened = stack.enter_context(open_kit(kit))
+        except VerificationError as exc:
+            archive_check.status, archive_check.code = FAILED, exc.code
+            archive_check.detail = exc.message
+            report.checks.append(archive_check)
+            return report
         archive_check.status = PASSED
-        archive_check.detail = f"sha256:{digest}"
+        archive_check.detail = f"sha256:{opened.archive_sha256}"
         report = verify_dir(
-            staging,
+            opened.path,
             trusted,
-            label=str(kit),
+            label=opened.label,
             weights=weights,
             weights_options=weights_options,
             rollback=rollback,
         )
         report.checks.insert(0, archive_check)
-        report.facts["archive_sha256"] = digest
-        return report
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        report.facts["archive_sha256"] = opened.archive_sha256
+    return report
 
 
 class KitNotVerified(VerificationError):

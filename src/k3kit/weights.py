@@ -25,7 +25,7 @@ from pathlib import Path
 from k3kit._canonical import sha256_of_model
 from k3kit._digest import FileStamp, hash_file
 from k3kit._fs import display_name, walk
-from k3kit.errors import K3kitError, VerificationError
+from k3kit.errors import InputError, K3kitError, VerificationError
 from k3kit.hashpool import HashJob, JobResult, default_workers, run_jobs
 from k3kit.layouts import (
     Layout,
@@ -41,6 +41,40 @@ from k3kit.vcache import VerifyCache
 from k3kit.vocab import Problem
 
 WeightsProblem = Problem  # the one problem record (k3kit.vocab); the old name stays importable
+
+
+@dataclass(frozen=True)
+class WeightsOptions:
+    """How a weights folder is checked: one typed value for verify, launch, the CLI and the demo.
+
+    Why a frozen dataclass and not a ``dict``: a misspelt option used to surface as a
+    ``TypeError`` deep inside the verifier; now it is a mypy error at the call site, and a
+    value out of range is refused here (``InputError`` ``WEIGHTS_OPTION_INVALID``, exit 3).
+
+    ``workers``: hashing threads (None: one per CPU this process may use); ``algorithm``:
+    ``"sha256"`` or ``"blake3"`` (None: blake3 where the lock has it); ``all_errors``: keep
+    hashing after the first bad file; ``full``: re-hash files the verification cache vouches
+    for; ``state_dir``: the node's state folder holding that cache (None: no cache);
+    ``on_progress(bytes_done, bytes_to_hash)``: called a few times a second.
+    """
+
+    workers: int | None = None
+    algorithm: str | None = None
+    all_errors: bool = False
+    full: bool = False
+    state_dir: Path | None = None
+    on_progress: Callable[[int, int], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 1:
+            raise InputError(
+                f"workers must be 1 or more, not {self.workers}", code="WEIGHTS_OPTION_INVALID"
+            )
+        if self.algorithm not in (None, "sha256", "blake3"):
+            raise InputError(
+                f"algorithm must be sha256 or blake3, not {self.algorithm!r}",
+                code="WEIGHTS_OPTION_INVALID",
+            )
 
 
 @dataclass

@@ -24,6 +24,7 @@ from k3kit.manifest import RECEIPT_NAME
 from k3kit.models import Run, Statement, WeightsLock, Workload
 from k3kit.sign import MAX_ENVELOPE_BYTES, read_receipt
 from k3kit.verify import KitNotVerified, verify_dir
+from k3kit.weights import WeightsOptions
 
 _LINE = re.compile(r"^([a-z0-9][a-z0-9-]*): (.+)$")
 
@@ -154,7 +155,7 @@ def load_plan(
     profile: str | None,
     points: list[int] | None,
     requests: int | None,
-    weights_options: dict[str, Any] | None = None,
+    weights_options: WeightsOptions | None = None,
 ) -> Plan:
     """Verify the kit and weights, then read the plan from the verified receipt and profile."""
     if not kit_dir.is_dir():

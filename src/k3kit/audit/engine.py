@@ -7,22 +7,27 @@ only when their bytes match the sha256 the receipt signs (R03 reports the others
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from k3kit._fs import read_capped, walk
-from k3kit.archive import extract_safely
+from k3kit._digest import sha256_hex
+from k3kit._fs import walk
 from k3kit.audit.context import Context, KitFacts, Policy, build_context
 from k3kit.audit.findings import ERROR, RANK, SEVERITIES, Finding, Out, ordered_rules
-from k3kit.documents import read_kit_info
+from k3kit.documents import read_bounded, read_kit_info
 from k3kit.errors import InputError, K3kitError, VerificationError
 from k3kit.evidence import MAX_EVIDENCE_BYTES, RunData, parse_evidence, summarize
-from k3kit.manifest import EVIDENCE_DIR, MANIFEST_NAME, RECEIPT_NAME
+from k3kit.kitpath import classify, open_kit
+from k3kit.manifest import (
+    EVIDENCE_DIR,
+    MANIFEST_NAME,
+    RECEIPT_NAME,
+    ExpectedEvidence,
+    read_bound_evidence,
+)
 from k3kit.models import KIT_SUBJECT, KitInfo, ReceiptPredicate
 from k3kit.sign import read_receipt
 from k3kit.verify import LOCK_NAME, MAX_DOC_BYTES
@@ -68,13 +73,15 @@ def run_rules(ctx: Context) -> list[Finding]:
 
 
 def _sha256_of(path: Path) -> str | None:
+    """The sha256 of a kit document read by the one bounded reader; None when unreadable
+    (rule R03 then reports the subject as unbound)."""
     try:
-        data = read_capped(
+        data = read_bounded(
             path, MAX_DOC_BYTES, what=path.name, error=VerificationError, code="AUDIT_UNREADABLE"
         )
     except VerificationError:
         return None
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 def _kit_info(kit_dir: Path, kit_sha256: str | None) -> KitInfo | None:
@@ -94,22 +101,16 @@ def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[st
         if run.evidence is None:
             continue
         listed.add(run.evidence)
-        try:
-            data = read_capped(
-                kit_dir / run.evidence,
-                MAX_EVIDENCE_BYTES,
-                what=run.evidence,
-                error=VerificationError,
-                code="EVIDENCE_FILE_MISSING",
-            )
+        signed = ExpectedEvidence(
+            run.evidence,
+            min(run.evidence_bytes or 0, MAX_EVIDENCE_BYTES),
+            run.evidence_sha256 or "",
+        )
+        try:  # the verifier's own binding (manifest.read_bound_evidence), not a second one
+            data = read_bound_evidence(kit_dir, signed)
         except VerificationError as exc:
-            facts.evidence_status[run.id] = f"missing or unreadable ({exc.message})"
-            continue
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != run.evidence_sha256 or len(data) != run.evidence_bytes:
-            facts.evidence_status[run.id] = (
-                f"changed: sha256 {digest[:16]}… ({len(data)} bytes) is not the signed one"
-            )
+            state = "missing or unreadable" if exc.code == "EVIDENCE_FILE_MISSING" else "changed"
+            facts.evidence_status[run.id] = f"{state}: {exc.message}"
             continue
         try:
             result = parse_evidence(
@@ -198,29 +199,39 @@ def audit_receipt(
     return AuditReport(label, run_rules(ctx), facts)
 
 
+ACCEPTANCE_NAME = "acceptance.dsse.json"
+
+
 def audit_path(
     target: Path, trusted: list[Ed25519PublicKey], policy: Policy | None = None
 ) -> AuditReport:
-    """Audit a kit directory, a ``.kit.tar.gz`` or a lone ``receipt.dsse.json``."""
-    if not target.exists():
-        raise InputError(f"not found: {target}", code="AUDIT_TARGET_NOT_FOUND")
-    acceptance = target / "acceptance.dsse.json" if target.is_dir() else target
-    if acceptance.name == "acceptance.dsse.json" and not (target / RECEIPT_NAME).exists():
+    """Audit a kit directory, a ``.kit.tar.gz``, a lone ``*.dsse.json`` receipt, or a buyer's
+    acceptance report (``acceptance.dsse.json``, written by ``k3kit accept``).
+
+    What ``target`` is comes from :func:`k3kit.kitpath.classify`; a lock is refused.
+    """
+    kind = classify(target)
+    if kind == "lock":
+        raise InputError(
+            f"{target} is a weights lock; audit takes a kit directory, a .kit.tar.gz or a "
+            "*.dsse.json receipt",
+            code="KIT_NOT_RECOGNISED",
+        )
+    acceptance = target / ACCEPTANCE_NAME if kind == "directory" else target
+    if acceptance.name == ACCEPTANCE_NAME and not (target / RECEIPT_NAME).exists():
         from k3kit.audit.acceptance import audit_acceptance  # a buyer's report (k3kit accept)
 
         return audit_acceptance(acceptance, trusted, policy)
-    if target.is_dir():
-        return audit_receipt(
-            target / RECEIPT_NAME, trusted, kit_dir=target, label=str(target), policy=policy
+    if kind == "receipt":
+        return audit_receipt(target, trusted, kit_dir=None, label=str(target), policy=policy)
+    with open_kit(target) as opened:
+        report = audit_receipt(
+            opened.path / RECEIPT_NAME,
+            trusted,
+            kit_dir=opened.path,
+            label=opened.label,
+            policy=policy,
         )
-    if target.name.endswith((".tar.gz", ".tgz")):
-        staging, digest = extract_safely(target)
-        try:
-            report = audit_receipt(
-                staging / RECEIPT_NAME, trusted, kit_dir=staging, label=str(target), policy=policy
-            )
-            report.facts["archive_sha256"] = digest
-            return report
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return audit_receipt(target, trusted, kit_dir=None, label=str(target), policy=policy)
+        if opened.archive_sha256 is not None:
+            report.facts["archive_sha256"] = opened.archive_sha256
+        return report

@@ -7,7 +7,7 @@ that blocks the network, and cannot call home.
 
 from __future__ import annotations
 
-from k3kit import __version__
+from k3kit._version import __version__
 from k3kit.card.charts import build_charts
 from k3kit.card.data import CardData, fig, metric
 from k3kit.render import make_html_environment, render

@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 import click
 
-from k3kit import __version__
 from k3kit._text import shown_lines
+from k3kit._version import __version__
 from k3kit.errors import ExitCode, K3kitError
 
 F = TypeVar("F", bound=Callable[..., Any])

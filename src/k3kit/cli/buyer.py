@@ -236,18 +236,19 @@ def verify(
     accepted is refused (ROLLBACK, EQUIVOCATION; docs/trust.md).
     """
     from k3kit.verify import verify_path
+    from k3kit.weights import WeightsOptions
 
     state = state_dir if state_dir is not None else default_state_dir()
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
     progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not quiet else None
-    options: dict[str, Any] = {
-        "workers": workers,
-        "algorithm": algorithm,
-        "all_errors": all_errors,
-        "full": full,
-        "state_dir": state,
-        "on_progress": progress,
-    }
+    options = WeightsOptions(
+        workers=workers,
+        algorithm=algorithm,
+        all_errors=all_errors,
+        full=full,
+        state_dir=state,
+        on_progress=progress,
+    )
     try:
         report = verify_path(
             kit, trusted, weights=weights, weights_options=options, rollback=rollback

@@ -183,6 +183,7 @@ def launch(
         else None
     )
     from k3kit.verify import KitNotVerified
+    from k3kit.weights import WeightsOptions
 
     site_values = read_site(site) if site is not None else Site()
     weights = weights or site_values.model_dir
@@ -217,12 +218,9 @@ def launch(
             base_env=os.environ,
             site=site_values,
             runtime=runtime,
-            weights_options={
-                "workers": workers,
-                "full": full,
-                "state_dir": state,
-                "on_progress": progress,
-            },
+            weights_options=WeightsOptions(
+                workers=workers, full=full, state_dir=state, on_progress=progress
+            ),
             rollback=rollback,
             on_step=lambda text: err(f"launch   {text}"),
         )

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from k3kit.errors import EnvironmentProblem
+from k3kit.hashpool import default_workers
 from k3kit.models import WeightsLock
 from k3kit.pull._engine import Puller
 from k3kit.pull._kit import KitLock, read_kit_lock
@@ -73,4 +74,4 @@ def pull(
             f"cannot create the weights folder {dest}: {exc.strerror or exc}", code="DIR_UNUSABLE"
         ) from exc
     puller = Puller(lock, dest, layout, downloader, on_file_done, on_event)
-    return puller.run(workers, hash_workers or len(os.sched_getaffinity(0)))
+    return puller.run(workers, hash_workers or default_workers())  # the one default

@@ -10,19 +10,17 @@ changes between the check and the read is caught).
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from k3kit._canonical import require_canonical, strict_loads
-from k3kit._fs import read_capped
-from k3kit.archive import extract_safely
+from k3kit._digest import sha256_hex
+from k3kit.documents import parse_document, read_bounded
 from k3kit.errors import InputError, VerificationError
-from k3kit.models import WeightsLock, load
-from k3kit.verify import LOCK_NAME, MAX_DOC_BYTES, verify_path
+from k3kit.kitpath import classify, open_kit
+from k3kit.models import WeightsLock
+from k3kit.verify import LOCK_NAME, MAX_DOC_BYTES, Report, verify_dir
 
 
 @dataclass(frozen=True)
@@ -33,66 +31,25 @@ class KitLock:
     detail: str
 
 
-def _lock_bytes(kit: Path) -> bytes:
-    if kit.is_dir():
-        return read_capped(
-            kit / LOCK_NAME,
-            MAX_DOC_BYTES,
-            what="weights lock",
-            error=InputError,
-            code="KIT_INCOMPLETE",
-        )
-    if not kit.is_file():
-        raise InputError(f"{kit} is neither a kit directory nor a file", code="KIT_NOT_RECOGNISED")
-    if kit.name.endswith(".json"):
-        return read_capped(
-            kit, MAX_DOC_BYTES, what="weights lock", error=InputError, code="LOCK_MISSING"
-        )
-    try:
-        staging, _ = extract_safely(kit)
-    except VerificationError as exc:
-        if exc.code != "ARCHIVE_FORMAT":
-            raise
-        raise InputError(
-            f"{kit} is not a kit: give a kit directory, a .kit.tar.gz or a "
-            f"weights.lock.json ({exc.message})",
-            code="KIT_NOT_RECOGNISED",
-        ) from exc
-    try:
-        return read_capped(
-            staging / LOCK_NAME,
-            MAX_DOC_BYTES,
-            what="weights lock",
-            error=InputError,
-            code="KIT_INCOMPLETE",
-        )
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def read_kit_lock(kit: Path, trusted: list[Ed25519PublicKey]) -> KitLock:
-    """The lock of ``kit``; with ``trusted`` keys, only after the kit verifies against them."""
-    if not kit.exists():
-        raise InputError(f"kit not found: {kit}", code="KIT_NOT_FOUND")
-    data = _lock_bytes(kit)
-    source = f"{kit}: {LOCK_NAME}" if not kit.name.endswith(".json") else str(kit)
-    obj = strict_loads(
-        data, source=source, max_bytes=MAX_DOC_BYTES, error=InputError, code="LOCK_MALFORMED"
+def _read_lock(path: Path, *, label: str, missing_code: str) -> tuple[WeightsLock, str]:
+    """The lock at ``path`` through the one document reader; k3kit writes locks as RFC 8785
+    bytes, so other bytes were not written by ``k3kit pin`` (``LOCK_NOT_CANONICAL``)."""
+    data = read_bounded(
+        path, MAX_DOC_BYTES, what="weights lock", error=InputError, code=missing_code
     )
-    lock = load(WeightsLock, obj, source=source, error=InputError, code="LOCK_MALFORMED")
-    try:  # k3kit writes locks as RFC 8785 bytes; other bytes were not written by `k3kit pin`
-        require_canonical(data, obj, source=source)
-    except VerificationError as exc:
-        raise InputError(exc.message, code="LOCK_NOT_CANONICAL") from exc
-    digest = hashlib.sha256(data).hexdigest()
-    if not trusted:
-        return KitLock(lock, digest, False, "not verified: no --trust key given")
-    if kit.is_file() and kit.name.endswith(".json"):
-        raise InputError(
-            "--trust needs a kit (directory or .kit.tar.gz); a bare lock has no signature",
-            code="TRUST_NEEDS_KIT",
-        )
-    report = verify_path(kit, trusted)
+    lock = parse_document(
+        data,
+        WeightsLock,
+        what=label,
+        max_bytes=MAX_DOC_BYTES,
+        error=InputError,
+        code="LOCK_MALFORMED",
+        canonical_code="LOCK_NOT_CANONICAL",
+    )
+    return lock, sha256_hex(data)
+
+
+def _check_verified(kit: Path, report: Report, digest: str) -> str:
     if not report.ok:
         failed = [f"{c.id}: {c.code}" for c in report.checks if c.status == "failed"]
         raise VerificationError(
@@ -105,5 +62,44 @@ def read_kit_lock(kit: Path, trusted: list[Ed25519PublicKey]) -> KitLock:
             f"{kit}: the lock read for pulling is not the one that verified (the kit changed)",
             code="KIT_CHANGED",
         )
-    signer = next(c.detail for c in report.checks if c.id == "receipt_signature")
-    return KitLock(lock, digest, True, f"verified: {signer}")
+    return next(c.detail for c in report.checks if c.id == "receipt_signature")
+
+
+def read_kit_lock(kit: Path, trusted: list[Ed25519PublicKey]) -> KitLock:
+    """The lock of ``kit``; with ``trusted`` keys, only after the kit verifies against them.
+
+    What ``kit`` is comes from :func:`k3kit.kitpath.classify`: a kit directory or archive, or a
+    bare lock (``*.json``); a receipt is refused. An archive is extracted once, and the lock
+    is read from the very staging copy that is verified.
+    """
+    kind = classify(kit)
+    if kind == "receipt":
+        raise InputError(
+            f"{kit} is a receipt; give a kit directory, a .kit.tar.gz or a weights.lock.json",
+            code="KIT_NOT_RECOGNISED",
+        )
+    if kind == "lock":
+        lock, digest = _read_lock(kit, label=str(kit), missing_code="LOCK_MISSING")
+        if trusted:
+            raise InputError(
+                "--trust needs a kit (directory or .kit.tar.gz); a bare lock has no signature",
+                code="TRUST_NEEDS_KIT",
+            )
+        return KitLock(lock, digest, False, "not verified: no --trust key given")
+    try:
+        with open_kit(kit) as opened:
+            lock, digest = _read_lock(
+                opened.path / LOCK_NAME, label=f"{kit}: {LOCK_NAME}", missing_code="KIT_INCOMPLETE"
+            )
+            if not trusted:
+                return KitLock(lock, digest, False, "not verified: no --trust key given")
+            signer = _check_verified(kit, verify_dir(opened.path, trusted, label=str(kit)), digest)
+            return KitLock(lock, digest, True, f"verified: {signer}")
+    except VerificationError as exc:
+        if exc.code != "ARCHIVE_FORMAT":
+            raise
+        raise InputError(
+            f"{kit} is not a kit: give a kit directory, a .kit.tar.gz or a "
+            f"weights.lock.json ({exc.message})",
+            code="KIT_NOT_RECOGNISED",
+        ) from exc

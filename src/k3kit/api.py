@@ -1,0 +1,357 @@
+"""The public, typed Python API of k3kit, re-exported from ``k3kit`` (see docs/api.md).
+
+Why a separate module: the stage modules keep the names other modules build on (``verify_path``,
+``kit.build``, ``install.install``...), while this module gives a caller one verb per job with
+one options type, keyword arguments and documented failures. Each function only translates its
+arguments and calls the stage that does the work; nothing here re-implements a check.
+
+Verbs that *judge* come in pairs, as in python-tuf: ``check_*`` returns the report (the caller
+reads ``.ok``), ``verify_*`` returns it only when it passed and raises otherwise, so a
+forgotten ``.ok`` cannot accept a bad kit. Every error is a :class:`k3kit.errors.K3kitError`
+with a stable ``code`` and an ``exit_code`` (1 check failed, 3 bad input, 4 environment).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from k3kit._canonical import model_bytes, sha256_of_model
+from k3kit._fs import atomic_write
+from k3kit.audit import AuditReport, Policy, audit_path
+from k3kit.errors import VerificationError
+from k3kit.install import Installed, install
+from k3kit.kit import build, load_lock, sign
+from k3kit.kitpack import Packed
+from k3kit.kitpack import pack_kit as _pack_kit
+from k3kit.launch import LaunchPlan, Site
+from k3kit.launch import plan_launch as _plan_launch
+from k3kit.models import Manifest, WeightsLock
+from k3kit.pin import HubClient
+from k3kit.pin import pin_hub as _pin_hub
+from k3kit.pin import pin_local as _pin_local
+from k3kit.pull import Downloader, PullReport, pull, read_kit_lock
+from k3kit.trust import RollbackPolicy
+from k3kit.verify import KitNotVerified, Report, TrustSource, verify_path
+from k3kit.weights import WeightsOptions, WeightsReport
+from k3kit.weights import check_weights as _check_weights
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def check_kit(
+    kit: Path,
+    trusted: TrustSource,
+    *,
+    weights: Path | None = None,
+    options: WeightsOptions | None = None,
+    rollback: RollbackPolicy | None = None,
+) -> Report:
+    """Run every check on a kit directory or ``.kit.tar.gz`` and return the report.
+
+    ``trusted``: a list of Ed25519 public keys, a ``Trust`` or a ``RootAnchor``. ``weights``:
+    a weights folder to check against the kit's lock (without it the weights check is "not
+    checked" and does not fail the report). Returns a :class:`Report` whose ``ok`` is True only
+    when every check ran and passed; a failed check is in the report, not raised. Raises
+    ``InputError`` ``KIT_NOT_FOUND`` / ``KIT_NOT_RECOGNISED`` (exit 3) for a path that is not
+    a kit, ``InputError`` ``WEIGHTS_OPTION_INVALID`` for bad options.
+    """
+    return verify_path(kit, trusted, weights=weights, weights_options=options, rollback=rollback)
+
+
+def verify_kit(
+    kit: Path,
+    trusted: TrustSource,
+    *,
+    weights: Path | None = None,
+    options: WeightsOptions | None = None,
+    rollback: RollbackPolicy | None = None,
+) -> Report:
+    """:func:`check_kit`, raising unless the kit (and its weights, where given) verified.
+
+    Returns the passing :class:`Report`. Raises :class:`KitNotVerified` (exit 1; its ``code``
+    is the first failed check's, e.g. ``RECEIPT_THRESHOLD_NOT_MET``, ``KIT_FILE_CHANGED``,
+    ``WEIGHTS_DIGEST_MISMATCH``; ``.report`` holds every check) and what :func:`check_kit`
+    raises.
+    """
+    report = check_kit(kit, trusted, weights=weights, options=options, rollback=rollback)
+    if not report.ok:
+        raise KitNotVerified(report)
+    return report
+
+
+def read_lock(path: Path) -> WeightsLock:
+    """Read a ``weights.lock.json`` (capped, strict, canonical bytes, validated).
+
+    Returns the :class:`WeightsLock`. Raises ``InputError`` ``INPUT_MISSING`` (missing,
+    not a regular file, over 16 MiB) or ``BAD_INPUT`` (not a valid, canonical lock), exit 3.
+    """
+    return load_lock(path)
+
+
+class WeightsNotVerified(VerificationError):
+    """Weights did not match their lock; ``report`` lists every problem found (exit 1)."""
+
+    def __init__(self, report: WeightsReport) -> None:
+        codes = sorted({p.code for p in report.problems})
+        first = report.problems[0]
+        super().__init__(
+            f"weights do not match the lock: {len(report.problems)} problem(s), first "
+            f"{first.code} at {first.path}: {first.detail}",
+            code=codes[0] if len(codes) == 1 else "WEIGHTS_DIFFER",
+        )
+        self.report = report
+
+
+def check_weights(
+    weights: Path, lock: WeightsLock | Path, options: WeightsOptions | None = None
+) -> WeightsReport:
+    """Check a weights folder against a lock and return the report (``.ok``, ``.problems``).
+
+    ``weights``: a plain folder, a Hugging Face cache snapshot, its repo folder or a cache
+    root; ``lock``: a :class:`WeightsLock` or the path of one. A wrong file is a problem in the
+    report (``WEIGHTS_FILE_MISSING``, ``WEIGHTS_FILE_EXTRA``, ``WEIGHTS_SIZE_MISMATCH``,
+    ``WEIGHTS_DIGEST_MISMATCH``...), not an exception. Raises ``VerificationError``
+    ``WEIGHTS_AMBIGUOUS`` / ``WEIGHTS_NOT_FOUND`` (exit 1) for a folder with no single
+    meaning, ``WEIGHTS_NO_BLAKE3`` when blake3 is forced on a lock without it, and what
+    :func:`read_lock` raises.
+    """
+    o = options or WeightsOptions()
+    pinned = read_lock(lock) if isinstance(lock, Path) else lock
+    return _check_weights(
+        weights,
+        pinned,
+        algorithm=o.algorithm,
+        workers=o.workers,
+        all_errors=o.all_errors,
+        state_dir=o.state_dir,
+        full=o.full,
+        on_progress=o.on_progress,
+    )
+
+
+def verify_weights(
+    weights: Path, lock: WeightsLock | Path, options: WeightsOptions | None = None
+) -> WeightsReport:
+    """:func:`check_weights`, raising :class:`WeightsNotVerified` (exit 1) unless it passed."""
+    report = check_weights(weights, lock, options)
+    if not report.ok:
+        raise WeightsNotVerified(report)
+    return report
+
+
+def pin_hub(
+    repo: str,
+    revision: str,
+    *,
+    client: HubClient | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    hash_local: Path | None = None,
+    pinned_at: str | None = None,
+) -> WeightsLock:
+    """Pin ``repo`` at the commit ``revision`` resolves to now, from the hub's metadata.
+
+    ``client``: any :class:`k3kit.pin.HubClient` (default: huggingface_hub against
+    ``endpoint``, the public Hub when None, with ``token``). No LFS byte is downloaded unless
+    ``hash_local`` names a local copy to check the hub's sha256 values against. Returns the
+    :class:`WeightsLock`; write it with :func:`write_lock`. Raises ``InputError``
+    (``PATH_REFUSED``, ``PATTERN_MATCHES_NOTHING``, ``NOTHING_TO_PIN``...; exit 3) and
+    ``EnvironmentProblem`` (``HUB_*``: hub or network trouble; exit 4).
+    """
+    if client is None:
+        from k3kit.hub import DEFAULT_ENDPOINT, HfHub
+
+        client = HfHub(endpoint or DEFAULT_ENDPOINT, token)
+    return _pin_hub(
+        client,
+        repo=repo,
+        revision=revision,
+        pinned_at=pinned_at or _now(),
+        include=include,
+        exclude=exclude,
+        hash_local=hash_local,
+    )
+
+
+def pin_local(
+    folder: Path,
+    *,
+    repo: str,
+    revision: str,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    pinned_at: str | None = None,
+) -> WeightsLock:
+    """Pin a local copy of ``repo`` at the 40-hex commit ``revision`` by hashing every file.
+
+    Returns the :class:`WeightsLock` (sha256 and blake3 of every selected file). Raises
+    ``InputError`` (exit 3): ``REVISION_NOT_COMMIT``, ``PATH_REFUSED``, a snapshot of another
+    repo or commit, an unreadable or special file in ``folder``.
+    """
+    return _pin_local(
+        folder,
+        repo=repo,
+        revision=revision,
+        pinned_at=pinned_at or _now(),
+        include=include,
+        exclude=exclude,
+    )
+
+
+def write_lock(lock: WeightsLock, path: Path, *, force: bool = False) -> str:
+    """Write ``lock`` as canonical (RFC 8785) bytes, atomically; returns its sha256 (hex).
+
+    That sha256 is the weight checksum a receipt signs. Raises ``InputError``
+    ``OUTPUT_EXISTS`` (exit 3) when ``path`` exists and ``force`` is False.
+    """
+    atomic_write(path, model_bytes(lock), force=force)
+    return sha256_of_model(lock)
+
+
+def build_kit(package: Path, lock: Path, out: Path, *, force: bool = False) -> Manifest:
+    """Build the kit directory ``out`` from ``package.toml`` and ``weights.lock.json``.
+
+    Returns its :class:`Manifest` (the kit checksum is the sha256 of ``out/MANIFEST.json``).
+    Raises ``InputError`` (exit 3): ``BAD_INPUT`` for a malformed package or lock, a template
+    or engine-flag error, ``OUTPUT_EXISTS`` without ``force``.
+    """
+    return build(package, lock, out, force=force)
+
+
+def sign_kit(
+    kit: Path,
+    key: Ed25519PrivateKey,
+    claims: Path,
+    *,
+    issued_at: str | None = None,
+    force: bool = False,
+) -> None:
+    """Sign the built kit ``kit``: write ``receipt.dsse.json`` and ``evidence/`` into it.
+
+    ``key``: the publisher's private key (``k3kit.keys.load_private``); ``claims``: the
+    benchmark claims TOML (its evidence files are read relative to it). Raises ``InputError``
+    (exit 3): ``KIT_FILES_DIFFER`` (the kit changed since it was built), ``OUTPUT_EXISTS``
+    without ``force``, ``RECEIPT_TOO_LARGE``, ``EVIDENCE_MISSING``, ``BAD_INPUT``.
+    """
+    sign(kit, key, claims, issued_at=issued_at or _now(), force=force)
+
+
+def pack_kit(
+    kit: Path,
+    output: Path | None = None,
+    *,
+    trusted: list[Ed25519PublicKey] | None = None,
+    unsigned: bool = False,
+    force: bool = False,
+) -> Packed:
+    """Check the kit as the verifier would, then write its deterministic ``.kit.tar.gz``.
+
+    Returns :class:`Packed` (path, sha256, size). Raises ``VerificationError`` (exit 1) for a
+    kit that does not verify (``RECEIPT_MISSING``, ``KIT_FILES_DIFFER``...), ``InputError``
+    (exit 3) ``PACK_NOT_A_KIT``, ``PACK_OPTIONS``, ``OUTPUT_EXISTS``.
+    """
+    return _pack_kit(kit, output, trusted=trusted, unsigned=unsigned, force=force)
+
+
+def install_kit(
+    kit: Path, trusted: TrustSource, into: Path, *, rollback: RollbackPolicy | None = None
+) -> Installed:
+    """Verify ``kit`` and install exactly the verified bytes, read-only, as ``into/NAME-VERSION``.
+
+    Returns :class:`Installed`. Raises :class:`KitNotVerified` (exit 1), ``VerificationError``
+    ``INSTALL_CONFLICT``, ``InputError`` ``KIT_NOT_FOUND``, ``EnvironmentProblem`` (I/O).
+    """
+    return install(kit, trusted, into, rollback=rollback)
+
+
+def plan_launch(
+    kit: Path,
+    trusted: TrustSource,
+    *,
+    profile: str,
+    weights: Path,
+    runtime_dir: Path,
+    base_env: Mapping[str, str],
+    topology: str | None = None,
+    site: Site | None = None,
+    options: WeightsOptions | None = None,
+    rollback: RollbackPolicy | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> LaunchPlan:
+    """Verify an installed kit and its weights; return the engine command that runs them.
+
+    Nothing is started: the caller execs ``plan.argv`` with ``plan.env``. Raises
+    :class:`KitNotVerified` (exit 1), ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` /
+    ``KIT_FILE_CHANGED`` / ``ENGINE_UNKNOWN``, ``InputError`` for an unknown profile or
+    topology, ``EnvironmentProblem`` for a missing engine or an unsafe runtime folder.
+    """
+    return _plan_launch(
+        kit,
+        trusted,
+        profile=profile,
+        weights=weights,
+        runtime_dir=runtime_dir,
+        base_env=base_env,
+        topology=topology,
+        site=site,
+        weights_options=options,
+        rollback=rollback,
+        on_step=on_step,
+    )
+
+
+def audit_kit(
+    target: Path, trusted: list[Ed25519PublicKey], *, policy: Policy | None = None
+) -> AuditReport:
+    """Audit a kit directory, a ``.kit.tar.gz`` or a lone ``*.dsse.json`` receipt.
+
+    Returns the :class:`AuditReport` (findings by rule, ``at_or_above("error")`` for a gate);
+    an untrusted receipt is finding R01, not an exception. Raises ``InputError``
+    ``KIT_NOT_FOUND`` / ``KIT_NOT_RECOGNISED`` (exit 3) and the archive reader's
+    ``VerificationError`` (exit 1).
+    """
+    return audit_path(target, trusted, policy)
+
+
+def pull_weights(
+    kit: Path,
+    dest: Path,
+    *,
+    trusted: list[Ed25519PublicKey] | None = None,
+    downloader: Downloader | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    layout: Literal["cache", "plain"] = "cache",
+    workers: int = 8,
+) -> PullReport:
+    """Pull the weights that ``kit`` (directory, archive or lock) pins into ``dest``.
+
+    With ``trusted`` keys the kit is verified first; without, the lock is only parsed. The
+    default downloader is huggingface_hub against ``endpoint`` (else the verified lock's own,
+    else the public Hub). Returns the :class:`PullReport` (``.ok``); wrong bytes are in it, not
+    raised. Raises ``VerificationError`` ``KIT_NOT_VERIFIED`` (exit 1), ``InputError``
+    ``KIT_NOT_FOUND`` / ``KIT_NOT_RECOGNISED`` / ``LOCK_MALFORMED`` / ``TRUST_NEEDS_KIT``
+    (exit 3), ``EnvironmentProblem`` ``DIR_UNUSABLE`` and hub errors (exit 4).
+    """
+    kit_lock = read_kit_lock(kit, trusted or [])
+    if downloader is None:
+        from k3kit.hub import DEFAULT_ENDPOINT, HfHub
+
+        own = kit_lock.lock.source.endpoint if kit_lock.verified else None
+        downloader = HfHub(endpoint or own or DEFAULT_ENDPOINT, token)
+    return pull(
+        kit_lock.lock,
+        dest,
+        downloader=downloader,
+        layout=layout,
+        workers=workers,
+    )
