@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError, K3kitError
 
 
@@ -169,23 +170,32 @@ def read_capped(
     code: str,
     too_large_code: str | None = None,
 ) -> bytes:
-    """Read a small file, refusing symlinks, special files and anything over ``max_bytes``.
+    """Read a small file, refusing links, special files and anything over ``max_bytes``.
 
     The file is opened non-blocking (a FIFO planted where a document belongs must not hang the
-    verifier) and checked with ``fstat`` on that same descriptor before a byte is read. Raises
-    ``error`` with ``code`` so the caller decides whether a bad file is the artifact's fault
-    (verification, exit 1) or the caller's (bad input, exit 3).
+    verifier) and checked with ``fstat`` on that same descriptor: only a regular file, and its
+    size is compared with the cap before a byte is read (a 1 GiB sparse document costs nothing).
+    A file that grows between ``fstat`` and the read is still cut at ``max_bytes + 1`` and refused.
+    Raises ``error`` with ``code`` so the caller decides whether a bad file is the artifact's
+    fault (verification, exit 1) or the caller's (bad input, exit 3); names are escaped.
     """
+    name = shown(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError as exc:
-        raise error(f"{what} not found: {path}", code=code) from exc
+        raise error(f"{what} not found: {name}", code=code) from exc
     except OSError as exc:
-        raise error(f"{what} cannot be opened (symlink or unreadable): {path}", code=code) from exc
+        raise error(f"{what} cannot be opened (symlink or unreadable): {name}", code=code) from exc
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise error(f"{what} is not a regular file: {path}", code=code)
-        chunks = []
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{what} is not a regular file: {name}", code=code)
+        if st.st_size > max_bytes:
+            raise error(
+                f"{what} is {st.st_size} bytes, more than the {max_bytes}-byte limit: {name}",
+                code=too_large_code or code,
+            )
+        chunks: list[bytes] = []
         remaining = max_bytes + 1
         while remaining > 0:
             chunk = os.read(fd, min(remaining, 1024 * 1024))
@@ -194,10 +204,10 @@ def read_capped(
             chunks.append(chunk)
             remaining -= len(chunk)
     except OSError as exc:
-        raise error(f"{what} cannot be read: {path}: {exc.strerror or exc}", code=code) from exc
+        raise error(f"{what} cannot be read: {name}: {exc.strerror or exc}", code=code) from exc
     finally:
         os.close(fd)
     data = b"".join(chunks)
     if len(data) > max_bytes:
-        raise error(f"{what} is larger than {max_bytes} bytes: {path}", code=too_large_code or code)
+        raise error(f"{what} grew past {max_bytes} bytes while read: {name}", code=code)
     return data

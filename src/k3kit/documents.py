@@ -20,8 +20,6 @@ Every failure is the caller's ``error``/``code``, so a bad document is the artif
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -29,12 +27,12 @@ from typing import Generic, TypeVar
 from pydantic import BaseModel
 
 from k3kit._canonical import require_canonical, strict_loads
+from k3kit._fs import read_capped
 from k3kit._text import shown
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.models import KitInfo, Manifest, load
 
 M = TypeVar("M", bound=BaseModel)
-_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -55,42 +53,11 @@ def read_bounded(
     code: str,
     too_large_code: str | None = None,
 ) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes``, refused by its size before reading.
-
-    A file that grows between ``fstat`` and the read is still cut at ``max_bytes + 1`` and refused.
-    """
-    name = shown(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError as exc:
-        raise error(f"{what} not found: {name}", code=code) from exc
-    except OSError as exc:
-        raise error(f"{what} cannot be opened (symlink or unreadable): {name}", code=code) from exc
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise error(f"{what} is not a regular file: {name}", code=code)
-        if st.st_size > max_bytes:
-            raise error(
-                f"{what} is {st.st_size} bytes, more than the {max_bytes}-byte limit: {name}",
-                code=too_large_code or code,
-            )
-        chunks: list[bytes] = []
-        remaining = max_bytes + 1
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, _CHUNK))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-    except OSError as exc:
-        raise error(f"{what} cannot be read: {name}: {exc.strerror or exc}", code=code) from exc
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > max_bytes:
-        raise error(f"{what} grew past {max_bytes} bytes while read: {name}", code=code)
-    return data
+    """The bytes of a regular file of at most ``max_bytes`` (:func:`k3kit._fs.read_capped`, the
+    one bounded reader), with the artifact's fault (exit 1) as the default."""
+    return read_capped(
+        path, max_bytes, what=what, error=error, code=code, too_large_code=too_large_code
+    )
 
 
 def parse_document(

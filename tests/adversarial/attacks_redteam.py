@@ -147,6 +147,7 @@ def site_port_written_with_a_superscript_digit(w: Workbench) -> Argv:
     site.write_text("PORT=\u00b2\n")
     return [
         "launch",
+        "--no-preflight",
         w.kit(),
         "--profile",
         "interactive",
@@ -167,6 +168,7 @@ def site_file_is_a_fifo(w: Workbench) -> Argv:
     os.mkfifo(site)
     return [
         "launch",
+        "--no-preflight",
         w.kit(),
         "--profile",
         "interactive",
@@ -187,6 +189,7 @@ def site_host_with_an_option_after_a_space(w: Workbench) -> Argv:
     site.write_text("HOST=127.0.0.1 --trust-remote-code\n")
     return [
         "launch",
+        "--no-preflight",
         w.kit(),
         "--profile",
         "interactive",
@@ -209,6 +212,7 @@ def launch_with_engine_env_adding_ld_preload(w: Workbench) -> Argv:
     env.write_bytes(env.read_bytes() + b"LD_PRELOAD=/tmp/evil.so\n")
     return [
         "launch",
+        "--no-preflight",
         kit,
         "--profile",
         "interactive",
