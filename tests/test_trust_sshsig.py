@@ -10,7 +10,7 @@ import pytest
 
 from k3kit.errors import VerificationError
 from k3kit.trust import sshsig
-from tests.conftest import GoldenKit, run_k3kit
+from tests.conftest import EXAMPLE, GoldenKit, run_k3kit
 from tests.trustkit import signer
 
 SSH_KEYGEN = shutil.which("ssh-keygen")
@@ -94,3 +94,48 @@ def test_own_sshsig_parser_round_trip_and_tamper(golden: GoldenKit) -> None:
     assert exc.value.code == "SSHSIG_INVALID"
     with pytest.raises(VerificationError):
         sshsig.verify(armored, message, s.public_key(), namespace="other")
+
+
+@needs_ssh_keygen
+def test_the_kit_readme_alone_lets_openssh_check_the_kit(golden: GoldenKit, tmp_path: Path) -> None:
+    """build --ssh-signer puts the allowed_signers line in the signed README; the README's own
+    commands (ssh-keygen, grep, sed, sha256sum: nothing from k3kit) then check the kit."""
+    kit = tmp_path / "kit"
+    proc = run_k3kit(
+        "build",
+        EXAMPLE / "package.toml",
+        "--lock",
+        golden.lock,
+        "-o",
+        kit,
+        "--ssh-signer",
+        golden.key.public,
+    )
+    assert proc.returncode == 0, proc.stderr
+    proc = run_k3kit("sign", kit, "--key", golden.key.private, "--claims", EXAMPLE / "claims.toml")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_k3kit("sshsig", kit, "--key", golden.key.private)
+    assert proc.returncode == 0, proc.stderr
+    readme = (kit / "README.md").read_text()
+    section = readme.split("## Check this kit with OpenSSH alone", 1)[1]
+    script = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    assert sshsig.allowed_signers_line(signer(golden.key).public_key(), "release@k3kit") in script
+
+    def run_readme() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=kit,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    ok = run_readme()
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert 'Good "k3kit" signature for release@k3kit' in ok.stdout + ok.stderr
+    assert "serve.yaml: OK" in ok.stdout
+    serve = next(kit.glob("profiles/*/*/serve.yaml"))
+    serve.write_text(serve.read_text() + "# changed\n")
+    changed = run_readme()
+    assert changed.returncode != 0 and "serve.yaml: FAILED" in changed.stdout

@@ -108,8 +108,14 @@ def build(
     *,
     force: bool = False,
     model_config: Path | None = None,
+    allowed_signers: str | None = None,
 ) -> Manifest:
     """Render and write a kit directory; returns its manifest.
+
+    ``allowed_signers`` is the publisher's OpenSSH ``allowed_signers`` line
+    (:func:`k3kit.trust.sshsig.allowed_signers_line`): the README then shows a buyer how to check
+    the kit's ``MANIFEST.json.sig`` with ``ssh-keygen -Y verify`` alone. It has to be known at
+    build time because the README is one of the signed files.
 
     ``model_config`` is the weights' ``config.json``: accepted only when its sha256 is the one
     the lock lists, then its context length, layers and KV heads are checked and recorded.
@@ -180,6 +186,7 @@ def build(
         "profiles": info.profiles,
         "limitations": pkg.limitations,
         "site_keys": site_example(pkg),
+        "allowed_signers": allowed_signers,
     }
     rendered["README.md"] = (render(env, "kit/README.md.j2", ctx), 0o644)
     rendered["site.example.env"] = (render(env, "kit/site.example.env.j2", ctx), 0o644)

@@ -210,10 +210,29 @@ def pin(
     help="The weights' config.json (its sha256 must be the lock's): checks the context length "
     "and records layers and KV heads for preflight's memory budget.",
 )
+@click.option(
+    "--ssh-signer",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The publisher's public key (.pub): the kit README gets its allowed_signers line, so a "
+    "buyer can check `k3kit sshsig`'s MANIFEST.json.sig with ssh-keygen alone.",
+)
+@click.option(
+    "--principal",
+    default="release@k3kit",
+    show_default=True,
+    help="Name in that allowed_signers line.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @handle_errors
 def build(
-    package: Path, lock: Path, output: Path, force: bool, model_config: Path | None, as_json: bool
+    package: Path,
+    lock: Path,
+    output: Path,
+    force: bool,
+    model_config: Path | None,
+    ssh_signer: Path | None,
+    principal: str,
+    as_json: bool,
 ) -> None:
     """Render a deterministic kit directory from PACKAGE (package.toml) and a lock.
 
@@ -224,7 +243,18 @@ def build(
     from k3kit.kit import build as build_kit
     from k3kit.manifest import kit_checksum
 
-    manifest = build_kit(package, lock, output, force=force, model_config=model_config)
+    allowed = None
+    if ssh_signer is not None:
+        from k3kit.keys import load_public
+        from k3kit.trust.sshsig import allowed_signers_line
+
+        try:
+            allowed = allowed_signers_line(load_public(ssh_signer), principal)
+        except ValueError as exc:
+            raise InputError(f"--principal: {exc}", code="BAD_INPUT") from exc
+    manifest = build_kit(
+        package, lock, output, force=force, model_config=model_config, allowed_signers=allowed
+    )
     digest = kit_checksum(manifest)
     if as_json:
         emit_json({"kit": str(output), "files": len(manifest.files), "kit_sha256": digest})
