@@ -7,7 +7,7 @@ registers them on the group. Each command imports the library modules it needs i
 so `k3kit verify` never pays for huggingface_hub or jinja2.
 """
 
-from k3kit.cli import buyer, deploy, publish, review, signing, trust
+from k3kit.cli import buyer, commerce, deploy, publish, review, signing, trust
 from k3kit.cli._app import cli, main
 
-__all__ = ["buyer", "cli", "deploy", "main", "publish", "review", "signing", "trust"]
+__all__ = ["buyer", "cli", "commerce", "deploy", "main", "publish", "review", "signing", "trust"]
