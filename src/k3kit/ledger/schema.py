@@ -17,7 +17,12 @@ TABLES = ("entries", "terms", "licences", "payments", "entitlements", "buyer_rec
 KINDS = ("terms", "licences", "payments", "entitlements", "buyer_receipts")
 HASH = "VARCHAR(71)"  # "sha256:" + 64 hex digits
 
-_DIGEST_OK = "LIKE 'sha256:%'"
+
+
+def _digest_ok(col: str) -> str:
+    # substr, not LIKE 'sha256:%': a '%' in DDL would be a placeholder to the PostgreSQL driver
+    return f"CHECK (substr({col}, 1, 7) = 'sha256:')"
+
 
 
 def _tables(dialect: str) -> list[str]:
@@ -34,17 +39,17 @@ def _tables(dialect: str) -> list[str]:
             seq BIGINT PRIMARY KEY CHECK (seq > 0),
             kind VARCHAR(16) NOT NULL CHECK (kind IN ({", ".join(f"'{k}'" for k in KINDS)})),
             ref VARCHAR(200) NOT NULL,
-            body_sha256 {HASH} NOT NULL CHECK (body_sha256 {_DIGEST_OK}),
-            prev_hash {HASH} NOT NULL UNIQUE CHECK (prev_hash {_DIGEST_OK}),
-            row_hash {HASH} NOT NULL UNIQUE CHECK (row_hash {_DIGEST_OK}),
+            body_sha256 {HASH} NOT NULL {_digest_ok('body_sha256')},
+            prev_hash {HASH} NOT NULL UNIQUE {_digest_ok('prev_hash')},
+            row_hash {HASH} NOT NULL UNIQUE {_digest_ok('row_hash')},
             UNIQUE (kind, ref))""",
         f"""CREATE TABLE terms (
-            sha256 {HASH} PRIMARY KEY CHECK (sha256 {_DIGEST_OK}),
+            sha256 {HASH} PRIMARY KEY {_digest_ok('sha256')},
             name VARCHAR(512) NOT NULL,
             text TEXT NOT NULL,
             seq BIGINT NOT NULL UNIQUE REFERENCES entries (seq))""",
         f"""CREATE TABLE licences (
-            sha256 {HASH} PRIMARY KEY CHECK (sha256 {_DIGEST_OK}),
+            sha256 {HASH} PRIMARY KEY {_digest_ok('sha256')},
             terms_sha256 {HASH} NOT NULL REFERENCES terms (sha256),
             entity VARCHAR(512) NOT NULL,
             signer_name VARCHAR(512) NOT NULL,
@@ -84,7 +89,7 @@ def _tables(dialect: str) -> list[str]:
             else []
         ),
         f"""CREATE TABLE buyer_receipts (
-            sha256 {HASH} PRIMARY KEY CHECK (sha256 {_DIGEST_OK}),
+            sha256 {HASH} PRIMARY KEY {_digest_ok('sha256')},
             entitlement_id VARCHAR(200) NOT NULL REFERENCES entitlements (id),
             kit_name VARCHAR(200) NOT NULL,
             kit_version VARCHAR(200) NOT NULL,
