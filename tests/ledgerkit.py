@@ -18,8 +18,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tests.conftest import KeyFiles, run_k3kit
+if TYPE_CHECKING:  # conftest is imported lazily: benchmarks/bench_ledger.py uses start_cluster
+    from tests.conftest import KeyFiles
 
 TERMS = "# Enterprise terms\n\nScope: inference on the licensee's own nodes.\n"
 ALL = ("redistribution", "resale", "traceability", "scope")
@@ -101,6 +103,8 @@ def wait_for(path: Path, timeout: float = 60) -> None:
 
 def sign_licence(tmp: Path, key: KeyFiles, *, affirm: tuple[str, ...] = ALL,
                  entity: str = "Acme GmbH", name: str = "licence.json") -> tuple[Path, Path]:
+    from tests.conftest import run_k3kit
+
     terms = tmp / "TERMS.md"
     if not terms.exists():
         terms.write_text(TERMS)
@@ -117,6 +121,8 @@ def sign_licence(tmp: Path, key: KeyFiles, *, affirm: tuple[str, ...] = ALL,
 def buy(db: str, lic: Path, terms: Path, payment: str, *, package: str = "kimi-k3-b300x8",
         valid_from: str = "2026-01-01T00:00:00Z", days: int = 365) -> dict[str, object]:
     import json
+
+    from tests.conftest import run_k3kit
 
     done = run_k3kit("ledger", "purchase", "--db", db, "--licence", lic, "--terms", terms,
                      "--payment", payment, "--amount", "250000", "--currency", "EUR",
