@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import platform
 import sys
 import tempfile
@@ -24,11 +25,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
+from tests.ledgerkit import TERMS, pg_bin, start_cluster  # noqa: E402
 
 from k3kit.ledger import migrate, open_engine, purchase, verify_ledger  # noqa: E402
 from k3kit.licence import licence_body, sign_licence  # noqa: E402
 from k3kit.models.commerce import AFFIRMATIONS  # noqa: E402
-from tests.ledgerkit import TERMS, pg_bin, start_cluster  # noqa: E402
 
 PROCS = 16
 NOW = "2026-11-01T00:00:00Z"
@@ -80,7 +81,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--per-process", type=int, default=25)
     args = ap.parse_args()
-    results: dict[str, object] = {"machine": platform.platform(), "cpus": __import__("os").cpu_count()}
+    results: dict[str, object] = {"machine": platform.platform(), "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory() as tmp:
         results["sqlite"] = run(str(Path(tmp) / "bench.sqlite"), args.per_process)
         print("sqlite    ", json.dumps(results["sqlite"]))
