@@ -26,6 +26,7 @@ from k3kit.models import (
     ReceiptPredicate,
     WeightsLock,
 )
+from k3kit.models.commerce import BuyerReceiptBody, LicenceBody
 from k3kit.trust.model import RootBody
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -38,6 +39,8 @@ SCHEMAS = {
     "receipt-predicate.schema.json": ReceiptPredicate,
     "dsse-envelope.schema.json": DsseEnvelope,
     "root.schema.json": RootBody,
+    "licence.schema.json": LicenceBody,
+    "buyer-receipt.schema.json": BuyerReceiptBody,
 }
 
 

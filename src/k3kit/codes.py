@@ -370,6 +370,78 @@ class CardCode(ErrorCode):
     )
 
 
+class CommerceCode(ErrorCode):
+    """The enterprise tier: licences, the ledger, buyer receipts."""
+
+    BUYER_RECEIPT_MISSING = "BUYER_RECEIPT_MISSING", _FAIL, "the buyer receipt cannot be read"
+    BUYER_RECEIPT_NEEDS_TRUST = (
+        "BUYER_RECEIPT_NEEDS_TRUST",
+        _FAIL,
+        "a buyer receipt is checked with --trust keys, not --root",
+    )
+    BUYER_RECEIPT_WRONG_KIT = (
+        "BUYER_RECEIPT_WRONG_KIT",
+        _FAIL,
+        "the buyer receipt is for another kit",
+    )
+    BUYER_RECEIPT_WRONG_LICENCE = (
+        "BUYER_RECEIPT_WRONG_LICENCE",
+        _FAIL,
+        "the buyer receipt is bound to another licence",
+    )
+    ENTITLEMENT_NOT_VALID_AT_RELEASE = (
+        "ENTITLEMENT_NOT_VALID_AT_RELEASE",
+        _FAIL,
+        "the kit was released outside the entitlement's term",
+    )
+    ENTITLEMENT_OTHER_PACKAGE = (
+        "ENTITLEMENT_OTHER_PACKAGE",
+        _FAIL,
+        "the entitlement is for another package",
+    )
+    ENTITLEMENT_UNKNOWN = "ENTITLEMENT_UNKNOWN", _INPUT, "no such entitlement in the ledger"
+    LEDGER_APPEND_ONLY = "LEDGER_APPEND_ONLY", _INPUT, "the database refused an UPDATE or DELETE"
+    LEDGER_CONSTRAINT = "LEDGER_CONSTRAINT", _INPUT, "the database refused a row (a constraint)"
+    LEDGER_NOT_INITIALISED = "LEDGER_NOT_INITIALISED", _INPUT, "run `k3kit ledger init` first"
+    LEDGER_ROW = "LEDGER_ROW", _FAIL, "a ledger row breaks the hash chain or its signature"
+    LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE", _ENV, "the ledger database cannot be reached"
+    LEDGER_UNTRUSTED_ISSUER = (
+        "LEDGER_UNTRUSTED_ISSUER",
+        _FAIL,
+        "a buyer receipt in the ledger is signed by a key not trusted",
+    )
+    LEDGER_URL = "LEDGER_URL", _INPUT, "not a sqlite:/// or postgresql:// URL"
+    LICENCE_AFFIRMATION_DUPLICATE = (
+        "LICENCE_AFFIRMATION_DUPLICATE",
+        _INPUT,
+        "an affirmation was given twice",
+    )
+    LICENCE_AFFIRMATION_MISSING = (
+        "LICENCE_AFFIRMATION_MISSING",
+        _FAIL,
+        "a signed licence lacks one of the required affirmations",
+    )
+    LICENCE_AFFIRMATION_NOT_GIVEN = (
+        "LICENCE_AFFIRMATION_NOT_GIVEN",
+        _INPUT,
+        "licence sign: each affirmation must be given with its own --affirm",
+    )
+    LICENCE_AFFIRMATION_TEXT = (
+        "LICENCE_AFFIRMATION_TEXT",
+        _FAIL,
+        "an affirmation was signed with another text",
+    )
+    LICENCE_AFFIRMATION_UNKNOWN = (
+        "LICENCE_AFFIRMATION_UNKNOWN",
+        _INPUT,
+        "no affirmation has that id",
+    )
+    LICENCE_MISSING = "LICENCE_MISSING", _FAIL, "the licence file cannot be read"
+    LICENCE_TERMS_MISMATCH = "LICENCE_TERMS_MISMATCH", _FAIL, "the licence signs other terms"
+    LICENCE_UNTRUSTED_KEY = "LICENCE_UNTRUSTED_KEY", _FAIL, "the licence's signer is not trusted"
+    PAYMENT_EXISTS = "PAYMENT_EXISTS", _INPUT, "a payment with that reference is recorded"
+
+
 class CliCode(ErrorCode):
     """Codes only the CLI's error mapping emits."""
 
@@ -391,6 +463,7 @@ AREAS: tuple[type[ErrorCode], ...] = (
     DeployCode,
     AcceptCode,
     CardCode,
+    CommerceCode,
     CliCode,
 )
 

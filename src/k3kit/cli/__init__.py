@@ -8,13 +8,25 @@ registers them on the group. Each command imports the library modules it needs i
 so `k3kit verify` never pays for huggingface_hub or jinja2.
 """
 
-from k3kit.cli import accept, buyer, deploy, preflight, present, publish, review, signing, trust
+from k3kit.cli import (
+    accept,
+    buyer,
+    commerce,
+    deploy,
+    preflight,
+    present,
+    publish,
+    review,
+    signing,
+    trust,
+)
 from k3kit.cli._app import cli, main
 
 __all__ = [
     "accept",
     "buyer",
     "cli",
+    "commerce",
     "deploy",
     "main",
     "preflight",

@@ -209,6 +209,12 @@ def _print_errors(errors: list[Any]) -> None:
 @click.option(
     "-q", "--quiet", is_flag=True, help="No progress; print only failures and the verdict."
 )
+@click.option(
+    "--buyer-receipt",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also check this buyer receipt belongs to KIT (and to --licence, when given).",
+)
+@click.option("--licence", type=click.Path(path_type=Path, dir_okay=False), help="Licence file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
 def verify(
@@ -223,6 +229,8 @@ def verify(
     full: bool,
     state_dir: Path | None,
     quiet: bool,
+    buyer_receipt: Path | None,
+    licence: Path | None,
     as_json: bool,
 ) -> None:
     """Verify KIT (directory or .kit.tar.gz): receipt, kit files, weight lock, weights.
@@ -256,6 +264,13 @@ def verify(
     finally:
         if progress is not None:
             progress.finish()
+    if licence is not None and buyer_receipt is None:
+        raise click.UsageError("--licence is checked against a --buyer-receipt; give both")
+    if buyer_receipt is not None:  # no database here: k3kit.buyer_receipt never imports one
+        from k3kit.buyer_receipt import check_buyer_receipt
+
+        keys = trusted if isinstance(trusted, list) else None
+        report.checks.append(check_buyer_receipt(report, buyer_receipt, keys, licence=licence))
     if as_json:
         emit_json(report.as_json())
     print_report(report, quiet=quiet)

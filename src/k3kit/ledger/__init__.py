@@ -1,0 +1,24 @@
+"""The licence ledger: terms, licence signatures, payments, entitlements and buyer receipts in
+SQLite (default) or PostgreSQL (by URL), insert-only and hash-chained, enforced by the database.
+
+This package is the only importer of SQLAlchemy and the PostgreSQL driver, and nothing on the
+verification path (``k3kit.verify``, ``k3kit.buyer_receipt``) imports it. See docs/ledger.md.
+"""
+
+from k3kit.ledger.audit import Break, LedgerReport, verify_ledger
+from k3kit.ledger.db import migrate, open_engine
+from k3kit.ledger.issue import Issued, issue
+from k3kit.ledger.purchase import Purchase, purchase, term_end
+
+__all__ = [
+    "Break",
+    "Issued",
+    "LedgerReport",
+    "Purchase",
+    "issue",
+    "migrate",
+    "open_engine",
+    "purchase",
+    "term_end",
+    "verify_ledger",
+]

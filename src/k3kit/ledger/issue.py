@@ -1,0 +1,120 @@
+"""Issuing a buyer receipt: only for a kit that verifies, to an entitlement valid at its release.
+
+Why the release time is the public receipt's ``issued_at``: it is signed by the publisher with
+the kit, so the buyer can check it too. Maintenance is a term: version N+1 gets a buyer receipt
+only when its release lies in ``[valid_from, valid_until)`` of the entitlement. The check is made
+here (to give a clear refusal) and again by the database's insert trigger (so no other writer
+can skip it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from sqlalchemy import Engine, text
+
+from k3kit.buyer_receipt import build_body, sign_buyer_receipt
+from k3kit.errors import InputError, VerificationError
+from k3kit.keys import raw_public
+from k3kit.ledger import chain
+from k3kit.ledger.db import require_current, transaction
+from k3kit.licence import sha256_tag
+from k3kit.signers import Signer
+from k3kit.verify import KitNotVerified, verify_path
+
+
+@dataclass(frozen=True)
+class Issued:
+    envelope: bytes
+    sha256: str
+    entitlement_id: str
+    licensee: str
+    kit_sha256: str
+    released_at: str
+    seq: int
+
+
+def _tag(value: Any) -> str:
+    s = str(value)
+    return s if s.startswith("sha256:") else "sha256:" + s
+
+
+def issue(
+    engine: Engine,
+    entitlement_id: str,
+    *,
+    kit: Path,
+    trusted: list[Ed25519PublicKey],
+    build_record: dict[str, Any],
+    serve_command: list[str],
+    signer: Signer,
+    now: str,
+) -> Issued:
+    report = verify_path(kit, trusted)
+    if not report.ok:
+        raise KitNotVerified(report)
+    receipt = report.facts["receipt"]
+    kit_ref = {
+        "name": receipt["kit"],
+        "version": receipt["version"],
+        "sequence": receipt["sequence"],
+        "kit_sha256": _tag(report.facts["kit_sha256"]),
+        "weights_sha256": _tag(report.facts["weights_lock_sha256"]),
+        "released_at": receipt["issued_at"],
+    }
+    with transaction(engine) as conn:
+        require_current(conn)
+        row = conn.execute(
+            text(
+                "SELECT e.package, e.valid_from, e.valid_until, e.licence_sha256, l.entity "
+                "FROM entitlements e JOIN licences l ON l.sha256 = e.licence_sha256 "
+                "JOIN payments p ON p.ref = e.payment_ref WHERE e.id = :id"
+            ),
+            {"id": entitlement_id},
+        ).first()
+        if row is None:
+            raise InputError(f"no entitlement {entitlement_id!r}", code="ENTITLEMENT_UNKNOWN")
+        package, valid_from, valid_until, licence_sha256, entity = row
+        if package != kit_ref["name"]:
+            raise VerificationError(
+                f"entitlement {entitlement_id} is for package {package}, not {kit_ref['name']}",
+                code="ENTITLEMENT_OTHER_PACKAGE",
+            )
+        if not valid_from <= kit_ref["released_at"] < valid_until:
+            raise VerificationError(
+                f"{kit_ref['name']} {kit_ref['version']} was released {kit_ref['released_at']}, "
+                f"outside entitlement {entitlement_id}'s term [{valid_from}, {valid_until})",
+                code="ENTITLEMENT_NOT_VALID_AT_RELEASE",
+            )
+        body = build_body(
+            licensee=entity,
+            licence_sha256=licence_sha256,
+            entitlement=entitlement_id,
+            kit=kit_ref,
+            build_record=build_record,
+            serve_command=serve_command,
+            issued_at=now,
+        )
+        envelope = sign_buyer_receipt(body, signer)
+        digest = sha256_tag(envelope)
+        seq = chain.append(
+            conn,
+            "buyer_receipts",
+            {
+                "sha256": digest,
+                "entitlement_id": entitlement_id,
+                "kit_name": kit_ref["name"],
+                "kit_version": kit_ref["version"],
+                "kit_sha256": kit_ref["kit_sha256"],
+                "released_at": kit_ref["released_at"],
+                "issued_at": now,
+                "issuer_key": raw_public(signer.public_key()).hex(),
+                "envelope": envelope.decode("ascii"),
+            },
+        )
+    return Issued(
+        envelope, digest, entitlement_id, entity, kit_ref["kit_sha256"], kit_ref["released_at"], seq
+    )

@@ -1,0 +1,221 @@
+"""Test helpers for the ledger: a throw-away PostgreSQL cluster, licences, purchases.
+
+The cluster is a real ``postgres`` from Debian's packages (``scripts/ensure-tools.sh postgres``),
+initialised in a temp folder and listening on 127.0.0.1 on a free port; as root it runs as the
+``postgres`` user (PostgreSQL refuses to run as root). Tests skip, with this reason, only where
+no PostgreSQL binaries are installed.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # conftest is imported lazily: benchmarks/bench_ledger.py uses start_cluster
+    from tests.conftest import KeyFiles
+
+TERMS = "# Enterprise terms\n\nScope: inference on the licensee's own nodes.\n"
+ALL = ("redistribution", "resale", "traceability", "scope")
+
+
+def pg_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"))
+    return Path(found[-1]).parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Cluster:
+    url: str
+    port: int
+    bindir: Path
+
+    def psql(self, sql: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                str(self.bindir / "psql"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                sql,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def fresh_db(self, name: str) -> str:
+        done = self.psql(f"CREATE DATABASE {name}")
+        assert done.returncode == 0, done.stderr
+        return self.url.rsplit("/", 1)[0] + "/" + name
+
+
+def start_cluster() -> Iterator[Cluster]:
+    bindir = pg_bin()
+    if bindir is None:
+        raise RuntimeError("PostgreSQL is not installed (scripts/ensure-tools.sh postgres)")
+    root = Path(tempfile.mkdtemp(prefix="k3kit-pg-"))
+    data, sock = root / "data", root / "sock"
+    sock.mkdir()
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres")
+        shutil.chown(sock, "postgres")
+        os.chmod(root, 0o700)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = _free_port()
+
+    def run(*argv: str) -> None:
+        done = subprocess.run(
+            [*as_user, *argv], capture_output=True, text=True, timeout=120, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{argv[0]} failed: {done.stdout}{done.stderr}")
+
+    try:
+        run(
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
+        opts = (
+            f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100"
+        )
+        run(
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            opts,
+            "-l",
+            str(root / "log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
+        url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        yield Cluster(url, port, bindir)
+    finally:
+        subprocess.run(
+            [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def wait_for(path: Path, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > end:
+            raise TimeoutError(path)
+        time.sleep(0.05)
+
+
+def sign_licence(
+    tmp: Path,
+    key: KeyFiles,
+    *,
+    affirm: tuple[str, ...] = ALL,
+    entity: str = "Acme GmbH",
+    name: str = "licence.json",
+) -> tuple[Path, Path]:
+    from tests.conftest import run_k3kit
+
+    terms = tmp / "TERMS.md"
+    if not terms.exists():
+        terms.write_text(TERMS)
+    out = tmp / name
+    args = [
+        "licence",
+        "sign",
+        terms,
+        "--entity",
+        entity,
+        "--signer",
+        "Jane Roe",
+        "--authority",
+        "CTO, board resolution 2026-04",
+        "--key",
+        key.private,
+        "-o",
+        out,
+    ]
+    for a in affirm:
+        args += ["--affirm", a]
+    done = run_k3kit(*args)
+    assert done.returncode == 0, done.stderr
+    return out, terms
+
+
+def buy(
+    db: str,
+    lic: Path,
+    terms: Path,
+    payment: str,
+    *,
+    package: str = "kimi-k3-b300x8",
+    valid_from: str = "2026-01-01T00:00:00Z",
+    days: int = 365,
+) -> dict[str, object]:
+    import json
+
+    from tests.conftest import run_k3kit
+
+    done = run_k3kit(
+        "ledger",
+        "purchase",
+        "--db",
+        db,
+        "--licence",
+        lic,
+        "--terms",
+        terms,
+        "--payment",
+        payment,
+        "--amount",
+        "250000",
+        "--currency",
+        "EUR",
+        "--package",
+        package,
+        "--valid-from",
+        valid_from,
+        "--term-days",
+        str(days),
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result

@@ -1,0 +1,346 @@
+"""The ledger on a real SQLite file and a real PostgreSQL server: append-only enforced by the
+database, purchases atomic across a killed process, concurrent buyers in separate processes, and
+tampering (file bytes, psql with triggers disabled) found by ``ledger verify``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import KeyFiles, run_k3kit
+from tests.ledgerkit import Cluster, buy, pg_bin, sign_licence, start_cluster, wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if pg_bin() is None:
+        pytest.skip(
+            "PostgreSQL is not installed here (make test installs it with apt-get "
+            "as root: scripts/ensure-tools.sh postgres)"
+        )
+    yield from start_cluster()
+
+
+_COUNTER = iter(range(10**6))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        url = str(tmp_path / "ledger.sqlite")
+    else:
+        url = request.getfixturevalue("cluster").fresh_db(f"ledger_{next(_COUNTER)}_{os.getpid()}")
+    done = run_k3kit("ledger", "init", "--db", url, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["applied"] == [1]
+    return url
+
+
+def _verify(db: str) -> tuple[int, dict[str, object]]:
+    done = run_k3kit("ledger", "verify", "--db", db, "--json")
+    assert "Traceback" not in done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def _sql(db: str, statement: str, cluster: Cluster | None = None) -> tuple[int, str]:
+    """Run SQL the way an operator would: sqlite3 on the file, or psql on the server."""
+    if db.startswith("postgresql"):
+        name = db.rsplit("/", 1)[1]
+        assert cluster is not None
+        done = subprocess.run(
+            [
+                str(cluster.bindir / "psql"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(cluster.port),
+                "-U",
+                "postgres",
+                "-d",
+                name,
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                statement,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        return done.returncode, done.stderr
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.executescript(statement)
+        return 0, ""
+    except sqlite3.DatabaseError as exc:
+        return 1, str(exc)
+    finally:
+        conn.close()
+
+
+def _cluster(request: pytest.FixtureRequest, db: str) -> Cluster | None:
+    return request.getfixturevalue("cluster") if db.startswith("postgresql") else None
+
+
+def test_purchase_is_chained_and_verifies(db: str, tmp_path: Path, signing_key: KeyFiles) -> None:
+    lic, terms = sign_licence(tmp_path, signing_key)
+    first = buy(db, lic, terms, "PAY-1")
+    second = buy(db, lic, terms, "PAY-2")
+    assert first["seq"] == 4 and second["seq"] == 6  # terms, licence once; payment+entitlement
+    assert first["valid_until"] == "2027-01-01T00:00:00Z"
+    rc, report = _verify(db)
+    assert rc == 0, report
+    assert report["rows"] == 6
+    assert report["counts"] == {
+        "terms": 1,
+        "licences": 1,
+        "payments": 2,
+        "entitlements": 2,
+        "buyer_receipts": 0,
+    }
+    assert set(report["orphans"].values()) == {0}  # type: ignore[union-attr]
+    again = run_k3kit(
+        "ledger",
+        "purchase",
+        "--db",
+        db,
+        "--licence",
+        lic,
+        "--terms",
+        terms,
+        "--payment",
+        "PAY-1",
+        "--amount",
+        "1",
+        "--currency",
+        "EUR",
+        "--package",
+        "kimi-k3-b300x8",
+        "--json",
+    )
+    assert again.returncode == 3 and "PAYMENT_EXISTS" in again.stdout
+
+
+@pytest.mark.parametrize("table", ["entries", "terms", "licences", "payments", "entitlements"])
+@pytest.mark.parametrize("op", ["UPDATE", "DELETE"])
+def test_database_refuses_update_and_delete(
+    db: str,
+    tmp_path: Path,
+    signing_key: KeyFiles,
+    request: pytest.FixtureRequest,
+    table: str,
+    op: str,
+) -> None:
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    statement = f"UPDATE {table} SET seq = seq" if op == "UPDATE" else f"DELETE FROM {table}"
+    rc, message = _sql(db, statement, _cluster(request, db))
+    assert rc != 0 and "append-only" in message
+    assert _verify(db)[0] == 0
+
+
+def test_payment_without_entitlement_refused_at_commit(
+    db: str, tmp_path: Path, signing_key: KeyFiles, request: pytest.FixtureRequest
+) -> None:
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    rc, message = _sql(
+        db,
+        (
+            "BEGIN; INSERT INTO entries VALUES (99, 'payments', 'PAY-X', 'sha256:x', 'sha256:p', "
+            "'sha256:r'); INSERT INTO payments SELECT 'PAY-X', licence_sha256, 5, 'EUR', paid_at, "
+            "'ent-x', 99 FROM payments WHERE ref = 'PAY-1'; COMMIT;"
+        ),
+        _cluster(request, db),
+    )
+    assert rc != 0 and "foreign key" in message.lower()
+    rc2, report = _verify(db)
+    assert rc2 == 0 and report["counts"]["payments"] == 1  # type: ignore[index]
+
+
+_KILLED = """
+import sys, time
+from pathlib import Path
+from k3kit.ledger import open_engine, purchase
+db, lic, terms, marker = sys.argv[1:5]
+def pause():
+    Path(marker).write_text("payment inserted")
+    time.sleep(600)
+purchase(open_engine(db), licence=Path(lic).read_bytes(), terms=Path(terms).read_bytes(),
+         terms_name="TERMS.md", payment_ref="PAY-KILLED", amount_minor=1, currency="EUR",
+         package="kimi-k3-b300x8", valid_from="2026-01-01T00:00:00Z",
+         valid_until="2027-01-01T00:00:00Z", now="2026-01-01T00:00:00Z", after_payment=pause)
+"""
+
+
+def test_process_killed_between_payment_and_entitlement_leaves_neither(
+    db: str, tmp_path: Path, signing_key: KeyFiles
+) -> None:
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    marker = tmp_path / "marker"
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED, db, str(lic), str(terms), str(marker)])
+    try:
+        wait_for(marker)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    rc, report = _verify(db)
+    assert rc == 0, report
+    assert report["counts"]["payments"] == 1 and report["counts"]["entitlements"] == 1  # type: ignore[index]
+    assert buy(db, lic, terms, "PAY-KILLED")["seq"] == 6  # nothing half-written blocks a retry
+
+
+def test_concurrent_purchases_from_separate_processes(
+    db: str, tmp_path: Path, signing_key: KeyFiles
+) -> None:
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-0")
+    n = 8
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "k3kit",
+                "ledger",
+                "purchase",
+                "--db",
+                db,
+                "--licence",
+                str(lic),
+                "--terms",
+                str(terms),
+                "--payment",
+                f"PAY-C{i}",
+                "--amount",
+                "100",
+                "--currency",
+                "EUR",
+                "--package",
+                "kimi-k3-b300x8",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(n)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0] * n, [o[1] for o in outs]
+    seqs = sorted(json.loads(o[0])["seq"] for o in outs)
+    assert seqs == list(range(6, 6 + 2 * n, 2))  # one chain, no fork, no gap
+    rc, report = _verify(db)
+    assert rc == 0 and report["counts"]["entitlements"] == n + 1  # type: ignore[index]
+
+
+def test_tampering_with_psql_found(
+    db: str, tmp_path: Path, signing_key: KeyFiles, request: pytest.FixtureRequest
+) -> None:
+    """An administrator disables the triggers and edits a row: the chain names that row."""
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    buy(db, lic, terms, "PAY-2")
+    if db.startswith("postgresql"):
+        sql = (
+            "ALTER TABLE entitlements DISABLE TRIGGER ALL; UPDATE entitlements SET "
+            "valid_until = '2099-01-01T00:00:00Z' WHERE payment_ref = 'PAY-1';"
+        )
+    else:
+        sql = (
+            "DROP TRIGGER entitlements_no_update; UPDATE entitlements SET "
+            "valid_until = '2099-01-01T00:00:00Z' WHERE payment_ref = 'PAY-1';"
+        )
+    rc, message = _sql(db, sql, _cluster(request, db))
+    assert rc == 0, message
+    rc, report = _verify(db)
+    assert rc == 1
+    first = report["first_broken"]
+    assert first == {
+        "seq": 4,
+        "table": "entitlements",
+        "ref": first["ref"],  # type: ignore[index]
+        "code": "LEDGER_ROW_CHANGED",
+        "detail": "the row differs from what the chain recorded",
+    }
+
+
+def test_deleted_row_found(
+    db: str, tmp_path: Path, signing_key: KeyFiles, request: pytest.FixtureRequest
+) -> None:
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    buy(db, lic, terms, "PAY-2")
+    if db.startswith("postgresql"):
+        sql = (
+            "SET session_replication_role = replica; "
+            "DELETE FROM entitlements WHERE payment_ref = 'PAY-2'; "
+            "DELETE FROM payments WHERE ref = 'PAY-2';"
+        )
+    else:
+        sql = (
+            "PRAGMA foreign_keys = OFF; DROP TRIGGER entitlements_no_delete; "
+            "DROP TRIGGER payments_no_delete; DELETE FROM entitlements WHERE "
+            "payment_ref = 'PAY-2'; DELETE FROM payments WHERE ref = 'PAY-2';"
+        )
+    rc, message = _sql(db, sql, _cluster(request, db))
+    assert rc == 0, message
+    rc, report = _verify(db)
+    assert rc == 1
+    assert report["first_broken"]["code"] == "LEDGER_ROW_MISSING"  # type: ignore[index]
+    assert report["first_broken"]["seq"] == 5  # type: ignore[index]
+
+
+def test_sqlite_file_bytes_edited_found(tmp_path: Path, signing_key: KeyFiles) -> None:
+    """Edit the database file itself, no SQL at all: the licensee's name in place."""
+    db = str(tmp_path / "ledger.sqlite")
+    assert run_k3kit("ledger", "init", "--db", db).returncode == 0
+    lic, terms = sign_licence(tmp_path, signing_key, entity="Acme GmbH")
+    buy(db, lic, terms, "PAY-1")
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    raw = Path(db).read_bytes()
+    assert raw.count(b"Acme GmbH") == 1  # the entity column (the envelope is base64)
+    Path(db).write_bytes(raw.replace(b"Acme GmbH", b"Acme GmbX"))
+    rc, report = _verify(db)
+    assert rc == 1
+    first = report["first_broken"]
+    assert first["table"] == "licences" and first["code"] == "LEDGER_ROW_CHANGED"  # type: ignore[index]
+    assert first["seq"] == 2  # type: ignore[index]
+
+
+def test_chain_entry_rewritten_found(tmp_path: Path, signing_key: KeyFiles) -> None:
+    """Rewrite an entry and the typed row together: the next entry's prev_hash gives it away."""
+    db = str(tmp_path / "ledger.sqlite")
+    assert run_k3kit("ledger", "init", "--db", db).returncode == 0
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    rc, message = _sql(
+        db,
+        "DROP TRIGGER entries_no_update; UPDATE entries SET "
+        "row_hash = 'sha256:' || substr(row_hash, 8, 63) || '0' WHERE seq = 3;",
+    )
+    assert rc == 0, message
+    rc, report = _verify(db)
+    assert rc == 1 and report["first_broken"]["seq"] == 3  # type: ignore[index]
+    assert report["first_broken"]["code"] == "LEDGER_CHAIN_BROKEN"  # type: ignore[index]
+
+
+def test_uninitialised_and_unreachable(tmp_path: Path) -> None:
+    done = run_k3kit("ledger", "verify", "--db", str(tmp_path / "none.sqlite"), "--json")
+    assert done.returncode == 3 and "LEDGER_NOT_INITIALISED" in done.stdout
+    done = run_k3kit("ledger", "verify", "--db", "postgresql://u@127.0.0.1:1/x", "--json")
+    assert done.returncode == 4 and "LEDGER_UNAVAILABLE" in done.stdout

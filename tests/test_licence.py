@@ -1,0 +1,173 @@
+"""The signed licence: each affirmation explicit, the terms' hash bound, the signer's key named."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+from k3kit._canonical import dumps
+from k3kit.keys import load_private
+from k3kit.models.commerce import LICENCE_PAYLOAD_TYPE
+from k3kit.sign import sign_envelope
+from tests.conftest import KeyFiles, run_k3kit
+from tests.ledgerkit import ALL, sign_licence
+
+
+def _payload(lic: Path) -> dict[str, object]:
+    obj: dict[str, object] = json.loads(base64.b64decode(json.loads(lic.read_bytes())["payload"]))
+    return obj
+
+
+def _resign(lic: Path, key: KeyFiles, change: dict[str, object]) -> Path:
+    body = {**_payload(lic), **change}
+    out = lic.with_name("forged.json")
+    out.write_bytes(
+        sign_envelope(dumps(body), LICENCE_PAYLOAD_TYPE, load_private(key.private, None))
+    )
+    return out
+
+
+def test_sign_and_verify(tmp_path: Path, signing_key: KeyFiles) -> None:
+    lic, terms = sign_licence(tmp_path, signing_key)
+    done = run_k3kit(
+        "licence", "verify", lic, "--terms", terms, "--trust", signing_key.public, "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["entity"] == "Acme GmbH" and out["affirmations"] == list(ALL)
+    body = _payload(lic)
+    assert body["terms"]["sha256"] == out["terms_sha256"]  # type: ignore[index]
+    assert json.loads(lic.read_bytes())["payloadType"] == LICENCE_PAYLOAD_TYPE
+
+
+def test_missing_affirmation_refused_at_signing(tmp_path: Path, signing_key: KeyFiles) -> None:
+    terms = tmp_path / "TERMS.md"
+    terms.write_text("terms\n")
+    done = run_k3kit(
+        "licence",
+        "sign",
+        terms,
+        "--entity",
+        "Acme",
+        "--signer",
+        "J",
+        "--authority",
+        "CTO",
+        "--affirm",
+        "redistribution",
+        "--affirm",
+        "resale",
+        "--affirm",
+        "scope",
+        "--key",
+        signing_key.private,
+        "-o",
+        tmp_path / "lic.json",
+        "--json",
+    )
+    assert done.returncode == 3
+    assert json.loads(done.stdout)["error"]["code"] == "LICENCE_AFFIRMATION_NOT_GIVEN"
+    assert "traceability" in done.stderr and "[ ] traceability" in done.stderr
+    assert not (tmp_path / "lic.json").exists()
+    bogus = run_k3kit(
+        "licence",
+        "sign",
+        terms,
+        "--entity",
+        "A",
+        "--signer",
+        "J",
+        "--authority",
+        "C",
+        "--affirm",
+        "all",
+        "--key",
+        signing_key.private,
+        "-o",
+        tmp_path / "lic.json",
+        "--json",
+    )
+    assert bogus.returncode == 3 and "LICENCE_AFFIRMATION_UNKNOWN" in bogus.stdout
+
+
+def test_signed_licence_missing_an_affirmation_refused(
+    tmp_path: Path, signing_key: KeyFiles
+) -> None:
+    """A licence whose signer left one affirmation out, validly signed: verify and the ledger
+    both refuse it."""
+    lic, terms = sign_licence(tmp_path, signing_key)
+    affs = [a for a in _payload(lic)["affirmations"] if a["id"] != "resale"]  # type: ignore[attr-defined]
+    forged = _resign(lic, signing_key, {"affirmations": affs})
+    done = run_k3kit("licence", "verify", forged, "--terms", terms, "--json")
+    assert done.returncode == 1 and "LICENCE_AFFIRMATION_MISSING" in done.stdout
+    db = str(tmp_path / "l.sqlite")
+    assert run_k3kit("ledger", "init", "--db", db).returncode == 0
+    bought = run_k3kit(
+        "ledger",
+        "purchase",
+        "--db",
+        db,
+        "--licence",
+        forged,
+        "--terms",
+        terms,
+        "--payment",
+        "P1",
+        "--amount",
+        "5",
+        "--currency",
+        "EUR",
+        "--package",
+        "kimi-k3-b300x8",
+        "--json",
+    )
+    assert bought.returncode == 1 and "LICENCE_AFFIRMATION_MISSING" in bought.stdout
+    assert '"entitlements": 0' in run_k3kit("ledger", "verify", "--db", db, "--json").stdout
+
+
+def test_affirmation_text_changed_refused(tmp_path: Path, signing_key: KeyFiles) -> None:
+    lic, terms = sign_licence(tmp_path, signing_key)
+    affs = [
+        {**a, "text": "we may resell"} if a["id"] == "resale" else a  # type: ignore[index]
+        for a in _payload(lic)["affirmations"]
+    ]  # type: ignore[attr-defined]
+    done = run_k3kit(
+        "licence",
+        "verify",
+        _resign(lic, signing_key, {"affirmations": affs}),
+        "--terms",
+        terms,
+        "--json",
+    )
+    assert done.returncode == 1 and "LICENCE_AFFIRMATION_TEXT" in done.stdout
+
+
+def test_other_terms_text_refused(tmp_path: Path, signing_key: KeyFiles) -> None:
+    lic, terms = sign_licence(tmp_path, signing_key)
+    other = tmp_path / "OTHER.md"
+    other.write_bytes(terms.read_bytes() + b"\nResale permitted.\n")
+    done = run_k3kit("licence", "verify", lic, "--terms", other, "--json")
+    assert done.returncode == 1 and "LICENCE_TERMS_MISMATCH" in done.stdout
+
+
+def test_signer_key_swapped_or_untrusted(
+    tmp_path: Path, signing_key: KeyFiles, other_key: KeyFiles
+) -> None:
+    lic, terms = sign_licence(tmp_path, signing_key)
+    # re-signed by another key without changing the named key: no signature verifies
+    env = json.loads(lic.read_bytes())
+    forged = tmp_path / "swapped.json"
+    forged.write_bytes(
+        sign_envelope(
+            base64.b64decode(env["payload"]),
+            LICENCE_PAYLOAD_TYPE,
+            load_private(other_key.private, None),
+        )
+    )
+    done = run_k3kit("licence", "verify", forged, "--terms", terms, "--json")
+    assert done.returncode == 1 and "LICENCE_UNTRUSTED_KEY" in done.stdout
+    done = run_k3kit(
+        "licence", "verify", lic, "--terms", terms, "--trust", other_key.public, "--json"
+    )
+    assert done.returncode == 1 and "LICENCE_UNTRUSTED_KEY" in done.stdout
