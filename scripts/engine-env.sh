@@ -16,6 +16,6 @@ python3 -m venv "$venv"
   python-json-logger pybase64 cbor2 ijson setproctitle anthropic opentelemetry-sdk \
   opentelemetry-api lark mistral_common IPython orjson scipy uvloop xxhash zstandard \
   python-multipart interegular packaging distro nvidia-ml-py oss-harmony openai-harmony \
-  'llguidance<1.8,>=1.7'
+  'llguidance<1.8,>=1.7' xgrammar apache-tvm-ffi
 "$venv/bin/pip" install -q --no-deps "vllm==$vllm" "sglang==$sglang"
 echo "engine venv ready: $venv (vllm $vllm, sglang $sglang)"

@@ -6,7 +6,9 @@ timing comes from a framework: each completion waits ``ttft_s`` before its first
 chunks, then a usage chunk and ``[DONE]``, as vLLM does with ``stream_options.include_usage``.
 Knobs: ``drop_every`` closes every k-th stream mid-way; ``tool_mode`` answers tool requests with
 structured ``tool_calls`` or with plain text; ``reasoning`` separates reasoning content;
-``max_len`` refuses longer prompts (counted with the same tokenizer the client uses).
+``max_len`` refuses longer prompts (counted with the same tokenizer the client uses). Any other
+path is a 404, as vLLM answers it: ``vllm bench serve`` probes ``/tokenize`` and falls back when
+it is absent, so a 200 there would be a lie it could act on.
 """
 
 from __future__ import annotations
@@ -103,6 +105,10 @@ class StandInServer:
         k.seen.append({key: v for key, v in body.items() if key != "prompt"})
         if path == "/v1/chat/completions":
             self._plain(w, 200, self._chat(body))
+            await w.drain()
+            return True
+        if path != "/v1/completions":
+            self._plain(w, 404, {"error": {"message": f"no route {path}"}})
             await w.drain()
             return True
         prompt_tokens = len(self._tok.encode(body["prompt"]).ids) if self._tok else 0
