@@ -132,8 +132,9 @@ def cli(debug: bool) -> None:
     """Pin, build, sign, verify and audit deployment kits for frontier LLMs.
 
     Publisher: keygen, pin, build, sign, pack, card, release-notes. Buyer: install, pull,
-    verify, launch, show. Auditor: audit. Trust over time: root, countersign, sshsig
-    (docs/trust.md). Everyone: demo.
+    verify, preflight, launch, show, accept, render-site. Auditor: audit. Trust over time: root,
+    countersign, sshsig (docs/trust.md). Enterprise: licence, ledger, buyer-receipt
+    (docs/licence.md). Everyone: demo.
     """
 
 
