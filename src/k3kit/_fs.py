@@ -161,6 +161,23 @@ def replace_dir(staged: Path, dest: Path, *, force: bool) -> None:
     _fsync_dir(dest.parent)
 
 
+def remove_tree(path: Path) -> None:
+    """Remove a folder k3kit made, including read-only folders (an installed kit is 0555).
+
+    Only real folders are made writable again; a link is removed, never followed. Errors are
+    left to the caller to notice (the path still exists)."""
+    with contextlib.suppress(OSError):
+        for root, dirs, _files in os.walk(path):
+            for name in dirs:
+                full = os.path.join(root, name)
+                if not os.path.islink(full):
+                    with contextlib.suppress(OSError):
+                        os.chmod(full, 0o700)
+        if not os.path.islink(path):
+            os.chmod(path, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def read_capped(
     path: Path,
     max_bytes: int,

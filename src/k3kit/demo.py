@@ -20,12 +20,12 @@ from pathlib import Path
 import blake3
 
 from k3kit._canonical import model_bytes
-from k3kit._fs import atomic_write
+from k3kit._fs import atomic_write, remove_tree
 from k3kit._pathpolicy import path_problem
 from k3kit._resources import shipped_dir
 from k3kit.archive import pack
 from k3kit.audit import AuditReport, audit_path
-from k3kit.errors import InputError
+from k3kit.errors import EnvironmentProblem, InputError
 from k3kit.install import install
 from k3kit.keys import load_private, load_public, write_keypair
 from k3kit.kit import build, load_toml, sign
@@ -126,7 +126,9 @@ def run_demo(workdir: Path, *, force: bool, now: str, say: Callable[[str], None]
                 code="OUTPUT_EXISTS",
                 hint="pass --force to replace the demo folder, or --workdir DIR",
             )
-        shutil.rmtree(workdir)
+        remove_tree(workdir)  # the demo's installed kit is read-only
+        if workdir.exists():
+            raise EnvironmentProblem(f"cannot empty {workdir}", code="IO_ERROR")
     workdir.mkdir(parents=True, exist_ok=True)
     result = DemoResult(workdir)
     example = shipped_dir("examples") / EXAMPLE

@@ -17,13 +17,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from k3kit._fs import walk
+from k3kit._fs import remove_tree, walk
 from k3kit._pathpolicy import path_problem
 from k3kit.archive import extract_safely
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
@@ -122,17 +121,6 @@ def _installed_already(target: Path, staging: Path, trusted: TrustSource, kit_sh
     return existing.ok and existing.facts.get("kit_sha256") == kit_sha256
 
 
-def _remove_tree(path: Path) -> None:
-    """Remove a staging tree, including read-only folders made read-only a moment before."""
-    with contextlib.suppress(OSError):
-        for root, dirs, _files in os.walk(path):
-            for name in dirs:
-                with contextlib.suppress(OSError):
-                    os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
-        os.chmod(path, 0o700)
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def _destination_root(into: Path) -> Path:
     try:
         into.mkdir(parents=True, exist_ok=True)
@@ -165,7 +153,7 @@ def install(
     try:
         return _install_via(holder, kit, trusted, root, rollback)
     finally:
-        _remove_tree(holder)
+        remove_tree(holder)
 
 
 def _install_via(
