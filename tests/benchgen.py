@@ -105,7 +105,7 @@ def simulate(
     per_token = model.decode_s_per_token * (1 + model.batch_slowdown * (concurrency - 1))
     origin = 1000.0 + rng.random()  # perf_counter origin is arbitrary
     slots = [0.0] * concurrency
-    records = []
+    records: list[tuple[int, int, float, list[float], float, float, str]] = []
     for i in range(total):
         slot = min(range(concurrency), key=lambda s: slots[s])
         start = slots[slot] + rng.uniform(0.0005, 0.002)
@@ -115,7 +115,8 @@ def simulate(
             slots[slot] = start + latency
             continue
         ttft = input_len / model.prefill_tok_per_s * (1 + model.jitter * rng.random())
-        itls, produced = [], 1
+        itls: list[float] = []
+        produced = 1
         while produced < output_len:
             k = min(rng.randint(*model.chunk_tokens), output_len - produced)
             itls.append(k * per_token * (1 + model.jitter * (rng.random() - 0.5)))

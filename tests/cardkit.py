@@ -25,7 +25,8 @@ V110 = EXAMPLE / "v1.1.0"
 def signed_statement(kit: Path) -> dict[str, Any]:
     """The Statement exactly as signed: the envelope's payload, base64-decoded by hand."""
     envelope = json.loads((kit / "receipt.dsse.json").read_bytes())
-    return json.loads(base64.b64decode(envelope["payload"]))
+    statement: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))
+    return statement
 
 
 def build_v110(root: Path, key: KeyFiles, *, package: Path | None = None) -> Path:

@@ -157,7 +157,7 @@ def sign_licence(
     if not terms.exists():
         terms.write_text(TERMS)
     out = tmp / name
-    args = [
+    args: list[str | Path] = [
         "licence",
         "sign",
         terms,

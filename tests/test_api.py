@@ -111,7 +111,7 @@ def test_weights_options_are_typed_and_checked() -> None:
         options.workers = 3  # type: ignore[misc]
     for bad in ({"workers": 0}, {"algorithm": "md5"}):
         with pytest.raises(k3kit.InputError) as info:
-            k3kit.WeightsOptions(**bad)  # type: ignore[arg-type]
+            k3kit.WeightsOptions(**bad)
         assert info.value.code == "WEIGHTS_OPTION_INVALID"
     with pytest.raises(TypeError):
         k3kit.WeightsOptions(worker=2)  # type: ignore[call-arg]

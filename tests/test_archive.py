@@ -44,7 +44,7 @@ def test_pack_is_deterministic_and_the_archive_verifies(golden: GoldenKit, tmp_p
 
 
 def _members_of(golden: GoldenKit) -> list[tuple[tarfile.TarInfo, bytes | None]]:
-    out = []
+    out: list[tuple[tarfile.TarInfo, bytes | None]] = []
     for path in sorted(golden.kit.rglob("*")):
         info = tarfile.TarInfo(str(path.relative_to(golden.kit)))
         if path.is_dir():

@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ from tests.conftest import GoldenKit
 INPUT, OUTPUT = 2048, 128
 
 
-def _runs(*, detailed: bool = True, c4: dict[str, object] | None = None) -> list[GenRun]:
+def _runs(*, detailed: bool = True, c4: dict[str, Any] | None = None) -> list[GenRun]:
     """The standard four runs plus a 40-request run at concurrency 4 (no comparison uses it)."""
     runs = standard_runs(save_detailed=detailed, input_len=INPUT, output_len=OUTPUT)
     result = simulate(
@@ -34,7 +35,7 @@ def _runs(*, detailed: bool = True, c4: dict[str, object] | None = None) -> list
         output_len=OUTPUT,
         save_detailed=detailed,
         **(c4 or {}),
-    )  # type: ignore[arg-type]
+    )
     return [*runs, GenRun("interactive-c4", "interactive", 4, 40, result)]
 
 

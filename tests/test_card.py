@@ -8,6 +8,7 @@ import json
 import shutil
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,7 @@ def card_page(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> tu
     return out, Page(out.read_text(encoding="utf-8"))
 
 
-def _signed_metrics(run: dict) -> dict[str, str]:
+def _signed_metrics(run: dict[str, Any]) -> dict[str, str]:
     """metric path -> signed figure, for every figure a run states."""
     out = {}
     for name, value in run.get("metrics", {}).items():
@@ -53,7 +54,9 @@ def _signed_metrics(run: dict) -> dict[str, str]:
     return out
 
 
-def test_every_run_figure_equals_the_receipt(golden: GoldenKit, card_page) -> None:
+def test_every_run_figure_equals_the_receipt(
+    golden: GoldenKit, card_page: tuple[Path, Page]
+) -> None:
     _, page = card_page
     pred = signed_statement(golden.kit)["predicate"]
     cells = {
@@ -70,7 +73,9 @@ def test_every_run_figure_equals_the_receipt(golden: GoldenKit, card_page) -> No
         assert key in expected or shown == "—", key
 
 
-def test_comparisons_controls_and_facts_equal_the_receipt(golden: GoldenKit, card_page) -> None:
+def test_comparisons_controls_and_facts_equal_the_receipt(
+    golden: GoldenKit, card_page: tuple[Path, Page]
+) -> None:
     _, page = card_page
     pred = signed_statement(golden.kit)["predicate"]
     shown = {
@@ -98,7 +103,9 @@ def test_comparisons_controls_and_facts_equal_the_receipt(golden: GoldenKit, car
     assert facts["sequence"] == str(pred["kit"]["sequence"])
 
 
-def test_cost_per_million_tokens_follows_the_formula(golden: GoldenKit, card_page) -> None:
+def test_cost_per_million_tokens_follows_the_formula(
+    golden: GoldenKit, card_page: tuple[Path, Page]
+) -> None:
     """gpu_hour_usd x GPUs / 3600 / aggregate tokens/s x 10^6, from the receipt's own numbers."""
     _, page = card_page
     pred = signed_statement(golden.kit)["predicate"]
@@ -125,7 +132,9 @@ def test_cost_per_million_tokens_follows_the_formula(golden: GoldenKit, card_pag
     ) == Decimal("162.2242")
 
 
-def test_every_chart_has_one_point_per_measured_run(golden: GoldenKit, card_page) -> None:
+def test_every_chart_has_one_point_per_measured_run(
+    golden: GoldenKit, card_page: tuple[Path, Page]
+) -> None:
     _, page = card_page
     pred = signed_statement(golden.kit)["predicate"]
     charts = [t for t in page.tags if t[0] == "svg"]
@@ -146,7 +155,7 @@ def test_every_chart_has_one_point_per_measured_run(golden: GoldenKit, card_page
             assert Decimal(p["attrs"]["data-value"]) == Decimal(measured[p["attrs"]["data-run"]])
 
 
-def _points_of(page: Page, chart_id: str) -> list[dict]:
+def _points_of(page: Page, chart_id: str) -> list[dict[str, Any]]:
     """The circles between this chart's <svg> tag and the next one, in document order."""
     out, inside = [], False
     for tag, attrs in page.tags:
@@ -157,7 +166,7 @@ def _points_of(page: Page, chart_id: str) -> list[dict]:
     return out
 
 
-def test_card_is_self_contained(card_page) -> None:
+def test_card_is_self_contained(card_page: tuple[Path, Page]) -> None:
     path, page = card_page
     html = path.read_text(encoding="utf-8")
     assert "default-src 'none'" in html

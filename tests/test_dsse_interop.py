@@ -21,7 +21,7 @@ from tests.conftest import GoldenKit, KeyFiles
 
 def _sslib_key(pub_path: Path) -> SSlibKey:
     pub = serialization.load_pem_public_key(pub_path.read_bytes())
-    return SSlibKey.from_crypto(pub)  # type: ignore[arg-type]
+    return SSlibKey.from_crypto(pub)
 
 
 def test_k3kit_receipt_verifies_with_securesystemslib(golden: GoldenKit) -> None:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,12 +17,12 @@ from k3kit.keys import load_public
 from k3kit.sign import read_receipt
 from k3kit.verify import verify_path
 from tests.auditkit import sign_generated
-from tests.benchgen import GenRun, make_claims, simulate, write_bundle
+from tests.benchgen import GenRun, Result, make_claims, simulate, write_bundle
 from tests.conftest import EXAMPLE, GoldenKit, run_k3kit
 
 
-def _result(**kwargs: object) -> dict[str, object]:
-    return simulate(3, concurrency=4, num_prompts=12, output_len=16, **kwargs)  # type: ignore[arg-type]
+def _result(**kwargs: Any) -> Result:
+    return simulate(3, concurrency=4, num_prompts=12, output_len=16, **kwargs)
 
 
 def test_raw_and_summary_levels() -> None:

@@ -7,11 +7,12 @@ import math
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from k3kit.errors import EnvironmentProblem, InputError
-from k3kit.hub import HfHub
+from k3kit.hub import HfHub, HubFile
 from k3kit.models import PinSource
 from k3kit.pin import git_blob_sha1, pin_hub, select
 from tests.conftest import FIXED_TIME, run_k3kit
@@ -31,8 +32,9 @@ def no_sleep(monkeypatch: pytest.MonkeyPatch) -> NoSleep:
     return skip_sleeps(monkeypatch)
 
 
-def read_lock(path: Path) -> dict:
-    return json.loads(path.read_bytes())
+def read_lock(path: Path) -> dict[str, Any]:
+    lock: dict[str, Any] = json.loads(path.read_bytes())
+    return lock
 
 
 def test_pin_branch_resolves_to_commit_with_served_sha256(hub: TestHub, tmp_path: Path) -> None:
@@ -369,15 +371,16 @@ def test_hub_masks_a_token_echoed_by_the_server() -> None:
 
 
 def test_pin_source_is_strict() -> None:
-    base = {"requested_revision": "main", "pinned_at": FIXED_TIME}
+    base: dict[str, Any] = {"requested_revision": "main", "pinned_at": FIXED_TIME}
     PinSource(kind="hub", endpoint="https://huggingface.co", sha256_source="hub-lfs", **base)
-    for bad in [
+    bads: list[dict[str, Any]] = [
         {"kind": "hub", "sha256_source": "hub-lfs"},  # no endpoint
         {"kind": "hub", "endpoint": "https://u:p@hf.co", "sha256_source": "hub-lfs"},
         {"kind": "hub", "endpoint": "https://hf.co/?token=x", "sha256_source": "hub-lfs"},
         {"kind": "local", "endpoint": "https://hf.co", "sha256_source": "local-hash"},
         {"kind": "local", "sha256_source": "hub-lfs"},
-    ]:
+    ]
+    for bad in bads:
         with pytest.raises(ValueError):
             PinSource(**base, **bad)
 
@@ -394,10 +397,10 @@ def test_pin_hub_in_process_records_xet_only_when_real(hub: TestHub) -> None:
         def resolve(self, repo: str, revision: str) -> str:
             return self.real.resolve(repo, revision)
 
-        def list_files(self, repo: str, commit: str) -> list:
+        def list_files(self, repo: str, commit: str) -> list[HubFile]:
             from dataclasses import replace
 
-            out = []
+            out: list[HubFile] = []
             for f in self.real.list_files(repo, commit):
                 if f.path.endswith("1-of-00002.safetensors"):
                     f = replace(f, xet_hash="ab" * 32)

@@ -26,7 +26,7 @@ def test_keygen_writes_0600_private_key_and_reports_interoperable_ids(tmp_path: 
 
     from securesystemslib.signer import SSlibKey
 
-    assert out["keyid"] == SSlibKey.from_crypto(pub).keyid  # type: ignore[arg-type]
+    assert out["keyid"] == SSlibKey.from_crypto(pub).keyid
 
     if shutil.which("ssh-keygen"):
         openssh = pub.public_bytes(

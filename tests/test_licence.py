@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 from k3kit._canonical import dumps
 from k3kit.keys import load_private
@@ -14,8 +15,8 @@ from tests.conftest import KeyFiles, run_k3kit
 from tests.ledgerkit import ALL, sign_licence
 
 
-def _payload(lic: Path) -> dict[str, object]:
-    obj: dict[str, object] = json.loads(base64.b64decode(json.loads(lic.read_bytes())["payload"]))
+def _payload(lic: Path) -> dict[str, Any]:
+    obj: dict[str, Any] = json.loads(base64.b64decode(json.loads(lic.read_bytes())["payload"]))
     return obj
 
 
@@ -37,7 +38,7 @@ def test_sign_and_verify(tmp_path: Path, signing_key: KeyFiles) -> None:
     out = json.loads(done.stdout)
     assert out["entity"] == "Acme GmbH" and out["affirmations"] == list(ALL)
     body = _payload(lic)
-    assert body["terms"]["sha256"] == out["terms_sha256"]  # type: ignore[index]
+    assert body["terms"]["sha256"] == out["terms_sha256"]
     assert json.loads(lic.read_bytes())["payloadType"] == LICENCE_PAYLOAD_TYPE
 
 
@@ -97,7 +98,7 @@ def test_signed_licence_missing_an_affirmation_refused(
     """A licence whose signer left one affirmation out, validly signed: verify and the ledger
     both refuse it."""
     lic, terms = sign_licence(tmp_path, signing_key)
-    affs = [a for a in _payload(lic)["affirmations"] if a["id"] != "resale"]  # type: ignore[attr-defined]
+    affs = [a for a in _payload(lic)["affirmations"] if a["id"] != "resale"]
     forged = _resign(lic, signing_key, {"affirmations": affs})
     done = run_k3kit("licence", "verify", forged, "--terms", terms, "--json")
     assert done.returncode == 1 and "LICENCE_AFFIRMATION_MISSING" in done.stdout
@@ -129,9 +130,9 @@ def test_signed_licence_missing_an_affirmation_refused(
 def test_affirmation_text_changed_refused(tmp_path: Path, signing_key: KeyFiles) -> None:
     lic, terms = sign_licence(tmp_path, signing_key)
     affs = [
-        {**a, "text": "we may resell"} if a["id"] == "resale" else a  # type: ignore[index]
+        {**a, "text": "we may resell"} if a["id"] == "resale" else a
         for a in _payload(lic)["affirmations"]
-    ]  # type: ignore[attr-defined]
+    ]
     done = run_k3kit(
         "licence",
         "verify",

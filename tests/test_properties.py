@@ -51,9 +51,10 @@ def _signed_content(raw: bytes) -> object:
     """What the signature covers in an envelope: type, decoded payload, decoded signatures."""
     try:
         env = json.loads(raw)
-        decode = lambda text: base64.b64decode(  # noqa: E731
-            text.replace("-", "+").replace("_", "/"), validate=True
-        )
+
+        def decode(text: str) -> bytes:
+            return base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
+
         return (
             env["payloadType"],
             decode(env["payload"]),

@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,7 +53,7 @@ def snapshot(dest: Path, served: ServedKit) -> Path:
     return dest / repo_folder_name(REPO) / "snapshots" / served.commit
 
 
-def verify(served: ServedKit, weights: Path) -> tuple[int, dict]:
+def verify(served: ServedKit, weights: Path) -> tuple[int, dict[str, Any]]:
     proc = run_k3kit(
         "verify", served.kit, "--trust", served.key.public, "--weights", weights, "--json"
     )

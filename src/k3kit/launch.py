@@ -340,6 +340,7 @@ def plan_launch(
     weights_options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
     on_step: Callable[[str], None] | None = None,
+    check_node: Callable[[KitProfile], None] | None = None,
 ) -> LaunchPlan:
     """Verify ``kit_dir`` and ``weights`` and return the plan that runs what was verified.
 
@@ -361,6 +362,11 @@ def plan_launch(
     kit_sha256 = str(first.facts["kit_sha256"])
     manifest, info = _verified_documents(kit_dir, kit_sha256)
     chosen = _pick_profile(info, profile, topology)
+    if check_node is not None:
+        # The node check reads the kit's profile: only now, once the kit has verified, and
+        # before hours of hashing on a node that cannot run the profile. It can only refuse.
+        say("checking the node (preflight)")
+        check_node(chosen)
     folder = f"profiles/{chosen.name}/{chosen.topology}"
     config = _verified_bytes(kit_dir, manifest, f"{folder}/serve.yaml")
     engine_env = parse_engine_env(

@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import shutil
+from typing import Any
 
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.conftest import make_kit, make_snapshot
@@ -13,8 +14,9 @@ from tests.conftest import make_kit, make_snapshot
 RECEIPT = "receipt.dsse.json"
 
 
-def _envelope(w: Workbench) -> dict:  # type: ignore[type-arg]
-    return json.loads((w.kit() / RECEIPT).read_text())
+def _envelope(w: Workbench) -> dict[str, Any]:
+    envelope: dict[str, Any] = json.loads((w.kit() / RECEIPT).read_text())
+    return envelope
 
 
 def _write(w: Workbench, env: dict) -> None:  # type: ignore[type-arg]

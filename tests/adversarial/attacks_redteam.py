@@ -222,6 +222,8 @@ def launch_with_engine_env_adding_ld_preload(w: Workbench) -> Argv:
         w.snapshot(),
         "--state-dir",
         w.root / "state",
+        # The node check runs before the kit is verified; without GPUs it would refuse first.
+        "--no-preflight",
     ]
 
 

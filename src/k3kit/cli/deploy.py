@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +14,9 @@ from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
 from k3kit.cli._shared import ByteProgress, default_state_dir, print_report
 from k3kit.cli.signing import allow_rollback_option, root_option, trust_source
 from k3kit.errors import InputError
+
+if TYPE_CHECKING:  # the CLI imports library modules inside each command (fast start-up)
+    from k3kit.models import KitProfile
 
 _STATE_HELP = (
     "State folder: verification cache, accepted roots, rollback state, verified config copies "
@@ -205,7 +210,11 @@ def launch(
     if state is None:
         raise InputError("no state folder: pass --state-dir", code="STATE_DIR_MISSING")
     trusted, rollback = trust_source(tuple(trust_paths), root_file, state, allow_rollback)
-    _preflight_or_exit(kit, profile, topology, weights, skip=no_preflight, as_json=as_json)
+    if no_preflight:
+        err(
+            "WARNING: --no-preflight: this node's GPUs, driver, memory budget and OS are NOT "
+            "checked before launch"
+        )
     progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not as_json else None
     try:
         plan = plan_launch(
@@ -223,6 +232,7 @@ def launch(
             ),
             rollback=rollback,
             on_step=lambda text: err(f"launch   {text}"),
+            check_node=None if no_preflight else _node_check(kit, weights, as_json=as_json),
         )
     except KitNotVerified as exc:
         if as_json:
@@ -250,29 +260,25 @@ def launch(
     os.execve(plan.executable, plan.argv, plan.env)  # noqa: S606
 
 
-def _preflight_or_exit(
-    kit: Path, profile: str, topology: str | None, weights: Path, *, skip: bool, as_json: bool
-) -> None:
-    """The node check before anything else runs; it can only refuse, never allow what
-    verification then refuses."""
-    if skip:
-        err(
-            "WARNING: --no-preflight: this node's GPUs, driver, memory budget and OS are NOT "
-            "checked before launch"
-        )
-        return
-    from k3kit.cli.preflight import print_preflight
-    from k3kit.preflight import run_preflight
+def _node_check(kit: Path, weights: Path, *, as_json: bool) -> Callable[[KitProfile], None]:
+    """``launch``'s node check, run by ``plan_launch`` once the kit has verified: preflight for
+    the chosen profile and topology; a node that cannot be shown to run it is refused (exit 1)
+    before any weight is hashed."""
 
-    err("launch   checking the node (preflight)")
-    report = run_preflight(kit, profile, topology=topology, weights=weights)
-    if report.ok:
-        return
-    if as_json:
-        emit_json({"ok": False, "launched": False, "preflight": report.as_json()})
-    print_preflight(report)
-    err("the engine was not started (pass --no-preflight to launch without the node check)")
-    sys.exit(1)
+    def check(chosen: KitProfile) -> None:
+        from k3kit.cli.preflight import print_preflight
+        from k3kit.preflight import run_preflight
+
+        report = run_preflight(kit, chosen.name, topology=chosen.topology, weights=weights)
+        if report.ok:
+            return
+        if as_json:
+            emit_json({"ok": False, "launched": False, "preflight": report.as_json()})
+        print_preflight(report)
+        err("the engine was not started (pass --no-preflight to launch without the node check)")
+        sys.exit(1)
+
+    return check
 
 
 def _shell_word(text: str) -> str:
