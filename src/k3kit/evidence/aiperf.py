@@ -19,6 +19,8 @@ _SCALARS = {
     "output_token_throughput": "output_throughput",
 }
 _TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1000.0, "sec": 1000.0}
+# Throughputs are filed per second; a block in another unit is refused rather than misread.
+_PER_S = ("", "requests/sec", "tokens/sec", "requests/s", "tokens/s", "req/s", "tok/s")
 _PCT = re.compile(r"^p(\d{1,2}(?:\.\d{1,4})?)$")
 
 
@@ -61,13 +63,19 @@ def parse(doc: Document, record: int | None) -> RunData:
         block = metrics.get(name)
         if isinstance(block, dict) and block.get("avg") is not None:
             used.add(name)
-            values[key] = Reader(block, doc.source, doc.error, doc.code).number(name, block["avg"])
+            r = Reader(block, f"{doc.source}: {name}", doc.error, doc.code)
+            unit = r.text("unit", block.get("unit"))
+            if unit not in _PER_S:
+                raise r.fail("unit", f"expected a per-second unit, got {unit!r}")
+            values[key] = r.number("avg", block["avg"])
     count = metrics.get("request_count")
     if isinstance(count, dict) and count.get("avg") is not None:
         used.add("request_count")
         values["completed"] = Reader(count, doc.source, doc.error, doc.code).count(
             "request_count", count["avg"]
         )
+    if not stats and not values:
+        raise doc.fail("no metric k3kit reads (not checked)")
     unmapped = [k for k in metrics if k not in used]
     if metrics is not obj:
         unmapped += [k for k in obj if k != "records"]

@@ -11,7 +11,6 @@ benchmark with ``evidence_record``.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from k3kit.evidence._base import Document, Reader, RunData, adapter
@@ -21,21 +20,25 @@ _LATENCY = {
     "inter_token_latency_ms": ("tpot", 1.0),
     "request_latency": ("e2el", 1000.0),
 }
-_PCT = re.compile(r"^p(\d{1,3})$")
+# GuideLLM's ``Percentiles`` fields, by name: a pattern read "p100" as p10 (three digits were
+# taken as tenths), so a forged key could overwrite a real percentile.
+_PCTS = {
+    "p001": "p0.1",
+    "p01": "p1",
+    "p05": "p5",
+    "p10": "p10",
+    "p25": "p25",
+    "p50": "p50",
+    "p75": "p75",
+    "p90": "p90",
+    "p95": "p95",
+    "p99": "p99",
+    "p999": "p99.9",
+}
 
 
 def _detect(obj: dict[str, Any]) -> bool:
     return isinstance(obj.get("benchmarks"), list) and "metadata" in obj
-
-
-def _pct_name(key: str) -> str | None:
-    match = _PCT.match(key)
-    if match is None:
-        return None
-    digits = match.group(1)  # p001 = 0.1, p01 = 1, p999 = 99.9
-    if len(digits) == 3:
-        return f"p{int(digits) / 10:g}"
-    return f"p{int(digits)}"
 
 
 def _success(block: Any) -> dict[str, Any] | None:
@@ -46,14 +49,15 @@ def _success(block: Any) -> dict[str, Any] | None:
 @adapter("guidellm", _detect, priority=10)
 def parse(doc: Document, record: int | None) -> RunData:
     report, _ = doc.one(None, "report")
-    benches = report["benchmarks"]
-    if not all(isinstance(b, dict) for b in benches):
-        raise doc.fail("benchmarks: expected objects")
+    benches = report.get("benchmarks")  # absent when the tool was named, not detected
+    if not isinstance(benches, list) or not all(isinstance(b, dict) for b in benches):
+        raise doc.fail("benchmarks: expected an array of objects")
     bench, index = Document(doc.source, benches, False, doc.error, doc.code).one(
         record, "benchmark"
     )
-    metrics = bench.get("metrics") if isinstance(bench.get("metrics"), dict) else {}
-    assert isinstance(metrics, dict)
+    metrics = bench.get("metrics")
+    if not isinstance(metrics, dict):
+        raise doc.fail(f"benchmarks[{index or 0}].metrics: expected an object")
     stats: dict[str, dict[str, float]] = {}
     used: set[str] = set()
     for name, (metric, scale) in _LATENCY.items():
@@ -67,8 +71,10 @@ def parse(doc: Document, record: int | None) -> RunData:
             if value is not None:
                 stats.setdefault(metric, {})[kind] = float(value) * scale
         pcts = dist.get("percentiles")
-        for key, value in pcts.items() if isinstance(pcts, dict) else []:
-            pct_kind = _pct_name(key)
+        if pcts is not None and not isinstance(pcts, dict):
+            raise r.fail("percentiles", "expected an object")
+        for key, value in (pcts or {}).items():
+            pct_kind = _PCTS.get(key)
             if pct_kind is not None and value is not None:
                 stats.setdefault(metric, {})[pct_kind] = float(r.number(key, value)) * scale
     values: dict[str, float | int | str | None] = {}
@@ -82,14 +88,18 @@ def parse(doc: Document, record: int | None) -> RunData:
             values[key] = Reader(dist, doc.source, doc.error, doc.code).number(name, dist["mean"])
     sched = bench.get("scheduler_metrics")
     made = sched.get("requests_made") if isinstance(sched, dict) else None
-    if isinstance(made, dict):
+    if isinstance(sched, dict) and isinstance(made, dict):
         r = Reader(made, f"{doc.source}: requests_made", doc.error, doc.code)
         values["completed"] = r.opt_count("successful")
         values["failed"] = r.opt_count("errored")
         values["num_prompts"] = r.opt_count("total")
-        start, end = sched.get("measure_start_time"), sched.get("measure_end_time")  # type: ignore[union-attr]
-        if isinstance(start, int | float) and isinstance(end, int | float) and end > start:
+        # Checked like every number: an Infinity end time made an infinite duration.
+        times = Reader(sched, f"{doc.source}: scheduler_metrics", doc.error, doc.code)
+        start, end = times.opt_number("measure_start_time"), times.opt_number("measure_end_time")
+        if start is not None and end is not None and end > start:
             values["duration"] = float(end - start)
     notes = ["GuideLLM: percentiles are nearest-rank; inter_token_latency_ms filed as TPOT"]
+    if not stats and not values:
+        raise doc.fail(f"benchmarks[{index or 0}]: no metric k3kit reads (not checked)")
     unmapped = [k for k in metrics if k not in used]
     return RunData(doc.source, "guidellm", values, stats, None, None, notes, unmapped[:64], index)
