@@ -233,3 +233,33 @@ def test_env_value_refuses_line_breaks_and_nul(value: str) -> None:
 )
 def test_env_value_quotes_for_the_shell(value: str, quoted: str) -> None:
     assert env_value(value) == quoted
+
+
+@pytest.mark.parametrize(
+    "value", [True, False, 0, 262144, "kimi_k3", {"method": "mtp", "num_speculative_tokens": 2}]
+)
+def test_serve_config_reads_back_what_render_writes(value: object) -> None:
+    from k3kit.documents import parse_serve_config
+    from k3kit.render import yaml_scalar
+
+    line = f"# comment\n\nmax-model-len: {yaml_scalar(value)}\n".encode()
+    assert parse_serve_config(line, source="serve.yaml") == {"max-model-len": value}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"no colon at all",
+        b"Max-Model-Len: 1",  # not a flag name as k3kit renders it
+        b"a:1",  # no space: YAML would read a string key
+        b"a: {",  # not JSON
+        b"a: !!python/object 1",  # a YAML tag: refused, never interpreted
+        b"\xff: 1",  # not UTF-8
+    ],
+)
+def test_serve_config_refuses_what_render_never_writes(line: bytes) -> None:
+    from k3kit.documents import parse_serve_config
+
+    with pytest.raises(VerificationError) as exc:
+        parse_serve_config(line, source="serve.yaml")
+    assert exc.value.code == "SERVE_CONFIG_MALFORMED"

@@ -20,9 +20,11 @@ Every failure is the caller's ``error``/``code``, so a bad document is the artif
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -33,6 +35,7 @@ from k3kit.errors import K3kitError, VerificationError
 from k3kit.models import KitInfo, Manifest, load
 
 M = TypeVar("M", bound=BaseModel)
+_SERVE_KEY = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
 
 @dataclass(frozen=True)
@@ -114,12 +117,19 @@ def read_document(
     return Document(data, actual, parsed)
 
 
-def read_kit_info(kit_dir: Path, kit_sha256: str, *, max_bytes: int) -> KitInfo:
-    """``kit.json``, only if it is the one a manifest with the signed ``kit_sha256`` lists.
+def read_kit_documents(
+    kit_dir: Path,
+    *,
+    max_bytes: int,
+    kit_sha256: str | None = None,
+    mismatch_code: str = "RECEIPT_KIT_MISMATCH",
+) -> tuple[Manifest, KitInfo]:
+    """``MANIFEST.json`` and the ``kit.json`` it lists, each read once by the one reader.
 
-    ``audit`` reads the engine image digest from kit.json; trusting an unverified kit.json would
-    let an edited digest turn a warning into a pass. So: MANIFEST.json hashed against the signed
-    kit checksum, then kit.json hashed against the manifest's entry, then parsed.
+    With ``kit_sha256`` (the signed kit checksum) the manifest must hash to it (else
+    ``mismatch_code``); without it the manifest is only parsed strictly, which is what the
+    node-local commands (preflight, render-site) that take an unverified kit can do. Either way
+    ``kit.json`` is hashed against the manifest's entry before it is parsed.
     """
     manifest = read_document(
         kit_dir / "MANIFEST.json",  # k3kit.manifest.MANIFEST_NAME (a level above this one)
@@ -127,12 +137,12 @@ def read_kit_info(kit_dir: Path, kit_sha256: str, *, max_bytes: int) -> KitInfo:
         max_bytes=max_bytes,
         expected_sha256=kit_sha256,
         code="MANIFEST_MALFORMED",
-        mismatch_code="RECEIPT_KIT_MISMATCH",
+        mismatch_code=mismatch_code,
     ).model
     entry = next((e for e in manifest.files if e.path == "kit.json"), None)
     if entry is None:
         raise VerificationError("MANIFEST.json does not list kit.json", code="KIT_INFO_MALFORMED")
-    return read_document(
+    info = read_document(
         kit_dir / "kit.json",
         KitInfo,
         max_bytes=max_bytes,
@@ -140,3 +150,58 @@ def read_kit_info(kit_dir: Path, kit_sha256: str, *, max_bytes: int) -> KitInfo:
         code="KIT_INFO_MALFORMED",
         mismatch_code="KIT_FILE_CHANGED",
     ).model
+    return manifest, info
+
+
+def read_kit_info(kit_dir: Path, kit_sha256: str, *, max_bytes: int) -> KitInfo:
+    """``kit.json``, only if it is the one a manifest with the signed ``kit_sha256`` lists.
+
+    ``audit`` reads the engine image digest from kit.json; trusting an unverified kit.json would
+    let an edited digest turn a warning into a pass.
+    """
+    return read_kit_documents(kit_dir, max_bytes=max_bytes, kit_sha256=kit_sha256)[1]
+
+
+def read_listed(kit_dir: Path, manifest: Manifest, rel: str, *, max_bytes: int) -> bytes:
+    """The bytes of a file ``manifest`` lists, read once and compared in memory with its entry.
+
+    Why one home: launch, preflight, render-site, accept and the card each use a kit file's bytes
+    after a verdict; reading them again by path and comparing size and sha256 is what makes the
+    bytes used the bytes verified (``KIT_FILE_MISSING`` / ``KIT_FILE_CHANGED``, exit 1).
+    """
+    entry = next((e for e in manifest.files if e.path == rel), None)
+    if entry is None:
+        raise VerificationError(f"{rel} is not listed in MANIFEST.json", code="KIT_FILE_MISSING")
+    data = read_bounded(kit_dir / rel, max_bytes, what=rel, code="KIT_FILE_CHANGED")
+    if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
+        raise VerificationError(
+            f"{rel} is not the file MANIFEST.json lists", code="KIT_FILE_CHANGED"
+        )
+    return data
+
+
+def parse_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
+    """A profile's ``serve.yaml`` as ``build`` renders it: ``flag-name: <JSON value>`` lines,
+    ``#`` comments and blank lines; anything else is refused (``SERVE_CONFIG_MALFORMED``).
+
+    ``render.yaml_scalar`` writes every value as JSON (which is YAML), so this strict reader
+    needs no YAML library and reads exactly what the engine reads.
+    """
+    out: dict[str, Any] = {}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise VerificationError(f"{source}: not UTF-8", code="SERVE_CONFIG_MALFORMED") from None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, sep, value = line.partition(": ")
+        try:
+            if not sep or not _SERVE_KEY.match(key):
+                raise ValueError(key)
+            out[key] = json.loads(value, parse_float=float)
+        except ValueError:
+            raise VerificationError(
+                f"{source}:{number}: not a line k3kit renders", code="SERVE_CONFIG_MALFORMED"
+            ) from None
+    return out

@@ -37,13 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from k3kit._fs import atomic_write
-from k3kit.documents import read_bounded, read_document
+from k3kit.documents import read_bounded, read_kit_documents, read_listed
 from k3kit.engines import ADAPTERS, EngineAdapter, Parallel, Runtime
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
-from k3kit.manifest import MANIFEST_NAME
-from k3kit.models import KitInfo, KitProfile, Manifest, ManifestEntry
+from k3kit.models import KitInfo, KitProfile
 from k3kit.trust import RollbackPolicy
-from k3kit.verify import KIT_INFO_NAME, KitNotVerified, Report, TrustSource, verify_dir
+from k3kit.verify import KitNotVerified, Report, TrustSource, verify_dir
 from k3kit.weights import WeightsOptions
 
 MAX_KIT_DOC_BYTES = 16 * 1024 * 1024
@@ -192,47 +191,7 @@ def parse_engine_env(data: bytes, *, source: str) -> dict[str, str]:
     return env
 
 
-def _entry(manifest: Manifest, rel: str) -> ManifestEntry:
-    entry = next((e for e in manifest.files if e.path == rel), None)
-    if entry is None:
-        raise VerificationError(f"{rel} is not listed in MANIFEST.json", code="KIT_FILE_MISSING")
-    return entry
-
-
-def _verified_bytes(kit_dir: Path, manifest: Manifest, rel: str) -> bytes:
-    """The bytes of ``rel`` as listed in the verified manifest, read once, compared in memory."""
-    entry = _entry(manifest, rel)
-    data = read_bounded(
-        kit_dir / rel, MAX_KIT_DOC_BYTES, what=rel, error=VerificationError, code="KIT_FILE_CHANGED"
-    )
-    if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
-        raise VerificationError(f"{rel} changed after it was verified", code="KIT_FILE_CHANGED")
-    return data
-
-
-def _verified_documents(kit_dir: Path, kit_sha256: str) -> tuple[Manifest, KitInfo]:
-    """MANIFEST.json hashed against the signed kit checksum, kit.json against its entry."""
-    manifest = read_document(
-        kit_dir / MANIFEST_NAME,
-        Manifest,
-        max_bytes=MAX_KIT_DOC_BYTES,
-        expected_sha256=kit_sha256,
-        code="MANIFEST_MALFORMED",
-        mismatch_code="KIT_FILE_CHANGED",
-        mismatch_detail="MANIFEST.json changed after it was verified",
-    ).model
-    info = read_document(
-        kit_dir / KIT_INFO_NAME,
-        KitInfo,
-        max_bytes=MAX_KIT_DOC_BYTES,
-        expected_sha256=_entry(manifest, KIT_INFO_NAME).sha256,
-        code="KIT_INFO_MALFORMED",
-        mismatch_code="KIT_FILE_CHANGED",
-    ).model
-    return manifest, info
-
-
-def _pick_profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile:
+def pick_profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile:
     names = sorted({p.name for p in info.profiles})
     matches = [p for p in info.profiles if p.name == profile]
     if not matches:
@@ -360,17 +319,24 @@ def plan_launch(
     if not first.ok:
         raise KitNotVerified(first)
     kit_sha256 = str(first.facts["kit_sha256"])
-    manifest, info = _verified_documents(kit_dir, kit_sha256)
-    chosen = _pick_profile(info, profile, topology)
+    # Read once and compared with what was just verified; a file swapped since is refused.
+    manifest, info = read_kit_documents(
+        kit_dir,
+        max_bytes=MAX_KIT_DOC_BYTES,
+        kit_sha256=kit_sha256,
+        mismatch_code="KIT_FILE_CHANGED",
+    )
+    chosen = pick_profile(info, profile, topology)
     if check_node is not None:
         # The node check reads the kit's profile: only now, once the kit has verified, and
         # before hours of hashing on a node that cannot run the profile. It can only refuse.
         say("checking the node (preflight)")
         check_node(chosen)
     folder = f"profiles/{chosen.name}/{chosen.topology}"
-    config = _verified_bytes(kit_dir, manifest, f"{folder}/serve.yaml")
+    config = read_listed(kit_dir, manifest, f"{folder}/serve.yaml", max_bytes=MAX_KIT_DOC_BYTES)
     engine_env = parse_engine_env(
-        _verified_bytes(kit_dir, manifest, f"{folder}/engine.env"), source=f"{folder}/engine.env"
+        read_listed(kit_dir, manifest, f"{folder}/engine.env", max_bytes=MAX_KIT_DOC_BYTES),
+        source=f"{folder}/engine.env",
     )
     engine = ENGINES.get(info.engine.name)
     if engine is None:

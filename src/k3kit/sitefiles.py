@@ -9,29 +9,20 @@ they are. The kit's files are read against its MANIFEST.json; nothing in the kit
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 from pathlib import Path
 
 from k3kit._fs import atomic_write, refuse_existing, replace_dir, staging_dir
-from k3kit.documents import read_bounded, read_kit_info
+from k3kit.documents import read_bounded, read_kit_documents, read_listed
 from k3kit.engines import adapter
-from k3kit.errors import InputError, VerificationError
+from k3kit.errors import InputError
 from k3kit.models import KitInfo, Manifest
 from k3kit.site import LAUNCH_KEYS, SITE_KEYS, env_name, parse_site
 
 MAX_DOC_BYTES = 16 * 1024 * 1024
 MAX_SITE_BYTES = 64 * 1024
 FILLED = ("compose.yaml", "systemd/", "k8s/")
-
-
-def _read(kit_dir: Path, manifest: Manifest, rel: str) -> bytes:
-    entry = next((e for e in manifest.files if e.path == rel), None)
-    data = read_bounded(kit_dir / rel, MAX_DOC_BYTES, what=rel, code="KIT_INCOMPLETE")
-    if entry is None or hashlib.sha256(data).hexdigest() != entry.sha256:
-        raise VerificationError(f"{rel} does not match MANIFEST.json", code="KIT_FILE_CHANGED")
-    return data
 
 
 def locked_values(kit_dir: Path, info: KitInfo, manifest: Manifest) -> dict[str, str]:
@@ -48,7 +39,9 @@ def locked_values(kit_dir: Path, info: KitInfo, manifest: Manifest) -> dict[str,
         if name not in ("serve.yaml", "engine.env"):
             continue
         sep = ": " if name == "serve.yaml" else "="
-        text = _read(kit_dir, manifest, entry.path).decode("utf-8", "replace")
+        text = read_listed(kit_dir, manifest, entry.path, max_bytes=MAX_DOC_BYTES).decode(
+            "utf-8", "replace"
+        )
         for line in text.split("\n"):
             key, found, value = line.partition(sep)
             if found and not line.startswith("#"):
@@ -65,11 +58,7 @@ def fill(text: str, values: dict[str, str]) -> str:
 
 def render_site(kit_dir: Path, site: Path, out: Path, *, force: bool = False) -> list[str]:
     """Write the filled-in files under ``out``; returns their relative paths."""
-    raw = read_bounded(
-        kit_dir / "MANIFEST.json", MAX_DOC_BYTES, what="MANIFEST.json", code="KIT_INCOMPLETE"
-    )
-    info = read_kit_info(kit_dir, hashlib.sha256(raw).hexdigest(), max_bytes=MAX_DOC_BYTES)
-    manifest = Manifest.model_validate_json(raw)
+    manifest, info = read_kit_documents(kit_dir, max_bytes=MAX_DOC_BYTES)
     text = read_bounded(
         site, MAX_SITE_BYTES, what="site file", error=InputError, code="SITE_INVALID"
     ).decode("utf-8", "replace")
@@ -94,7 +83,10 @@ def render_site(kit_dir: Path, site: Path, out: Path, *, force: bool = False) ->
         parts = entry.path.split("/")
         if parts[0] != "profiles" or not "/".join(parts[3:]).startswith(FILLED):
             continue
-        filled = fill(_read(kit_dir, manifest, entry.path).decode("utf-8"), values)
+        filled = fill(
+            read_listed(kit_dir, manifest, entry.path, max_bytes=MAX_DOC_BYTES).decode("utf-8"),
+            values,
+        )
         rel = entry.path.removeprefix("profiles/").replace(".template.service", "@.service")
         files[rel] = filled.encode("utf-8")
     site_lines = [f"{k}={values[k]}" for k in SITE_KEYS if k in values]

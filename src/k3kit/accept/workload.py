@@ -10,23 +10,20 @@ replayed exactly; the others are listed as skipped with their reason, never sile
 from __future__ import annotations
 
 import hashlib
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from k3kit.documents import parse_serve_config, read_kit_documents, read_listed
 from k3kit.errors import InputError, VerificationError
-from k3kit.launch import _pick_profile, _verified_bytes, _verified_documents
+from k3kit.launch import MAX_KIT_DOC_BYTES, pick_profile
 from k3kit.manifest import RECEIPT_NAME
 from k3kit.models import Run, Statement, WeightsLock, Workload
 from k3kit.sign import MAX_ENVELOPE_BYTES, read_receipt
 from k3kit.verify import KitNotVerified, verify_dir
 from k3kit.weights import WeightsOptions
-
-_LINE = re.compile(r"^([a-z0-9][a-z0-9-]*): (.+)$")
 
 
 @dataclass(frozen=True)
@@ -60,22 +57,6 @@ class Plan:
     promises: Promises
     points: list[PointPlan]
     skipped: list[str] = field(default_factory=list)
-
-
-def parse_serve_yaml(data: bytes, source: str) -> dict[str, Any]:
-    """``key: <JSON value>`` lines as ``render`` writes them; comments and blanks ignored."""
-    out: dict[str, Any] = {}
-    for line in data.decode("utf-8", errors="replace").splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        match = _LINE.match(line)
-        if match is None:
-            raise VerificationError(f"{source}: unexpected line", code="SERVE_CONFIG_MALFORMED")
-        try:
-            out[match.group(1)] = json.loads(match.group(2))
-        except ValueError:
-            out[match.group(1)] = match.group(2)
-    return out
 
 
 def _promises(config: dict[str, Any], default_name: str) -> Promises:
@@ -175,12 +156,20 @@ def load_plan(
             "the receipt changed after it was verified", code="KIT_FILE_CHANGED"
         )
     receipt_bytes = receipt_path.read_bytes()[: MAX_ENVELOPE_BYTES + 1]
-    manifest, info = _verified_documents(kit_dir, kit_sha256)
+    manifest, info = read_kit_documents(
+        kit_dir,
+        max_bytes=MAX_KIT_DOC_BYTES,
+        kit_sha256=kit_sha256,
+        mismatch_code="KIT_FILE_CHANGED",
+    )
     chosen = _choose_profile(statement, profile)
-    kit_profile = _pick_profile(info, chosen, None)
+    kit_profile = pick_profile(info, chosen, None)
     folder = f"profiles/{kit_profile.name}/{kit_profile.topology}"
-    config = parse_serve_yaml(_verified_bytes(kit_dir, manifest, f"{folder}/serve.yaml"), folder)
-    lock_bytes = _verified_bytes(kit_dir, manifest, "weights.lock.json")
+    serve = f"{folder}/serve.yaml"
+    config = parse_serve_config(
+        read_listed(kit_dir, manifest, serve, max_bytes=MAX_KIT_DOC_BYTES), source=serve
+    )
+    lock_bytes = read_listed(kit_dir, manifest, "weights.lock.json", max_bytes=MAX_KIT_DOC_BYTES)
     lock = WeightsLock.model_validate_json(lock_bytes)
     plans, skipped = select_points(statement, chosen, points, requests)
     return Plan(

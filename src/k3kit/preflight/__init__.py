@@ -9,16 +9,14 @@ and ``launch``'s question, which run before the engine starts.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from k3kit.documents import read_bounded, read_kit_info
+from k3kit.documents import parse_serve_config, read_kit_documents, read_listed
 from k3kit.engines import adapter
-from k3kit.errors import InputError, VerificationError
-from k3kit.models import KitInfo, KitProfile, Manifest
+from k3kit.errors import InputError
+from k3kit.models import KitInfo, KitProfile
 from k3kit.preflight._budget import budget_checks
 from k3kit.preflight._checks import Check, Requirements, gpu_checks, os_checks
 from k3kit.preflight._facts import (
@@ -57,15 +55,6 @@ class PreflightReport:
         }
 
 
-def _kit(kit_dir: Path) -> tuple[KitInfo, Manifest]:
-    data = read_bounded(
-        kit_dir / "MANIFEST.json", MAX_DOC_BYTES, what="MANIFEST.json", code="KIT_INCOMPLETE"
-    )
-    info = read_kit_info(kit_dir, hashlib.sha256(data).hexdigest(), max_bytes=MAX_DOC_BYTES)
-    manifest = Manifest.model_validate_json(data)
-    return info, manifest
-
-
 def _profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile:
     matches = [p for p in info.profiles if p.name == profile]
     if topology is not None:
@@ -79,22 +68,6 @@ def _profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile:
             code="PROFILE_UNKNOWN",
         )
     return matches[0]
-
-
-def read_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
-    """Parse a ``serve.yaml`` as k3kit renders it: ``key: <JSON value>`` lines and comments."""
-    out: dict[str, Any] = {}
-    for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), start=1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        key, sep, value = line.partition(": ")
-        try:
-            out[key] = json.loads(value, parse_float=float) if sep else None
-        except ValueError:
-            raise VerificationError(
-                f"{source}:{number}: not a line k3kit renders", code="SERVE_CONFIG_MALFORMED"
-            ) from None
-    return out
 
 
 def requirements(info: KitInfo, chosen: KitProfile, serve: dict[str, Any]) -> Requirements:
@@ -134,14 +107,11 @@ def run_preflight(
     weights: Path | None = None,
 ) -> PreflightReport:
     """Judge ``node`` (default: the live node) against one profile of the kit."""
-    info, manifest = _kit(kit_dir)
+    manifest, info = read_kit_documents(kit_dir, max_bytes=MAX_DOC_BYTES)
     chosen = _profile(info, profile, topology)
     rel = f"profiles/{chosen.name}/{chosen.topology}/serve.yaml"
-    entry = next((e for e in manifest.files if e.path == rel), None)
-    data = read_bounded(kit_dir / rel, MAX_DOC_BYTES, what=rel, code="KIT_INCOMPLETE")
-    if entry is None or hashlib.sha256(data).hexdigest() != entry.sha256:
-        raise VerificationError(f"{rel} does not match MANIFEST.json", code="KIT_FILE_CHANGED")
-    req = requirements(info, chosen, read_serve_config(data, source=rel))
+    data = read_listed(kit_dir, manifest, rel, max_bytes=MAX_DOC_BYTES)
+    req = requirements(info, chosen, parse_serve_config(data, source=rel))
     node = node or from_live_node()
     osf = osf or os_facts(weights)
     checks = gpu_checks(req, node) + budget_checks(req, node) + os_checks(req, osf)
