@@ -12,11 +12,12 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import BaseModel
 
-from k3kit.documents import read_document
+from k3kit.documents import Document, read_document
 from k3kit.errors import InputError, VerificationError
 from k3kit.kitpath import KIT_KINDS, open_kit, require
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, ExpectedEvidence, diff_evidence, diff_tree
@@ -40,6 +41,8 @@ LOCK_NAME = "weights.lock.json"
 KIT_INFO_NAME = "kit.json"
 
 PASSED, FAILED, NOT_CHECKED = CheckStatus.PASSED, CheckStatus.FAILED, CheckStatus.NOT_CHECKED
+
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass
@@ -167,24 +170,43 @@ def _signed_digest(statement: Statement, subject: str, in_predicate: str, *, cod
     return expected
 
 
-def _step_kit_checksum(st: _State, check: Check) -> None:
+def _read_signed(
+    st: _State,
+    subject: str,
+    in_predicate: str,
+    name: str,
+    model: type[M],
+    *,
+    code: str,
+    mismatch_code: str,
+    detail: str,
+) -> Document[M]:
+    """A kit document the receipt signs by digest: hashed and compared with the signed digest
+    *before* it is parsed (an unsigned document costs one bounded read, whatever it holds)."""
     assert st.statement is not None
-    expected = _signed_digest(
-        st.statement,
-        KIT_SUBJECT,
-        st.statement.predicate.kit.kit_sha256,
-        code="RECEIPT_KIT_MISMATCH",
-    )
-    # Hashed and compared before it is parsed: an unsigned manifest costs one read, whatever
-    # it holds (documents.read_document).
-    doc = read_document(
-        st.kit_dir / MANIFEST_NAME,
-        Manifest,
+    expected = _signed_digest(st.statement, subject, in_predicate, code=mismatch_code)
+    return read_document(
+        st.kit_dir / name,
+        model,
         max_bytes=MAX_DOC_BYTES,
         expected_sha256=expected,
+        code=code,
+        mismatch_code=mismatch_code,
+        mismatch_detail=detail,
+    )
+
+
+def _step_kit_checksum(st: _State, check: Check) -> None:
+    assert st.statement is not None
+    doc = _read_signed(
+        st,
+        KIT_SUBJECT,
+        st.statement.predicate.kit.kit_sha256,
+        MANIFEST_NAME,
+        Manifest,
         code="MANIFEST_MALFORMED",
         mismatch_code="RECEIPT_KIT_MISMATCH",
-        mismatch_detail="the receipt belongs to another kit",
+        detail="the receipt belongs to another kit",
     )
     st.manifest = doc.model
     st.kit_sha256 = doc.sha256
@@ -238,20 +260,15 @@ def _kit_json_digest(st: _State) -> str | None:
 
 def _step_weights_lock(st: _State, check: Check) -> None:
     assert st.statement is not None
-    expected = _signed_digest(
-        st.statement,
+    lock_doc = _read_signed(
+        st,
         WEIGHTS_SUBJECT,
         st.statement.predicate.weights.lock_sha256,
-        code="RECEIPT_WEIGHTS_MISMATCH",
-    )
-    lock_doc = read_document(
-        st.kit_dir / LOCK_NAME,
+        LOCK_NAME,
         WeightsLock,
-        max_bytes=MAX_DOC_BYTES,
-        expected_sha256=expected,
         code="LOCK_MALFORMED",
         mismatch_code="RECEIPT_WEIGHTS_MISMATCH",
-        mismatch_detail="the receipt belongs to another weight pin",
+        detail="the receipt belongs to another weight pin",
     )
     lock, actual = lock_doc.model, lock_doc.sha256
     info = read_document(
