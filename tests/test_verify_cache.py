@@ -7,6 +7,7 @@ sleep; every test gets its own copy (its own inodes) and its own state directory
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pty
@@ -15,6 +16,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -553,3 +555,79 @@ def test_a_lease_is_broken_by_a_writer_that_opens_during_the_read(tmp_path: Path
     assert lease.fd is None  # released at once, so the writer waits no longer
     with open(path, "r+b"):
         pass
+
+
+def _new_fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+def _new_symlink(path: Path) -> Path:
+    path.with_name("target").write_bytes(b"x")
+    path.symlink_to("target")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "note"),
+    [
+        (lambda p: p, "cannot open for a lease: No such file or directory"),
+        (_new_symlink, "cannot open for a lease: Too many levels of symbolic links"),
+        (_new_fifo, "no lease: not a regular file"),
+        (lambda p: (p.mkdir(), p)[1], "no lease: not a regular file"),
+    ],
+    ids=["missing", "symlink", "fifo", "directory"],
+)
+def test_a_lease_is_refused_with_its_reason(
+    tmp_path: Path, make: Callable[[Path], Path], note: str
+) -> None:
+    """Every lease refusal is a note that keeps the file out of the cache, never a crash."""
+    from k3kit._lease import ReadLease
+
+    lease = ReadLease(make(tmp_path / "f"))
+    assert lease.fd is None and lease.note == note
+    assert not lease.intact()
+    lease.release()  # releasing a lease never taken is harmless
+
+
+def test_no_lease_while_this_process_holds_the_file_open_for_writing(tmp_path: Path) -> None:
+    from k3kit._lease import ReadLease
+
+    path = tmp_path / "f"
+    path.write_bytes(b"x")
+    with open(path, "ab"):
+        lease = ReadLease(path)
+        assert lease.fd is None and lease.note == "a process has it open for writing"
+    lease = ReadLease(path)
+    assert lease.note is None and lease.intact()
+    lease.release()
+    lease.release()
+    assert lease.fd is None
+
+
+def test_an_os_without_leases_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fcntl
+
+    from k3kit._lease import ReadLease
+
+    monkeypatch.delattr(fcntl, "F_SETLEASE")
+    (tmp_path / "f").write_bytes(b"x")
+    lease = ReadLease(tmp_path / "f")
+    assert lease.note == "this OS has no file leases" and not lease.intact()
+
+
+@pytest.mark.parametrize(
+    ("err", "note"),
+    [
+        (errno.EAGAIN, "a process has it open for writing"),
+        (errno.EACCES, "no lease: not the file's owner and no CAP_LEASE"),
+        (errno.EPERM, "no lease: not the file's owner and no CAP_LEASE"),
+        (errno.EINVAL, "no lease: this filesystem does not support file leases"),
+        (errno.EIO, "no lease: Input/output error"),
+    ],
+    ids=["EAGAIN", "EACCES", "EPERM", "EINVAL", "EIO"],
+)
+def test_each_lease_refusal_errno_has_its_reason(err: int, note: str) -> None:
+    from k3kit._lease import _lease_refusal
+
+    assert _lease_refusal(OSError(err, os.strerror(err))) == note

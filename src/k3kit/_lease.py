@@ -48,7 +48,10 @@ class ReadLease:
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise OSError(errno.EINVAL, "not a regular file")
+                # Said as it is: EINVAL from F_SETLEASE would read as "the filesystem cannot".
+                os.close(fd)
+                self.note = "no lease: not a regular file"
+                return
             fcntl.fcntl(fd, _F_SETSIG, _BREAK_SIGNAL)
             fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
         except OSError as exc:
