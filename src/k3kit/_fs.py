@@ -109,6 +109,11 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, force: bool = Fa
     parent = path.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # FileExistsError here is a *file* in the way, not the output
+        raise EnvironmentProblem(
+            f"cannot write {path}: cannot make its folder: {exc.strerror or exc}"
+        ) from exc
+    try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
         try:
             os.fchmod(fd, mode)
