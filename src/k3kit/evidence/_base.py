@@ -206,16 +206,3 @@ def adapter(
 
     return register
 
-
-def stat_block(
-    reader: Reader, metric_keys: dict[str, str], scale: float, pattern: str
-) -> dict[str, dict[str, float]]:
-    """Latency statistics from flat keys: ``pattern`` formats (kind, tool metric name)."""
-    stats: dict[str, dict[str, float]] = {}
-    for metric, name in metric_keys.items():
-        for kind in ("mean", "median", "std"):
-            key = pattern.format(kind=kind, metric=name)
-            value = reader.opt_number(key)
-            if value is not None:
-                stats.setdefault(metric, {})[kind] = float(value) * scale
-    return stats
