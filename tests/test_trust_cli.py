@@ -6,12 +6,13 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from k3kit.errors import VerificationError
 from k3kit.trust import rollback
-from tests.conftest import GoldenKit, run_k3kit
+from tests.conftest import GoldenKit, KeyFiles, run_k3kit
 from tests.trustkit import keypair
 
 
@@ -133,3 +134,150 @@ def test_archive_carries_the_root_chain(golden: GoldenKit, tmp_path: Path) -> No
     assert (next((tmp_path / "s" / "roots").iterdir()) / "2.root.json").read_bytes() == (
         two.read_bytes()
     )
+
+
+def _create(tmp_path: Path, root_key: KeyFiles, *release: KeyFiles) -> Path:
+    one = tmp_path / "1.root.json"
+    releases = [arg for key in release for arg in ("--release-key", key.public)]
+    _ok(
+        "root",
+        "create",
+        "-o",
+        one,
+        "--root-key",
+        root_key.public,
+        "--root-threshold",
+        "1",
+        *releases,
+        "--expires",
+        "2099-01-01T00:00:00Z",
+        "--sign-key",
+        root_key.private,
+    )
+    return one
+
+
+def _verify_with(golden: GoldenKit, tmp_path: Path, first: Path, *chain: Path) -> dict[str, Any]:
+    kit = tmp_path / f"kit-{'-'.join(p.stem for p in chain)}"
+    shutil.copytree(golden.kit, kit)
+    _ok("root", "attach", kit, first, *chain)
+    # A node of its own per chain: one node that saw two different root version 2 files would
+    # rightly refuse the second.
+    state = tmp_path / f"state-{kit.name}"
+    proc = run_k3kit("verify", kit, "--root", first, "--state-dir", state, "--json")
+    out: dict[str, Any] = json.loads(proc.stdout)
+    out["exit"] = proc.returncode
+    return out
+
+
+def _codes(out: dict[str, Any]) -> set[str]:
+    return {c.get("code") for c in out["checks"] if c.get("code")}
+
+
+def test_root_floor_revoke_and_rotate_through_the_cli(golden: GoldenKit, tmp_path: Path) -> None:
+    """Each edit verb writes N+1 and changes the verdict of the same signed kit as it says."""
+    a, other = keypair(tmp_path, "root-a"), keypair(tmp_path, "rel-2028")
+    one = _create(tmp_path, a, golden.key, other)
+    assert _verify_with(golden, tmp_path, one)["exit"] == 0
+    common = ("--expires", "2099-01-01T00:00:00Z", "--sign-key", a.private, "--json")
+
+    # A floor above the kit's sequence (1) retires it, whatever this node's state says.
+    two = tmp_path / "2.root.json"
+    summary = json.loads(
+        _ok("root", "floor", one, "-o", two, "--min-sequence", "kimi-k3-b300x8/stable=2", *common)
+    )
+    assert summary["version"] == 2 and summary["signatures"] == 1
+    floored = _verify_with(golden, tmp_path, one, two)
+    assert floored["exit"] == 1 and "ROLLBACK" in _codes(floored)
+
+    # Revoking the kit's release key: its only signature no longer counts.
+    three = tmp_path / "3.root.json"
+    _ok(
+        "root",
+        "revoke",
+        one,
+        "-o",
+        three,
+        "--key",
+        golden.key.public,
+        "--reason",
+        "compromise",
+        "--since",
+        "2026-01-01T00:00:00Z",
+        *common,
+    )
+    revoked = _verify_with(golden, tmp_path, one, three)
+    assert revoked["exit"] == 1 and "RECEIPT_KEY_REVOKED" in _codes(revoked)
+
+    # Rotating the release role to the other key alone: the kit signed by the old one is
+    # no longer trusted.
+    four = tmp_path / "4.root.json"
+    _ok(
+        "root",
+        "rotate",
+        one,
+        "-o",
+        four,
+        "--role",
+        "release",
+        "--key",
+        other.public,
+        "--threshold",
+        "1",
+        *common,
+    )
+    rotated = _verify_with(golden, tmp_path, one, four)
+    assert rotated["exit"] == 1 and "RECEIPT_UNTRUSTED_KEY" in _codes(rotated)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("floor", "--min-sequence", "kimi-k3-b300x8/stable=two"), "expected PACKAGE/CHANNEL=N"),
+        (("revoke", "--key", "PUB", "--reason", "lost", "--no-sign"), "No such option"),
+    ],
+    ids=["floor that is not a number", "an option that does not exist"],
+)
+def test_root_edit_usage_errors(
+    golden: GoldenKit, tmp_path: Path, args: tuple[str, ...], words: str
+) -> None:
+    a = keypair(tmp_path, "root-a")
+    one = _create(tmp_path, a, golden.key)
+    verb, *rest = (str(golden.key.public) if x == "PUB" else x for x in args)
+    proc = run_k3kit(
+        "root",
+        verb,
+        one,
+        "-o",
+        tmp_path / "2.root.json",
+        *rest,
+        "--expires",
+        "2099-01-01T00:00:00Z",
+        "--sign-key",
+        a.private,
+    )
+    assert proc.returncode == 2 and words in proc.stderr
+    assert not (tmp_path / "2.root.json").exists()
+
+
+def test_a_root_edit_without_a_signing_key_is_a_usage_error(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    a = keypair(tmp_path, "root-a")
+    one = _create(tmp_path, a, golden.key)
+    proc = run_k3kit(
+        "root",
+        "rotate",
+        one,
+        "-o",
+        tmp_path / "2.root.json",
+        "--role",
+        "release",
+        "--key",
+        golden.key.public,
+        "--threshold",
+        "1",
+        "--expires",
+        "2099-01-01T00:00:00Z",
+    )
+    assert proc.returncode == 2 and "give at least one --sign-key" in proc.stderr
