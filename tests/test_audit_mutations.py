@@ -135,6 +135,46 @@ def tool_percentile_edited() -> tuple[Claims, list[GenRun]]:
     return _claims(runs), runs
 
 
+def _ms(seconds: list[float], p: float, method: str) -> Decimal:
+    from k3kit.audit.stats import percentile
+
+    return q2(percentile(sorted(seconds), p, method) * 1000)
+
+
+def published_max_rounded_up() -> tuple[Claims, list[GenRun]]:
+    """A published maximum E2E latency that no request reached (rounded up to look tidy)."""
+    runs = _runs()
+    claims = _claims(runs)
+    metrics = _row(claims, "batch-c8")["metrics"]
+    assert isinstance(metrics, dict)
+    true_max = max(runs[1].result["latencies"]) * 1000
+    metrics["e2el_ms"]["max"] = Decimal(int(true_max) + 50)
+    return claims, runs
+
+
+def published_p95_by_another_method() -> tuple[Claims, list[GenRun]]:
+    """The claims declare numpy-linear percentiles; the p95 was computed by nearest rank."""
+    runs = _runs()
+    claims = _claims(runs)
+    metrics = _row(claims, "interactive-c32")["metrics"]
+    assert isinstance(metrics, dict)
+    ttfts = runs[2].result["ttfts"]
+    assert _ms(ttfts, 95, "nearest-rank") != _ms(ttfts, 95, "numpy-linear")
+    metrics["ttft_ms"]["p95"] = _ms(ttfts, 95, "nearest-rank")
+    return claims, runs
+
+
+def published_p95_from_nowhere() -> tuple[Claims, list[GenRun]]:
+    """No definitions declared, and a p95 that no percentile method gives from the samples."""
+    runs = _runs()
+    claims = _claims(runs)
+    claims.definitions = None
+    metrics = _row(claims, "interactive-c32")["metrics"]
+    assert isinstance(metrics, dict)
+    metrics["ttft_ms"]["p95"] = q2(max(runs[2].result["ttfts"]) * 1000 * 1.5)
+    return claims, runs
+
+
 MUTATIONS: list[tuple[Callable[[], tuple[Claims, list[GenRun]]], str, str | None]] = [
     (per_gpu_off_by_one, "R11", "interactive-c32"),
     (tpot_from_itl, "R16", "interactive-c8"),
@@ -145,6 +185,9 @@ MUTATIONS: list[tuple[Callable[[], tuple[Claims, list[GenRun]]], str, str | None
     (failed_request_hidden, "R06", "interactive-c4"),
     (limitation_removed, "R36", "limitations"),
     (tool_percentile_edited, "R19", "batch-c32"),
+    (published_max_rounded_up, "R19", "batch-c8"),
+    (published_p95_by_another_method, "R19", "interactive-c32"),
+    (published_p95_from_nowhere, "R19", "interactive-c32"),
 ]
 
 
@@ -282,3 +325,30 @@ def test_one_file_claimed_for_two_runs(
         f.rule == "R30" and f.severity == "error" and f.run == "interactive-c8"
         for f in report.findings
     )
+
+
+@pytest.mark.parametrize(
+    ("mutate", "words"),
+    [
+        (published_max_rounded_up, "published E2E latency max does not match the samples"),
+        (
+            published_p95_by_another_method,
+            "published TTFT p95 is not the numpy-linear percentile of the samples; it matches "
+            "nearest-rank",
+        ),
+        (published_p95_from_nowhere, "no percentile method reproduces the published TTFT p95"),
+    ],
+    ids=["max", "declared method", "no method"],
+)
+def test_a_published_statistic_the_tool_did_not_report_is_recomputed(
+    mutate: Callable[[], tuple[Claims, list[GenRun]]],
+    words: str,
+    signed: Callable[[Claims, list[GenRun]], Path],
+    golden: GoldenKit,
+) -> None:
+    """A figure only the publisher printed (a max, a p95) has no tool value to compare with:
+    R19 recomputes it from the per-request samples and names what went wrong."""
+    claims, mutated = mutate()
+    report = audit_kit(signed(claims, mutated), golden.key)
+    found = [f.message for f in report.findings if f.rule == "R19" and f.severity == "error"]
+    assert len(found) == 1 and found[0].startswith(words), found
