@@ -33,7 +33,9 @@ def read_build_record(path: Path) -> dict[str, Any]:
     data = read_capped(
         path, MAX_INPUT_BYTES, what="build record", error=InputError, code="BAD_INPUT"
     )
-    obj = strict_loads(data, source=path.name, max_bytes=MAX_INPUT_BYTES, code="BAD_INPUT")
+    obj = strict_loads(
+        data, source=path.name, max_bytes=MAX_INPUT_BYTES, error=InputError, code="BAD_INPUT"
+    )
     if not isinstance(obj, dict) or not obj:
         raise InputError(f"{path.name}: the build record must be a JSON object", code="BAD_INPUT")
     return obj
@@ -51,7 +53,9 @@ def read_serve_command(path: Path) -> list[str]:
     if text is None:
         raise InputError(f"{path.name}: the serve command must be ASCII", code="BAD_INPUT")
     if text.lstrip().startswith("["):
-        argv = strict_loads(data, source=path.name, max_bytes=MAX_INPUT_BYTES, code="BAD_INPUT")
+        argv = strict_loads(
+            data, source=path.name, max_bytes=MAX_INPUT_BYTES, error=InputError, code="BAD_INPUT"
+        )
     else:
         lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
         try:

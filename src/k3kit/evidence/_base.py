@@ -205,4 +205,3 @@ def adapter(
         return func
 
     return register
-
