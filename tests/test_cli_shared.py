@@ -120,3 +120,58 @@ def test_byte_progress_eta_and_no_line_when_never_called(monkeypatch: pytest.Mon
     before = terminal.getvalue()
     quiet.finish()
     assert terminal.getvalue() == before
+
+
+class _Stdin(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__("")
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.fixture(scope="module")
+def encrypted_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from k3kit.keys import write_keypair
+
+    paths, _ = write_keypair(tmp_path_factory.mktemp("keys") / "publisher", b"s3cret pass")
+    return paths.private
+
+
+def test_signer_passphrase_from_its_variable(
+    encrypted_key: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from k3kit.cli.signing import load_signer
+
+    monkeypatch.setenv("K3KIT_TEST_PASS", "s3cret pass")
+    assert load_signer(encrypted_key, "K3KIT_TEST_PASS").keyid
+    monkeypatch.setenv("K3KIT_TEST_PASS", "")
+    with pytest.raises(InputError, match="K3KIT_TEST_PASS is not set or empty"):
+        load_signer(encrypted_key, "K3KIT_TEST_PASS")
+
+
+def test_signer_prompts_only_on_a_terminal(
+    encrypted_key: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A script (stdin not a terminal) gets the error at once instead of a prompt that hangs;
+    a person at a terminal is asked."""
+    import click
+
+    from k3kit.cli.signing import load_signer
+    from k3kit.errors import K3kitError
+
+    monkeypatch.setattr(sys, "stdin", _Stdin(tty=False))
+    with pytest.raises(K3kitError) as info:
+        load_signer(encrypted_key, None)
+    assert info.value.code == "KEY_PASSPHRASE"
+    monkeypatch.setattr(sys, "stdin", _Stdin(tty=True))
+    asked: list[str] = []
+
+    def prompt(text: str, **kwargs: object) -> str:
+        asked.append(text)
+        return "s3cret pass"
+
+    monkeypatch.setattr(click, "prompt", prompt)
+    assert load_signer(encrypted_key, None).keyid
+    assert asked == [f"passphrase for {encrypted_key}"]
