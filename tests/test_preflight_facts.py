@@ -280,3 +280,81 @@ def test_na_values_and_nvlinks_are_read_as_unknown_or_counted() -> None:
     (gpu,) = facts.gpus
     assert gpu.memory_total_bytes is None and gpu.memory_used_bytes == 5 * 2**20
     assert gpu.mig_enabled is True and gpu.nvlink_active == 1 and gpu.compute_capability == "9.0"
+
+
+def _requirements(**overrides: Any) -> Any:
+    from k3kit.preflight._checks import Requirements
+
+    base: dict[str, Any] = dict(
+        gpus_per_node=2,
+        gpu_name_pattern="B300",
+        gpu_memory_bytes=270 * 2**30,
+        min_compute_capability="10.0",
+        min_cuda_driver_api=12080,
+        min_shm_bytes=2**30,
+        weight_bytes=2**30,
+        tp=2,
+        pp=1,
+        memory_fraction=None,
+        context_length=None,
+        concurrency=None,
+        kv_dtype=None,
+        layers=None,
+        kv_heads=None,
+        head_dim=None,
+        model_dtype=None,
+    )
+    base.update(overrides)
+    return Requirements(**base)
+
+
+@pytest.mark.parametrize(
+    ("recorded", "overrides", "name", "status", "actual"),
+    [
+        (RecordedNvml(), {}, "gpu.compute_capability", "pass", "10.3"),
+        (
+            RecordedNvml(),
+            {"min_compute_capability": "10.10"},
+            "gpu.compute_capability",
+            "fail",
+            "10.3",
+        ),
+        (RecordedNvml(), {}, "gpu.nvlink", "pass", "ok"),
+        (RecordedNvml(links_up=0), {}, "gpu.nvlink", "fail", "none on GPU [0, 1]"),
+        (RecordedNvml(links_up=0), {"gpus_per_node": 1}, "gpu.nvlink", "pass", "-"),
+        (
+            RecordedNvml(),
+            {"min_cuda_driver_api": 13010},
+            "driver.cuda",
+            "fail",
+            "13000 (driver 580.95.05)",
+        ),
+        (RecordedNvml(), {"min_cuda_driver_api": None}, "driver.cuda", "pass", "13000"),
+    ],
+    ids=[
+        "capability met",
+        "10.3 is below 10.10 (not a string compare)",
+        "links up",
+        "no active link",
+        "one GPU needs no NVLink",
+        "driver too old",
+        "no driver minimum",
+    ],
+)
+def test_nvml_facts_are_judged(
+    recorded: RecordedNvml,
+    overrides: dict[str, Any],
+    name: str,
+    status: str,
+    actual: str,
+) -> None:
+    """What only NVML reports (compute capability, NVLink state) is judged, not just read."""
+    from k3kit.preflight._checks import gpu_checks
+
+    checks = {
+        c.name: c for c in gpu_checks(_requirements(**overrides), _facts._read_nvml(recorded))
+    }
+    assert (checks[name].status, checks[name].actual) == (status, actual), checks[name]
+    assert checks["gpu.count"].status == (
+        "pass" if overrides.get("gpus_per_node", 2) == 2 else "fail"
+    )
