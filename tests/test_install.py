@@ -9,6 +9,7 @@ import os
 import stat
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,3 +119,67 @@ def test_a_tampered_archive_member_installs_nothing(
     assert rc == 1
     assert "KIT_FILE_CHANGED" in json.dumps(out)
     assert os.listdir(into) == []
+
+
+@pytest.mark.parametrize(
+    ("make_into", "exit_code", "code"),
+    [
+        (lambda p: (p.write_bytes(b"x"), p)[1], 2, "USAGE"),  # click's own check, first
+        (lambda p: (p.symlink_to(p.with_name("nowhere")), p)[1], 3, "INSTALL_DIR_INVALID"),
+        (
+            lambda p: (p.with_name("f").write_bytes(b"x"), p.with_name("f") / "kits")[1],
+            4,
+            "ENVIRONMENT",
+        ),
+    ],
+    ids=["a file", "a dangling link", "under a file"],
+)
+def test_an_unusable_into_is_refused_before_reading_the_kit(
+    archive: Path, golden: GoldenKit, tmp_path: Path, make_into: Any, exit_code: int, code: str
+) -> None:
+    into = make_into(tmp_path / "kits")
+    rc, out, stderr = install(archive, golden.key.public, into)
+    assert (rc, out["error"]["code"]) == (exit_code, code), stderr
+
+
+def test_the_api_refuses_a_file_as_into(archive: Path, golden: GoldenKit, tmp_path: Path) -> None:
+    """Through the API (no click check in front) a file is bad input, not an I/O problem."""
+    from k3kit.api import install_kit
+    from k3kit.errors import InputError
+    from k3kit.keys import load_public
+
+    (tmp_path / "kits").write_bytes(b"x")
+    with pytest.raises(InputError) as info:
+        install_kit(archive, [load_public(golden.key.public)], tmp_path / "kits")
+    assert info.value.code == "INSTALL_DIR_INVALID"
+
+
+def test_a_missing_kit_is_bad_input(golden: GoldenKit, tmp_path: Path) -> None:
+    rc, out, _ = install(tmp_path / "no-such.kit.tar.gz", golden.key.public, tmp_path / "kits")
+    assert (rc, out["error"]["code"]) == (3, "KIT_NOT_FOUND")
+    assert not (tmp_path / "kits").exists()
+
+
+def test_an_install_that_loses_the_race_is_a_conflict_and_leaves_no_staging(
+    archive: Path, golden: GoldenKit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another install of the same version lands between the check and the rename: refused,
+    the other install is untouched, and the staging copy is gone."""
+    from k3kit.api import install_kit
+    from k3kit.errors import VerificationError
+    from k3kit.keys import load_public
+
+    real_rename = os.rename
+    into = tmp_path / "kits"
+
+    def racing_rename(src: Any, dst: Any) -> None:
+        Path(dst).mkdir()
+        (Path(dst) / "theirs").write_bytes(b"x")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", racing_rename)
+    with pytest.raises(VerificationError) as info:
+        install_kit(archive, [load_public(golden.key.public)], into)
+    assert info.value.code == "INSTALL_CONFLICT"
+    assert sorted(os.listdir(into)) == [FOLDER]
+    assert os.listdir(into / FOLDER) == ["theirs"]

@@ -122,12 +122,14 @@ def _installed_already(target: Path, staging: Path, trusted: TrustSource, kit_sh
 
 
 def _destination_root(into: Path) -> Path:
+    # Checked before mkdir: mkdir(exist_ok) on a file raises FileExistsError, which would read
+    # as an I/O problem (exit 4) although the operator named the wrong path (exit 3).
+    if (into.exists() or into.is_symlink()) and not into.is_dir():
+        raise InputError(f"{into} is not a folder", code="INSTALL_DIR_INVALID")
     try:
         into.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot create {into}: {exc.strerror or exc}") from exc
-    if not into.is_dir():
-        raise InputError(f"{into} is not a folder", code="INSTALL_DIR_INVALID")
     return Path(os.path.realpath(into))
 
 
