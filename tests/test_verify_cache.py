@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import pty
+import re
 import shutil
 import stat
 import subprocess
@@ -631,3 +632,58 @@ def test_each_lease_refusal_errno_has_its_reason(err: int, note: str) -> None:
     from k3kit._lease import _lease_refusal
 
     assert _lease_refusal(OSError(err, os.strerror(err))) == note
+
+
+_LOCK = "c" * 64
+_GOOD_RECORD = {"algorithm": "sha256", "digest": "d" * 64, "stamp": "1:2:3:4:5"}
+
+
+def _state(**changes: Any) -> bytes:
+    doc: dict[str, Any] = {
+        "schema": "k3kit.verify-cache/v1",
+        "lock_sha256": _LOCK,
+        "records": {"/w/model.safetensors": dict(_GOOD_RECORD)},
+    }
+    doc.update(changes)
+    return json.dumps(doc).encode()
+
+
+def _record(**changes: Any) -> bytes:
+    return _state(records={"/w/a": {**_GOOD_RECORD, **changes}})
+
+
+STATE_DISTRUSTED = [
+    ("not JSON", b"{", "verification cache"),
+    ("a float", _state(extra=0.5), "verification cache"),
+    ("an extra top-level field", _state(extra=1), "unexpected top-level fields"),
+    ("another schema", _state(schema="k3kit.verify-cache/v0"), "schema is not"),
+    ("another weight lock", _state(lock_sha256="e" * 64), "written for another weight lock"),
+    ("records a list", _state(records=[]), "records is not a bounded object"),
+    ("a relative key", _state(records={"w/a": _GOOD_RECORD}), "not an absolute path"),
+    ("a NUL in a key", _state(records={"/w/a\x00b": _GOOD_RECORD}), "not an absolute path"),
+    ("a record field too many", _record(size=3), "unexpected fields"),
+    ("an unknown algorithm", _record(algorithm="md5"), "unknown algorithm"),
+    ("a short digest", _record(digest="d" * 63), "not 64 hex digits"),
+    ("an upper-case digest", _record(digest="D" * 64), "not 64 hex digits"),
+    ("a stamp that is not a stamp", _record(stamp="1:2:3"), "stamp is malformed"),
+    ("a stamp that is a number", _record(stamp=12345), "stamp is malformed"),
+]
+
+
+@pytest.mark.parametrize(
+    ("data", "why"), [c[1:] for c in STATE_DISTRUSTED], ids=[c[0] for c in STATE_DISTRUSTED]
+)
+def test_a_state_file_that_is_not_exactly_ours_is_distrusted(data: bytes, why: str) -> None:
+    """A distrusted state file costs a re-hash, never a verdict: every departure is named."""
+    from k3kit.vcache import _Distrust, _parse
+
+    with pytest.raises(_Distrust, match=re.escape(why)):
+        _parse(data, _LOCK)
+
+
+def test_a_well_formed_state_file_is_read() -> None:
+    from k3kit.vcache import Record, _parse
+
+    assert _parse(_state(), _LOCK) == {
+        "/w/model.safetensors": Record("sha256", "d" * 64, "1:2:3:4:5")
+    }
