@@ -238,3 +238,34 @@ def test_walk_reports_an_entry_it_cannot_stat(
     seen: list[str] = []
     entries = list(_fs.walk(tmp_path, on_error=lambda rel, exc: seen.append(rel)))
     assert [e.rel for e in entries] == ["b"] and seen == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "unsafe"),
+    [(0o755, False), (0o700, False), (0o1777, False), (0o775, True), (0o777, True), (0o757, True)],
+    ids=["0755", "0700", "sticky 1777", "group-writable", "world-writable", "others-writable"],
+)
+def test_replaceable_by_others(tmp_path: Path, mode: int, unsafe: bool) -> None:
+    folder = tmp_path / "kits"
+    folder.mkdir()
+    folder.chmod(mode)
+    assert _fs.replaceable_by_others(folder) == (folder if unsafe else None)
+
+
+def test_replaceable_by_others_looks_above(tmp_path: Path) -> None:
+    folder = tmp_path / "a" / "b"
+    folder.mkdir(parents=True)
+    (tmp_path / "a").chmod(0o777)
+    try:
+        assert _fs.replaceable_by_others(folder) == tmp_path / "a"
+    finally:
+        (tmp_path / "a").chmod(0o755)
+
+
+def test_a_folder_owned_by_another_user_is_replaceable(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a folder to another user")
+    folder = tmp_path / "theirs"
+    folder.mkdir(mode=0o755)
+    os.chown(folder, 65534, 65534)
+    assert _fs.replaceable_by_others(folder) == folder

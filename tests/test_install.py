@@ -183,3 +183,60 @@ def test_an_install_that_loses_the_race_is_a_conflict_and_leaves_no_staging(
     assert info.value.code == "INSTALL_CONFLICT"
     assert sorted(os.listdir(into)) == [FOLDER]
     assert os.listdir(into / FOLDER) == ["theirs"]
+
+
+def _chmod(mode: int) -> Any:
+    def make(into: Path) -> Path:
+        into.mkdir()
+        into.chmod(mode)
+        return into
+
+    return make
+
+
+def _under_shared_parent(into: Path) -> Path:
+    into.parent.chmod(0o777)  # the test's own tmp folder, world-writable, not sticky
+    return into
+
+
+def _owned_by_nobody(into: Path) -> Path:
+    into.mkdir()
+    os.chown(into, 65534, 65534)
+    return into
+
+
+@pytest.mark.parametrize(
+    ("make_into", "unsafe"),
+    [
+        (_chmod(0o775), "kits"),
+        (_chmod(0o757), "kits"),
+        (_under_shared_parent, "parent"),
+        (_owned_by_nobody, "kits"),
+    ],
+    ids=["group-writable", "world-writable", "a world-writable parent", "another user's folder"],
+)
+def test_an_into_another_user_can_write_is_refused_before_staging(
+    archive: Path, golden: GoldenKit, tmp_path: Path, make_into: Any, unsafe: str
+) -> None:
+    """Whoever can write DIR could swap the verified staging copy for their own before the final
+    rename, so such a DIR is refused before anything is extracted into it."""
+    if os.geteuid() != 0 and make_into is _owned_by_nobody:
+        pytest.skip("only root can give a folder to another user")
+    into = make_into(tmp_path / "kits")
+    try:
+        rc, out, stderr = install(archive, golden.key.public, into)
+    finally:
+        tmp_path.chmod(0o700)
+    assert (rc, out["error"]["code"]) == (4, "INSTALL_DIR_UNSAFE"), stderr
+    named = into if unsafe == "kits" else tmp_path
+    assert f"{named} can be written by another user" in out["error"]["message"]
+    # Nothing extracted; under an unsafe parent the missing DIR was not even created.
+    assert (not into.exists()) if unsafe == "parent" else os.listdir(into) == []
+
+
+def test_a_sticky_shared_into_is_safe(archive: Path, golden: GoldenKit, tmp_path: Path) -> None:
+    """In a sticky folder (like /tmp) only an entry's owner may rename it: no swap is possible."""
+    into = _chmod(0o1777)(tmp_path / "kits")
+    rc, out, stderr = install(archive, golden.key.public, into)
+    assert rc == 0, stderr
+    assert out["installed"] == str((into / FOLDER).resolve())

@@ -138,6 +138,23 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, force: bool = Fa
     _fsync_dir(parent)
 
 
+def replaceable_by_others(folder: Path) -> Path | None:
+    """The first of ``folder`` (a real path) and the folders above it that another user could
+    use to swap what is inside ``folder`` after a check, else None.
+
+    Whoever can write a folder can rename any entry of it away and put their own in its place,
+    unless the folder is sticky (``/tmp``), where only an entry's owner may rename it. So each
+    folder must be owned by root or this user, and writable by group or others only if sticky.
+    """
+    me = os.geteuid()
+    for current in (folder, *folder.parents):
+        st = os.stat(current)
+        shared = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX
+        if st.st_uid not in (0, me) or shared:
+            return current
+    return None
+
+
 def staging_dir(dest: Path) -> Path:
     """A fresh private directory beside ``dest``, on the same filesystem so rename is atomic."""
     try:

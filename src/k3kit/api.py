@@ -268,7 +268,9 @@ def install_kit(
     """Verify ``kit`` and install exactly the verified bytes, read-only, as ``into/NAME-VERSION``.
 
     Returns :class:`Installed`. Raises :class:`KitNotVerified` (exit 1), ``VerificationError``
-    ``INSTALL_CONFLICT``, ``InputError`` ``KIT_NOT_FOUND``, ``EnvironmentProblem`` (I/O).
+    ``INSTALL_CONFLICT``, ``InputError`` ``KIT_NOT_FOUND`` / ``INSTALL_DIR_INVALID``,
+    ``EnvironmentProblem`` ``INSTALL_DIR_UNSAFE`` (another user can write ``into`` or a folder
+    above it) and I/O errors.
     """
     return install(kit, trusted, into, rollback=rollback)
 

@@ -284,6 +284,7 @@ class EnvironmentCode(ErrorCode):
 
     ENVIRONMENT = "ENVIRONMENT", _ENV, "environment problem (generic)"
     ENGINE_NOT_FOUND = "ENGINE_NOT_FOUND", _ENV, "the engine executable is not installed"
+    INSTALL_DIR_UNSAFE = "INSTALL_DIR_UNSAFE", _ENV, "another user can write the install folder"
     INSTALL_INCOMPLETE = "INSTALL_INCOMPLETE", _ENV, "k3kit's own files are missing"
     IO_ERROR = "IO_ERROR", _ENV, "an OSError reached the CLI"
     KEY_PASSPHRASE = "KEY_PASSPHRASE", _ENV, "wrong passphrase for the key"

@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from k3kit._fs import remove_tree, walk
+from k3kit._fs import remove_tree, replaceable_by_others, walk
 from k3kit._pathpolicy import path_problem
 from k3kit.archive import extract_safely
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
@@ -126,11 +126,32 @@ def _destination_root(into: Path) -> Path:
     # as an I/O problem (exit 4) although the operator named the wrong path (exit 3).
     if (into.exists() or into.is_symlink()) and not into.is_dir():
         raise InputError(f"{into} is not a folder", code="INSTALL_DIR_INVALID")
+    # The staging copy is verified, then renamed into place: whoever can write DIR (or a folder
+    # above it) could swap the staging folder for their own in between, and an unverified kit
+    # would be installed as verified. Checked on the nearest existing folder before anything is
+    # created, and again on DIR itself once it exists (a umask of 002 makes it group-writable).
+    existing = into
+    while not (existing.exists() or existing.is_symlink()) and existing != existing.parent:
+        existing = existing.parent
+    _refuse_replaceable(Path(os.path.realpath(existing)))
     try:
         into.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot create {into}: {exc.strerror or exc}") from exc
-    return Path(os.path.realpath(into))
+    real = Path(os.path.realpath(into))
+    _refuse_replaceable(real)
+    return real
+
+
+def _refuse_replaceable(folder: Path) -> None:
+    unsafe = replaceable_by_others(folder)
+    if unsafe is not None:
+        raise EnvironmentProblem(
+            f"{unsafe} can be written by another user, who could swap the kit between its "
+            "verification and the install",
+            code="INSTALL_DIR_UNSAFE",
+            hint="install into a folder owned by you or root and writable by no one else",
+        )
 
 
 def install(
@@ -141,7 +162,8 @@ def install(
     Returns :class:`Installed`. Raises :class:`KitNotVerified` (exit 1) when the kit does not
     verify, ``VerificationError`` ``INSTALL_CONFLICT`` when another kit is installed under the
     same name and version, ``InputError`` for a kit path that is neither, and
-    ``EnvironmentProblem`` for I/O failures. With a root of trust and ``rollback``, an older or
+    ``EnvironmentProblem`` for I/O failures and for an ``into`` another user can write
+    (``INSTALL_DIR_UNSAFE``). With a root of trust and ``rollback``, an older or
     conflicting kit is refused (``ROLLBACK``/``EQUIVOCATION``) exactly as ``verify`` refuses it.
     Weights are not part of an install: ``pull`` and ``launch`` check them.
     """

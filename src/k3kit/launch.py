@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from k3kit._fs import atomic_write
+from k3kit._fs import atomic_write, replaceable_by_others
 from k3kit.documents import read_bounded, read_kit_documents, read_listed
 from k3kit.engines import ADAPTERS, EngineAdapter, Parallel, Runtime
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
@@ -270,18 +270,14 @@ def _private_dir(path: Path) -> Path:
             code="RUNTIME_DIR_UNSAFE",
         )
     real = Path(os.path.realpath(path))
-    for parent in real.parents:
-        # Whoever can write a parent can rename this folder away and put their own in its place
-        # after the check, so the engine would read their config; a sticky parent (/tmp) is safe.
-        pst = os.stat(parent)
-        writable_by_others = pst.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-        if pst.st_uid not in (0, os.geteuid()) or (
-            writable_by_others and not pst.st_mode & stat.S_ISVTX
-        ):
-            raise EnvironmentProblem(
-                f"{parent} (above the runtime folder {real}) can be written by another user",
-                code="RUNTIME_DIR_UNSAFE",
-            )
+    # Whoever can write a parent can rename this folder away and put their own in its place
+    # after the check, so the engine would read their config.
+    unsafe = replaceable_by_others(real.parent) if real.parent != real else None
+    if unsafe is not None:
+        raise EnvironmentProblem(
+            f"{unsafe} (above the runtime folder {real}) can be written by another user",
+            code="RUNTIME_DIR_UNSAFE",
+        )
     return real
 
 

@@ -45,3 +45,13 @@ def install_kit_folder_with_an_extra_file(w: Workbench) -> Argv:
     kit = w.kit()
     (kit / "profiles" / "interactive" / "sitecustomize.py").write_text("import os\n")
     return ["install", kit, "--trust", w.trust, "--into", w.root / "kits"]
+
+
+@attack("INSTALL_DIR_UNSAFE", exit_code=4)
+def install_into_a_folder_others_can_write(w: Workbench) -> Argv:
+    """A shared, non-sticky --into lets another user swap the verified staging copy for their own
+    before the final rename: refused before the archive is read."""
+    into = w.root / "shared-kits"
+    into.mkdir()
+    into.chmod(0o777)
+    return ["install", w.archive(), "--trust", w.trust, "--into", into]
