@@ -176,11 +176,21 @@ def test_nvidia_smi_is_the_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 @pytest.mark.parametrize(
     ("script", "timeout", "reason"),
     [
-        ("echo 'NVIDIA-SMI has failed' >&2; exit 9", 60.0, "nvidia-smi exited 9"),
+        (
+            "echo 'NVIDIA-SMI has failed because it could not reach the driver' >&2; exit 9",
+            60.0,
+            "Driver Not Loaded; nvidia-smi exited 9: NVIDIA-SMI has failed because it could not",
+        ),
+        ("exit 3", 60.0, "nvidia-smi exited 3: no message"),
         (f"exec {SLEEP} 30", 0.5, "nvidia-smi failed: Command"),
         ("echo '<html/>'", 60.0, "root element is 'html'"),
     ],
-    ids=["exits non-zero", "hangs", "prints something else"],
+    ids=[
+        "exits non-zero with its reason",
+        "exits non-zero silently",
+        "hangs",
+        "prints something else",
+    ],
 )
 def test_nvidia_smi_failures_are_reasons(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, timeout: float, reason: str

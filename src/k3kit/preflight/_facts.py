@@ -179,7 +179,18 @@ def from_live_node() -> NodeFacts:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return NodeFacts("nvidia-smi", None, f"{nvml.why_unreadable}; nvidia-smi failed: {exc}")
     if proc.returncode != 0:
-        return NodeFacts("nvidia-smi", None, f"nvidia-smi exited {proc.returncode}")
+        # Its own first line says why (NVIDIA-SMI has failed because it couldn't communicate
+        # with the NVIDIA driver...), and NVML's reason is kept beside it: both sources failed.
+        said = (
+            proc.stderr.decode("utf-8", "replace").strip()
+            or proc.stdout.decode("utf-8", "replace").strip()
+        )
+        first = said.splitlines()[0][:200] if said else "no message"
+        return NodeFacts(
+            "nvidia-smi",
+            None,
+            f"{nvml.why_unreadable}; nvidia-smi exited {proc.returncode}: {first}",
+        )
     return from_nvidia_smi_xml(proc.stdout, source="nvidia-smi -q -x")
 
 
