@@ -312,7 +312,7 @@ def test_site_file_is_data_and_limited_to_four_keys(
         "--state-dir",
         tmp_path / "s",
     )
-    assert rc == 3 and "is not one of MODEL_DIR" in stderr
+    assert rc == 3 and ":3: 'LD_PRELOAD' is not a site key" in stderr
     assert not fake.log.exists()
 
 

@@ -37,6 +37,8 @@ def _render(golden: GoldenKit, tmp_path: Path, site_text: str) -> tuple[int, str
         ("MODEL_DIRECTORY=/srv", "SITE_INVALID", "did you mean MODEL_DIR?"),
         ("PORT=8000; rm -rf /", "SITE_INVALID", "PORT"),
         ("IMAGE=vllm/vllm-openai:latest", "SITE_INVALID", "by digest"),
+        ("LEADER_ADDRESS=--trust-remote-code", "SITE_INVALID", "LEADER_ADDRESS"),
+        ("RDZV_PORT=99999", "SITE_INVALID", "RDZV_PORT must be 1-65535"),
     ],
 )
 def test_site_value_that_would_change_a_locked_one_is_refused(

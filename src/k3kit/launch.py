@@ -41,6 +41,7 @@ from k3kit.documents import read_bounded, read_kit_documents, read_listed
 from k3kit.engines import ADAPTERS, EngineAdapter, Parallel, Runtime
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.models import KitInfo, KitProfile
+from k3kit.site import HOST_PATTERN, site_values
 from k3kit.trust import RollbackPolicy
 from k3kit.verify import KitNotVerified, Report, TrustSource, verify_dir
 from k3kit.weights import WeightsOptions
@@ -52,14 +53,8 @@ ENGINE_VERSION_TIMEOUT_S = 120.0
 #: The caller's variables a launched engine may see; everything else (LD_PRELOAD, PYTHONPATH,
 #: VLLM_*, HF_*, CUDA_*) is dropped, so the engine's behaviour comes from signed files.
 PASSTHROUGH = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM")
-#: Keys a site file may set: where the weights and the trust key are, where to listen.
-SITE_KEYS = ("MODEL_DIR", "K3KIT_TRUST_KEY", "HOST", "PORT")
-#: Site keys for compose, systemd and Kubernetes (``k3kit.site``) that launch accepts and ignores,
-#: so one site file serves every target.
-DEPLOY_SITE_KEYS = ("KIT_DIR", "STATE_DIR", "IMAGE", "NAMESPACE", "LEADER_ADDRESS", "RDZV_PORT")
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HOST = re.compile(r"^[A-Za-z0-9.:_\[\]-]{1,253}$")
 
 
 #: How each engine is asked its version, told to serve and wired across nodes (issue 11).
@@ -108,10 +103,12 @@ class LaunchPlan:
 
 
 def read_site(path: Path) -> Site:
-    """Parse a site file as data: ``KEY=value`` lines, ``#`` comments, only :data:`SITE_KEYS`.
+    """The launcher's values from a site file: the same file, schema and refusals as
+    ``render-site`` (:func:`k3kit.site.site_values`); only :data:`k3kit.site.LAUNCH_KEYS` are
+    used, the deploy-only keys are accepted and left to the other targets.
 
-    Raises ``InputError`` ``SITE_INVALID`` (exit 3) naming the line: a site file is the
-    operator's own input, and a value starting with ``-`` could pass for an option.
+    Raises ``InputError`` ``SITE_INVALID`` / ``SITE_LOCKED_VALUE`` (exit 3) naming the line: a
+    site file is the operator's own input, and no value may pass for an option.
     """
     data = read_bounded(
         path, MAX_SITE_BYTES, what="site file", error=InputError, code="SITE_INVALID"
@@ -120,39 +117,12 @@ def read_site(path: Path) -> Site:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8", code="SITE_INVALID") from exc
-    values: dict[str, str] = {}
-    for number, raw in enumerate(text.split("\n"), start=1):
-        line = raw.removesuffix("\r")
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        where = f"{path}:{number}"
-        if sep and key in DEPLOY_SITE_KEYS:
-            continue
-        if not sep or key not in SITE_KEYS:
-            raise InputError(
-                f"{where}: {line[:60]!r} is not one of {', '.join(SITE_KEYS)}=value",
-                code="SITE_INVALID",
-            )
-        if key in values:
-            raise InputError(f"{where}: {key} is set twice", code="SITE_INVALID")
-        if value.startswith("-") or not value or not value.isprintable():
-            raise InputError(f"{where}: {key} has an unusable value", code="SITE_INVALID")
-        values[key] = value
-    port = values.get("PORT", "8000")
-    # isascii: "²".isdigit() is True, and int("²") raises (a site file must never be exit 70).
-    if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
-        raise InputError(f"{path}: PORT must be 1-65535", code="SITE_INVALID")
-    host = values.get("HOST", "127.0.0.1")
-    if not _HOST.match(host):
-        raise InputError(
-            f"{path}: HOST {host!r} is not a host name or address", code="SITE_INVALID"
-        )
+    values = site_values(text, source=str(path), locked={})
     return Site(
         model_dir=Path(values["MODEL_DIR"]) if "MODEL_DIR" in values else None,
         trust_key=Path(values["K3KIT_TRUST_KEY"]) if "K3KIT_TRUST_KEY" in values else None,
-        host=host,
-        port=int(port),
+        host=values.get("HOST", "127.0.0.1"),
+        port=int(values.get("PORT", "8000")),
     )
 
 
@@ -404,7 +374,7 @@ def _runtime_argv(engine: EngineAdapter, chosen: KitProfile, runtime: Runtime | 
             f"--node-rank {runtime.node_rank} is outside 0..{chosen.nodes - 1}",
             code="RUNTIME_VALUES_INVALID",
         )
-    if not _HOST.match(runtime.leader) or runtime.leader.startswith("-"):
+    if not re.fullmatch(HOST_PATTERN, runtime.leader):
         raise InputError(
             f"--leader {runtime.leader!r} is not an address", code="RUNTIME_VALUES_INVALID"
         )

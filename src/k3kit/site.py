@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from k3kit.errors import InputError
 
 _ABS_PATH = r"^/[A-Za-z0-9._/@+-]{0,4095}$"
-_HOST = r"^[A-Za-z0-9.:_\[\]-]{1,253}$"
+# Never a leading "-": a value that could pass for an option on the engine's command line.
+HOST_PATTERN = r"^[A-Za-z0-9.:_\[\]][A-Za-z0-9.:_\[\]-]{0,252}$"
 IMAGE_DIGEST = r"^[a-z0-9./_-]+(:[A-Za-z0-9._-]+)?@sha256:[0-9a-f]{64}$"
 
 
@@ -36,14 +37,15 @@ SITE_KEYS: dict[str, SiteKey] = {
         _ABS_PATH, "/etc/k3kit/publisher.pub", "publisher public key, obtained out of band"
     ),
     "KIT_DIR": SiteKey(_ABS_PATH, None, "the installed kit folder (k3kit install)"),
-    "HOST": SiteKey(_HOST, "127.0.0.1", "listen address of the API server"),
+    "HOST": SiteKey(HOST_PATTERN, "127.0.0.1", "listen address of the API server"),
     "PORT": SiteKey(r"^[1-9][0-9]{0,4}$", None, "listen port of the API server"),
     "STATE_DIR": SiteKey(_ABS_PATH, "/var/lib/k3kit", "verification cache, config copies"),
     "IMAGE": SiteKey(IMAGE_DIGEST, None, "engine + k3kit container image, by digest"),
     "NAMESPACE": SiteKey(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", "default", "Kubernetes ns"),
-    "LEADER_ADDRESS": SiteKey(_HOST, None, "multi-node: address of node rank 0"),
+    "LEADER_ADDRESS": SiteKey(HOST_PATTERN, None, "multi-node: address of node rank 0"),
     "RDZV_PORT": SiteKey(r"^[1-9][0-9]{0,4}$", None, "multi-node: rendezvous port"),
 }
+_PORTS = ("PORT", "RDZV_PORT")
 #: Values only a starting node knows; a site file must not fix them.
 RUNTIME_KEYS = {
     "NODE_RANK": "passed per node (--node-rank; LWS_WORKER_INDEX on Kubernetes, %i in systemd)",
@@ -71,6 +73,19 @@ def parse_site(
 
     ``locked`` maps a name the kit fixes (``TENSOR_PARALLEL_SIZE``, ``VLLM_X``, ``IMAGE`` when
     pinned) to where it is locked; such a key is refused (``SITE_LOCKED_VALUE``, exit 3).
+    """
+    values = site_values(text, source=source, locked=locked)
+    merged = {k: v.default for k, v in SITE_KEYS.items() if v.default is not None}
+    merged.update(defaults or {})
+    merged.update(values)
+    return merged
+
+
+def site_values(text: str, *, source: str, locked: Mapping[str, str]) -> dict[str, str]:
+    """Only the values the file sets, each checked against the schema (see :func:`parse_site`).
+
+    ``launch`` reads the same file through this, so one site file means the same to every target
+    and a value absent from it stays absent (no schema default stands in for the buyer).
     """
     values: dict[str, str] = {}
     for number, raw in enumerate(text.split("\n"), start=1):
@@ -109,13 +124,10 @@ def parse_site(
                 f"{at}: {key}={value[:80]!r} is not valid ({SITE_KEYS[key].about})",
                 code="SITE_INVALID",
             )
+        if key in _PORTS and not 1 <= int(value) <= 65535:
+            raise InputError(f"{at}: {key} must be 1-65535", code="SITE_INVALID")
         values[key] = value
-    if "PORT" in values and not 1 <= int(values["PORT"]) <= 65535:
-        raise InputError(f"{source}: PORT must be 1-65535", code="SITE_INVALID")
-    merged = {k: v.default for k, v in SITE_KEYS.items() if v.default is not None}
-    merged.update(defaults or {})
-    merged.update(values)
-    return merged
+    return values
 
 
 def env_name(flag: str) -> str:
