@@ -33,13 +33,17 @@ TOOL = {
 }
 
 
-def _message(obj: dict[str, Any] | None) -> dict[str, Any]:
-    choices = (obj or {}).get("choices")
+def _chat(base: str, body: dict[str, Any], timeouts: Timeouts) -> tuple[dict[str, Any] | None, str]:
+    """One chat completion: (the first choice's message, "") or (None, why it failed)."""
+    status, obj, error = asyncio.run(post_json(f"{base}/v1/chat/completions", body, timeouts))
+    if status != 200 or obj is None:
+        return None, f"HTTP {status}: {error}"
+    choices = obj.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         message = choices[0].get("message")
         if isinstance(message, dict):
-            return message
-    return {}
+            return message, ""
+    return {}, ""
 
 
 def _verdict(claim: str, ok: bool, reason: str) -> Verdict:
@@ -60,11 +64,10 @@ def _tool_calls(base: str, model: str, parser: str, timeouts: Timeouts) -> Verdi
         "temperature": 0,
         "max_tokens": 256,
     }
-    status, obj, error = asyncio.run(post_json(f"{base}/v1/chat/completions", body, timeouts))
     claim = f"tool_calls ({parser})"
-    if status != 200 or obj is None:
-        return _verdict(claim, False, f"HTTP {status}: {error}")
-    message = _message(obj)
+    message, failed = _chat(base, body, timeouts)
+    if message is None:
+        return _verdict(claim, False, failed)
     calls = message.get("tool_calls")
     if not isinstance(calls, list) or not calls:
         text = str(message.get("content") or "")[:120]
@@ -88,11 +91,10 @@ def _reasoning(base: str, model: str, parser: str, timeouts: Timeouts) -> Verdic
         "temperature": 0,
         "max_tokens": 512,
     }
-    status, obj, error = asyncio.run(post_json(f"{base}/v1/chat/completions", body, timeouts))
     claim = f"reasoning_separated ({parser})"
-    if status != 200 or obj is None:
-        return _verdict(claim, False, f"HTTP {status}: {error}")
-    message = _message(obj)
+    message, failed = _chat(base, body, timeouts)
+    if message is None:
+        return _verdict(claim, False, failed)
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     content = message.get("content")
     if not isinstance(reasoning, str) or not reasoning.strip():
