@@ -20,9 +20,10 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from k3kit.audit.stats import binom_sf, mean, median_ci_ranks, percentile
-from k3kit.models.acceptance import Verdict
+from k3kit.models.acceptance import Verdict, VerdictKind
 
 MIN_SAMPLES = 6
 BOOTSTRAP_RESAMPLES = 2000
@@ -82,7 +83,7 @@ def dec(value: float) -> Decimal:
     return Decimal(f"{value:.9g}")
 
 
-def decide(ratio_lo: float, ratio_hi: float, lower_is_better: bool, tol: float) -> str:
+def decide(ratio_lo: float, ratio_hi: float, lower_is_better: bool, tol: float) -> VerdictKind:
     if lower_is_better:
         if ratio_hi <= 1 + tol:
             return "reproduced"
@@ -98,10 +99,9 @@ def judge_latency(
     """A latency claim (``ttft_ms.p50``, ``tpot_ms.mean``, ...) against per-request samples."""
     kind = claim.split(".", 1)[1]
     n = len(samples_ms)
-    base = {"run": run, "claim": claim, "claimed": claimed, "n": n}
+    base: dict[str, Any] = {"run": run, "claim": claim, "claimed": claimed, "n": n}
     if n < MIN_SAMPLES or claimed <= 0:
-        why = f"{n} samples: no {policy.confidence:.0%} interval below {MIN_SAMPLES}"
-        return Verdict(**base, verdict="inconclusive", reason=why)  # type: ignore[arg-type]
+        return _too_few(base, policy)
     ordered = sorted(samples_ms)
     c = float(claimed)
     if kind == "mean":
@@ -112,7 +112,7 @@ def judge_latency(
         ranks = quantile_ci_ranks(n, PCTS[kind], policy.confidence)
         if ranks is None:
             return Verdict(
-                **base,  # type: ignore[arg-type]
+                **base,
                 verdict="inconclusive",
                 reason=f"n={n} has no distribution-free interval for {kind}",
             )
@@ -121,21 +121,11 @@ def judge_latency(
         method = f"order statistics x({ranks[0]}), x({ranks[1]}) of n={n} (binomial)"
     else:
         return Verdict(
-            **base,  # type: ignore[arg-type]
+            **base,
             verdict="inconclusive",
             reason=f"{kind} is not compared",
         )
-    verdict = decide(lo / c, hi / c, True, policy.tolerance)
-    return Verdict(
-        **base,  # type: ignore[arg-type]
-        verdict=verdict,  # type: ignore[arg-type]
-        measured=dec(point),
-        ratio=dec(point / c),
-        interval=(dec(lo / c), dec(hi / c)),
-        confidence=dec(policy.confidence),
-        method=method,
-        reason=_reason(verdict, point, lo, hi, c, True, policy.tolerance),
-    )
+    return _judged(base, point, lo, hi, c, True, method, policy)
 
 
 def judge_throughput(
@@ -150,10 +140,9 @@ def judge_throughput(
     """A throughput claim; ``rows`` are (output tokens, E2E s) of completed requests and
     ``scale`` turns tokens per request-second into the claim's unit (concurrency / gpus)."""
     n = len(rows)
-    base = {"run": run, "claim": claim, "claimed": claimed, "n": n}
+    base: dict[str, Any] = {"run": run, "claim": claim, "claimed": claimed, "n": n}
     if n < MIN_SAMPLES or claimed <= 0:
-        why = f"{n} samples: no {policy.confidence:.0%} interval below {MIN_SAMPLES}"
-        return Verdict(**base, verdict="inconclusive", reason=why)  # type: ignore[arg-type]
+        return _too_few(base, policy)
     c = float(claimed)
 
     def little(sample: Sequence[tuple[float, ...]]) -> float:
@@ -161,16 +150,36 @@ def judge_throughput(
         return scale * sum(r[0] for r in sample) / seconds if seconds > 0 else 0.0
 
     lo, hi = bootstrap(rows, little, policy)
-    verdict = decide(lo / c, hi / c, False, policy.tolerance)
+    method = "percentile bootstrap of concurrency x tokens / E2E (Little's law)"
+    return _judged(base, measured, lo, hi, c, False, method, policy)
+
+
+def _too_few(base: dict[str, Any], policy: Policy) -> Verdict:
+    why = f"{base['n']} samples: no {policy.confidence:.0%} interval below {MIN_SAMPLES}"
+    return Verdict(**base, verdict="inconclusive", reason=why)
+
+
+def _judged(
+    base: dict[str, Any],
+    point: float,
+    lo: float,
+    hi: float,
+    claimed: float,
+    lower_is_better: bool,
+    method: str,
+    policy: Policy,
+) -> Verdict:
+    """The verdict of a measurement with its interval, as ratios to the claim."""
+    verdict = decide(lo / claimed, hi / claimed, lower_is_better, policy.tolerance)
     return Verdict(
-        **base,  # type: ignore[arg-type]
-        verdict=verdict,  # type: ignore[arg-type]
-        measured=dec(measured),
-        ratio=dec(measured / c),
-        interval=(dec(lo / c), dec(hi / c)),
+        **base,
+        verdict=verdict,
+        measured=dec(point),
+        ratio=dec(point / claimed),
+        interval=(dec(lo / claimed), dec(hi / claimed)),
         confidence=dec(policy.confidence),
-        method="percentile bootstrap of concurrency x tokens / E2E (Little's law)",
-        reason=_reason(verdict, measured, lo, hi, c, False, policy.tolerance),
+        method=method,
+        reason=_reason(verdict, point, lo, hi, claimed, lower_is_better, policy.tolerance),
     )
 
 
