@@ -90,9 +90,9 @@ def test_run_sh_does_not_start_the_engine_when_weights_fail(
 @pytest.mark.parametrize(
     ("line", "why"),
     [
-        ("PATH=/tmp/evil:/usr/bin", "is not one of MODEL_DIR"),
-        ("MODEL_DIR", "is not one of MODEL_DIR"),
-        ("PORT=-rf", "unusable value"),
+        ("PATH=/tmp/evil:/usr/bin", "site.env:2: 'PATH' is not a site key"),
+        ("MODEL_DIR", "site.env:2: not a KEY=value line"),
+        ("PORT=-rf", "site.env:2: PORT='-rf' is not valid"),
     ],
 )
 def test_run_sh_refuses_what_is_not_a_site_setting(
