@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,8 +50,15 @@ def as_cotenant(argv: list[str], *, check: bool = True) -> subprocess.CompletedP
 
 
 def cotenant_python(code: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run a Python snippet as the co-tenant (``sys.argv[1:]`` are ``args``)."""
-    return as_cotenant([sys.executable, "-I", "-c", code, *args], check=check)
+    """Run a standard-library Python snippet as the co-tenant (``sys.argv[1:]`` are ``args``).
+
+    The test's own interpreter may live where the co-tenant cannot reach it (``/root/.pyenv``), so
+    the snippet runs on the system's ``python3``, which every user can execute.
+    """
+    system_python = shutil.which("python3", path="/usr/bin:/bin")
+    if system_python is None:
+        pytest.skip("no system python3 for the co-tenant's steps")
+    return as_cotenant([system_python, "-I", "-c", code, *args], check=check)
 
 
 @contextmanager
