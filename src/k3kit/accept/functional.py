@@ -13,7 +13,7 @@ import json
 import random
 from typing import Any
 
-from k3kit.accept._http import Timeouts, post_json
+from k3kit.accept._http import Timeouts, post_json, server_json
 from k3kit.accept.prompts import PromptBuilder
 from k3kit.accept.workload import Promises
 from k3kit.models.acceptance import Verdict
@@ -75,12 +75,10 @@ def _tool_calls(base: str, model: str, parser: str, timeouts: Timeouts) -> Verdi
     function = calls[0].get("function") if isinstance(calls[0], dict) else None
     if not isinstance(function, dict) or function.get("name") != "get_weather":
         return _verdict(claim, False, "tool_calls[0] does not call get_weather")
-    try:
-        arguments = json.loads(str(function.get("arguments")))
-    except ValueError:
-        return _verdict(claim, False, "tool_calls[0].function.arguments is not JSON")
-    if not isinstance(arguments, dict):
-        return _verdict(claim, False, "tool_calls[0].function.arguments is not a JSON object")
+    try:  # the server's bytes: the one bounded parser, so deep nesting is a verdict, not a crash
+        arguments = server_json(str(function.get("arguments")), "tool_calls[0].function.arguments")
+    except ValueError as exc:
+        return _verdict(claim, False, f"tool_calls[0].function.arguments: {exc}")
     return _verdict(claim, True, f"structured call get_weather({json.dumps(arguments)[:80]})")
 
 
