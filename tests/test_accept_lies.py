@@ -99,7 +99,7 @@ def test_deeply_nested_event_fails_requests_not_the_run(
 ) -> None:
     code, result, _ = _lying(acceptkit, tmp_path, lie="deep_event")
     assert code == 1
-    _all_failed(result, "not strict JSON")
+    _all_failed(result, "server-sent event is not JSON")
 
 
 def test_deeply_nested_tool_arguments_are_a_verdict_not_a_crash(

@@ -149,7 +149,9 @@ def server_json(data: str | bytes, what: str = "server-sent event") -> dict[str,
             raw, source=what, max_bytes=MAX_BODY_BYTES, max_depth=MAX_SERVER_DEPTH
         )
     except K3kitError as exc:
-        raise ValueError(exc.message) from exc
+        raise ValueError(
+            exc.message.replace(f"{what}: not strict JSON", f"{what} is not JSON")
+        ) from exc
     if not isinstance(obj, dict):
         raise ValueError(f"{what} is not a JSON object")
     return obj
@@ -290,7 +292,7 @@ async def post_json(
             try:
                 obj = server_json(raw, "the answer")
             except ValueError as exc:
-                return response.status_code, None, f"{_short(exc)}: {raw[:80]!r}"
+                return response.status_code, None, f"{str(exc)[:120]}: {raw[:80]!r}"
             return response.status_code, obj, ""
     except (httpx.HTTPError, TimeoutError, OSError, ValueError) as exc:
         return 0, None, _short(exc) or "request failed"

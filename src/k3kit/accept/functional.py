@@ -78,7 +78,7 @@ def _tool_calls(base: str, model: str, parser: str, timeouts: Timeouts) -> Verdi
     try:  # the server's bytes: the one bounded parser, so deep nesting is a verdict, not a crash
         arguments = server_json(str(function.get("arguments")), "tool_calls[0].function.arguments")
     except ValueError as exc:
-        return _verdict(claim, False, f"tool_calls[0].function.arguments: {exc}")
+        return _verdict(claim, False, str(exc))
     return _verdict(claim, True, f"structured call get_weather({json.dumps(arguments)[:80]})")
 
 

@@ -191,10 +191,10 @@ def tpot(ctx: Context, out: Out) -> None:
 # 0.02%, 86,077 tokens in 86,059 chunks).
 RETOKENIZE_ABS, RETOKENIZE_REL, RETOKENIZE_RUN = 3, Fraction(5, 100), Fraction(1, 100)
 # vLLM V1 merges the tokens of several engine steps into one SSE chunk when its API server falls
-# behind (vllm/v1/engine/output_processor.py, RequestOutputCollector): a real vLLM 0.32 CPU server
-# streamed up to 1.125 tokens per chunk over a run without speculative decoding (shared notes,
-# real-engine.md). Up to MERGE_RUN is a warning (merging, or lengths inflated by that much);
-# beyond it, without speculative decoding, more tokens than the stream carried is an error.
+# behind (vllm/v1/engine/output_processor.py, RequestOutputCollector): a real vLLM 0.32 CPU
+# server streamed up to 1.125 tokens per chunk over a run without speculative decoding
+# (measured for the real-engine issue, 21). Up to MERGE_RUN is a warning (merging, or lengths
+# inflated by that much); beyond it, without speculative decoding, it is an error.
 MERGE_RUN = Fraction(115, 100)
 
 
