@@ -11,7 +11,7 @@ indices together with the next one in one chunk (vLLM V1 does so when its API se
 behind: honest, fewer chunks than tokens); ``lie`` makes the server lie about what it streamed
 (see :data:`LIES`); ``tool_mode`` answers tool requests with structured ``tool_calls``, with
 plain text, or with arguments nested 100,000 deep (``deep``); ``reasoning`` separates reasoning
-content;
+content; ``fail_with`` answers every streamed completion with HTTP 500 and that text;
 ``max_len`` refuses longer prompts (counted with the same tokenizer the client uses). Any other
 path is a 404, as vLLM answers it: ``vllm bench serve`` probes ``/tokenize`` and falls back when
 it is absent, so a 200 there would be a lie it could act on.
@@ -57,6 +57,7 @@ class Knobs:
     drop_every: int = 0
     merge_at: tuple[int, ...] = ()
     lie: str = ""
+    fail_with: str = ""
     tool_mode: str = "structured"
     reasoning: bool = True
     max_len: int | None = None
@@ -147,6 +148,11 @@ class StandInServer:
             return True
         if not body.get("stream"):
             self._plain(w, 200, {"choices": [{"text": "x", "index": 0}]})
+            await w.drain()
+            return True
+        if k.fail_with:  # an error answer whose text the client quotes
+            data = k.fail_with.encode()
+            w.write(b"HTTP/1.1 500 X\r\nContent-Length: %d\r\n\r\n%s" % (len(data), data))
             await w.drain()
             return True
         k.count += 1

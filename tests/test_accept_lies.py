@@ -152,3 +152,18 @@ def test_honest_server_merging_tokens_into_fewer_chunks_is_reproduced(
     evidence = json.loads((tmp_path / "out" / "evidence" / "interactive-c1.json").read_text())
     assert evidence["output_lens"] == [16] * 6
     assert [len(itls) + 1 for itls in evidence["itls"]] == [15] * 6
+
+
+def test_error_text_from_the_server_cannot_paint_the_terminal(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """An error body that returns the cursor and paints a pass over the failed verdict: the
+    buyer's terminal and the signed report show it escaped, on one line."""
+    paint = "\r\x1b[32maccept: reproduced\x1b[K\n"
+    code, result, stderr = _lying(acceptkit, tmp_path, fail_with=paint)
+    assert code == 1 and result["verdict"] == "not reproduced"
+    assert "\x1b" not in stderr and "\r" not in stderr
+    (error,) = result["points"][0]["errors"]
+    assert "\\x1b[32maccept: reproduced" in error and "\x1b" not in error
+    signed = _signed_predicate(acceptkit, tmp_path / "out")
+    assert all("\x1b" not in key for key in signed["points"][0]["errors"])

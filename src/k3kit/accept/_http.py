@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from k3kit._canonical import measurement_loads
+from k3kit._text import shown
 from k3kit.errors import K3kitError
 
 #: A clock in seconds; ``time.perf_counter`` unless a test injects a deterministic one.
@@ -84,8 +85,10 @@ def client(concurrency: int, timeouts: Timeouts) -> httpx.AsyncClient:
 
 
 def _short(exc: BaseException) -> str:
+    """The error as one printable line: it quotes server bytes (an error body), which reach the
+    buyer's terminal and the signed report, so a CR or ESC from the server is shown escaped."""
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return text[:MAX_ERROR_CHARS]
+    return shown(text)[:MAX_ERROR_CHARS]
 
 
 def _check_identity(response: httpx.Response) -> None:

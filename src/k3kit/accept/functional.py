@@ -13,6 +13,7 @@ import json
 import random
 from typing import Any
 
+from k3kit._text import shown
 from k3kit.accept._http import Timeouts, post_json, server_json
 from k3kit.accept.prompts import PromptBuilder
 from k3kit.accept.workload import Promises
@@ -51,7 +52,7 @@ def _verdict(claim: str, ok: bool, reason: str) -> Verdict:
         run="functional",
         claim=claim,
         verdict="reproduced" if ok else "not reproduced",
-        reason=reason[:1000],
+        reason=shown(reason)[:1000],  # it may quote the server: one printable line
     )
 
 
