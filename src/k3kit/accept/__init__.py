@@ -2,9 +2,11 @@
 
 Pipeline: verify kit and weights and read the plan (``workload``), build exact-length prompts with
 the model's tokenizer (``prompts``), replay each point with one warmup and a closed loop of
-``concurrency`` streaming clients (``_http``), judge each signed claim with an interval
-(``compare``), check the profile's functional promises (``functional``), and sign the report with
-the buyer's key (``report``). A Ctrl-C stops the run where it is; what was measured is still
+``concurrency`` streaming clients (``_http``), hold each request's reported token count against
+the text it streamed (``tokens``: a server's self-report is a claim, not a measurement), judge
+each signed claim with an interval (``compare``), check the profile's functional promises
+(``functional``), run the audit's rules on the report and sign it with the buyer's key
+(``report``): a report the audit rejects is never signed as *reproduced*. A Ctrl-C stops the run where it is; what was measured is still
 judged and signed, with ``partial: true`` in the signed bytes.
 """
 
