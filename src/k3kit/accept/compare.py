@@ -83,8 +83,12 @@ def bootstrap(
 
 
 def dec(value: float) -> Decimal:
-    """A measured float as the decimal string signed JSON carries (9 significant digits)."""
-    return Decimal(f"{value:.9g}")
+    """A measured float as the decimal string signed JSON carries (9 significant digits).
+
+    Rounding noise (below 1e-12, e.g. a difference of equal gaps) is 0: the signed model keeps
+    magnitudes within 1e-18..1e18 and refused 5e-19 with a crash after the measurement.
+    """
+    return Decimal(f"{0.0 if abs(value) < 1e-12 else value:.9g}")
 
 
 def decide(ratio_lo: float, ratio_hi: float, lower_is_better: bool, tol: float) -> VerdictKind:
