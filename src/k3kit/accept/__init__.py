@@ -6,8 +6,9 @@ the model's tokenizer (``prompts``), replay each point with one warmup and a clo
 the text it streamed (``tokens``: a server's self-report is a claim, not a measurement), judge
 each signed claim with an interval (``compare``), check the profile's functional promises
 (``functional``), run the audit's rules on the report and sign it with the buyer's key
-(``report``): a report the audit rejects is never signed as *reproduced*. A Ctrl-C stops the run where it is; what was measured is still
-judged and signed, with ``partial: true`` in the signed bytes.
+(``report``): a report the audit rejects is never signed as *reproduced*. A Ctrl-C stops the
+run where it is; what was measured is still judged and signed, with ``partial: true`` in the
+signed bytes.
 """
 
 from __future__ import annotations
