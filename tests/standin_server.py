@@ -4,8 +4,14 @@ Plain asyncio over TCP (HTTP/1.1, keep-alive, chunked server-sent events), so no
 timing comes from a framework: each completion waits ``ttft_s`` before its first token and
 ``tpot_s`` before each next one (both times ``slowdown``), streams ``max_tokens`` one-token
 chunks, then a usage chunk and ``[DONE]``, as vLLM does with ``stream_options.include_usage``.
-Knobs: ``drop_every`` closes every k-th stream mid-way; ``tool_mode`` answers tool requests with
-structured ``tool_calls`` or with plain text; ``reasoning`` separates reasoning content;
+Each token's text is a word that is one token under common tokenizers (`` the``, `` of``...), so
+the streamed text re-tokenizes to the reported count, as a real engine's does.
+Knobs: ``drop_every`` closes every k-th stream mid-way; ``merge_at`` sends the tokens at those
+indices together with the next one in one chunk (vLLM V1 does so when its API server falls
+behind: honest, fewer chunks than tokens); ``lie`` makes the server lie about what it streamed
+(see :data:`LIES`); ``tool_mode`` answers tool requests with structured ``tool_calls``, with
+plain text, or with arguments nested 100,000 deep (``deep``); ``reasoning`` separates reasoning
+content; ``fail_with`` answers every streamed completion with HTTP 500 and that text;
 ``max_len`` refuses longer prompts (counted with the same tokenizer the client uses). Any other
 path is a 404, as vLLM answers it: ``vllm bench serve`` probes ``/tokenize`` and falls back when
 it is absent, so a 200 there would be a lie it could act on.
@@ -21,6 +27,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: The lies a server can tell about its stream, each as an attacker would write it:
+#: ``short_stream`` streams one short chunk and reports ``max_tokens`` in ``usage``;
+#: ``one_write`` sends every token chunk in one write after the first-token delay;
+#: ``one_chunk`` sends the whole text in one chunk (vLLM's client would count one token's gap);
+#: ``empty_chunks`` streams ``max_tokens`` chunks of empty text and reports them all;
+#: ``usage_x1e6`` streams honestly and reports 10^6 times the tokens;
+#: ``usage_huge`` reports ``completion_tokens`` = 10^400, ``usage_2p53`` = 2^53 + 1 (both
+#: written as JSON integers); ``deep_event`` nests a chunk's ``logprobs`` 100,000 deep.
+LIES = (
+    "short_stream",
+    "one_write",
+    "one_chunk",
+    "empty_chunks",
+    "usage_x1e6",
+    "usage_huge",
+    "usage_2p53",
+    "deep_event",
+)
+WORDS = (" the", " of", " and", " to", " in", " is", " was", " for")
+DEEP = 100_000
+
 
 @dataclass
 class Knobs:
@@ -28,6 +55,9 @@ class Knobs:
     tpot_s: float = 0.01
     slowdown: float = 1.0
     drop_every: int = 0
+    merge_at: tuple[int, ...] = ()
+    lie: str = ""
+    fail_with: str = ""
     tool_mode: str = "structured"
     reasoning: bool = True
     max_len: int | None = None
@@ -120,6 +150,11 @@ class StandInServer:
             self._plain(w, 200, {"choices": [{"text": "x", "index": 0}]})
             await w.drain()
             return True
+        if k.fail_with:  # an error answer whose text the client quotes
+            data = k.fail_with.encode()
+            w.write(b"HTTP/1.1 500 X\r\nContent-Length: %d\r\n\r\n%s" % (len(data), data))
+            await w.drain()
+            return True
         k.count += 1
         drop = k.drop_every and k.count % k.drop_every == 0
         w.write(
@@ -127,28 +162,66 @@ class StandInServer:
             b"Transfer-Encoding: chunked\r\n\r\n"
         )
         tokens = int(body.get("max_tokens", 16))
-        for i in range(tokens):
-            await asyncio.sleep((k.ttft_s if i == 0 else k.tpot_s) * k.slowdown)
-            if drop and i == tokens // 2:
-                return False  # the connection closes mid-stream
-            self._event(w, {"choices": [{"index": 0, "text": " tok"}]})
+        if k.lie in ("short_stream", "one_write", "one_chunk"):
+            await asyncio.sleep(k.ttft_s * k.slowdown)
+            texts = [WORDS[0]] if k.lie == "short_stream" else self._texts(tokens)
+            texts = ["".join(texts)] if k.lie == "one_chunk" else texts
+            w.write(b"".join(self._chunk({"choices": [{"index": 0, "text": t}]}) for t in texts))
             await w.drain()
-        self._event(
-            w,
-            {"choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens}},
-        )
+        else:
+            texts = self._texts(tokens)
+            for i, text in enumerate(texts):
+                await asyncio.sleep((k.ttft_s if i == 0 else k.tpot_s) * k.slowdown)
+                if drop and i == len(texts) // 2:
+                    return False  # the connection closes mid-stream
+                self._event(w, self._token_event(text))
+                await w.drain()
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens}
+        raw = json.dumps({"choices": [], "usage": usage})
+        if k.lie == "usage_x1e6":
+            raw = raw.replace(
+                f'"completion_tokens": {tokens}', f'"completion_tokens": {tokens * 10**6}'
+            )
+        if k.lie in ("usage_huge", "usage_2p53"):
+            value = "1" + "0" * 400 if k.lie == "usage_huge" else str(2**53 + 1)
+            raw = raw.replace(f'"completion_tokens": {tokens}', f'"completion_tokens": {value}')
+        w.write(self._frame(f"data: {raw}\n\n".encode()))
         w.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
         await w.drain()
         return True
 
+    def _texts(self, tokens: int) -> list[str]:
+        """One text per chunk: a word per token, merged at ``merge_at`` (fewer chunks, honest)."""
+        texts: list[str] = []
+        carry = ""
+        for i in range(tokens):
+            word = "" if self.knobs.lie == "empty_chunks" else WORDS[i % len(WORDS)]
+            if i in self.knobs.merge_at and i < tokens - 1:
+                carry += word
+                continue
+            texts.append(carry + word)
+            carry = ""
+        return texts
+
+    def _token_event(self, text: str) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "text": text}]}
+
+    def _frame(self, data: bytes) -> bytes:
+        return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+    def _chunk(self, obj: dict[str, Any]) -> bytes:
+        return self._frame(f"data: {json.dumps(obj)}\n\n".encode())
+
     def _event(self, w: asyncio.StreamWriter, obj: dict[str, Any]) -> None:
-        data = f"data: {json.dumps(obj)}\n\n".encode()
-        w.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        data = json.dumps(obj)
+        if self.knobs.lie == "deep_event":  # written as text: Python's own encoder would recurse
+            data = data.replace('"index": 0', '"index": 0, "logprobs": ' + "[" * DEEP + "]" * DEEP)
+        w.write(self._frame(f"data: {data}\n\n".encode()))
 
     def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": "391 = 17 x 23, not prime."}
         if body.get("tools"):
-            if self.knobs.tool_mode == "structured":
+            if self.knobs.tool_mode in ("structured", "deep"):
                 message = {
                     "role": "assistant",
                     "content": None,
@@ -160,7 +233,10 @@ class StandInServer:
                         }
                     ],
                 }
-            else:
+            if self.knobs.tool_mode == "deep":
+                deep = "[" * DEEP + "]" * DEEP
+                message["tool_calls"][0]["function"]["arguments"] = '{"city": ' + deep + "}"
+            elif self.knobs.tool_mode == "text":
                 message["content"] = '<tool_call>get_weather {"city": "Paris"}</tool_call>'
         elif self.knobs.reasoning:
             message["reasoning_content"] = "Try small primes: 391 / 17 = 23."

@@ -2,35 +2,41 @@
 
 Pipeline: verify kit and weights and read the plan (``workload``), build exact-length prompts with
 the model's tokenizer (``prompts``), replay each point with one warmup and a closed loop of
-``concurrency`` streaming clients (``_http``), judge each signed claim with an interval
-(``compare``), check the profile's functional promises (``functional``), and sign the report with
-the buyer's key (``report``). A Ctrl-C stops the run where it is; what was measured is still
-judged and signed, with ``partial: true`` in the signed bytes.
+``concurrency`` streaming clients (``_http``), hold each request's reported token count against
+the text it streamed (``tokens``: a server's self-report is a claim, not a measurement), judge
+each signed claim with an interval (``compare``), check the profile's functional promises
+(``functional``), run the audit's rules on the report and sign it with the buyer's key
+(``report``): a report the audit rejects is never signed as *reproduced*. A Ctrl-C stops the
+run where it is; what was measured is still judged and signed, with ``partial: true`` in the
+signed bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from k3kit.accept._http import Sample, Timeouts, run_closed_loop
+from k3kit.accept._http import Clock, Sample, Timeouts, run_closed_loop
 from k3kit.accept.compare import Policy, dec, judge_latency, judge_throughput
 from k3kit.accept.functional import check_promises
 from k3kit.accept.prompts import PromptBuilder
 from k3kit.accept.report import (
     ACCEPTANCE_NAME,
     Measured,
+    audited,
     evidence_file,
     measured_predicate,
     measured_run,
     sign_report,
     write_report,
 )
+from k3kit.accept.tokens import MIN_TOKEN_TIME_MS, check_sample
 from k3kit.accept.workload import Plan, PointPlan, load_plan
 from k3kit.keys import keyid
 from k3kit.models.acceptance import AcceptancePredicate, PointOutcome, ReceiptRef, Verdict
@@ -46,6 +52,8 @@ __all__ = [
 ]
 
 LATENCY_CLAIMS = ("ttft", "tpot", "itl", "e2el")
+#: Per-token times have a physical floor; TTFT and E2E include the prompt and the network.
+FLOORS_MS = {"ttft": 0.0, "tpot": MIN_TOKEN_TIME_MS, "itl": MIN_TOKEN_TIME_MS, "e2el": 0.0}
 
 
 @dataclass
@@ -84,6 +92,10 @@ def _bodies(
             "max_tokens": lout,
             "stream": True,
             "stream_options": {"include_usage": True},
+            # Every generated token in the text, special ones too, without added spaces: the
+            # text is what the reported token count is checked against (accept.tokens).
+            "skip_special_tokens": False,
+            "spaces_between_special_tokens": False,
         }
         if w.temperature is not None:
             body["temperature"] = float(w.temperature)
@@ -105,7 +117,11 @@ def _judge(m: Measured, policy: Policy) -> list[Verdict]:
         for kind in ("mean", "p50", "p90", "p95", "p99"):
             claimed = getattr(stats, kind)
             if claimed is not None:
-                out.append(judge_latency(run.id, f"{metric}_ms.{kind}", claimed, samples, policy))
+                out.append(
+                    judge_latency(
+                        run.id, f"{metric}_ms.{kind}", claimed, samples, policy, FLOORS_MS[metric]
+                    )
+                )
     rows = [(float(s.output_len), s.latency_s) for s in m.ok]
     c = m.point.concurrency
     for name, scale in (("output_tok_s", c), ("output_tok_s_per_gpu", c / m.point.gpus)):
@@ -156,9 +172,15 @@ def run_accept(
     issued_at: str,
     node: dict[str, str],
     on_progress: Callable[[str], None] | None = None,
+    clock: Clock = time.perf_counter,
 ) -> AcceptanceResult:
-    """Replay every point, judge, check promises and sign; interrupted runs are signed partial."""
+    """Replay every point, judge, check promises, audit and sign; interrupted runs are signed
+    partial. ``clock`` times the requests (tests inject one; see ``_http``)."""
     say = on_progress or (lambda _t: None)
+
+    def check(sample: Sample) -> None:
+        check_sample(sample, builder.count)
+
     base = url.rstrip("/")
     endpoint = f"{base}/v1/completions"
     model = plan.promises.served_model_name
@@ -169,7 +191,9 @@ def run_accept(
         for i, point in enumerate(plan.points, 1):
             say(f"[{i}/{len(plan.points)}] {point.run.id}: c={point.concurrency}, building prompts")
             bodies = _bodies(point, model, builder, point.requests + 1, policy.seed)
-            asyncio.run(run_closed_loop(endpoint, bodies[:1], 1, timeouts, []))  # warmup
+            asyncio.run(  # warmup
+                run_closed_loop(endpoint, bodies[:1], 1, timeouts, [], check=check, clock=clock)
+            )
             collected: list[Sample] = []
             m = Measured(point, collected, 0.0, interrupted=True)
             measured.append(m)
@@ -180,7 +204,16 @@ def run_accept(
                 say(f"{len(got)}/{total} requests" + ("" if sample.ok else " (one failed)"))
 
             m.duration_s = asyncio.run(
-                run_closed_loop(endpoint, bodies[1:], point.concurrency, timeouts, collected, done)
+                run_closed_loop(
+                    endpoint,
+                    bodies[1:],
+                    point.concurrency,
+                    timeouts,
+                    collected,
+                    done,
+                    check=check,
+                    clock=clock,
+                )
             )
             m.interrupted = False
         say("functional checks")
@@ -218,5 +251,7 @@ def run_accept(
             "measured": measured_predicate(signed, runs, issued_at) if runs else None,
         }
     )
+    signer = keyid(key.public_key())
+    predicate = audited(predicate, evidence, signer)
     envelope = sign_report(predicate, key)
-    return AcceptanceResult(predicate, envelope, evidence, keyid(key.public_key()))
+    return AcceptanceResult(predicate, envelope, evidence, signer)

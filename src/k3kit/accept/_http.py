@@ -6,14 +6,17 @@ concurrency, and ``trust_env=False`` so that no proxy from the environment sits 
 and their own server. Timing follows vLLM's client exactly (``lib/endpoint_request_func.py``) so
 that the numbers mean what the receipt's definitions say: TTFT is the first chunk carrying
 ``choices`` minus the send time, each later chunk adds one inter-token gap, E2E is the last chunk,
-and the output token count is the server's ``usage.completion_tokens``. The clock is
-``time.perf_counter`` (monotonic).
+and the output token count is the server's ``usage.completion_tokens`` -- which this client only
+records, with the streamed text and the chunk count, for :mod:`k3kit.accept.tokens` to hold
+against what was streamed (a server's self-report is never taken on its word). Server bytes are
+parsed by the one bounded strict parser (:func:`server_json`), per event, as they arrive, so a
+hostile number or nesting fails that one request, never the run. The clock is
+``time.perf_counter`` (monotonic) unless a caller injects another (tests do).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -21,9 +24,20 @@ from typing import Any
 
 import httpx
 
+from k3kit._canonical import measurement_loads
+from k3kit._text import shown
+from k3kit.errors import K3kitError
+
+#: A clock in seconds; ``time.perf_counter`` unless a test injects a deterministic one.
+Clock = Callable[[], float]
+
 MAX_ERROR_CHARS = 200
 MAX_LINE_BYTES = 1024 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024
+#: The streamed text one request may carry (kept only until its tokens are counted).
+MAX_TEXT_CHARS = 4 * 1024 * 1024
+#: Nesting a server's JSON may have: a chat answer with tool calls is 8 deep.
+MAX_SERVER_DEPTH = 16
 #: Compressed answers are refused: a small compressed chunk can expand without bound before any
 #: cap applies, and a local server has no reason to compress.
 IDENTITY = {"accept-encoding": "identity"}
@@ -40,6 +54,15 @@ class Sample:
     latency_s: float = 0.0
     output_len: int = 0
     error: str = ""
+    #: What was asked (``max_tokens``, ``ignore_eos``) and what came back: the number of events
+    #: carrying ``choices``, the streamed text (dropped once counted) and the server's own
+    #: ``usage.completion_tokens`` (``None`` when it sent none).
+    max_tokens: int = 0
+    ignore_eos: bool = False
+    chunks: int = 0
+    text: list[str] = field(default_factory=list, repr=False)
+    text_chars: int = 0
+    usage: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -62,8 +85,10 @@ def client(concurrency: int, timeouts: Timeouts) -> httpx.AsyncClient:
 
 
 def _short(exc: BaseException) -> str:
+    """The error as one printable line: it quotes server bytes (an error body), which reach the
+    buyer's terminal and the signed report, so a CR or ESC from the server is shown escaped."""
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return text[:MAX_ERROR_CHARS]
+    return shown(text)[:MAX_ERROR_CHARS]
 
 
 def _check_identity(response: httpx.Response) -> None:
@@ -114,16 +139,54 @@ async def _first_bytes(response: httpx.Response, n: int) -> str:
     return data[:n].decode("utf-8", errors="replace")
 
 
-def _loads(data: str) -> object:
+def server_json(data: str | bytes, what: str = "server-sent event") -> dict[str, Any]:
+    """One JSON object from the server, parsed strictly and bounded (``ValueError`` otherwise).
+
+    The one parser for every byte a server sends accept: duplicate keys, NaN, integers beyond
+    2^53 (``10^400``, ``2^53+1``), deep nesting and oversize input are refused here, when they
+    arrive, so they fail one request instead of crashing the run after the measurement.
+    """
+    raw = data.encode("utf-8", errors="replace") if isinstance(data, str) else data
     try:
-        return json.loads(data)
-    except RecursionError as exc:  # deep nesting is bad input, not a crash
-        raise ValueError("server-sent JSON nested too deeply") from exc
+        obj = measurement_loads(
+            raw, source=what, max_bytes=MAX_BODY_BYTES, max_depth=MAX_SERVER_DEPTH
+        )
+    except K3kitError as exc:
+        raise ValueError(
+            exc.message.replace(f"{what}: not strict JSON", f"{what} is not JSON")
+        ) from exc
+    if not isinstance(obj, dict):
+        raise ValueError(f"{what} is not a JSON object")
+    return obj
 
 
-async def _consume(response: httpx.Response, sample: Sample, sent: float) -> None:
+def _completion_tokens(usage: object) -> int | None:
+    """``usage.completion_tokens`` as a count, or ``ValueError``: a usage block that does not
+    say a count is a broken answer, not one to pass over."""
+    if not isinstance(usage, dict):
+        return None
+    tokens = usage.get("completion_tokens")
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ValueError(f"usage.completion_tokens is not a token count: {str(tokens)[:40]}")
+    return tokens
+
+
+def _add_text(sample: Sample, choice: object) -> None:
+    text = choice.get("text") if isinstance(choice, dict) else None
+    if text is None:
+        return
+    if not isinstance(text, str):
+        raise ValueError("choices[0].text is not a string")
+    sample.text_chars += len(text)
+    if sample.text_chars > MAX_TEXT_CHARS:
+        raise ValueError(f"over {MAX_TEXT_CHARS} characters of streamed text")
+    sample.text.append(text)
+
+
+async def _consume(response: httpx.Response, sample: Sample, sent: float, clock: Clock) -> None:
     last = sent
     done = False
+    first = True
     async for line in _lines(response):
         if not line.startswith("data:"):
             continue
@@ -131,36 +194,47 @@ async def _consume(response: httpx.Response, sample: Sample, sent: float) -> Non
         if data == "[DONE]":
             done = True
             break
-        now = time.perf_counter()
-        obj = _loads(data)
-        if not isinstance(obj, dict):
-            raise ValueError("server-sent event is not a JSON object")
-        if obj.get("choices"):
-            if sample.ttft_s == 0.0:
-                sample.ttft_s = now - sent
+        now = clock()
+        obj = server_json(data)
+        choices = obj.get("choices")
+        if choices:
+            if not isinstance(choices, list):
+                raise ValueError("choices is not a list")
+            _add_text(sample, choices[0])
+            sample.chunks += 1
+            if first:
+                sample.ttft_s, first = now - sent, False
             else:
                 sample.itl_s.append(now - last)
             last = now
-        elif isinstance(obj.get("usage"), dict):
-            tokens = obj["usage"].get("completion_tokens")
-            if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
-                sample.output_len = tokens
+        usage = _completion_tokens(obj.get("usage"))
+        if usage is not None:
+            sample.usage = usage
     if not done:
         raise ValueError("the stream ended without [DONE]")
-    if sample.ttft_s == 0.0:
+    if first:
         raise ValueError("no token was streamed")
     sample.latency_s = last - sent
 
 
 async def stream_completion(
-    http: httpx.AsyncClient, url: str, body: dict[str, Any], input_len: int, timeouts: Timeouts
+    http: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    input_len: int,
+    timeouts: Timeouts,
+    clock: Clock = time.perf_counter,
 ) -> Sample:
     """POST one streaming completion; every failure becomes ``Sample.error``, never an exception.
 
     Cancellation (Ctrl-C) is the one exception that passes through: it must stop the run.
     """
-    sample = Sample(input_len=input_len)
-    sent = time.perf_counter()
+    sample = Sample(
+        input_len=input_len,
+        max_tokens=int(body.get("max_tokens", 0)),
+        ignore_eos=bool(body.get("ignore_eos")),
+    )
+    sent = clock()
     sample.start_s = sent
     try:
         async with asyncio.timeout(timeouts.request_s):
@@ -168,13 +242,10 @@ async def stream_completion(
                 if response.status_code != 200:
                     text = await _first_bytes(response, 120)
                     raise ValueError(f"HTTP {response.status_code}: {text}")
-                await _consume(response, sample, sent)
+                await _consume(response, sample, sent, clock)
     except (httpx.HTTPError, ValueError, TimeoutError, OSError) as exc:
         what = "request timed out" if isinstance(exc, TimeoutError) else _short(exc)
         sample.error = what or "failed"
-    if sample.ok and sample.output_len == 0:
-        # No usage block: count streamed chunks, as vLLM does when the server sends no usage.
-        sample.output_len = 1 + len(sample.itl_s)
     return sample
 
 
@@ -185,23 +256,32 @@ async def run_closed_loop(
     timeouts: Timeouts,
     collected: list[Sample],
     on_done: Callable[[Sample], None] | None = None,
+    *,
+    check: Callable[[Sample], None] | None = None,
+    clock: Clock = time.perf_counter,
 ) -> float:
     """Send ``bodies`` with ``concurrency`` clients; append each sample as it ends; return the
-    duration (first send to last completion). ``collected`` keeps what finished if cancelled."""
+    duration (first send to last completion). ``collected`` keeps what finished if cancelled.
+
+    ``check`` judges each sample as soon as it ends (accept counts its tokens there), so a
+    stream's text is held for one request, never for the whole point.
+    """
     queue = list(reversed(bodies))
     async with client(concurrency, timeouts) as http:
-        start = time.perf_counter()
+        start = clock()
 
         async def worker() -> None:
             while queue:
                 body, input_len = queue.pop()
-                sample = await stream_completion(http, url, body, input_len, timeouts)
+                sample = await stream_completion(http, url, body, input_len, timeouts, clock)
+                if check is not None:
+                    check(sample)
                 collected.append(sample)
                 if on_done is not None:
                     on_done(sample)
 
         await asyncio.gather(*(worker() for _ in range(min(concurrency, len(bodies)))))
-        return time.perf_counter() - start
+        return clock() - start
 
 
 async def post_json(
@@ -213,11 +293,9 @@ async def post_json(
             async with http.stream("POST", url, json=body, headers=IDENTITY) as response:
                 raw = await _read_capped(response, MAX_BODY_BYTES)
             try:
-                obj = json.loads(raw)
-            except (ValueError, RecursionError):
-                return response.status_code, None, f"not JSON: {raw[:120]!r}"
-            if not isinstance(obj, dict):
-                return response.status_code, None, "the answer is not a JSON object"
+                obj = server_json(raw, "the answer")
+            except ValueError as exc:
+                return response.status_code, None, f"{str(exc)[:120]}: {raw[:80]!r}"
             return response.status_code, obj, ""
     except (httpx.HTTPError, TimeoutError, OSError, ValueError) as exc:
         return 0, None, _short(exc) or "request failed"

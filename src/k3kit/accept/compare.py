@@ -11,7 +11,11 @@ delivers exactly that). Then, with a tolerance t:
   reproduced* when the whole interval is above it; *inconclusive* otherwise;
 * higher is better (throughputs): mirrored around 1 - t;
 * fewer than :data:`MIN_SAMPLES` samples: *inconclusive*, because no 95% interval exists (the
-  median's [min, max] covers only 1 - 2/2^n of the time: 75% at n = 3).
+  median's [min, max] covers only 1 - 2/2^n of the time: 75% at n = 3);
+* a per-token time (TPOT, ITL) whose judged statistic is below a physical floor (``floor_ms``,
+  :data:`k3kit.accept.tokens.MIN_TOKEN_TIME_MS`): *not reproduced*, whatever the interval says:
+  a TPOT of 0 is a stream written at once, which measures no decoding and cannot reproduce a
+  claim about it.
 """
 
 from __future__ import annotations
@@ -79,8 +83,12 @@ def bootstrap(
 
 
 def dec(value: float) -> Decimal:
-    """A measured float as the decimal string signed JSON carries (9 significant digits)."""
-    return Decimal(f"{value:.9g}")
+    """A measured float as the decimal string signed JSON carries (9 significant digits).
+
+    Rounding noise (below 1e-12, e.g. a difference of equal gaps) is 0: the signed model keeps
+    magnitudes within 1e-18..1e18 and refused 5e-19 with a crash after the measurement.
+    """
+    return Decimal(f"{0.0 if abs(value) < 1e-12 else value:.9g}")
 
 
 def decide(ratio_lo: float, ratio_hi: float, lower_is_better: bool, tol: float) -> VerdictKind:
@@ -93,13 +101,38 @@ def decide(ratio_lo: float, ratio_hi: float, lower_is_better: bool, tol: float) 
     return "not reproduced" if ratio_hi < 1 - tol else "inconclusive"
 
 
+def _point(kind: str, ordered: list[float]) -> float | None:
+    if not ordered:
+        return None
+    if kind == "mean":
+        return mean(ordered)
+    return percentile(ordered, PCTS[kind] * 100) if kind in PCTS else None
+
+
 def judge_latency(
-    run: str, claim: str, claimed: Decimal, samples_ms: list[float], policy: Policy
+    run: str,
+    claim: str,
+    claimed: Decimal,
+    samples_ms: list[float],
+    policy: Policy,
+    floor_ms: float = 0.0,
 ) -> Verdict:
-    """A latency claim (``ttft_ms.p50``, ``tpot_ms.mean``, ...) against per-request samples."""
+    """A latency claim (``ttft_ms.p50``, ``tpot_ms.mean``, ...) against per-request samples;
+    a statistic below ``floor_ms`` is *not reproduced* (see the module's docstring)."""
     kind = claim.split(".", 1)[1]
     n = len(samples_ms)
     base: dict[str, Any] = {"run": run, "claim": claim, "claimed": claimed, "n": n}
+    point = _point(kind, sorted(samples_ms))
+    if point is not None and point < floor_ms:
+        return Verdict(
+            **base,
+            verdict="not reproduced",
+            measured=dec(point),
+            reason=(
+                f"measured {point:.6g} ms per token, below the {floor_ms:g} ms no decoding "
+                "reaches: the tokens arrived at once, so nothing about decoding was measured"
+            ),
+        )
     if n < MIN_SAMPLES or claimed <= 0:
         return _too_few(base, policy)
     ordered = sorted(samples_ms)

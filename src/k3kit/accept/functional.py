@@ -13,7 +13,8 @@ import json
 import random
 from typing import Any
 
-from k3kit.accept._http import Timeouts, post_json
+from k3kit._text import shown
+from k3kit.accept._http import Timeouts, post_json, server_json
 from k3kit.accept.prompts import PromptBuilder
 from k3kit.accept.workload import Promises
 from k3kit.models.acceptance import Verdict
@@ -51,7 +52,7 @@ def _verdict(claim: str, ok: bool, reason: str) -> Verdict:
         run="functional",
         claim=claim,
         verdict="reproduced" if ok else "not reproduced",
-        reason=reason[:1000],
+        reason=shown(reason)[:1000],  # it may quote the server: one printable line
     )
 
 
@@ -75,12 +76,10 @@ def _tool_calls(base: str, model: str, parser: str, timeouts: Timeouts) -> Verdi
     function = calls[0].get("function") if isinstance(calls[0], dict) else None
     if not isinstance(function, dict) or function.get("name") != "get_weather":
         return _verdict(claim, False, "tool_calls[0] does not call get_weather")
-    try:
-        arguments = json.loads(str(function.get("arguments")))
-    except ValueError:
-        return _verdict(claim, False, "tool_calls[0].function.arguments is not JSON")
-    if not isinstance(arguments, dict):
-        return _verdict(claim, False, "tool_calls[0].function.arguments is not a JSON object")
+    try:  # the server's bytes: the one bounded parser, so deep nesting is a verdict, not a crash
+        arguments = server_json(str(function.get("arguments")), "tool_calls[0].function.arguments")
+    except ValueError as exc:
+        return _verdict(claim, False, str(exc))
     return _verdict(claim, True, f"structured call get_weather({json.dumps(arguments)[:80]})")
 
 

@@ -23,6 +23,8 @@ from k3kit._canonical import dumps, model_bytes
 from k3kit._fs import atomic_write, refuse_existing
 from k3kit.accept._http import Sample
 from k3kit.accept.workload import PointPlan
+from k3kit.audit.acceptance import audit_measured
+from k3kit.audit.findings import ERROR
 from k3kit.audit.stats import mean, percentile, pstdev
 from k3kit.evidence import parse_evidence, summarize
 from k3kit.models import KIT_SUBJECT, STATEMENT_TYPE, WEIGHTS_SUBJECT, ReceiptPredicate, load
@@ -32,11 +34,21 @@ from k3kit.models.acceptance import (
     RECEIPT_SUBJECT,
     AcceptancePredicate,
     AcceptanceStatement,
+    Verdict,
 )
 from k3kit.sign import sign_envelope
 
 ACCEPTANCE_NAME = "acceptance.dsse.json"
 TOOL_NOTE = "k3kit accept (client timed as vllm bench serve)"
+#: What an acceptance run does not show, said in the report (the audit's R36 asks for each).
+LIMITATIONS = (
+    "Measured by k3kit accept on the buyer's node against the buyer's server; the node's "
+    "hardware is described by the node facts, not checked against the receipt.",
+    "Accuracy (output quality) was not measured: accept times the streamed tokens and checks "
+    "their count against the verified tokenizer, and the profile's functional promises.",
+    "Text-only measurements: prompts are text of an exact token length, no images.",
+    "Percentiles from a small sample are descriptive; each verdict carries its own interval.",
+)
 
 
 @dataclass
@@ -100,11 +112,17 @@ def evidence_file(m: Measured, model: str) -> bytes:
     }
     for metric in ("ttft", "tpot", "itl", "e2el"):
         values = sorted(m.metric_ms(metric)) or [0.0]
-        obj[f"mean_{metric}_ms"] = mean(values)
-        obj[f"median_{metric}_ms"] = percentile(values, 50)
-        obj[f"std_{metric}_ms"] = pstdev(values)
-        obj[f"p99_{metric}_ms"] = percentile(values, 99)
+        obj[f"mean_{metric}_ms"] = _tidy(mean(values))
+        obj[f"median_{metric}_ms"] = _tidy(percentile(values, 50))
+        obj[f"std_{metric}_ms"] = _tidy(pstdev(values))
+        obj[f"p99_{metric}_ms"] = _tidy(percentile(values, 99))
     return dumps(obj)
+
+
+def _tidy(value: float) -> float:
+    """Rounding noise is zero: the std of equal gaps comes out as 5e-19, which the evidence
+    model (decimals within 1e-18..1e18) refused with a crash after the whole measurement."""
+    return 0.0 if abs(value) < 1e-12 else value
 
 
 def _dec(value: float) -> Decimal:
@@ -165,10 +183,7 @@ def measured_predicate(
         ),
         "workloads": workloads,
         "runs": runs,
-        "limitations": [
-            "Measured by k3kit accept on the buyer's node against the buyer's server; the node's "
-            "hardware is described by the node facts, not checked against the receipt.",
-        ],
+        "limitations": list(LIMITATIONS),
         "kit": signed.kit,
         "weights": signed.weights,
         "issued_at": issued_at,
@@ -183,14 +198,54 @@ def measured_predicate(
     return load(ReceiptPredicate, data, source="acceptance runs", code="ACCEPTANCE_INTERNAL")
 
 
+def _subjects(predicate: AcceptancePredicate) -> dict[str, str]:
+    ref = predicate.receipt
+    return {
+        KIT_SUBJECT: ref.kit_sha256,
+        WEIGHTS_SUBJECT: ref.weights_lock_sha256,
+        RECEIPT_SUBJECT: ref.receipt_sha256,
+    }
+
+
+def audited(
+    predicate: AcceptancePredicate, evidence: dict[str, bytes], signer_keyid: str
+) -> AcceptancePredicate:
+    """The predicate with one *not reproduced* verdict per error the audit finds in it.
+
+    The audit's rules run on exactly what is about to be signed (the measured runs and the
+    evidence bytes), so a report ``k3kit audit`` would reject is never signed as *reproduced*:
+    the reasons go into the signed report instead, where the buyer and a seller both read them.
+    """
+    if predicate.measured is None:
+        return predicate
+    findings = audit_measured(
+        predicate.measured,
+        evidence,
+        signer_keyid=signer_keyid,
+        subjects=_subjects(predicate),
+    )
+    errors = [
+        Verdict(
+            run=(f.run or "audit")[:128],
+            claim=f"audit {f.rule}",
+            verdict="not reproduced",
+            reason=f"the audit rejects the measurement: {f.message}"[:1000],
+        )
+        for f in findings
+        if f.severity == ERROR
+    ]
+    if not errors:
+        return predicate
+    return predicate.model_copy(update={"verdicts": [*predicate.verdicts, *errors]})
+
+
 def sign_report(predicate: AcceptancePredicate, key: Ed25519PrivateKey) -> bytes:
     """The DSSE envelope (own payloadType) around the acceptance Statement."""
     statement = {
         "_type": STATEMENT_TYPE,
         "subject": [
-            {"name": KIT_SUBJECT, "digest": {"sha256": predicate.receipt.kit_sha256}},
-            {"name": WEIGHTS_SUBJECT, "digest": {"sha256": predicate.receipt.weights_lock_sha256}},
-            {"name": RECEIPT_SUBJECT, "digest": {"sha256": predicate.receipt.receipt_sha256}},
+            {"name": name, "digest": {"sha256": digest}}
+            for name, digest in _subjects(predicate).items()
         ],
         "predicateType": ACCEPTANCE_PREDICATE_TYPE,
         "predicate": predicate.model_dump(mode="json", by_alias=True, exclude_none=True),

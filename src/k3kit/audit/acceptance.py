@@ -4,6 +4,9 @@ The report's ``measured`` runs are a receipt predicate with per-request evidence
 report, so the receipt rules apply unchanged: the signature (the buyer's key, the acceptance
 ``payloadType``) first, then the evidence bytes against their signed sha256, then every rule.
 There is no kit here, so the kit-binding rules say "not checkable", never "passed".
+
+``k3kit accept`` runs the same rules on what it measured *before* it signs
+(:func:`audit_measured`): a report the audit would reject is never signed as *reproduced*.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from k3kit.audit.context import KitFacts, Policy, build_context
 from k3kit.audit.engine import AuditReport, _evidence, run_rules
 from k3kit.audit.findings import ERROR, Finding
 from k3kit.errors import VerificationError
-from k3kit.models import load
+from k3kit.evidence import RunData, parse_evidence
+from k3kit.models import ReceiptPredicate, load
 from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE, AcceptanceStatement
 from k3kit.sign import MAX_ENVELOPE_BYTES, verify_envelope
 
@@ -82,19 +86,51 @@ def audit_acceptance(
     evidence_facts = KitFacts(None, None, None)
     results = _evidence(report.parent, pred, evidence_facts)
     subjects = {s.name: s.digest.get("sha256", "") for s in statement.subject}
-    ctx = build_context(
-        pred,
-        signer_keyid=verified.signer_keyid,
-        kit=None,
-        results=results,
-        subjects=subjects,
-        policy=policy,
-    )
-    for rv in ctx.runs:  # the evidence sits beside the report, checked against its sha256
-        if rv.result is not None:
-            rv.raw_note = ""
-    findings = run_rules(ctx)
+    findings = _rules(pred, results, verified.signer_keyid, subjects, policy)
     for run_id, status in evidence_facts.evidence_status.items():
         if status != "ok":
             findings.append(Finding("R03", ERROR, run_id, f"evidence/{run_id}.json: {status}"))
     return AuditReport(label, findings, facts)
+
+
+def _rules(
+    pred: ReceiptPredicate,
+    results: dict[str, RunData],
+    signer_keyid: str,
+    subjects: dict[str, str],
+    policy: Policy | None,
+) -> list[Finding]:
+    """Every rule over the measured runs; the evidence sits beside the report (or in memory)."""
+    ctx = build_context(
+        pred, signer_keyid=signer_keyid, kit=None, results=results, subjects=subjects, policy=policy
+    )
+    for rv in ctx.runs:
+        if rv.result is not None:
+            rv.raw_note = ""
+    return run_rules(ctx)
+
+
+def audit_measured(
+    pred: ReceiptPredicate,
+    evidence: dict[str, bytes],
+    *,
+    signer_keyid: str,
+    subjects: dict[str, str],
+) -> list[Finding]:
+    """The audit's findings on an acceptance report not yet signed (``evidence`` by run id).
+
+    The same rules ``k3kit audit acceptance.dsse.json`` runs later, on the same bytes, so what
+    accept signs and what the audit says of it cannot disagree.
+    """
+    results = {
+        run.id: parse_evidence(
+            evidence[run.id],
+            source=run.evidence or run.id,
+            tool=run.evidence_tool,
+            record=run.evidence_record,
+            error=VerificationError,
+        )
+        for run in pred.runs
+        if run.id in evidence
+    }
+    return _rules(pred, results, signer_keyid, subjects, None)

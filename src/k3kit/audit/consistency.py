@@ -190,6 +190,12 @@ def tpot(ctx: Context, out: Out) -> None:
 # few either way. Tolerated per request: max(3 tokens, 5%); over the run: 1% (the corpus shows
 # 0.02%, 86,077 tokens in 86,059 chunks).
 RETOKENIZE_ABS, RETOKENIZE_REL, RETOKENIZE_RUN = 3, Fraction(5, 100), Fraction(1, 100)
+# vLLM V1 merges the tokens of several engine steps into one SSE chunk when its API server falls
+# behind (vllm/v1/engine/output_processor.py, RequestOutputCollector): a real vLLM 0.32 CPU
+# server streamed up to 1.125 tokens per chunk over a run without speculative decoding
+# (measured for the real-engine issue, 21). Up to MERGE_RUN is a warning (merging, or lengths
+# inflated by that much); beyond it, without speculative decoding, it is an error.
+MERGE_RUN = Fraction(115, 100)
 
 
 def _spec_counters(out: Out, rv: RunView) -> int:
@@ -284,14 +290,25 @@ def itl_chunks(ctx: Context, out: Out) -> None:
             per_chunk = Fraction(tokens, chunks)
             spec = _spec_expected(rv)
             accept = None if rv.summary is None else rv.summary.spec_decode_acceptance_length
-            inflated = not spec and per_chunk > 1 + RETOKENIZE_RUN
+            inflated = not spec and per_chunk > MERGE_RUN
+            merged = not spec and not inflated and per_chunk > 1 + RETOKENIZE_RUN
+            if merged:
+                out.warning(
+                    rv.id,
+                    f"{tokens} output tokens in {chunks} streamed chunks "
+                    f"({num(per_chunk, 4)} tok/chunk) without speculative decoding: vLLM V1 "
+                    "merges tokens into one chunk when its API server falls behind; otherwise "
+                    "the output lengths are inflated",
+                    f"<= {num(1 + RETOKENIZE_RUN, 3)} tok/chunk unless chunks were merged",
+                    f"{num(per_chunk, 4)}",
+                )
             if inflated:
                 out.error(
                     rv.id,
                     f"{tokens} output tokens in {chunks} streamed chunks "
                     f"({num(per_chunk, 4)} tok/chunk) without speculative decoding: more tokens "
                     "than the stream carried (declare speculative_decoding if it was on)",
-                    f"<= {num(1 + RETOKENIZE_RUN, 3)} tok/chunk (re-tokenization tolerance)",
+                    f"<= {num(MERGE_RUN, 3)} tok/chunk (merged chunks, re-tokenization)",
                     f"{num(per_chunk, 4)}",
                 )
             if accept is not None and not (
@@ -304,7 +321,7 @@ def itl_chunks(ctx: Context, out: Out) -> None:
                     f"{num(accept, 4)} tok/chunk",
                     f"{num(per_chunk, 4)}",
                 )
-            if not gaps and not crowded and not inflated:
+            if not gaps and not crowded and not inflated and not merged:
                 out.passed(
                     rv.id,
                     f"{tokens} tokens in {chunks} chunks ({num(per_chunk, 4)} tok/chunk); "

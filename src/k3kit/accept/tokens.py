@@ -1,0 +1,75 @@
+"""Hold each request's token count to what was streamed: the server's ``usage`` is a claim.
+
+Every latency and throughput figure divides by an output token count, and the count a server
+reports (``usage.completion_tokens``) is its own say-so: a server that streams one short chunk
+and reports 16 tokens would otherwise show a TPOT of 0 and 16 tokens of throughput per request.
+So each finished request is checked here, with the tokenizer of the verified weights over the
+text the stream actually carried, before it counts:
+
+* the streamed text, re-tokenized, must be within the re-tokenization allowance of the reported
+  count (text decoded from generated ids and encoded again can differ by a few tokens; the
+  allowance is the audit's own, :data:`~k3kit.audit.consistency.RETOKENIZE_ABS` tokens or
+  :data:`~k3kit.audit.consistency.RETOKENIZE_REL` of the count, so accept and audit agree);
+* never more than ``max_tokens``, and under ``ignore_eos`` exactly ``max_tokens`` (the engine
+  was told to generate that many; vLLM stops early only at the context limit, which it refuses
+  up front);
+* no more chunks than tokens (within the same allowance): each chunk carries at least one token,
+  so empty chunks that only add inter-token gaps are padding. Fewer chunks than tokens is
+  honest: vLLM V1 merges tokens into one chunk when its API server falls behind
+  (``RequestOutputCollector``) and speculative decoding emits several per step.
+
+A request that fails a check is a failed request (``Sample.error``): it counts against the
+run's ``completed`` claim and adds nothing to any statistic. Without a usage block the count is
+the re-tokenized text (vLLM's client counts chunks there; the text is the better witness).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from k3kit.accept._http import Sample
+from k3kit.audit.consistency import RETOKENIZE_ABS, RETOKENIZE_REL
+
+#: No decoding delivers a token faster than this (10,000 tokens/s for one stream; the fastest
+#: published single-stream rates are 2-3k tokens/s, i.e. 0.3-0.5 ms): a per-token time below it
+#: is a stream written at once, never a measurement of decoding.
+MIN_TOKEN_TIME_MS = 0.1
+
+
+def allowance(tokens: int) -> int:
+    """Tokens by which a re-tokenized count may honestly differ from the generated count."""
+    return max(RETOKENIZE_ABS, int(RETOKENIZE_REL * tokens))
+
+
+def _problem(sample: Sample, streamed: int) -> str:
+    """Why the sample's reported count cannot be believed, or "" when it can."""
+    usage = sample.usage
+    if usage is not None and abs(usage - streamed) > allowance(usage):
+        return (
+            f"the server reported {usage} output tokens but streamed text of {streamed} "
+            f"(allowed: +-{allowance(usage)})"
+        )
+    count = streamed if usage is None else usage
+    slack = 0 if usage is not None else allowance(count)  # re-tokenized: only about the count
+    if count == 0:
+        return "no token was streamed (empty text)"
+    if sample.max_tokens and count > sample.max_tokens + slack:
+        return f"{count} output tokens, more than max_tokens {sample.max_tokens}"
+    if sample.ignore_eos and count + slack < sample.max_tokens:
+        return f"{count} output tokens under ignore_eos (max_tokens {sample.max_tokens})"
+    if sample.chunks > count + allowance(count):
+        return f"{sample.chunks} chunks for {count} tokens: chunks without tokens"
+    return ""
+
+
+def check_sample(sample: Sample, count: Callable[[str], int]) -> None:
+    """Set the sample's verified ``output_len``, or fail it; the streamed text is then dropped."""
+    text, sample.text = "".join(sample.text), []
+    if not sample.ok:
+        return
+    streamed = count(text)
+    problem = _problem(sample, streamed)
+    if problem:
+        sample.error = problem[:200]
+        return
+    sample.output_len = streamed if sample.usage is None else sample.usage

@@ -1,0 +1,169 @@
+"""A server that lies about what it streamed never gets a claim *reproduced*, nor exit 70.
+
+Each test is the attack as a server operator would mount it against ``k3kit accept``: a real HTTP
+server on 127.0.0.1 (``tests.standin_server`` with ``lie=...``), the real CLI in a subprocess,
+the buyer's real key signing the report. What the server reports about itself (``usage``) is
+held against what it streamed (the verified tokenizer over the streamed text); its JSON is
+parsed by the one bounded parser as it arrives, so hostile numbers and nesting fail requests, not
+the run. The honest counterpart: a server that merges tokens into fewer chunks, as vLLM V1 does
+when its API server falls behind, still reproduces.
+
+The servers here run at half the signed delays (100 ms TTFT, 5 ms per token against 200 ms and
+10 ms claimed), so no verdict below depends on how busy the machine is: a lie fails through its
+structure (token counts, chunk counts, a per-token time no decoding reaches), and the honest
+server has a 2x margin.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from k3kit.keys import load_public
+from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE
+from k3kit.sign import verify_envelope
+from tests.standin_server import DEEP
+from tests.test_accept import _accept, _by_claim, _server
+from tests.test_accept import acceptkit as acceptkit  # the shared signed kit (a fixture)
+
+FAST = {"ttft_s": 0.1, "tpot_s": 0.005}
+ONE_POINT = ("--points", "1", "--requests", "6")
+
+
+def _lying(kit: dict[str, Path], tmp: Path, **knobs: Any) -> tuple[int, dict[str, Any], str]:
+    with _server(kit, **FAST, **knobs) as server:
+        proc, result = _accept(kit, server.url, tmp / "out", *ONE_POINT)
+    assert proc.returncode not in (0, 70), proc.stderr
+    return proc.returncode, result, proc.stderr
+
+
+def _signed_predicate(kit: dict[str, Path], out: Path) -> dict[str, Any]:
+    verified = verify_envelope(
+        (out / "acceptance.dsse.json").read_bytes(),
+        [load_public(kit["pub"])],
+        expected_type=ACCEPTANCE_PAYLOAD_TYPE,
+        source="report",
+    )
+    predicate: dict[str, Any] = json.loads(verified.payload)["predicate"]
+    return predicate
+
+
+def _all_failed(result: dict[str, Any], why: str) -> None:
+    assert result["verdict"] == "not reproduced"
+    point = result["points"][0]
+    assert point["failed"] == point["requests"] == 6, point
+    assert all(why in error for error in point["errors"]), point["errors"]
+    completed = _by_claim(result)[("interactive-c1", "completed")]
+    assert completed["verdict"] == "not reproduced"
+    # nothing that failed is measured: no latency or throughput claim is reproduced
+    assert not [v for v in result["verdicts"] if v["verdict"] == "reproduced"]
+
+
+def test_short_stream_with_big_usage_is_refused(acceptkit: dict[str, Path], tmp_path: Path) -> None:
+    """One short chunk per request, ``usage.completion_tokens`` = 16: was reproduced, TPOT 0."""
+    code, result, _ = _lying(acceptkit, tmp_path, lie="short_stream")
+    assert code == 1
+    _all_failed(result, "reported 16 output tokens but streamed text of 1")
+
+
+def test_empty_chunks_are_refused(acceptkit: dict[str, Path], tmp_path: Path) -> None:
+    """Sixteen chunks of empty text and a usage of 16: the gaps are real, the tokens are not."""
+    code, result, _ = _lying(acceptkit, tmp_path, lie="empty_chunks")
+    assert code == 1
+    _all_failed(result, "streamed text of 0")
+
+
+def test_usage_times_a_million_is_refused(acceptkit: dict[str, Path], tmp_path: Path) -> None:
+    code, result, _ = _lying(acceptkit, tmp_path, lie="usage_x1e6")
+    assert code == 1
+    _all_failed(result, "reported 16000000 output tokens")
+
+
+@pytest.mark.parametrize("lie", ["usage_huge", "usage_2p53"])
+def test_usage_beyond_the_interoperable_range_fails_requests_not_the_run(
+    lie: str, acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """``completion_tokens`` of 10^400 or 2^53 + 1 crashed the run after the measurement
+    (exit 70); now each request fails as it arrives and the report is signed, not reproduced."""
+    code, result, stderr = _lying(acceptkit, tmp_path, lie=lie)
+    assert code == 1 and "Traceback" not in stderr
+    _all_failed(result, "integer")
+    assert _signed_predicate(acceptkit, tmp_path / "out")["points"][0]["failed"] == 6
+
+
+def test_deeply_nested_event_fails_requests_not_the_run(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    code, result, _ = _lying(acceptkit, tmp_path, lie="deep_event")
+    assert code == 1
+    _all_failed(result, "server-sent event is not JSON")
+
+
+def test_deeply_nested_tool_arguments_are_a_verdict_not_a_crash(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    code, result, stderr = _lying(acceptkit, tmp_path, tool_mode="deep")
+    assert code == 1 and "Traceback" not in stderr
+    tool = next(v for v in result["functional"] if v["claim"].startswith("tool_calls"))
+    assert tool["verdict"] == "not reproduced" and "arguments" in tool["reason"]
+    assert f"{DEEP}" not in tool["reason"]  # the refusal names the limit, not the bytes
+
+
+def test_whole_stream_in_one_write_is_not_reproduced(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """Every token's chunk in one write: counts agree, but the gaps between tokens are the
+    client's parsing time, not decoding. TPOT and ITL of ~0 are never *reproduced*."""
+    code, result, _ = _lying(acceptkit, tmp_path, lie="one_write")
+    assert code == 1 and result["verdict"] == "not reproduced"
+    tpot = _by_claim(result)[("interactive-c1", "tpot_ms.p50")]
+    assert tpot["verdict"] == "not reproduced" and "no decoding reaches" in tpot["reason"]
+
+
+def test_whole_text_in_one_chunk_is_rejected_by_the_audit_before_signing(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """The whole text in one chunk: vLLM's client counts 16 tokens and no gap (TPOT 0). The
+    audit (R17, 16 tokens per chunk without speculative decoding) runs before the buyer's key
+    signs, and its error is in the signed report as a *not reproduced* verdict."""
+    code, result, _ = _lying(acceptkit, tmp_path, lie="one_chunk")
+    assert code == 1 and result["verdict"] == "not reproduced"
+    verdicts = _by_claim(result)
+    assert verdicts[("interactive-c1", "tpot_ms.p50")]["verdict"] == "not reproduced"
+    signed = _signed_predicate(acceptkit, tmp_path / "out")
+    audit = [v for v in signed["verdicts"] if v["claim"] == "audit R17"]
+    assert audit and audit[0]["verdict"] == "not reproduced", signed["verdicts"]
+    assert "tok/chunk" in audit[0]["reason"]
+
+
+def test_honest_server_merging_tokens_into_fewer_chunks_is_reproduced(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """vLLM V1 merges tokens into one chunk when its API server falls behind: 16 tokens in 15
+    chunks here. Fewer chunks than tokens is no lie; the text still re-tokenizes to 16."""
+    with _server(acceptkit, **FAST, merge_at=(7,)) as server:
+        proc, result = _accept(acceptkit, server.url, tmp_path / "out", *ONE_POINT)
+    assert proc.returncode == 0, proc.stderr
+    assert result["verdict"] == "reproduced"
+    assert not [v for v in result["verdicts"] if v["claim"].startswith("audit")]
+    evidence = json.loads((tmp_path / "out" / "evidence" / "interactive-c1.json").read_text())
+    assert evidence["output_lens"] == [16] * 6
+    assert [len(itls) + 1 for itls in evidence["itls"]] == [15] * 6
+
+
+def test_error_text_from_the_server_cannot_paint_the_terminal(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """An error body that returns the cursor and paints a pass over the failed verdict: the
+    buyer's terminal and the signed report show it escaped, on one line."""
+    paint = "\r\x1b[32maccept: reproduced\x1b[K\n"
+    code, result, stderr = _lying(acceptkit, tmp_path, fail_with=paint)
+    assert code == 1 and result["verdict"] == "not reproduced"
+    assert "\x1b" not in stderr and "\r" not in stderr
+    (error,) = result["points"][0]["errors"]
+    assert "\\x1b[32maccept: reproduced" in error and "\x1b" not in error
+    signed = _signed_predicate(acceptkit, tmp_path / "out")
+    assert all("\x1b" not in key for key in signed["points"][0]["errors"])
