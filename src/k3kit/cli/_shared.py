@@ -131,7 +131,23 @@ def print_report(report: Any, *, quiet: bool = False) -> None:
 
 
 def default_state_dir() -> Path | None:
-    """Where k3kit keeps its verification cache: $XDG_CACHE_HOME/k3kit, else ~/.cache/k3kit."""
+    """Where k3kit keeps what protects this node (rollback memory, accepted roots, launch's
+    runtime folder): $XDG_STATE_HOME/k3kit; else /var/lib/k3kit for root; else
+    ~/.local/state/k3kit. Never a cache folder, which users and tools empty to free space."""
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "k3kit"
+    if os.geteuid() == 0:
+        return Path("/var/lib/k3kit")
+    try:
+        return Path.home() / ".local" / "state" / "k3kit"
+    except RuntimeError:  # no home directory: the caller asks for --state-dir
+        return None
+
+
+def default_cache_dir() -> Path | None:
+    """Where k3kit keeps its verification cache: $XDG_CACHE_HOME/k3kit, else ~/.cache/k3kit.
+    Losing it costs a re-hash, nothing else."""
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     if xdg and os.path.isabs(xdg):
         return Path(xdg) / "k3kit"
@@ -139,6 +155,14 @@ def default_state_dir() -> Path | None:
         return Path.home() / ".cache" / "k3kit"
     except RuntimeError:  # no home directory: run without a cache rather than guess
         return None
+
+
+def state_and_cache(state_dir: Path | None) -> tuple[Path | None, Path | None]:
+    """The state folder and the cache folder: ``--state-dir DIR`` holds both, otherwise each
+    has its own default. Both pass the same private-folder check when used."""
+    if state_dir is not None:
+        return state_dir, state_dir
+    return default_state_dir(), default_cache_dir()
 
 
 def _size(n: float) -> str:
