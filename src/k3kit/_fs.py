@@ -163,14 +163,34 @@ def _unsafe_state(what: str, path: Path, why: str, fix: str, code: str) -> Envir
     return EnvironmentProblem(f"{what} {shown(path)} {why}", code=code, hint=fix)
 
 
+def _unsafe_above(path: Path) -> Path | None:
+    """The first folder above ``path`` that others could use to swap it: as written (a link on
+    the way owned by another user, or a folder they can rename entries of), then as resolved."""
+    me = os.geteuid()
+    for current in path.parents:
+        st = os.lstat(current)
+        if stat.S_ISLNK(st.st_mode):
+            if st.st_uid not in (0, me):
+                return current
+        elif _lets_others_swap(st):
+            return current
+    return replaceable_by_others(Path(os.path.realpath(path.parent)))
+
+
 def _make_private_chain(path: Path, what: str, code: str) -> None:
-    """Create each missing folder of ``path`` with mode 0700, one at a time: ``mkdir -p`` (and
-    ``Path.mkdir(parents=True)``) would make the parents with the umask's default mode."""
+    """Create each missing folder of ``path`` with mode 0700, one at a time (``mkdir -p`` would
+    make the parents with the umask's default mode), after checking that the folder they go in
+    is safe: nothing is created in a place the check would then refuse."""
     missing: list[Path] = []
     for current in (path, *path.parents):
         if os.path.lexists(current):
             break
         missing.append(current)
+    if not missing:
+        return
+    above = _unsafe_above(missing[-1])
+    if above is not None:
+        raise _unsafe_parent(what, path, above, code)
     for current in reversed(missing):
         try:
             current.mkdir(mode=0o700)
@@ -186,18 +206,16 @@ def _make_private_chain(path: Path, what: str, code: str) -> None:
             ) from exc
 
 
-def _unsafe_link_in_path(path: Path) -> Path | None:
-    """The first folder above ``path`` as written (links not followed) that others could use to
-    swap it: a link owned by another user, or a folder they can rename entries of."""
-    me = os.geteuid()
-    for current in path.parents:
-        st = os.lstat(current)
-        if stat.S_ISLNK(st.st_mode):
-            if st.st_uid not in (0, me):
-                return current
-        elif _lets_others_swap(st):
-            return current
-    return None
+def _unsafe_parent(what: str, path: Path, above: Path, code: str) -> EnvironmentProblem:
+    return _unsafe_state(
+        what,
+        path,
+        f"sits under {shown(above)}, which another user owns or can write",
+        "keep state under folders only you or root can write (the default "
+        "$XDG_STATE_HOME/k3kit), or make the folder named sticky (chmod +t) or not writable "
+        "by others (chmod o-w)",
+        code,
+    )
 
 
 def private_dir(path: Path, *, what: str = "state folder", code: str = "STATE_DIR_UNSAFE") -> Path:
@@ -219,9 +237,7 @@ def private_dir(path: Path, *, what: str = "state folder", code: str = "STATE_DI
     _make_private_chain(absolute, what, code)
     try:
         st = os.lstat(absolute)
-        above = _unsafe_link_in_path(absolute)
-        real = Path(os.path.realpath(absolute))
-        above = above or (replaceable_by_others(real.parent) if real.parent != real else None)
+        above = _unsafe_above(absolute)
     except OSError as exc:
         raise _unsafe_state(
             what, absolute, f"cannot be checked: {exc.strerror or exc}", "check it exists", code
@@ -243,15 +259,8 @@ def private_dir(path: Path, *, what: str = "state folder", code: str = "STATE_DI
             what, absolute, "is writable by group or others", f"chmod 700 {shown(absolute)}", code
         )
     if above is not None:
-        raise _unsafe_state(
-            what,
-            absolute,
-            f"sits under {shown(above)}, which another user owns or can write",
-            "keep state under folders only you or root can write (the default "
-            "$XDG_STATE_HOME/k3kit, or chmod o-w / chmod +t the folder named)",
-            code,
-        )
-    return real
+        raise _unsafe_parent(what, absolute, above, code)
+    return Path(os.path.realpath(absolute))
 
 
 def staging_dir(dest: Path) -> Path:
