@@ -417,3 +417,20 @@ def test_the_state_folder_is_never_a_cache_folder_by_default(
     shutil.rmtree(tmp_path / "c", ignore_errors=True)  # a tool frees space
     proc = run_k3kit("verify", four, "--root", root, "--json", env=env)
     assert proc.returncode == 1 and "ROLLBACK" in proc.stdout
+
+
+def test_rollback_memory_left_in_the_old_cache_folder_is_not_silently_forgotten(
+    golden: GoldenKit, keys: dict[str, KeyFiles], tmp_path: Path
+) -> None:
+    """Earlier k3kit kept rollback.json under $XDG_CACHE_HOME/k3kit: an upgrade that started
+    afresh in the new state folder would accept the older kit."""
+    root = pinned_root(golden, keys, tmp_path)
+    five = build_kit(tmp_path / "five", golden.lock, golden.key, sequence=5, version="1.5.0")
+    four = build_kit(tmp_path / "four", golden.lock, golden.key, sequence=4, version="1.4.0")
+    old = tmp_path / "c" / "k3kit"
+    assert verify(five, root, old)[0] == 0  # what the old default did: state in the cache
+    env = {"XDG_STATE_HOME": str(tmp_path / "xdg-state"), "XDG_CACHE_HOME": str(tmp_path / "c")}
+    proc = run_k3kit("verify", four, "--root", root, "--json", env=env)
+    assert proc.returncode == 1 and json.loads(proc.stdout)["error"]["code"] == "STATE_LOST"
+    assert f"--state-dir {old}" in proc.stderr
+    assert not (tmp_path / "xdg-state" / "k3kit").exists()
