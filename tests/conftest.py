@@ -18,6 +18,7 @@ from pathlib import Path
 
 _HF_HOME = Path(tempfile.mkdtemp(prefix="k3kit-test-hf-home-"))
 _XDG_CACHE = Path(tempfile.mkdtemp(prefix="k3kit-test-xdg-cache-"))
+_XDG_STATE = Path(tempfile.mkdtemp(prefix="k3kit-test-xdg-state-"))
 
 for _name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE"):
     os.environ.pop(_name, None)
@@ -34,6 +35,8 @@ os.environ.update(
         "HF_HUB_DOWNLOAD_TIMEOUT": "10",
         # `k3kit verify` keeps its verification cache under $XDG_CACHE_HOME/k3kit: never the user's.
         "XDG_CACHE_HOME": str(_XDG_CACHE),
+        # ... and its rollback memory, accepted roots and runtime folder under $XDG_STATE_HOME.
+        "XDG_STATE_HOME": str(_XDG_STATE),
     }
 )
 
@@ -73,11 +76,12 @@ def run_k3kit(
 
 @pytest.fixture(scope="session", autouse=True)
 def hf_home() -> Iterator[Path]:
-    """The session's private ``HF_HOME`` and ``XDG_CACHE_HOME``; removed when the session ends,
-    so a test run leaves no folder behind in the temporary directory."""
+    """The session's private ``HF_HOME``, ``XDG_CACHE_HOME`` and ``XDG_STATE_HOME``; removed when
+    the session ends, so a test run leaves no folder behind in the temporary directory."""
     yield _HF_HOME
     shutil.rmtree(_HF_HOME, ignore_errors=True)
     shutil.rmtree(_XDG_CACHE, ignore_errors=True)
+    shutil.rmtree(_XDG_STATE, ignore_errors=True)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ would see, including that a file name cannot paint over the line.
 from __future__ import annotations
 
 import io
+import os
 import sys
 from pathlib import Path
 
@@ -61,7 +62,33 @@ def test_the_cache_folder(
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", xdg)
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert str(_shared.default_state_dir()) == expected.replace("HOME", str(tmp_path))
+    assert str(_shared.default_cache_dir()) == expected.replace("HOME", str(tmp_path))
+
+
+# Without XDG_STATE_HOME, root keeps node state in /var/lib/k3kit, a user in ~/.local/state.
+_NO_XDG_STATE = "/var/lib/k3kit" if os.geteuid() == 0 else "HOME/.local/state/k3kit"
+
+
+@pytest.mark.parametrize(
+    ("xdg", "expected"),
+    [
+        ("/var/state/x", "/var/state/x/k3kit"),
+        ("relative/state", _NO_XDG_STATE),
+        ("", _NO_XDG_STATE),
+    ],
+    ids=["absolute XDG_STATE_HOME", "relative XDG_STATE_HOME is ignored", "no XDG_STATE_HOME"],
+)
+def test_the_state_folder_is_never_the_cache_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, xdg: str, expected: str
+) -> None:
+    """Rollback memory in a cache folder is lost to the first `rm -rf ~/.cache` that frees space."""
+    monkeypatch.setenv("XDG_STATE_HOME", xdg)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    state, cache = _shared.state_and_cache(None)
+    assert str(state) == expected.replace("HOME", str(tmp_path))
+    assert cache == tmp_path / "cache" / "k3kit"
+    assert _shared.state_and_cache(tmp_path / "s") == (tmp_path / "s", tmp_path / "s")
 
 
 def test_no_home_means_no_cache_rather_than_a_guess(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,7 +98,7 @@ def test_no_home_means_no_cache_rather_than_a_guess(monkeypatch: pytest.MonkeyPa
         raise RuntimeError("Could not determine home directory.")
 
     monkeypatch.setattr(Path, "home", no_home)
-    assert _shared.default_state_dir() is None
+    assert _shared.default_cache_dir() is None
 
 
 def test_file_progress_is_silent_off_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:

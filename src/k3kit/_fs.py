@@ -138,6 +138,13 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, force: bool = Fa
     _fsync_dir(parent)
 
 
+def _lets_others_swap(st: os.stat_result) -> bool:
+    """True when a folder with this status lets someone other than this user and root rename its
+    entries: owned by another user, or writable by group/others without the sticky bit."""
+    shared = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX
+    return st.st_uid not in (0, os.geteuid()) or bool(shared)
+
+
 def replaceable_by_others(folder: Path) -> Path | None:
     """The first of ``folder`` (a real path) and the folders above it that another user could
     use to swap what is inside ``folder`` after a check, else None.
@@ -146,13 +153,114 @@ def replaceable_by_others(folder: Path) -> Path | None:
     unless the folder is sticky (``/tmp``), where only an entry's owner may rename it. So each
     folder must be owned by root or this user, and writable by group or others only if sticky.
     """
-    me = os.geteuid()
     for current in (folder, *folder.parents):
-        st = os.stat(current)
-        shared = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX
-        if st.st_uid not in (0, me) or shared:
+        if _lets_others_swap(os.stat(current)):
             return current
     return None
+
+
+def _unsafe_state(what: str, path: Path, why: str, fix: str, code: str) -> EnvironmentProblem:
+    return EnvironmentProblem(f"{what} {shown(path)} {why}", code=code, hint=fix)
+
+
+def _unsafe_above(path: Path) -> Path | None:
+    """The first folder above ``path`` that others could use to swap it: as written (a link on
+    the way owned by another user, or a folder they can rename entries of), then as resolved."""
+    me = os.geteuid()
+    for current in path.parents:
+        st = os.lstat(current)
+        if stat.S_ISLNK(st.st_mode):
+            if st.st_uid not in (0, me):
+                return current
+        elif _lets_others_swap(st):
+            return current
+    return replaceable_by_others(Path(os.path.realpath(path.parent)))
+
+
+def _make_private_chain(path: Path, what: str, code: str) -> None:
+    """Create each missing folder of ``path`` with mode 0700, one at a time (``mkdir -p`` would
+    make the parents with the umask's default mode), after checking that the folder they go in
+    is safe: nothing is created in a place the check would then refuse."""
+    missing: list[Path] = []
+    for current in (path, *path.parents):
+        if os.path.lexists(current):
+            break
+        missing.append(current)
+    if not missing:
+        return
+    above = _unsafe_above(missing[-1])
+    if above is not None:
+        raise _unsafe_parent(what, path, above, code)
+    for current in reversed(missing):
+        try:
+            current.mkdir(mode=0o700)
+        except FileExistsError:
+            continue  # made meanwhile (another k3kit, or someone else): the checks judge it
+        except OSError as exc:
+            raise _unsafe_state(
+                what,
+                path,
+                f"cannot be created: {exc.strerror or exc}",
+                "create it yourself (mode 0700) or choose another folder",
+                code,
+            ) from exc
+
+
+def _unsafe_parent(what: str, path: Path, above: Path, code: str) -> EnvironmentProblem:
+    return _unsafe_state(
+        what,
+        path,
+        f"sits under {shown(above)}, which another user owns or can write",
+        "keep state under folders only you or root can write (the default "
+        "$XDG_STATE_HOME/k3kit), or make the folder named sticky (chmod +t) or not writable "
+        "by others (chmod o-w)",
+        code,
+    )
+
+
+def private_dir(path: Path, *, what: str = "state folder", code: str = "STATE_DIR_UNSAFE") -> Path:
+    """The one check for every folder k3kit keeps state in; returns its real path.
+
+    State (rollback memory, accepted roots, the verification cache, launch's config copies) is
+    only worth its name if no one else can change it: whoever can delete ``rollback.json`` can
+    roll the node back, whoever can swap a folder after this check decides what is read. So:
+
+    * missing folders are created one by one with mode 0700 (never silently re-made when present);
+    * the folder itself is a real folder (not a link), owned by this user, writable by no one else;
+    * every folder above it, both as written and as resolved, is owned by this user or root and
+      writable by others only when sticky (``/tmp``: only an entry's owner may rename it), and a
+      link on the way is owned by this user or root.
+
+    Anything else raises ``EnvironmentProblem`` with ``code`` and a hint naming the fix.
+    """
+    absolute = Path(os.path.abspath(path))
+    _make_private_chain(absolute, what, code)
+    try:
+        st = os.lstat(absolute)
+        above = _unsafe_above(absolute)
+    except OSError as exc:
+        raise _unsafe_state(
+            what, absolute, f"cannot be checked: {exc.strerror or exc}", "check it exists", code
+        ) from exc
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise _unsafe_state(
+            what, absolute, "is not a real folder (a link or a file)", "remove it", code
+        )
+    if st.st_uid != os.geteuid():
+        raise _unsafe_state(
+            what,
+            absolute,
+            f"belongs to uid {st.st_uid}, not to this user",
+            "use a folder of your own (k3kit never adopts state another user made)",
+            code,
+        )
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise _unsafe_state(
+            what, absolute, "is writable by group or others", f"chmod 700 {shown(absolute)}", code
+        )
+    if above is not None:
+        raise _unsafe_parent(what, absolute, above, code)
+    return Path(os.path.realpath(absolute))
 
 
 def staging_dir(dest: Path) -> Path:

@@ -169,7 +169,7 @@ class TrustCode(ErrorCode):
     ROOT_VERSION = "ROOT_VERSION", _FAIL, "a root's version is not the expected one"
     ROOT_WRONG_TYPE = "ROOT_WRONG_TYPE", _FAIL, "a root has the wrong payload type"
     ROLLBACK = "ROLLBACK", _FAIL, "the sequence is below one this node accepted"
-    EQUIVOCATION = "EQUIVOCATION", _FAIL, "same sequence, different kit"
+    EQUIVOCATION = "EQUIVOCATION", _FAIL, "same sequence or same version, different kit"
     ROLLBACK_STATE_INVALID = "ROLLBACK_STATE_INVALID", _FAIL, "the state file is corrupt"
     ROLLBACK_STATE_UNAVAILABLE = (
         "ROLLBACK_STATE_UNAVAILABLE",
@@ -183,6 +183,11 @@ class TrustCode(ErrorCode):
     )
     SSHSIG_INVALID = "SSHSIG_INVALID", _FAIL, "an SSH signature does not verify"
     STATE_DIR_MISSING = "STATE_DIR_MISSING", _INPUT, "--root needs a state folder"
+    STATE_LOST = (
+        "STATE_LOST",
+        _FAIL,
+        "part of the node's rollback or root memory vanished from its state folder",
+    )
 
 
 class WeightsCode(ErrorCode):
@@ -292,6 +297,11 @@ class EnvironmentCode(ErrorCode):
     KEY_UNREADABLE = "KEY_UNREADABLE", _ENV, "the key file cannot be read"
     KEY_UNSUPPORTED = "KEY_UNSUPPORTED", _ENV, "not an Ed25519 key"
     RUNTIME_DIR_UNSAFE = "RUNTIME_DIR_UNSAFE", _ENV, "the runtime folder is unsafe"
+    STATE_DIR_UNSAFE = (
+        "STATE_DIR_UNSAFE",
+        _ENV,
+        "a state folder (or one above it) is not private to this user",
+    )
 
 
 class AuditCode(ErrorCode):

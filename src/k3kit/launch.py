@@ -29,14 +29,13 @@ import os
 import re
 import shlex
 import shutil
-import stat
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from k3kit._fs import atomic_write, replaceable_by_others
+from k3kit._fs import atomic_write, private_dir
 from k3kit.documents import read_bounded, read_kit_documents, read_listed
 from k3kit.engines import ADAPTERS, EngineAdapter, Parallel, Runtime
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
@@ -223,34 +222,6 @@ def check_engine_version(
         )
 
 
-def _private_dir(path: Path) -> Path:
-    """A folder only this user can write, for the verified config copies the engine reads."""
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.lstat(path)
-    except OSError as exc:
-        raise EnvironmentProblem(f"cannot create {path}: {exc.strerror or exc}") from exc
-    if (
-        not stat.S_ISDIR(st.st_mode)
-        or st.st_uid != os.geteuid()
-        or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    ):
-        raise EnvironmentProblem(
-            f"{path} must be a folder owned by this user and writable by no one else",
-            code="RUNTIME_DIR_UNSAFE",
-        )
-    real = Path(os.path.realpath(path))
-    # Whoever can write a parent can rename this folder away and put their own in its place
-    # after the check, so the engine would read their config.
-    unsafe = replaceable_by_others(real.parent) if real.parent != real else None
-    if unsafe is not None:
-        raise EnvironmentProblem(
-            f"{unsafe} (above the runtime folder {real}) can be written by another user",
-            code="RUNTIME_DIR_UNSAFE",
-        )
-    return real
-
-
 def plan_launch(
     kit_dir: Path,
     trusted: TrustSource,
@@ -279,6 +250,9 @@ def plan_launch(
     """
     say = on_step or (lambda _text: None)
     site = site or Site()
+    # Checked before any work: the folder the engine will read its config from must be this
+    # user's alone, as must every folder above it (the one private-state check, k3kit._fs).
+    runtime_real = private_dir(runtime_dir, what="runtime folder", code="RUNTIME_DIR_UNSAFE")
     kit_dir = Path(os.path.realpath(kit_dir))
     say("verifying the kit and its receipt")
     first = verify_dir(kit_dir, trusted, rollback=rollback)
@@ -332,7 +306,8 @@ def plan_launch(
             code="WEIGHTS_ROOT_NOT_REAL",
         )
     config_sha256 = hashlib.sha256(config).hexdigest()
-    config_path = _private_dir(runtime_dir) / f"serve-{config_sha256}.yaml"
+    config_path = private_dir(runtime_real, what="runtime folder", code="RUNTIME_DIR_UNSAFE")
+    config_path /= f"serve-{config_sha256}.yaml"
     atomic_write(config_path, config, mode=0o400, force=True)
     env = {**clean, **engine_env}
     argv = engine.serve_argv(executable, weights_root, config_path, site.host, site.port)

@@ -10,12 +10,14 @@ protect against is spelled out in docs/verification-cache.md.
 A record is written only for a file read under an unbroken read lease (:mod:`k3kit._lease`): no
 process had it open for writing while it was read, so any later change must move its timestamps.
 
-The file is state, not evidence: it is never trusted blindly. It must be a regular file owned by
-this user and not writable by group or others; it is parsed strictly and checked field by field;
-any doubt discards it whole, which costs a re-hash and nothing else. Writes go through
-``atomic_write`` (mode 0600, directory 0700), so a crash or a concurrent run leaves either the old
-file or a complete new one; two concurrent runs merge what they find on disk just before writing,
-and the worst a lost update can cost is a re-hash.
+The file is state, not evidence: it is never trusted blindly. Its folder must pass
+:func:`k3kit._fs.private_dir` (this user's, not writable by others, nothing above it that another
+user can write), else it is neither read nor written (``STATE_DIR_UNSAFE`` in the report). The
+file must be a regular file owned by this user and not writable by group or others; it is parsed
+strictly and checked field by field; any doubt discards it whole, which costs a re-hash and
+nothing else. Writes go through ``atomic_write`` (mode 0600, directory 0700), so a crash or a
+concurrent run leaves either the old file or a complete new one; two concurrent runs merge what
+they find on disk just before writing, and the worst a lost update can cost is a re-hash.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 from k3kit._canonical import dumps, strict_loads
 from k3kit._digest import ALGORITHMS, FileDigest, FileStamp
-from k3kit._fs import atomic_write
+from k3kit._fs import atomic_write, private_dir
 from k3kit.errors import EnvironmentProblem, K3kitError
 
 SCHEMA = "k3kit.verify-cache/v1"
@@ -41,6 +43,7 @@ MAX_RECORDS = 400_000
 SETTLE_NS = 1_000_000_000
 COARSE_SETTLE_NS = 3_000_000_000
 
+_WHAT = "verification cache folder"
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 _STAMP = re.compile(r"^\d{1,20}:\d{1,20}:\d{1,20}:-?\d{1,20}:-?\d{1,20}$")
 
@@ -142,6 +145,17 @@ class VerifyCache:
         self._touched: set[str] = set()
         self._dropped: set[str] = set()
         self._changed = False
+        self._refused: K3kitError | None = None
+        try:
+            # The same private-folder check as the rollback state: a cache folder another user
+            # can swap would let them choose which records are read. A refused folder is never
+            # read nor written (every file is hashed); the report says why and how to fix it.
+            self.path = private_dir(self.path.parent, what=_WHAT) / self.path.name
+        except K3kitError as exc:
+            why = f"{exc.code}: {exc.message}" + (f" (fix: {exc.hint})" if exc.hint else "")
+            self._refused = EnvironmentProblem(why, code=exc.code, hint=exc.hint)
+            self.status = f"refused ({why})"
+            return
         try:
             self._records = _read_trusted(self.path, lock_sha256)
             self.status = "loaded"
@@ -220,9 +234,7 @@ class VerifyCache:
                 for k, r in sorted(records.items())
             },
         }
-        try:
-            self.path.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self.path.parent.mkdir(mode=0o700, exist_ok=True)
-        except OSError as exc:
-            raise EnvironmentProblem(f"cannot create {self.path.parent}: {exc.strerror}") from exc
+        if self._refused is not None:
+            raise self._refused
+        private_dir(self.path.parent, what=_WHAT)
         atomic_write(self.path, dumps(doc), mode=0o600, force=True)

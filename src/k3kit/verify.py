@@ -153,6 +153,7 @@ def _step_rollback(st: _State, check: Check) -> None:
         kit_sha256=st.kit_sha256,
         floor=st.trust.floor(kit.name, kit.channel),
         allow_rollback=st.rollback.allow_rollback,
+        version=kit.version,
     )
     check.detail = st.decision.detail
 

@@ -15,7 +15,7 @@ import click
 
 from k3kit._text import shown
 from k3kit.cli._app import err
-from k3kit.errors import InputError
+from k3kit.errors import InputError, VerificationError
 
 
 def read_passphrase(env_var: str | None) -> bytes | None:
@@ -131,7 +131,23 @@ def print_report(report: Any, *, quiet: bool = False) -> None:
 
 
 def default_state_dir() -> Path | None:
-    """Where k3kit keeps its verification cache: $XDG_CACHE_HOME/k3kit, else ~/.cache/k3kit."""
+    """Where k3kit keeps what protects this node (rollback memory, accepted roots, launch's
+    runtime folder): $XDG_STATE_HOME/k3kit; else /var/lib/k3kit for root; else
+    ~/.local/state/k3kit. Never a cache folder, which users and tools empty to free space."""
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "k3kit"
+    if os.geteuid() == 0:
+        return Path("/var/lib/k3kit")
+    try:
+        return Path.home() / ".local" / "state" / "k3kit"
+    except RuntimeError:  # no home directory: the caller asks for --state-dir
+        return None
+
+
+def default_cache_dir() -> Path | None:
+    """Where k3kit keeps its verification cache: $XDG_CACHE_HOME/k3kit, else ~/.cache/k3kit.
+    Losing it costs a re-hash, nothing else."""
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     if xdg and os.path.isabs(xdg):
         return Path(xdg) / "k3kit"
@@ -139,6 +155,33 @@ def default_state_dir() -> Path | None:
         return Path.home() / ".cache" / "k3kit"
     except RuntimeError:  # no home directory: run without a cache rather than guess
         return None
+
+
+def state_and_cache(state_dir: Path | None) -> tuple[Path | None, Path | None]:
+    """The state folder and the cache folder: ``--state-dir DIR`` holds both, otherwise each
+    has its own default. Both pass the same private-folder check when used."""
+    if state_dir is not None:
+        return state_dir, state_dir
+    state, cache = default_state_dir(), default_cache_dir()
+    _refuse_state_left_in_the_cache(state, cache)
+    return state, cache
+
+
+def _refuse_state_left_in_the_cache(state: Path | None, cache: Path | None) -> None:
+    """Earlier k3kit kept rollback memory and accepted roots in the cache folder. Starting afresh
+    in the new state folder would silently forget them (a rollback on upgrade), so until they
+    are moved, or the old folder is named with --state-dir, the run stops."""
+    if state is None or cache is None or os.path.lexists(state):
+        return
+    left = [cache / n for n in ("rollback.json", "roots") if os.path.lexists(cache / n)]
+    if left:
+        raise VerificationError(
+            f"this node's rollback memory is still in the cache folder {shown(str(cache))}, "
+            f"not in the state folder {shown(str(state))}",
+            code="STATE_LOST",
+            hint=f"mkdir -p -m 700 {state} && mv {' '.join(map(str, left))} {state}/ "
+            f"(or pass --state-dir {cache})",
+        )
 
 
 def _size(n: float) -> str:

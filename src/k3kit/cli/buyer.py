@@ -12,12 +12,12 @@ import click
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
 from k3kit.cli._shared import (
     ByteProgress,
-    default_state_dir,
     file_progress,
     print_report,
     read_token,
     refuse_token_over_plain_http,
     resolve_endpoint,
+    state_and_cache,
     trusted_keys,
 )
 from k3kit.cli.signing import (
@@ -203,8 +203,9 @@ def _print_errors(errors: list[Any]) -> None:
 @click.option(
     "--state-dir",
     type=click.Path(path_type=Path, file_okay=False),
-    help="State folder: verification cache, accepted roots, rollback state (default: "
-    "$XDG_CACHE_HOME/k3kit or ~/.cache/k3kit).",
+    help="One folder for the rollback state, accepted roots and the verification cache "
+    "(default: state in $XDG_STATE_HOME/k3kit, ~/.local/state/k3kit or, for root, "
+    "/var/lib/k3kit; cache in $XDG_CACHE_HOME/k3kit). It must be yours alone (docs/trust.md).",
 )
 @click.option(
     "-q", "--quiet", is_flag=True, help="No progress; print only failures and the verdict."
@@ -246,7 +247,7 @@ def verify(
     from k3kit.verify import verify_path
     from k3kit.weights import WeightsOptions
 
-    state = state_dir if state_dir is not None else default_state_dir()
+    state, cache = state_and_cache(state_dir)
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
     progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not quiet else None
     options = WeightsOptions(
@@ -254,7 +255,7 @@ def verify(
         algorithm=algorithm,
         all_errors=all_errors,
         full=full,
-        state_dir=state,
+        state_dir=cache,
         on_progress=progress,
     )
     try:

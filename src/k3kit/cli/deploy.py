@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
-from k3kit.cli._shared import ByteProgress, default_state_dir, print_report
+from k3kit.cli._shared import ByteProgress, print_report, state_and_cache
 from k3kit.cli.signing import allow_rollback_option, root_option, trust_source
 from k3kit.errors import InputError
 
@@ -19,8 +19,9 @@ if TYPE_CHECKING:  # the CLI imports library modules inside each command (fast s
     from k3kit.models import KitProfile
 
 _STATE_HELP = (
-    "State folder: verification cache, accepted roots, rollback state, verified config copies "
-    "(default: $XDG_CACHE_HOME/k3kit)."
+    "One folder for the rollback state, accepted roots, verified config copies and the "
+    "verification cache (default: state in $XDG_STATE_HOME/k3kit, ~/.local/state/k3kit or, for "
+    "root, /var/lib/k3kit; cache in $XDG_CACHE_HOME/k3kit). It must be yours alone."
 )
 
 
@@ -65,7 +66,7 @@ def install(
     from k3kit.install import install as install_kit
     from k3kit.verify import KitNotVerified
 
-    state = state_dir if state_dir is not None else default_state_dir()
+    state, _cache = state_and_cache(state_dir)
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
     try:
         done = install_kit(kit, trusted, into, rollback=rollback)
@@ -206,7 +207,7 @@ def launch(
     site_values = dataclasses.replace(
         site_values, host=host or site_values.host, port=port or site_values.port
     )
-    state = state_dir if state_dir is not None else default_state_dir()
+    state, cache = state_and_cache(state_dir)
     if state is None:
         raise InputError("no state folder: pass --state-dir", code="STATE_DIR_MISSING")
     trusted, rollback = trust_source(tuple(trust_paths), root_file, state, allow_rollback)
@@ -228,7 +229,7 @@ def launch(
             site=site_values,
             runtime=runtime,
             weights_options=WeightsOptions(
-                workers=workers, full=full, state_dir=state, on_progress=progress
+                workers=workers, full=full, state_dir=cache, on_progress=progress
             ),
             rollback=rollback,
             on_step=lambda text: err(f"launch   {text}"),

@@ -27,6 +27,7 @@ from k3kit.errors import VerificationError
 from k3kit.keys import keyid
 from k3kit.models import DsseEnvelope, load
 from k3kit.sign import verify_envelope
+from k3kit.trust import rollback
 from k3kit.trust.model import ROOT_PAYLOAD_TYPE, RootBody
 from k3kit.trust.policy import Revoked, Trust, TrustedKey
 
@@ -163,34 +164,34 @@ class RootAnchor:
     state_dir: Path | None
     now: str
 
-    def _state_folder(self) -> Path | None:
-        if self.state_dir is None:
-            return None
-        return self.state_dir / "roots" / hashlib.sha256(self.pinned).hexdigest()[:32]
+    def _pin_id(self) -> str:
+        return hashlib.sha256(self.pinned).hexdigest()[:32]
 
     def resolve(self, kit_dir: Path | None) -> tuple[Trust, list[int]]:
         """Walk pinned -> state -> kit roots; returns the trust of the final root and the
-        versions newly accepted (persisted under the state folder before returning)."""
+        versions newly accepted (persisted under the state folder before returning).
+
+        The roots this node accepted carry its revocation memory, so they sit in the private state
+        folder, and the highest version accepted is also written in ``rollback.json``: a root
+        folder that lost versions (deleted, renamed) is ``STATE_LOST``, not a way back to a root
+        that still trusts a revoked key."""
         current = verify_root(self.pinned, trusted=None, source=self.source)
-        folder = self._state_folder()
+        folder, accepted = (
+            rollback.accepted_root(self.state_dir, self._pin_id())
+            if self.state_dir is not None
+            else (None, None)
+        )
         known = read_roots(folder) if folder is not None else {}
         offered = kit_roots(kit_dir) if kit_dir is not None else {}
-        new: list[int] = []
-        for _ in range(MAX_ROOTS):
-            v = current.body.version + 1
-            data = known.get(v, offered.get(v))
-            if data is None:
-                break
-            where = "state" if v in known else "kit"
-            current = verify_root(data, trusted=current, source=f"{where} root {v}.root.json")
-            if v not in known:
-                new.append(v)
-        beyond = sorted(v for v in (*known, *offered) if v > current.body.version)
-        if beyond:
+        current, new = _walk(current, known, offered)
+        if accepted is not None and current.body.version < accepted:
             raise VerificationError(
-                f"root {beyond[0]}.root.json cannot be reached from version "
-                f"{current.body.version}: the chain has a gap",
-                code="ROOT_CHAIN_GAP",
+                f"this node accepted root version {accepted}, but only version "
+                f"{current.body.version} can be reached: accepted roots were removed from "
+                f"{folder}",
+                code="STATE_LOST",
+                hint="restore the state folder from a backup (or use a kit that carries the "
+                f"root chain up to version {accepted})",
             )
         if current.body.expires <= self.now:
             raise VerificationError(
@@ -198,11 +199,36 @@ class RootAnchor:
                 code="ROOT_EXPIRED",
                 hint="get a newer root (or a kit that carries one) from the publisher",
             )
-        if folder is not None:
+        if folder is not None and self.state_dir is not None:
             for v in new:
-                data = offered[v]
-                atomic_write(folder / f"{v}.root.json", data, mode=0o600)
+                atomic_write(folder / f"{v}.root.json", offered[v], mode=0o600)
+            rollback.note_root(self.state_dir, self._pin_id(), current.body.version)
         return trust_of(current), new
+
+
+def _walk(
+    current: VerifiedRoot, known: dict[int, bytes], offered: dict[int, bytes]
+) -> tuple[VerifiedRoot, list[int]]:
+    """Follow the chain from ``current`` through the node's roots, then the kit's; returns the
+    last root reached and the versions that came from the kit."""
+    new: list[int] = []
+    for _ in range(MAX_ROOTS):
+        v = current.body.version + 1
+        data = known.get(v, offered.get(v))
+        if data is None:
+            break
+        where = "state" if v in known else "kit"
+        current = verify_root(data, trusted=current, source=f"{where} root {v}.root.json")
+        if v not in known:
+            new.append(v)
+    beyond = sorted(v for v in (*known, *offered) if v > current.body.version)
+    if beyond:
+        raise VerificationError(
+            f"root {beyond[0]}.root.json cannot be reached from version "
+            f"{current.body.version}: the chain has a gap",
+            code="ROOT_CHAIN_GAP",
+        )
+    return current, new
 
 
 def trust_of(root: VerifiedRoot) -> Trust:
