@@ -291,7 +291,7 @@ def plan_launch(
 ) -> LaunchPlan:
     """Verify an installed kit and its weights; return the engine command that runs them.
 
-    Nothing is started: the caller execs ``plan.argv`` with ``plan.env``. Raises
+    Nothing is started: the caller execs ``plan.argv`` with ``plan.env`` in ``plan.cwd``. Raises
     :class:`KitNotVerified` (exit 1), ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` /
     ``KIT_FILE_CHANGED`` / ``ENGINE_UNKNOWN``, ``InputError`` for an unknown profile or
     topology, ``EnvironmentProblem`` for a missing engine or an unsafe runtime folder.

@@ -11,8 +11,16 @@ only from:
   link left in it), never the path the caller typed;
 - the engine found on the caller's ``PATH`` once, by absolute path, whose ``--version`` must be the
   kit's engine version, and which is the same file the plan executes;
-- an environment built from scratch: a short allow-list of the caller's variables, the profile's
-  ``engine.env`` parsed as data (never sourced by a shell), and the site's host and port.
+- an environment built from scratch: a short allow-list of the caller's variables, a fixed
+  ``PATH`` (the engine's own folder, then the system folders: never the caller's ``PATH`` as is),
+  ``TMPDIR`` set to a private folder under the runtime folder, the profile's ``engine.env`` parsed
+  as data (never sourced by a shell), and the site's host and port (checked like a site file's);
+- the engine's settings judged by their values as the engine reads them
+  (:func:`k3kit.engines.review_profile`): a value its config loader would turn into an option, or a
+  setting that loads code or files from outside the kit and the weights which the publisher did not
+  declare in ``kit.json`` (``engine.loads``), is refused even in a kit an older k3kit signed;
+- a fixed working directory (the private runtime folder), so nothing relative in the signed
+  settings resolves in whatever folder the caller stands in.
 
 The serve configuration reaches the engine as a private copy of the verified bytes, written
 read-only under the caller's runtime folder and named by its sha256. What can still change between
@@ -37,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from k3kit._fs import atomic_write, replaceable_by_others
-from k3kit.documents import read_bounded, read_kit_documents, read_listed
-from k3kit.engines import ADAPTERS, EngineAdapter, Parallel, Runtime
+from k3kit.documents import parse_serve_config, read_bounded, read_kit_documents, read_listed
+from k3kit.engines import ADAPTERS, EngineAdapter, Parallel, Runtime, review_profile, snapshot
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.models import KitInfo, KitProfile
 from k3kit.site import HOST_PATTERN, site_values
@@ -51,8 +59,11 @@ MAX_SITE_BYTES = 64 * 1024
 ENGINE_VERSION_TIMEOUT_S = 120.0
 
 #: The caller's variables a launched engine may see; everything else (LD_PRELOAD, PYTHONPATH,
-#: VLLM_*, HF_*, CUDA_*) is dropped, so the engine's behaviour comes from signed files.
-PASSTHROUGH = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM")
+#: VLLM_*, HF_*, CUDA_*) is dropped, so the engine's behaviour comes from signed files. PATH and
+#: TMPDIR are set by the launcher (:func:`fixed_env`), not passed through.
+PASSTHROUGH = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TERM")
+#: The system folders after the engine's own on the engine's PATH (programs it runs by name).
+SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -87,6 +98,10 @@ class LaunchPlan:
     engine: str
     engine_version: str
     report: Report = field(repr=False)
+    #: The working directory the engine must start in (the private runtime folder).
+    cwd: Path = Path("/")
+    #: What the kit makes the engine load from outside it, each with the publisher's reason.
+    loads: dict[str, str] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -99,6 +114,8 @@ class LaunchPlan:
             "profile": self.profile,
             "topology": self.topology,
             "engine": {"name": self.engine, "version": self.engine_version},
+            "cwd": str(self.cwd),
+            "loads": self.loads,
         }
 
 
@@ -187,6 +204,7 @@ def pick_profile(info: KitInfo, profile: str, topology: str | None) -> KitProfil
 
 
 def _engine_path(engine: EngineAdapter, base_env: Mapping[str, str]) -> str:
+    """The engine, looked up once on the caller's PATH (the only use of that PATH)."""
     found = shutil.which(engine.executable, path=base_env.get("PATH", os.defpath))
     if found is None:
         raise EnvironmentProblem(
@@ -196,13 +214,18 @@ def _engine_path(engine: EngineAdapter, base_env: Mapping[str, str]) -> str:
 
 
 def check_engine_version(
-    engine: EngineAdapter, path: str, expected: str, base_env: Mapping[str, str]
+    engine: EngineAdapter,
+    path: str,
+    expected: str,
+    base_env: Mapping[str, str],
+    cwd: Path | None = None,
 ) -> None:
     """The kit was measured with one engine version; another one is a different product."""
     try:
         proc = subprocess.run(
             engine.version_argv(path),
             env=dict(base_env),
+            cwd=cwd,
             capture_output=True,
             text=True,
             errors="replace",
@@ -251,6 +274,62 @@ def _private_dir(path: Path) -> Path:
     return real
 
 
+def fixed_env(base_env: Mapping[str, str], executable: str, tmp: Path) -> dict[str, str]:
+    """The environment every launched engine starts from, whatever the caller's was.
+
+    The caller's :data:`PASSTHROUGH` variables; ``PATH`` = the engine's own folder (its venv's
+    ``bin``, so the interpreter and tools installed with it) then :data:`SYSTEM_PATH`, because a
+    caller's ``PATH`` may lead through folders others can write; ``TMPDIR`` = ``tmp``, a private
+    folder, because compile caches live under the temporary folder (``/tmp/torchinductor_USER``)
+    and a shared ``/tmp`` lets another user plant them."""
+    folders = dict.fromkeys((os.path.dirname(executable), *SYSTEM_PATH))
+    clean = {k: base_env[k] for k in PASSTHROUGH if k in base_env}
+    return {**clean, "PATH": os.pathsep.join(folders), "TMPDIR": str(tmp)}
+
+
+def check_address(site: Site) -> None:
+    """The listen address by the site file's rule (:data:`k3kit.site.HOST_PATTERN`, never a
+    leading ``-``), from ``--site`` or ``--host`` alike: it becomes an engine argv word."""
+    if not re.fullmatch(HOST_PATTERN, site.host) or not 1 <= site.port <= 65535:
+        raise InputError(
+            f"listen address {site.host[:80]!r} port {site.port} is not usable",
+            code="LAUNCH_ADDRESS_INVALID",
+            hint="give a host name or IP address (no leading '-') and a port in 1-65535",
+        )
+
+
+def check_settings(
+    info: KitInfo, config: bytes, engine_env: Mapping[str, str], folder: str
+) -> dict[str, str]:
+    """The verified profile judged by the build's value rules (a kit signed by an older k3kit
+    never was); returns what it loads from outside the kit, with the publisher's reasons.
+
+    Raises ``VerificationError`` ``ENGINE_VALUE_IS_OPTION`` / ``ENGINE_LOADS_UNDECLARED`` (exit 1).
+    """
+    snap = snapshot(info.engine.name, info.engine.version)
+    settings = parse_serve_config(config, source=f"{folder}/serve.yaml")
+    review = review_profile(snap, settings, engine_env, f"{folder}/serve.yaml")
+    if review.smuggled:
+        raise VerificationError(
+            "; ".join(review.smuggled[:3]),
+            code="ENGINE_VALUE_IS_OPTION",
+            hint="the kit's signed config would make the engine read a value as an option; "
+            "ask the publisher for a kit built by a current k3kit",
+        )
+    declared = info.engine.loads or {}
+    undeclared = review.undeclared(declared)
+    if undeclared:
+        shown = "; ".join(f"{name} {why}" for name, why in sorted(undeclared.items())[:3])
+        raise VerificationError(
+            f"{folder}: the kit makes {info.engine.name} load code or files from outside the kit "
+            f"and the weights, and its publisher did not declare it: {shown}",
+            code="ENGINE_LOADS_UNDECLARED",
+            hint="ask the publisher to declare it under [engine.loads] (shown before launch) or "
+            "to remove it",
+        )
+    return {name: declared[name] for name in sorted(review.loads)}
+
+
 def plan_launch(
     kit_dir: Path,
     trusted: TrustSource,
@@ -279,6 +358,7 @@ def plan_launch(
     """
     say = on_step or (lambda _text: None)
     site = site or Site()
+    check_address(site)
     kit_dir = Path(os.path.realpath(kit_dir))
     say("verifying the kit and its receipt")
     first = verify_dir(kit_dir, trusted, rollback=rollback)
@@ -309,10 +389,12 @@ def plan_launch(
         raise VerificationError(
             f"no launcher for engine {info.engine.name!r}", code="ENGINE_NO_LAUNCHER"
         )
-    clean = {k: base_env[k] for k in PASSTHROUGH if k in base_env}
-    executable = _engine_path(engine, clean)
+    loads = check_settings(info, config, engine_env, folder)
+    executable = _engine_path(engine, base_env)
+    private = _private_dir(runtime_dir)
+    clean = fixed_env(base_env, executable, _private_dir(private / "tmp"))
     say(f"checking {engine.executable} {info.engine.version} at {executable}")
-    check_engine_version(engine, executable, info.engine.version, clean)
+    check_engine_version(engine, executable, info.engine.version, clean, cwd=private)
     say("verifying the weights")
     report = verify_dir(
         kit_dir, trusted, weights=weights, weights_options=weights_options, rollback=rollback
@@ -332,7 +414,7 @@ def plan_launch(
             code="WEIGHTS_ROOT_NOT_REAL",
         )
     config_sha256 = hashlib.sha256(config).hexdigest()
-    config_path = _private_dir(runtime_dir) / f"serve-{config_sha256}.yaml"
+    config_path = private / f"serve-{config_sha256}.yaml"
     atomic_write(config_path, config, mode=0o400, force=True)
     env = {**clean, **engine_env}
     argv = engine.serve_argv(executable, weights_root, config_path, site.host, site.port)
@@ -350,6 +432,8 @@ def plan_launch(
         engine=info.engine.name,
         engine_version=info.engine.version,
         report=report,
+        cwd=private,
+        loads=loads,
     )
 
 
