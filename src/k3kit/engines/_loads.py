@@ -18,7 +18,7 @@ on a flag or variable the table does not mark inert.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,24 +103,30 @@ def _is_off(value: object) -> bool:
     return value is None or value is False or value in ("", [], {})
 
 
-def setting_loads(table: LoadsTable, key: str, value: object) -> dict[str, str]:
+def setting_loads(
+    table: LoadsTable, key: str, value: object, aliases: Iterable[str] = ()
+) -> dict[str, str]:
     """What one ``serve`` setting makes the engine load: name -> why (empty when nothing).
 
+    ``aliases`` are the other names of the same option (``speculative-draft-model`` for
+    ``speculative-draft-model-path``): the table names one, any of them matches.
     ``trust-remote-code: false`` loads nothing; a JSON-valued flag is looked into for the dotted
     names the table lists (``speculative-config.model``)."""
     if _is_off(value):
         return {}
+    names = [key, *aliases]
     for kind in (table.code, table.path):
-        if key in kind:
-            return {key: kind[key]}
+        for name in names:
+            if name in kind:
+                return {key: kind[name]}
     found: dict[str, str] = {}
     if isinstance(value, dict):
         for inner in value:
-            name = f"{key}.{inner}"
-            why = table.code.get(name) or table.path.get(name)
-            if why:
-                found[name] = why
-    if key not in table.inert:
+            for name in names:
+                why = table.code.get(f"{name}.{inner}") or table.path.get(f"{name}.{inner}")
+                if why:
+                    found[f"{key}.{inner}"] = why
+    if not any(name in table.inert for name in names):
         for text in _strings(value):
             if _PATH_LIKE.search(text):
                 found.setdefault(key, f"takes a path, hub repository or URL ({text[:80]!r})")

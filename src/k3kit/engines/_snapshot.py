@@ -30,6 +30,12 @@ class Option:
     deprecated: bool
     #: argparse's nargs: None (one value), "?", "*", "+", or a count (0 for a switch).
     nargs: str | int | None = None
+    #: argparse's dest: the aliases of one option (``--model``/``--model-path``) share it.
+    dest: str = ""
+
+    def aliases(self, options: dict[str, Option]) -> list[str]:
+        """Every name (without ``--``) that sets this option, ``--no-x`` forms included."""
+        return [key for key, opt in options.items() if opt.dest == self.dest]
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,13 @@ def snapshot(engine: str, version: str) -> EngineSnapshot:
         for flag in (f for f in opt["flags"] if f.startswith("--")):
             choices = tuple(str(c) for c in opt["choices"]) if opt["choices"] else None
             options[flag[2:]] = Option(
-                flag, opt["action"], opt["type"], choices, opt["deprecated"], opt.get("nargs")
+                flag,
+                opt["action"],
+                opt["type"],
+                choices,
+                opt["deprecated"],
+                opt.get("nargs"),
+                opt.get("dest", flag[2:]),
             )
     regs = {k: tuple(v) for k, v in registries.items() if isinstance(v, list)}
     return EngineSnapshot(

@@ -130,7 +130,9 @@ def review_profile(
     for raw_key, value in settings.items():
         key = raw_key.replace("_", "-")
         review.smuggled += [f"{where}.{raw_key}: {why}" for why in value_problems(snap, key, value)]
-        review.loads.update(setting_loads(snap.loads, key, value))
+        opt = snap.options.get(key)
+        aliases = opt.aliases(snap.options) if opt is not None else []
+        review.loads.update(setting_loads(snap.loads, key, value, aliases))
     for var, value in env.items():
         review.loads.update(env_loads(snap.loads, var, value))
     return review
