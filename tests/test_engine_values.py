@@ -222,6 +222,9 @@ def test_relative_tool_parser_plugin_is_refused_unless_declared_then_shown_befor
     assert info["engine"]["loads"] == {"tool-parser-plugin": reason}
     signed = run_k3kit("sign", kit, "--key", golden.key.private, "--claims", CLAIMS)
     assert signed.returncode == 0, signed.stderr
+    shown = run_k3kit("show", kit, "--trust", golden.key.public)
+    assert shown.returncode == 0, shown.stderr
+    assert "engine loads (declared)" in shown.stdout and reason in shown.stdout
 
     args = _launch_args(kit, golden, tmp_path, "--dry-run")
     rc, stderr, _ = launch(kit, fake, *args)
