@@ -155,6 +155,19 @@ def test_build_refuses_a_load_format_hidden_in_a_list_value(
     assert not (tmp_path / "kit").exists()
 
 
+def test_build_refuses_a_served_model_name_the_engine_reads_as_an_option(
+    tmp_path: Path, golden: GoldenKit
+) -> None:
+    text = (EXAMPLE / "package.toml").read_text()
+    package = tmp_path / "package.toml"
+    package.write_text(
+        text.replace('served_model_name = "kimi-k3"', 'served_model_name = "-O3"', 1)
+    )
+    proc = _build(tmp_path, golden, package)
+    assert proc.returncode == 3, proc.stderr
+    assert "profiles.interactive.serve.served-model-name: the value '-O3' starts" in proc.stderr
+
+
 def test_launch_refuses_a_hand_signed_kit_whose_list_value_smuggles_an_option(
     kit: Path, golden: GoldenKit, fake: FakeEngine, tmp_path: Path
 ) -> None:

@@ -102,8 +102,10 @@ def plan_targets(pkg: PackageDef, facts: ModelConfigFacts | None) -> tuple[list[
         prof = pkg.profiles[name]
         problems += validate_settings(eng, snap, prof.serve, f"profiles.{name}.serve")
         problems += validate_env(eng, snap, prof.env, f"profiles.{name}.env")
+        # served_model_name is rendered into serve.yaml too: judged as the engine will read it.
+        rendered = {"served-model-name": prof.served_model_name, **prof.serve}
         reviews[f"profiles.{name}"] = review_profile(
-            snap, prof.serve, prof.env, f"profiles.{name}.serve"
+            snap, rendered, prof.env, f"profiles.{name}.serve"
         )
         for topo in shapes:
             if prof.topologies is not None and topo.name not in prof.topologies:
