@@ -351,9 +351,10 @@ def plan_launch(
     Order: kit and receipt (cheap), the profile's signed files read into memory, the engine's
     version (before hours of hashing a wrong node), the weights, and finally a check that the kit
     checksum did not change while the weights were hashed. Raises :class:`KitNotVerified` (exit 1)
-    when a check fails, ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` / ``KIT_FILE_CHANGED``,
-    ``InputError`` for an unknown profile or topology, ``EnvironmentProblem`` when the engine is
-    missing or the runtime folder is unsafe. With a root of trust and ``rollback``, an older or
+    when a check fails, ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` / ``KIT_FILE_CHANGED``
+    / ``ENGINE_VALUE_IS_OPTION`` / ``ENGINE_LOADS_UNDECLARED`` (:func:`check_settings`, before the
+    engine is run at all), ``InputError`` for an unknown profile or topology or an unusable listen
+    address, ``EnvironmentProblem`` when the engine is missing or the runtime folder is unsafe. With a root of trust and ``rollback``, an older or
     conflicting kit is refused before anything else runs.
     """
     say = on_step or (lambda _text: None)
