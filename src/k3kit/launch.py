@@ -354,8 +354,9 @@ def plan_launch(
     when a check fails, ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` / ``KIT_FILE_CHANGED``
     / ``ENGINE_VALUE_IS_OPTION`` / ``ENGINE_LOADS_UNDECLARED`` (:func:`check_settings`, before the
     engine is run at all), ``InputError`` for an unknown profile or topology or an unusable listen
-    address, ``EnvironmentProblem`` when the engine is missing or the runtime folder is unsafe. With a root of trust and ``rollback``, an older or
-    conflicting kit is refused before anything else runs.
+    address, ``EnvironmentProblem`` when the engine is missing or the runtime folder is unsafe.
+    With a root of trust and ``rollback``, an older or conflicting kit is refused before anything
+    else runs.
     """
     say = on_step or (lambda _text: None)
     site = site or Site()
