@@ -23,6 +23,7 @@ from k3kit.engines._argv import config_words, value_problems
 from k3kit.engines._loads import SUSPECT
 from k3kit.launch import SYSTEM_PATH
 from tests.conftest import EXAMPLE, ROOT, GoldenKit, run_k3kit
+from tests.cotenant import cotenant_python, needs_root, shared_folder
 from tests.launchkit import CLAIMS, FakeEngine, hand_signed, launch, make_fake_engine
 from tests.test_engines_parser import ENGINE_PY, _engine_version
 
@@ -334,3 +335,31 @@ def test_host_given_as_a_separate_word_is_refused(
     rc, stderr, _ = launch(kit, fake, *_launch_args(kit, golden, tmp_path), "--host", "-x")
     assert rc == 3 and "listen address '-x'" in stderr, stderr
     assert not fake.log.exists()
+
+
+@needs_root
+def test_an_engine_a_cotenant_planted_on_the_callers_path_is_never_run(
+    kit: Path, golden: GoldenKit, fake: FakeEngine, tmp_path: Path
+) -> None:
+    """The caller has a shared folder first on PATH; a real second user plants `vllm` there."""
+    with shared_folder() as shared:
+        marker = shared / "ran"
+        planted = (
+            "import os, sys; p = os.path.join(sys.argv[1], 'vllm'); "
+            "open(p, 'w').write('#!/bin/sh\\ntouch ' + sys.argv[2] + '\\necho 0.33.0\\n'); "
+            "os.chmod(p, 0o755)"
+        )
+        cotenant_python(planted, str(shared), str(marker))
+        env = {"PATH": f"{shared}:{fake.bindir}:/usr/bin:/bin"}
+        proc = run_k3kit(
+            "launch",
+            kit,
+            "--no-preflight",
+            *_launch_args(kit, golden, tmp_path),
+            "--json",
+            env=env,
+        )
+        assert proc.returncode == 4, proc.stderr
+        assert json.loads(proc.stdout)["error"]["code"] == "ENGINE_PATH_UNSAFE"
+        assert not marker.exists(), "the planted engine ran"
+        assert not fake.log.exists()

@@ -294,6 +294,11 @@ class EnvironmentCode(ErrorCode):
 
     ENVIRONMENT = "ENVIRONMENT", _ENV, "environment problem (generic)"
     ENGINE_NOT_FOUND = "ENGINE_NOT_FOUND", _ENV, "the engine executable is not installed"
+    ENGINE_PATH_UNSAFE = (
+        "ENGINE_PATH_UNSAFE",
+        _ENV,
+        "the engine found on PATH is one another user could have placed or changed",
+    )
     INSTALL_DIR_UNSAFE = "INSTALL_DIR_UNSAFE", _ENV, "another user can write the install folder"
     INSTALL_INCOMPLETE = "INSTALL_INCOMPLETE", _ENV, "k3kit's own files are missing"
     IO_ERROR = "IO_ERROR", _ENV, "an OSError reached the CLI"

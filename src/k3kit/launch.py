@@ -210,7 +210,27 @@ def _engine_path(engine: EngineAdapter, base_env: Mapping[str, str]) -> str:
         raise EnvironmentProblem(
             f"engine {engine.executable!r} not found on PATH", code="ENGINE_NOT_FOUND"
         )
-    return os.path.realpath(found)
+    real = os.path.realpath(found)
+    _check_engine_file(Path(real))
+    return real
+
+
+def _check_engine_file(real: Path) -> None:
+    """The caller's PATH may lead through a folder others write (``/tmp/bin``, ``.``): the
+    engine found there must be a file only root or this user can have put or changed, in
+    folders nobody else can swap it in, or it is not run (not even for ``--version``)."""
+    st = os.stat(real)
+    unsafe = replaceable_by_others(real.parent)
+    if st.st_uid not in (0, os.geteuid()) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        unsafe = real
+    if unsafe is not None:
+        raise EnvironmentProblem(
+            f"the engine found on PATH, {real}, could have been put or changed by another user "
+            f"({unsafe} is not owned by root or you, or others can write it)",
+            code="ENGINE_PATH_UNSAFE",
+            hint="put the engine's folder first on PATH from a location only root or you can "
+            "write (its venv's bin)",
+        )
 
 
 def check_engine_version(
