@@ -95,19 +95,31 @@ def test_vllm_config_loader_makes_a_list_item_an_option() -> None:
     assert value_problems(snap, "ignore-patterns", ["*.pt", "--load-format", "dummy"])
 
 
-def test_the_real_vllm_parser_reads_the_smuggled_load_format(tmp_path: Path) -> None:
-    """Same, by vLLM's own FlexibleArgumentParser (needs the engine venv; skips without it)."""
-    if _engine_version("vllm") is None:
-        pytest.skip(f"no vLLM in {ENGINE_PY}: run scripts/engine-env.sh to make one")
+def test_sglang_config_loader_makes_a_list_item_an_option() -> None:
+    snap = snapshot("sglang", "0.5.23")
+    words = config_words(snap, "lora-paths", ["a", "--load-format", "dummy"])
+    assert words == ["--lora-paths", "a", "--load-format", "dummy"]
+    parsed = _snapshot_parser("sglang", "0.5.23").parse_args(["/models/x", *words])
+    assert parsed.load_format == "dummy" and parsed.lora_paths == ["a"]
+
+
+@pytest.mark.parametrize(("engine", "key"), [("vllm", "ignore-patterns"), ("sglang", "lora-paths")])
+def test_the_real_engine_parser_reads_the_smuggled_load_format(
+    tmp_path: Path, engine: str, key: str
+) -> None:
+    """Same, by the engine's own config loader and parser (scripts/engine_parse.py, as
+    tests/test_engines_parser.py runs it; needs the engine venv and skips without it)."""
+    if _engine_version(engine) is None:
+        pytest.skip(f"no {engine} in {ENGINE_PY}: run scripts/engine-env.sh to make one")
     config = tmp_path / "serve.yaml"
-    config.write_text(f"ignore-patterns: {SMUGGLED}\n")
+    config.write_text(f"{key}: {SMUGGLED}\n")
     script = (
-        "import sys, json; sys.path.insert(0, sys.argv[1]); import engine_parse as p; "
-        "p._stub(p.STUBS['vllm']); ns, _ = p.parse_vllm('/models/x', __import__('pathlib')"
-        ".Path(sys.argv[2])); print(json.dumps(ns.load_format))"
+        "import sys, json, pathlib; sys.path.insert(0, sys.argv[1]); import engine_parse as p; "
+        "p._stub(p.STUBS[sys.argv[3]]); parse = getattr(p, 'parse_' + sys.argv[3]); "
+        "ns, _ = parse('/models/x', pathlib.Path(sys.argv[2])); print(json.dumps(ns.load_format))"
     )
     proc = subprocess.run(
-        [str(ENGINE_PY), "-c", script, str(ROOT / "scripts"), str(config)],
+        [str(ENGINE_PY), "-c", script, str(ROOT / "scripts"), str(config), engine],
         capture_output=True,
         text=True,
         timeout=600,
