@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from k3kit._fs import atomic_write, replaceable_by_others
+from k3kit._fs import atomic_write, placeable_by_others, replaceable_by_others
 from k3kit.documents import parse_serve_config, read_bounded, read_kit_documents, read_listed
 from k3kit.engines import ADAPTERS, EngineAdapter, Parallel, Runtime, review_profile, snapshot
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
@@ -219,10 +219,7 @@ def _check_engine_file(real: Path) -> None:
     """The caller's PATH may lead through a folder others write (``/tmp/bin``, ``.``): the
     engine found there must be a file only root or this user can have put or changed, in
     folders nobody else can swap it in, or it is not run (not even for ``--version``)."""
-    st = os.stat(real)
-    unsafe = replaceable_by_others(real.parent)
-    if st.st_uid not in (0, os.geteuid()) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        unsafe = real
+    unsafe = placeable_by_others(real)
     if unsafe is not None:
         raise EnvironmentProblem(
             f"the engine found on PATH, {real}, could have been put or changed by another user "
