@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import run_k3kit
+from k3kit._fs import atomic_write
+from k3kit.keys import load_private
+from k3kit.kit import sign
+from k3kit.manifest import build_manifest, manifest_bytes
+from tests.conftest import EXAMPLE, FIXED_TIME, KeyFiles, run_k3kit
+
+CLAIMS = EXAMPLE / "claims.toml"
 
 # The launched engine sees only the clean environment, so its settings are baked into the script.
 FAKE_ENGINE = """#!/usr/bin/env bash
@@ -77,3 +84,14 @@ def launch(
     assert "Traceback" not in proc.stderr, proc.stderr
     out = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
     return proc.returncode, proc.stderr, out
+
+
+def hand_signed(kit: Path, key: KeyFiles, rel: str, edit: Callable[[bytes], bytes]) -> Path:
+    """A publisher's kit made by hand (or by an older k3kit that never judged values): ``rel``
+    edited, MANIFEST.json rewritten over the new bytes and the whole signed with ``key`` again,
+    so it verifies; only launch's own checks stand between it and the engine."""
+    path = kit / rel
+    path.write_bytes(edit(path.read_bytes()))
+    atomic_write(kit / "MANIFEST.json", manifest_bytes(build_manifest(kit)), force=True)
+    sign(kit, load_private(key.private, None), CLAIMS, issued_at=FIXED_TIME, force=True)
+    return kit

@@ -21,6 +21,7 @@ import pytest
 
 from k3kit.preflight import _facts
 from tests.conftest import ROOT
+from tests.cotenant import cotenant_python, needs_root, shared_folder
 
 DATA = ROOT / "tests" / "data" / "preflight"
 B300_MIB = 275040
@@ -368,3 +369,26 @@ def test_nvml_facts_are_judged(
     assert checks["gpu.count"].status == (
         "pass" if overrides.get("gpus_per_node", 2) == 2 else "fail"
     )
+
+
+@needs_root
+@pytest.mark.usefixtures("no_nvml")
+def test_an_nvidia_smi_a_cotenant_planted_on_path_is_never_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real second user puts an `nvidia-smi` describing 8 B300s in a shared folder on PATH."""
+    with shared_folder() as shared:
+        marker = shared / "ran"
+        xml = DATA / "b300x8.synthetic.xml"
+        plant = (
+            "import os, sys; p = os.path.join(sys.argv[1], 'nvidia-smi'); "
+            "body = '#!/bin/sh\\ntouch ' + sys.argv[2] + '\\ncat ' + sys.argv[3] + '\\n'; "
+            "open(p, 'w').write(body); "
+            "os.chmod(p, 0o755)"
+        )
+        cotenant_python(plant, str(shared), str(marker), str(xml))
+        monkeypatch.setenv("PATH", str(shared))
+        facts = _facts.from_live_node()
+        assert facts.gpus is None and facts.why_unreadable is not None
+        assert "could have been placed by another user" in facts.why_unreadable
+        assert not marker.exists(), "the planted nvidia-smi ran"

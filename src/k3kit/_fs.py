@@ -263,6 +263,19 @@ def private_dir(path: Path, *, what: str = "state folder", code: str = "STATE_DI
     return Path(os.path.realpath(absolute))
 
 
+def placeable_by_others(executable: Path) -> Path | None:
+    """For a program found on a caller's ``PATH`` (a real path): the first of the file and the
+    folders above it that another user could have used to put it there or change it, else None.
+
+    A ``PATH`` may lead through ``/tmp/bin`` or ``.``; running what another user placed there runs
+    their code as this user, so the file must be owned by root or this user and writable by no one
+    else, in folders :func:`replaceable_by_others` accepts."""
+    st = os.stat(executable)
+    if st.st_uid not in (0, os.geteuid()) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return executable
+    return replaceable_by_others(executable.parent)
+
+
 def staging_dir(dest: Path) -> Path:
     """A fresh private directory beside ``dest``, on the same filesystem so rename is atomic."""
     try:

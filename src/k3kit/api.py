@@ -291,10 +291,13 @@ def plan_launch(
 ) -> LaunchPlan:
     """Verify an installed kit and its weights; return the engine command that runs them.
 
-    Nothing is started: the caller execs ``plan.argv`` with ``plan.env``. Raises
+    Nothing is started: the caller execs ``plan.argv`` with ``plan.env`` in ``plan.cwd``. Raises
     :class:`KitNotVerified` (exit 1), ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` /
-    ``KIT_FILE_CHANGED`` / ``ENGINE_UNKNOWN``, ``InputError`` for an unknown profile or
-    topology, ``EnvironmentProblem`` for a missing engine or an unsafe runtime folder.
+    ``KIT_FILE_CHANGED`` / ``ENGINE_UNKNOWN`` / ``ENGINE_VALUE_IS_OPTION`` /
+    ``ENGINE_LOADS_UNDECLARED``, ``InputError`` for an unknown profile or topology or an unusable
+    listen address (``LAUNCH_ADDRESS_INVALID``), ``EnvironmentProblem`` for a missing engine or an
+    unsafe runtime folder. ``plan.loads`` lists what the publisher declared the engine loads from
+    outside the kit: show it to whoever decides to start the engine.
     """
     return _plan_launch(
         kit,

@@ -85,6 +85,16 @@ class KitCode(ErrorCode):
     ENGINE_ENV_MALFORMED = "ENGINE_ENV_MALFORMED", _FAIL, "a kit's engine.env is malformed"
     ENGINE_NO_LAUNCHER = "ENGINE_NO_LAUNCHER", _FAIL, "no launcher for the kit's engine"
     ENGINE_VERSION_MISMATCH = "ENGINE_VERSION_MISMATCH", _FAIL, "not the pinned engine"
+    ENGINE_VALUE_IS_OPTION = (
+        "ENGINE_VALUE_IS_OPTION",
+        _FAIL,
+        "a signed setting's value would be read by the engine as an option",
+    )
+    ENGINE_LOADS_UNDECLARED = (
+        "ENGINE_LOADS_UNDECLARED",
+        _FAIL,
+        "a signed setting loads code or files from outside the kit, undeclared",
+    )
     MANIFEST_MALFORMED = "MANIFEST_MALFORMED", _FAIL, "MANIFEST.json is malformed"
     EVIDENCE_FILE_CHANGED = (
         "EVIDENCE_FILE_CHANGED",
@@ -289,6 +299,11 @@ class EnvironmentCode(ErrorCode):
 
     ENVIRONMENT = "ENVIRONMENT", _ENV, "environment problem (generic)"
     ENGINE_NOT_FOUND = "ENGINE_NOT_FOUND", _ENV, "the engine executable is not installed"
+    ENGINE_PATH_UNSAFE = (
+        "ENGINE_PATH_UNSAFE",
+        _ENV,
+        "the engine found on PATH is one another user could have placed or changed",
+    )
     INSTALL_DIR_UNSAFE = "INSTALL_DIR_UNSAFE", _ENV, "another user can write the install folder"
     INSTALL_INCOMPLETE = "INSTALL_INCOMPLETE", _ENV, "k3kit's own files are missing"
     IO_ERROR = "IO_ERROR", _ENV, "an OSError reached the CLI"
@@ -330,6 +345,11 @@ class DeployCode(ErrorCode):
         "node rank and leader were given for a single-node topology",
     )
     RUNTIME_VALUES_INVALID = "RUNTIME_VALUES_INVALID", _INPUT, "a node rank or leader is unusable"
+    LAUNCH_ADDRESS_INVALID = (
+        "LAUNCH_ADDRESS_INVALID",
+        _INPUT,
+        "the listen host or port given to launch is unusable",
+    )
     RUNTIME_VALUES_MISSING = (
         "RUNTIME_VALUES_MISSING",
         _INPUT,

@@ -11,8 +11,16 @@ only from:
   link left in it), never the path the caller typed;
 - the engine found on the caller's ``PATH`` once, by absolute path, whose ``--version`` must be the
   kit's engine version, and which is the same file the plan executes;
-- an environment built from scratch: a short allow-list of the caller's variables, the profile's
-  ``engine.env`` parsed as data (never sourced by a shell), and the site's host and port.
+- an environment built from scratch: a short allow-list of the caller's variables, a fixed
+  ``PATH`` (the engine's own folder, then the system folders: never the caller's ``PATH`` as is),
+  ``TMPDIR`` set to a private folder under the runtime folder, the profile's ``engine.env`` parsed
+  as data (never sourced by a shell), and the site's host and port (checked like a site file's);
+- the engine's settings judged by their values as the engine reads them
+  (:func:`k3kit.engines.review_profile`): a value its config loader would turn into an option, or a
+  setting that loads code or files from outside the kit and the weights which the publisher did not
+  declare in ``kit.json`` (``engine.loads``), is refused even in a kit an older k3kit signed;
+- a fixed working directory (the private runtime folder), so nothing relative in the signed
+  settings resolves in whatever folder the caller stands in.
 
 The serve configuration reaches the engine as a private copy of the verified bytes, written
 read-only under the caller's runtime folder and named by its sha256. What can still change between
@@ -35,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from k3kit._fs import atomic_write, private_dir
-from k3kit.documents import read_bounded, read_kit_documents, read_listed
-from k3kit.engines import ADAPTERS, EngineAdapter, Parallel, Runtime
+from k3kit._fs import atomic_write, placeable_by_others, private_dir
+from k3kit.documents import parse_serve_config, read_bounded, read_kit_documents, read_listed
+from k3kit.engines import ADAPTERS, EngineAdapter, Parallel, Runtime, review_profile, snapshot
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.models import KitInfo, KitProfile
 from k3kit.site import HOST_PATTERN, site_values
@@ -50,8 +58,11 @@ MAX_SITE_BYTES = 64 * 1024
 ENGINE_VERSION_TIMEOUT_S = 120.0
 
 #: The caller's variables a launched engine may see; everything else (LD_PRELOAD, PYTHONPATH,
-#: VLLM_*, HF_*, CUDA_*) is dropped, so the engine's behaviour comes from signed files.
-PASSTHROUGH = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM")
+#: VLLM_*, HF_*, CUDA_*) is dropped, so the engine's behaviour comes from signed files. PATH and
+#: TMPDIR are set by the launcher (:func:`fixed_env`), not passed through.
+PASSTHROUGH = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TERM")
+#: The system folders after the engine's own on the engine's PATH (programs it runs by name).
+SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -86,6 +97,10 @@ class LaunchPlan:
     engine: str
     engine_version: str
     report: Report = field(repr=False)
+    #: The working directory the engine must start in (the private runtime folder).
+    cwd: Path = Path("/")
+    #: What the kit makes the engine load from outside it, each with the publisher's reason.
+    loads: dict[str, str] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +113,8 @@ class LaunchPlan:
             "profile": self.profile,
             "topology": self.topology,
             "engine": {"name": self.engine, "version": self.engine_version},
+            "cwd": str(self.cwd),
+            "loads": self.loads,
         }
 
 
@@ -186,22 +203,45 @@ def pick_profile(info: KitInfo, profile: str, topology: str | None) -> KitProfil
 
 
 def _engine_path(engine: EngineAdapter, base_env: Mapping[str, str]) -> str:
+    """The engine, looked up once on the caller's PATH (the only use of that PATH)."""
     found = shutil.which(engine.executable, path=base_env.get("PATH", os.defpath))
     if found is None:
         raise EnvironmentProblem(
             f"engine {engine.executable!r} not found on PATH", code="ENGINE_NOT_FOUND"
         )
-    return os.path.realpath(found)
+    real = os.path.realpath(found)
+    _check_engine_file(Path(real))
+    return real
+
+
+def _check_engine_file(real: Path) -> None:
+    """The caller's PATH may lead through a folder others write (``/tmp/bin``, ``.``): the
+    engine found there must be a file only root or this user can have put or changed, in
+    folders nobody else can swap it in, or it is not run (not even for ``--version``)."""
+    unsafe = placeable_by_others(real)
+    if unsafe is not None:
+        raise EnvironmentProblem(
+            f"the engine found on PATH, {real}, could have been put or changed by another user "
+            f"({unsafe} is not owned by root or you, or others can write it)",
+            code="ENGINE_PATH_UNSAFE",
+            hint="put the engine's folder first on PATH from a location only root or you can "
+            "write (its venv's bin)",
+        )
 
 
 def check_engine_version(
-    engine: EngineAdapter, path: str, expected: str, base_env: Mapping[str, str]
+    engine: EngineAdapter,
+    path: str,
+    expected: str,
+    base_env: Mapping[str, str],
+    cwd: Path | None = None,
 ) -> None:
     """The kit was measured with one engine version; another one is a different product."""
     try:
         proc = subprocess.run(
             engine.version_argv(path),
             env=dict(base_env),
+            cwd=cwd,
             capture_output=True,
             text=True,
             errors="replace",
@@ -220,6 +260,62 @@ def check_engine_version(
             f"{shown or 'no version'}",
             code="ENGINE_VERSION_MISMATCH",
         )
+
+
+def fixed_env(base_env: Mapping[str, str], executable: str, tmp: Path) -> dict[str, str]:
+    """The environment every launched engine starts from, whatever the caller's was.
+
+    The caller's :data:`PASSTHROUGH` variables; ``PATH`` = the engine's own folder (its venv's
+    ``bin``, so the interpreter and tools installed with it) then :data:`SYSTEM_PATH`, because a
+    caller's ``PATH`` may lead through folders others can write; ``TMPDIR`` = ``tmp``, a private
+    folder, because compile caches live under the temporary folder (``/tmp/torchinductor_USER``)
+    and a shared ``/tmp`` lets another user plant them."""
+    folders = dict.fromkeys((os.path.dirname(executable), *SYSTEM_PATH))
+    clean = {k: base_env[k] for k in PASSTHROUGH if k in base_env}
+    return {**clean, "PATH": os.pathsep.join(folders), "TMPDIR": str(tmp)}
+
+
+def check_address(site: Site) -> None:
+    """The listen address by the site file's rule (:data:`k3kit.site.HOST_PATTERN`, never a
+    leading ``-``), from ``--site`` or ``--host`` alike: it becomes an engine argv word."""
+    if not re.fullmatch(HOST_PATTERN, site.host) or not 1 <= site.port <= 65535:
+        raise InputError(
+            f"listen address {site.host[:80]!r} port {site.port} is not usable",
+            code="LAUNCH_ADDRESS_INVALID",
+            hint="give a host name or IP address (no leading '-') and a port in 1-65535",
+        )
+
+
+def check_settings(
+    info: KitInfo, config: bytes, engine_env: Mapping[str, str], folder: str
+) -> dict[str, str]:
+    """The verified profile judged by the build's value rules (a kit signed by an older k3kit
+    never was); returns what it loads from outside the kit, with the publisher's reasons.
+
+    Raises ``VerificationError`` ``ENGINE_VALUE_IS_OPTION`` / ``ENGINE_LOADS_UNDECLARED`` (exit 1).
+    """
+    snap = snapshot(info.engine.name, info.engine.version)
+    settings = parse_serve_config(config, source=f"{folder}/serve.yaml")
+    review = review_profile(snap, settings, engine_env, f"{folder}/serve.yaml")
+    if review.smuggled:
+        raise VerificationError(
+            "; ".join(review.smuggled[:3]),
+            code="ENGINE_VALUE_IS_OPTION",
+            hint="the kit's signed config would make the engine read a value as an option; "
+            "ask the publisher for a kit built by a current k3kit",
+        )
+    declared = info.engine.loads or {}
+    undeclared = review.undeclared(declared)
+    if undeclared:
+        shown = "; ".join(f"{name} {why}" for name, why in sorted(undeclared.items())[:3])
+        raise VerificationError(
+            f"{folder}: the kit makes {info.engine.name} load code or files from outside the kit "
+            f"and the weights, and its publisher did not declare it: {shown}",
+            code="ENGINE_LOADS_UNDECLARED",
+            hint="ask the publisher to declare it under [engine.loads] (shown before launch) or "
+            "to remove it",
+        )
+    return {name: declared[name] for name in sorted(review.loads)}
 
 
 def plan_launch(
@@ -243,16 +339,19 @@ def plan_launch(
     Order: kit and receipt (cheap), the profile's signed files read into memory, the engine's
     version (before hours of hashing a wrong node), the weights, and finally a check that the kit
     checksum did not change while the weights were hashed. Raises :class:`KitNotVerified` (exit 1)
-    when a check fails, ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` / ``KIT_FILE_CHANGED``,
-    ``InputError`` for an unknown profile or topology, ``EnvironmentProblem`` when the engine is
-    missing or the runtime folder is unsafe. With a root of trust and ``rollback``, an older or
-    conflicting kit is refused before anything else runs.
+    when a check fails, ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` / ``KIT_FILE_CHANGED``
+    / ``ENGINE_VALUE_IS_OPTION`` / ``ENGINE_LOADS_UNDECLARED`` (:func:`check_settings`, before the
+    engine is run at all), ``InputError`` for an unknown profile or topology or an unusable listen
+    address, ``EnvironmentProblem`` when the engine is missing or the runtime folder is unsafe.
+    With a root of trust and ``rollback``, an older or conflicting kit is refused before anything
+    else runs.
     """
     say = on_step or (lambda _text: None)
     site = site or Site()
     # Checked before any work: the folder the engine will read its config from must be this
     # user's alone, as must every folder above it (the one private-state check, k3kit._fs).
     runtime_real = private_dir(runtime_dir, what="runtime folder", code="RUNTIME_DIR_UNSAFE")
+    check_address(site)
     kit_dir = Path(os.path.realpath(kit_dir))
     say("verifying the kit and its receipt")
     first = verify_dir(kit_dir, trusted, rollback=rollback)
@@ -283,10 +382,13 @@ def plan_launch(
         raise VerificationError(
             f"no launcher for engine {info.engine.name!r}", code="ENGINE_NO_LAUNCHER"
         )
-    clean = {k: base_env[k] for k in PASSTHROUGH if k in base_env}
-    executable = _engine_path(engine, clean)
+    loads = check_settings(info, config, engine_env, folder)
+    executable = _engine_path(engine, base_env)
+    private = runtime_real
+    tmp = private_dir(private / "tmp", what="runtime folder", code="RUNTIME_DIR_UNSAFE")
+    clean = fixed_env(base_env, executable, tmp)
     say(f"checking {engine.executable} {info.engine.version} at {executable}")
-    check_engine_version(engine, executable, info.engine.version, clean)
+    check_engine_version(engine, executable, info.engine.version, clean, cwd=private)
     say("verifying the weights")
     report = verify_dir(
         kit_dir, trusted, weights=weights, weights_options=weights_options, rollback=rollback
@@ -306,6 +408,7 @@ def plan_launch(
             code="WEIGHTS_ROOT_NOT_REAL",
         )
     config_sha256 = hashlib.sha256(config).hexdigest()
+    # Checked again right before the write: the folder must still be this user's alone.
     config_path = private_dir(runtime_real, what="runtime folder", code="RUNTIME_DIR_UNSAFE")
     config_path /= f"serve-{config_sha256}.yaml"
     atomic_write(config_path, config, mode=0o400, force=True)
@@ -325,6 +428,8 @@ def plan_launch(
         engine=info.engine.name,
         engine_version=info.engine.version,
         report=report,
+        cwd=private,
+        loads=loads,
     )
 
 

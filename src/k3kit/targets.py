@@ -19,8 +19,11 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from k3kit.engines import (
     EngineAdapter,
+    EngineSnapshot,
     Parallel,
+    Review,
     adapter,
+    review_profile,
     snapshot,
     validate_env,
     validate_settings,
@@ -90,13 +93,20 @@ def plan_targets(pkg: PackageDef, facts: ModelConfigFacts | None) -> tuple[list[
     snap = snapshot(pkg.engine.name, pkg.engine.version)
     problems: list[str] = []
     shapes = pkg.shapes
+    reviews: dict[str, Review] = {}
     for i, topo in enumerate(pkg.topologies):
         problems += validate_settings(eng, snap, topo.serve, f"topologies[{i}].serve")
+        reviews[f"topologies[{i}]"] = review_profile(snap, topo.serve, {}, f"topologies[{i}].serve")
     targets = []
     for name in sorted(pkg.profiles):
         prof = pkg.profiles[name]
         problems += validate_settings(eng, snap, prof.serve, f"profiles.{name}.serve")
         problems += validate_env(eng, snap, prof.env, f"profiles.{name}.env")
+        # served_model_name is rendered into serve.yaml too: judged as the engine will read it.
+        rendered = {"served-model-name": prof.served_model_name, **prof.serve}
+        reviews[f"profiles.{name}"] = review_profile(
+            snap, rendered, prof.env, f"profiles.{name}.serve"
+        )
         for topo in shapes:
             if prof.topologies is not None and topo.name not in prof.topologies:
                 continue
@@ -106,7 +116,31 @@ def plan_targets(pkg: PackageDef, facts: ModelConfigFacts | None) -> tuple[list[
             problems += _check_shape(eng, pkg, name, topo, settings, par, facts)
             settings.update(eng.topology_settings(par))
             targets.append(Target(name, topo, settings, par, pkg.measured(topo)))
-    return targets, problems
+    return targets, problems + _review_problems(pkg, snap, reviews)
+
+
+def _review_problems(
+    pkg: PackageDef, snap: EngineSnapshot, reviews: dict[str, Review]
+) -> list[str]:
+    """Values the engine would read as options, settings that load code or files nobody declared,
+    and declarations nothing uses (a stale one would be shown to buyers as if it applied)."""
+    declared = pkg.engine.loads or {}
+    problems: list[str] = []
+    used: set[str] = set()
+    for where, review in reviews.items():
+        problems += review.smuggled
+        used |= set(review.loads)
+        problems += [
+            f"{where}: `{name}` {why} ({snap.engine} {snap.version}), which neither the kit's "
+            "signature nor the weights lock covers; remove it, or declare it under "
+            f'[engine.loads] as {name} = "<why the buyer should accept this>"'
+            for name, why in review.undeclared(declared).items()
+        ]
+    problems += [
+        f"engine.loads.{name}: no profile or topology sets it; remove the declaration"
+        for name in sorted(set(declared) - used)
+    ]
+    return problems
 
 
 def _check_shape(

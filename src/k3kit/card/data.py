@@ -15,6 +15,7 @@ from k3kit.audit import Finding
 from k3kit.card.cost import FORMULA, PointCost, point_costs
 from k3kit.card.source import KitView
 from k3kit.models.claims import Percentiles, Run
+from k3kit.models.kit import KitInfo
 
 LATENCIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("e2el_ms", "E2E"))
 STATS = ("mean", "p50", "p90", "p95", "p99", "p99_9", "max")
@@ -149,6 +150,7 @@ def _facts(view: KitView) -> list[tuple[str, str]]:
                 else " (no container image pinned)"
             ),
         ),
+        *_declared_loads(info),
         (
             "measured on",
             f"{env.nodes} node(s), {env.gpu_count} × {env.gpu}, "
@@ -158,6 +160,15 @@ def _facts(view: KitView) -> list[tuple[str, str]]:
         ("signed by key", view.signer_keyid or "NOT VERIFIED"),
     ]
     return facts
+
+
+def _declared_loads(info: KitInfo) -> list[tuple[str, str]]:
+    """What the publisher declared the engine loads from outside the kit and the weights
+    (``engine.loads``): the buyer reads it before launch, here and in ``launch --dry-run``."""
+    return [
+        ("engine loads (declared)", f"{name}: {reason}")
+        for name, reason in sorted((info.engine.loads or {}).items())
+    ]
 
 
 def _commands(view: KitView) -> list[tuple[str, str]]:

@@ -171,9 +171,13 @@ def launch(
 
     The engine gets the weights folder that was hashed (resolved, never a path that can mean
     something else), the profile's signed serve configuration (a read-only copy of the verified
-    bytes), the profile's engine.env parsed as data, and a clean environment (PATH, HOME, USER,
-    LOGNAME, LANG, LC_ALL, TZ, TMPDIR, TERM only). The engine version must be the kit's. When any
-    check fails the engine is not started (exit 1). --dry-run prints what would be executed.
+    bytes), the profile's engine.env parsed as data, and a clean environment (HOME, USER,
+    LOGNAME, LANG, LC_ALL, TZ, TERM from the caller; PATH = the engine's folder then the system
+    folders; TMPDIR = a private folder), started in the private runtime folder. A signed setting
+    the engine would read as an option, or one that loads code or files from outside the kit
+    that the publisher did not declare, is refused. The engine version must be the kit's. When
+    any check fails the engine is not started (exit 1). --dry-run prints what would be executed,
+    where, and what the kit declares it loads.
     A multi-node topology also needs --node-rank and --leader, the only values not signed.
     """
     import dataclasses
@@ -250,14 +254,21 @@ def launch(
             emit_json({"ok": True, "dry_run": True, **plan.as_json()})
         else:
             click.echo("argv: " + " ".join(_shell_word(a) for a in plan.argv))
+            click.echo(f"cwd:  {_shell_word(str(plan.cwd))}")
             for key, value in sorted(plan.env.items()):
                 click.echo(f"env:  {key}={_shell_word(value)}")
+            for name, reason in plan.loads.items():
+                click.echo(f"loads: {name} (declared by the publisher: {reason})")
         err("dry run: verified; the engine was not started")
         return
     err(f"launch   exec {plan.executable} (profile {plan.profile}, {plan.topology})")
     sys.stdout.flush()
     sys.stderr.flush()
+    for name, reason in plan.loads.items():
+        err(f"launch   the kit loads {name} (declared by the publisher: {reason})")
     # The plan's executable is the absolute path whose version was checked; no shell is involved.
+    # Nothing relative in the signed settings may resolve in the caller's folder.
+    os.chdir(plan.cwd)
     os.execve(plan.executable, plan.argv, plan.env)  # noqa: S606
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from k3kit.engines._adapter import EngineAdapter, Parallel, Runtime
 from k3kit.engines._snapshot import EngineSnapshot, Option, closest, shipped_versions, snapshot
-from k3kit.engines._validate import validate_env, validate_settings
+from k3kit.engines._validate import Review, review_profile, validate_env, validate_settings
 from k3kit.engines.sglang import Sglang
 from k3kit.engines.vllm import Vllm
 from k3kit.errors import InputError
@@ -35,9 +35,11 @@ __all__ = [
     "EngineSnapshot",
     "Option",
     "Parallel",
+    "Review",
     "Runtime",
     "adapter",
     "closest",
+    "review_profile",
     "shipped_versions",
     "snapshot",
     "validate_env",

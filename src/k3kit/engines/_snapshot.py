@@ -2,7 +2,10 @@
 
 A snapshot is data generated from the engine's released wheel by ``scripts/engine_snapshot.py``
 (the engine's own argument parser, introspected), shipped under ``k3kit/data/`` with its
-provenance. Adding an engine version is one command and three JSON files, never code.
+provenance, plus one reviewed file, ``ENGINE-VERSION-loads.json``: which flags make the engine load
+code or read files (:mod:`k3kit.engines._loads`). A version without that review has no snapshot,
+so a new engine version cannot be built for until its new flags are classified. Adding an engine
+version is one command, three generated JSON files and one reviewed one, never code.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from k3kit.engines._loads import LoadsTable
 from k3kit.errors import InputError
 
 
@@ -24,6 +28,14 @@ class Option:
     type: str | None
     choices: tuple[str, ...] | None
     deprecated: bool
+    #: argparse's nargs: None (one value), "?", "*", "+", or a count (0 for a switch).
+    nargs: str | int | None = None
+    #: argparse's dest: the aliases of one option (``--model``/``--model-path``) share it.
+    dest: str = ""
+
+    def aliases(self, options: dict[str, Option]) -> list[str]:
+        """Every name (without ``--``) that sets this option, ``--no-x`` forms included."""
+        return [key for key, opt in options.items() if opt.dest == self.dest]
 
 
 @dataclass(frozen=True)
@@ -34,6 +46,7 @@ class EngineSnapshot:
     options: dict[str, Option]
     env_vars: frozenset[str]
     registries: dict[str, tuple[str, ...]]
+    loads: LoadsTable
 
 
 def _read(name: str) -> Any:
@@ -59,6 +72,7 @@ def snapshot(engine: str, version: str) -> EngineSnapshot:
         flags = _read(f"{prefix}-serve-flags.json")
         env = _read(f"{prefix}-env-vars.json")
         registries = _read(f"{prefix}-registries.json")
+        loads = _read(f"{prefix}-loads.json")
     except FileNotFoundError as exc:
         known = shipped_versions()
         listing = "; ".join(f"{e} {', '.join(v)}" for e, v in known.items())
@@ -66,16 +80,30 @@ def snapshot(engine: str, version: str) -> EngineSnapshot:
             f"no flag snapshot for {engine} {version}",
             code="ENGINE_UNKNOWN",
             hint=f"k3kit ships snapshots for {listing}; scripts/engine_snapshot.py makes one "
-            "from the engine's wheel",
+            "from the engine's wheel (and ENGINE-VERSION-loads.json classifies its flags)",
         ) from exc
     options: dict[str, Option] = {}
     for opt in flags["options"]:
         for flag in (f for f in opt["flags"] if f.startswith("--")):
             choices = tuple(str(c) for c in opt["choices"]) if opt["choices"] else None
-            options[flag[2:]] = Option(flag, opt["action"], opt["type"], choices, opt["deprecated"])
+            options[flag[2:]] = Option(
+                flag,
+                opt["action"],
+                opt["type"],
+                choices,
+                opt["deprecated"],
+                opt.get("nargs"),
+                opt.get("dest", flag[2:]),
+            )
     regs = {k: tuple(v) for k, v in registries.items() if isinstance(v, list)}
     return EngineSnapshot(
-        engine, version, flags["provenance"], options, frozenset(env["env_vars"]), regs
+        engine,
+        version,
+        flags["provenance"],
+        options,
+        frozenset(env["env_vars"]),
+        regs,
+        LoadsTable.from_json(loads),
     )
 
 

@@ -10,9 +10,12 @@ variables. Every problem names the key and, where one is close, the valid name m
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from k3kit.engines._adapter import EngineAdapter
+from k3kit.engines._argv import value_problems
+from k3kit.engines._loads import env_loads, setting_loads
 from k3kit.engines._snapshot import EngineSnapshot, Option, closest
 
 _BOOL_ACTIONS = {
@@ -98,3 +101,38 @@ def validate_env(
                 f"knows (it would be ignored){hint}"
             )
     return problems
+
+
+@dataclass
+class Review:
+    """What one profile's signed settings make the engine do beyond its flags' meaning.
+
+    ``smuggled``: values the engine's own config loader would read as options (each names the
+    setting); ``loads``: setting or variable name -> what it loads from outside the kit and the
+    weights. Build and launch both use :func:`review_profile`, so a kit signed by an older k3kit is
+    judged by the same rules when it is launched."""
+
+    smuggled: list[str] = field(default_factory=list)
+    loads: dict[str, str] = field(default_factory=dict)
+
+    def undeclared(self, declared: Mapping[str, str]) -> dict[str, str]:
+        return {name: why for name, why in self.loads.items() if name not in declared}
+
+
+def review_profile(
+    snap: EngineSnapshot,
+    settings: Mapping[str, object],
+    env: Mapping[str, str],
+    where: str,
+) -> Review:
+    """Check ``settings`` (a ``serve`` block) and ``env`` by the values' meaning to the engine."""
+    review = Review()
+    for raw_key, value in settings.items():
+        key = raw_key.replace("_", "-")
+        review.smuggled += [f"{where}.{raw_key}: {why}" for why in value_problems(snap, key, value)]
+        opt = snap.options.get(key)
+        aliases = opt.aliases(snap.options) if opt is not None else []
+        review.loads.update(setting_loads(snap.loads, key, value, aliases))
+    for var, value in env.items():
+        review.loads.update(env_loads(snap.loads, var, value))
+    return review

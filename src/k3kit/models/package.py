@@ -10,6 +10,7 @@ the lock by ``kit.build``, not trusted from this file.
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Literal
 
@@ -88,6 +89,26 @@ class EnginePin(Frozen):
         pattern=r"^[a-z0-9./_-]+(:[A-Za-z0-9._-]+)?@sha256:[0-9a-f]{64}$",
         description="container image pinned by digest; omit rather than pin by tag",
     )
+    loads: dict[str, str] | None = Field(
+        default=None,
+        description="serve flags (or keys inside one, `speculative-config.model`) and engine.env "
+        "variables that make the engine load code or files from outside the kit and the weights, "
+        "each with the publisher's reason; shown to the buyer before launch. Undeclared ones are "
+        "refused at build and at launch",
+    )
+
+    @field_validator("loads")
+    @classmethod
+    def _loads_reasons(cls, loads: dict[str, str] | None) -> dict[str, str] | None:
+        for name, reason in (loads or {}).items():
+            if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", name):
+                raise ValueError(f"engine.loads: {name!r} is not a flag or variable name")
+            if not reason.strip() or len(reason) > 300 or not reason.isprintable():
+                raise ValueError(
+                    f"engine.loads.{name}: give the reason in one printable line of 1-300 "
+                    "characters"
+                )
+        return loads
 
 
 class TopologyDef(Frozen):

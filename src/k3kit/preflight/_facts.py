@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from k3kit._fs import placeable_by_others
+
 MAX_XML_BYTES = 8 * 1024 * 1024
 SHM = "/dev/shm"  # noqa: S108 - the shared-memory mount NCCL uses, read with statvfs only
 NVIDIA_SMI_TIMEOUT_S = 60.0
@@ -172,6 +174,17 @@ def from_live_node() -> NodeFacts:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return NodeFacts("none", None, f"{nvml.why_unreadable}; nvidia-smi is not on PATH")
+    smi = os.path.realpath(smi)
+    unsafe = placeable_by_others(Path(smi))
+    if unsafe is not None:
+        # Another user's program on PATH is never run: it would run as this user and could
+        # describe any node it likes.
+        return NodeFacts(
+            "none",
+            None,
+            f"{nvml.why_unreadable}; {smi} could have been placed by another user "
+            f"({unsafe} is not owned by root or you, or others can write it)",
+        )
     try:
         proc = subprocess.run(
             [smi, "-q", "-x"], capture_output=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
