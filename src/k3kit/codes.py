@@ -401,6 +401,36 @@ class CommerceCode(ErrorCode):
         "the entitlement is for another package",
     )
     ENTITLEMENT_UNKNOWN = "ENTITLEMENT_UNKNOWN", _INPUT, "no such entitlement in the ledger"
+    LEDGER_ANCHOR_BROKEN = (
+        "LEDGER_ANCHOR_BROKEN",
+        _FAIL,
+        "the chain does not extend a head the seller signed (rewritten or cut at or before it)",
+    )
+    LEDGER_ANCHOR_NEEDS_TRUST = (
+        "LEDGER_ANCHOR_NEEDS_TRUST",
+        _INPUT,
+        "a signed head (--checkpoint) is checked with --trust keys",
+    )
+    LEDGER_CHECKPOINT_MALFORMED = (
+        "LEDGER_CHECKPOINT_MALFORMED",
+        _FAIL,
+        "a ledger checkpoint is malformed",
+    )
+    LEDGER_CHECKPOINT_UNTRUSTED_KEY = (
+        "LEDGER_CHECKPOINT_UNTRUSTED_KEY",
+        _FAIL,
+        "no --trust key signed the ledger checkpoint",
+    )
+    LEDGER_CHECKPOINT_WRONG_TYPE = (
+        "LEDGER_CHECKPOINT_WRONG_TYPE",
+        _FAIL,
+        "the file is neither a ledger checkpoint nor a buyer receipt",
+    )
+    LEDGER_NOT_INTACT = (
+        "LEDGER_NOT_INTACT",
+        _FAIL,
+        "ledger checkpoint: the ledger does not verify, so no head is signed",
+    )
     LEDGER_APPEND_ONLY = "LEDGER_APPEND_ONLY", _INPUT, "the database refused an UPDATE or DELETE"
     LEDGER_CONSTRAINT = "LEDGER_CONSTRAINT", _INPUT, "the database refused a row (a constraint)"
     LEDGER_NOT_INITIALISED = "LEDGER_NOT_INITIALISED", _INPUT, "run `k3kit ledger init` first"

@@ -31,6 +31,7 @@ def _receipt(w: Workbench, key: Path, **kit: object) -> Path:
         build_record={"engine": "vllm"},
         serve_command=["vllm", "serve"],
         issued_at="2026-11-02T00:00:00Z",
+        ledger={"seq": 4, "head": "sha256:" + "12" * 32},
     )
     out = w.root / "buyer.json"
     out.write_bytes(sign_buyer_receipt(body, PemSigner.from_file(key, None)))

@@ -9,6 +9,7 @@ first row (lowest ``seq``) where the ledger stops holding.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,8 @@ from k3kit.buyer_receipt import read_buyer_receipt
 from k3kit.errors import VerificationError
 from k3kit.keys import keyid
 from k3kit.ledger import chain
+from k3kit.ledger.anchor import CODE as ANCHOR_BROKEN
+from k3kit.ledger.anchor import Anchor, anchor_problem
 from k3kit.ledger.db import reading, require_current
 from k3kit.licence import sha256_tag, verify_licence
 
@@ -39,10 +42,18 @@ class LedgerReport:
     breaks: list[Break] = field(default_factory=list)
     orphans: dict[str, int] = field(default_factory=dict)
     issuers_checked: bool = False
+    head: tuple[int, str] = (0, chain.GENESIS)
+    # every signed head checked: given from outside (files) and found (trusted buyer receipts)
+    anchors: list[Anchor] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.breaks
+
+    @property
+    def anchored_through(self) -> int | None:
+        """The highest signed head the chain was shown to extend; ``None`` when unanchored."""
+        return max((a.seq for a in self.anchors), default=None) if self.ok else None
 
     @property
     def first(self) -> Break | None:
@@ -77,8 +88,11 @@ def _check_chain(entries: list[Any], report: LedgerReport) -> None:
         prev = row_hash
 
 
-def _check_row(table: str, row: dict[str, Any], trusted: list[Ed25519PublicKey] | None) -> None:
-    """Signatures and the columns copied out of them; raises VerificationError."""
+def _check_row(
+    table: str, row: dict[str, Any], trusted: list[Ed25519PublicKey] | None
+) -> Anchor | None:
+    """Signatures and the columns copied out of them; raises VerificationError. Returns the
+    signed head a buyer receipt carries when its issuer is trusted (an anchor found in the DB)."""
     if table == "licences":
         terms = row.pop("_terms", None)
         if terms is None:
@@ -118,8 +132,12 @@ def _check_row(table: str, row: dict[str, Any], trusted: list[Ed25519PublicKey] 
         )
         if copied != tuple(row[c] for c in chain.COLUMNS["buyer_receipts"][:7]):
             raise VerificationError("columns differ from the signed receipt", code="LEDGER_ROW")
+        if trusted is not None:
+            where = f"buyer receipt {row['sha256']} in the ledger"
+            return Anchor(body.ledger.seq, body.ledger.head, where, body.issued_at)
     elif table == "terms" and sha256_tag(row["text"].encode()) != row["sha256"]:
         raise VerificationError("the terms text does not hash to its key", code="LEDGER_ROW")
+    return None
 
 
 _ORPHANS = {
@@ -136,10 +154,25 @@ _ORPHANS = {
 }
 
 
-def verify_ledger(engine: Engine, trusted: list[Ed25519PublicKey] | None = None) -> LedgerReport:
+def _check_anchors(entries: list[Any], report: LedgerReport) -> None:
+    """Every signed head must still be on the chain (see :mod:`k3kit.ledger.anchor`)."""
+    row_hashes = {int(e[0]): str(e[5]) for e in entries}
+    for anchor in report.anchors:
+        problem = anchor_problem(anchor, row_hashes)
+        if problem is not None:
+            report.breaks.append(Break(anchor.seq, "entries", anchor.head, ANCHOR_BROKEN, problem))
+
+
+def verify_ledger(
+    engine: Engine,
+    trusted: list[Ed25519PublicKey] | None = None,
+    anchors: Sequence[Anchor] = (),
+) -> LedgerReport:
     """Check everything; never raises for what it finds (that is the report), only for a
-    database that cannot be read or is not a k3kit ledger."""
-    report = LedgerReport(issuers_checked=trusted is not None)
+    database that cannot be read or is not a k3kit ledger. ``anchors`` are signed heads from
+    outside the database (already verified, see :func:`k3kit.ledger.anchor.read_anchor`); the
+    heads in buyer receipts whose issuer is ``trusted`` are added to them."""
+    report = LedgerReport(issuers_checked=trusted is not None, anchors=list(anchors))
     with reading(engine) as conn:
         require_current(conn)
         entries = [
@@ -152,6 +185,8 @@ def verify_ledger(engine: Engine, trusted: list[Ed25519PublicKey] | None = None)
             )
         ]
         report.rows = len(entries)
+        if entries:
+            report.head = (int(entries[-1][0]), str(entries[-1][5]))
         _check_chain(entries, report)
         by_seq = {e[0]: e for e in entries}
         terms = {r["sha256"]: r["text"].encode() for r in _rows(conn, "terms")}
@@ -188,7 +223,9 @@ def verify_ledger(engine: Engine, trusted: list[Ed25519PublicKey] | None = None)
                 if table == "licences":
                     row["_terms"] = terms.get(row["terms_sha256"])
                 try:
-                    _check_row(table, row, trusted)
+                    found = _check_row(table, row, trusted)
+                    if found is not None:
+                        report.anchors.append(found)
                 except (VerificationError, ValueError) as exc:
                     code = getattr(exc, "code", "LEDGER_ROW")
                     report.breaks.append(Break(seq, table, ref, code, str(exc)))
@@ -203,6 +240,7 @@ def verify_ledger(engine: Engine, trusted: list[Ed25519PublicKey] | None = None)
                         "the chain announces a row that is not there",
                     )
                 )
+        _check_anchors(entries, report)
         for name, sql in _ORPHANS.items():
             report.orphans[name] = int(conn.execute(text(sql)).scalar() or 0)
             if report.orphans[name]:

@@ -97,6 +97,7 @@ def issue(
             build_record=build_record,
             serve_command=serve_command,
             issued_at=now,
+            ledger=dict(zip(("seq", "head"), chain.head(conn), strict=True)),
         )
         envelope = sign_buyer_receipt(body, signer)
         digest = sha256_tag(envelope)
