@@ -150,6 +150,8 @@ def sign_licence(
     affirm: tuple[str, ...] = ALL,
     entity: str = "Acme GmbH",
     name: str = "licence.json",
+    package: str = "kimi-k3-b300x8",
+    price: tuple[int, str, int] = (250000, "EUR", 365),
 ) -> tuple[Path, Path]:
     from tests.conftest import run_k3kit
 
@@ -167,6 +169,14 @@ def sign_licence(
         "Jane Roe",
         "--authority",
         "CTO, board resolution 2026-04",
+        "--package",
+        package,
+        "--amount",
+        str(price[0]),
+        "--currency",
+        price[1],
+        "--term-days",
+        str(price[2]),
         "--key",
         key.private,
         "-o",

@@ -131,7 +131,7 @@ def test_purchase_is_chained_and_verifies(db: str, tmp_path: Path, signing_key: 
         "--payment",
         "PAY-1",
         "--amount",
-        "1",
+        "250000",
         "--currency",
         "EUR",
         "--package",
@@ -187,7 +187,7 @@ def pause():
     Path(marker).write_text("payment inserted")
     time.sleep(600)
 purchase(open_engine(db), licence=Path(lic).read_bytes(), terms=Path(terms).read_bytes(),
-         terms_name="TERMS.md", payment_ref="PAY-KILLED", amount_minor=1, currency="EUR",
+         terms_name="TERMS.md", payment_ref="PAY-KILLED", amount_minor=250000, currency="EUR",
          package="kimi-k3-b300x8", valid_from="2026-01-01T00:00:00Z",
          valid_until="2027-01-01T00:00:00Z", now="2026-01-01T00:00:00Z", after_payment=pause)
 """
@@ -235,7 +235,7 @@ def test_concurrent_purchases_from_separate_processes(
                 "--payment",
                 f"PAY-C{i}",
                 "--amount",
-                "100",
+                "250000",
                 "--currency",
                 "EUR",
                 "--package",
@@ -363,6 +363,11 @@ STRETCH_AND_CUT = [
     "UPDATE entitlements SET valid_until = '2036-01-01T00:00:00Z' WHERE payment_ref = 'PAY-1'",
     "UPDATE payments SET amount_minor = 1 WHERE ref = 'PAY-1'",
 ]
+# the same length (so the licence's signed price still agrees), five years later
+SHIFT = [
+    "UPDATE entitlements SET valid_from = '2031-01-01T00:00:00Z', "
+    "valid_until = '2032-01-01T00:00:00Z' WHERE payment_ref = 'PAY-1'",
+]
 
 
 def _checkpoint(db: str, key: KeyFiles, out: Path) -> dict[str, Any]:
@@ -379,16 +384,16 @@ def test_consistent_rewrite_does_not_extend_the_signed_head(
     other_key: KeyFiles,
     request: pytest.FixtureRequest,
 ) -> None:
-    """The issue's attack: an entitlement stretched from 1 to 10 years and its payment cut to 1,
-    the chain recomputed. Unanchored it reads consistent (and says so, never a bare INTACT);
-    against the seller's signed head it is refused."""
+    """An entitlement bought for 2026 moved to 2031 (same length, so its licence's price still
+    agrees), the chain recomputed. Unanchored it reads consistent (and says so, never a bare
+    INTACT); against the seller's signed head it is refused."""
     lic, terms = sign_licence(tmp_path, signing_key)
     buy(db, lic, terms, "PAY-1")
     head = tmp_path / "seller-kept" / "head-4.json"
     head.parent.mkdir()
     assert _checkpoint(db, other_key, head)["seq"] == 4
     buy(db, lic, terms, "PAY-2")  # the ledger goes on after the head
-    attacker_rewrite(db, _cluster(request, db), STRETCH_AND_CUT)
+    attacker_rewrite(db, _cluster(request, db), SHIFT)
 
     rc, report = _verify(db)
     assert rc == 0 and report["verdict"] == "LEDGER CONSISTENT, UNANCHORED"
@@ -402,6 +407,27 @@ def test_consistent_rewrite_does_not_extend_the_signed_head(
     first = json.loads(done.stdout)["first_broken"]
     assert first["code"] == "LEDGER_ANCHOR_BROKEN" and first["seq"] == 4
     assert "does not extend the signed head" in first["detail"]
+
+
+def test_stretched_term_and_cut_payment_break_the_licence_binding(
+    tmp_path: Path, signing_key: KeyFiles
+) -> None:
+    """The issue's attack (1 year stretched to 10, the payment cut to 1, chain recomputed): the
+    licence the buyer signed names the price and term, so even with no signed head at hand the
+    rewritten rows no longer agree with it."""
+    from k3kit.ledger import open_engine, verify_ledger
+
+    db = str(tmp_path / "ledger.sqlite")
+    assert run_k3kit("ledger", "init", "--db", db).returncode == 0
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    attacker_rewrite(db, None, STRETCH_AND_CUT)
+    report = verify_ledger(open_engine(db))
+    found = {(b.table, b.code, b.detail) for b in report.breaks}
+    assert found == {
+        ("payments", "LICENCE_OTHER_PRICE", "the licence signs amount 250000, not 1"),
+        ("entitlements", "LICENCE_OTHER_PRICE", "the licence signs term (days) 365, not 3652"),
+    }
 
 
 def test_untouched_ledger_is_intact_through_the_signed_head(
@@ -485,7 +511,7 @@ def test_checkpoint_refuses_to_sign_a_broken_ledger(
     buy(db, lic, terms, "PAY-1")
     first = tmp_path / "head-1.json"
     _checkpoint(db, other_key, first)
-    attacker_rewrite(db, None, STRETCH_AND_CUT)
+    attacker_rewrite(db, None, SHIFT)
     second = tmp_path / "head-2.json"
     done = run_k3kit(
         "ledger",

@@ -468,6 +468,16 @@ class CommerceCode(ErrorCode):
         "no affirmation has that id",
     )
     LICENCE_MISSING = "LICENCE_MISSING", _FAIL, "the licence file cannot be read"
+    LICENCE_OTHER_PACKAGE = (
+        "LICENCE_OTHER_PACKAGE",
+        _FAIL,
+        "the licence was signed for another package",
+    )
+    LICENCE_OTHER_PRICE = (
+        "LICENCE_OTHER_PRICE",
+        _FAIL,
+        "the payment or term differs from the price the licence signs",
+    )
     LICENCE_TERMS_MISMATCH = "LICENCE_TERMS_MISMATCH", _FAIL, "the licence signs other terms"
     LICENCE_UNTRUSTED_KEY = "LICENCE_UNTRUSTED_KEY", _FAIL, "the licence's signer is not trusted"
     PAYMENT_EXISTS = "PAYMENT_EXISTS", _INPUT, "a payment with that reference is recorded"

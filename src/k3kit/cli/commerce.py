@@ -42,6 +42,10 @@ def licence() -> None:
 @click.option("--entity", required=True, help="The licensed entity (legal name).")
 @click.option("--signer", "signer_name", required=True, help="The person signing.")
 @click.option("--authority", required=True, help="Their authority to bind the entity.")
+@click.option("--package", required=True, help="The package this licence buys (its name).")
+@click.option("--amount", required=True, type=click.IntRange(1, 10**15), help="Price, minor units.")
+@click.option("--currency", required=True, help="ISO 4217 code of the price, e.g. EUR.")
+@click.option("--term-days", type=click.IntRange(1, 3660), default=365, show_default=True)
 @click.option(
     "--affirm",
     multiple=True,
@@ -59,6 +63,10 @@ def licence_sign(
     entity: str,
     signer_name: str,
     authority: str,
+    package: str,
+    amount: int,
+    currency: str,
+    term_days: int,
     affirm: tuple[str, ...],
     key: Path,
     passphrase_env: str | None,
@@ -66,7 +74,8 @@ def licence_sign(
     force: bool,
     as_json: bool,
 ) -> None:
-    """Sign the licence over TERMS (its sha256), the parties and each affirmation.
+    """Sign the licence over TERMS (its sha256), the parties, the package and its price
+    (each payment of --amount --currency buys --term-days), and each affirmation.
 
     Every affirmation's text is shown on stderr; each must be given with its own --affirm ID.
     Exit 3 when one is missing (nothing is written).
@@ -85,6 +94,8 @@ def licence_sign(
         data,
         terms.name,
         entity=entity,
+        package=package,
+        price={"amount_minor": amount, "currency": currency, "term_days": term_days},
         signer_name=signer_name,
         authority=authority,
         affirm=list(affirm),
@@ -142,6 +153,8 @@ def licence_verify(licence_file: Path, terms: Path, trust: tuple[Path, ...], as_
                 "ok": True,
                 "licence_sha256": lic.licence_sha256,
                 "entity": b.entity,
+                "package": b.package,
+                "price": b.price.model_dump(),
                 "signer": b.signer.name,
                 "authority": b.signer.authority,
                 "signer_keyid": lic.signer_keyid,
@@ -150,7 +163,12 @@ def licence_verify(licence_file: Path, terms: Path, trust: tuple[Path, ...], as_
                 "signed_at": b.signed_at,
             }
         )
-    _done(as_json, f"licence {lic.licence_sha256}: {b.entity}, signed by {b.signer.name}")
+    p = b.price
+    _done(
+        as_json,
+        f"licence {lic.licence_sha256}: {b.entity}, signed by {b.signer.name}, for {b.package} "
+        f"at {p.amount_minor} {p.currency} per {p.term_days} days",
+    )
 
 
 @cli.group()

@@ -68,12 +68,23 @@ class LicenceTerms(_Doc):
     sha256: Digest
 
 
-class LicenceBody(_Doc):
-    """What a buyer signs: the terms' hash, who binds whom, each affirmation, and when."""
+class LicencePrice(_Doc):
+    """What the licence is bought for: the amount of each payment and the term it buys."""
 
-    schema_: Literal["k3kit.licence/v1"] = Field("k3kit.licence/v1", alias="schema")
+    amount_minor: int = Field(ge=1, le=10**15)  # minor units (cents)
+    currency: str = Field(pattern=r"^[A-Z]{3}$")  # ISO 4217
+    term_days: int = Field(ge=1, le=3660)  # each payment buys one entitlement of this length
+
+
+class LicenceBody(_Doc):
+    """What a buyer signs: the terms' hash, who binds whom, for which package at which price,
+    each affirmation, and when. v2 added ``package`` and ``price`` (docs/licence.md)."""
+
+    schema_: Literal["k3kit.licence/v2"] = Field("k3kit.licence/v2", alias="schema")
     terms: LicenceTerms
     entity: Text
+    package: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
+    price: LicencePrice
     signer: LicenceSigner
     affirmations: list[Affirmation] = Field(min_length=1, max_length=16)
     signed_at: Timestamp
