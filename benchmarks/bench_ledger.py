@@ -41,6 +41,8 @@ def _licence() -> bytes:
         TERMS.encode(),
         "TERMS.md",
         entity="Acme GmbH",
+        package="kimi-k3-b300x8",
+        price={"amount_minor": 250000, "currency": "EUR", "term_days": 365},
         signer_name="J",
         authority="CTO",
         affirm=list(AFFIRMATIONS),

@@ -26,7 +26,7 @@ from k3kit.models import (
     ReceiptPredicate,
     WeightsLock,
 )
-from k3kit.models.commerce import BuyerReceiptBody, LicenceBody
+from k3kit.models.commerce import BuyerReceiptBody, LedgerCheckpointBody, LicenceBody
 from k3kit.trust.model import RootBody
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -41,6 +41,7 @@ SCHEMAS = {
     "root.schema.json": RootBody,
     "licence.schema.json": LicenceBody,
     "buyer-receipt.schema.json": BuyerReceiptBody,
+    "ledger-checkpoint.schema.json": LedgerCheckpointBody,
 }
 
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # conftest is imported lazily: benchmarks/bench_ledger.py uses start_cluster
     from tests.conftest import KeyFiles
@@ -150,6 +150,8 @@ def sign_licence(
     affirm: tuple[str, ...] = ALL,
     entity: str = "Acme GmbH",
     name: str = "licence.json",
+    package: str = "kimi-k3-b300x8",
+    price: tuple[int, str, int] = (250000, "EUR", 365),
 ) -> tuple[Path, Path]:
     from tests.conftest import run_k3kit
 
@@ -167,6 +169,14 @@ def sign_licence(
         "Jane Roe",
         "--authority",
         "CTO, board resolution 2026-04",
+        "--package",
+        package,
+        "--amount",
+        str(price[0]),
+        "--currency",
+        price[1],
+        "--term-days",
+        str(price[2]),
         "--key",
         key.private,
         "-o",
@@ -219,3 +229,40 @@ def buy(
     assert done.returncode == 0, done.stderr
     result: dict[str, object] = json.loads(done.stdout)
     return result
+
+
+def attacker_rewrite(db: str, cluster: Cluster | None, edits: list[str]) -> None:
+    """What whoever can write the database does: turn the guards off, edit rows, then recompute
+    every body and entry hash with the project's own chain functions, so the chain is consistent
+    again (nothing k3kit keeps in the database can tell)."""
+    from k3kit.ledger import chain
+
+    conn: Any
+    if db.startswith("postgresql"):
+        import psycopg
+
+        assert cluster is not None
+        conn, q = psycopg.connect(db), "%s"
+        conn.execute("SET session_replication_role = replica")  # every trigger off
+    else:
+        import sqlite3
+
+        conn, q = sqlite3.connect(db), "?"
+        triggers = conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        for (name,) in triggers.fetchall():
+            conn.execute(f"DROP TRIGGER {name}")
+    for statement in edits:
+        conn.execute(statement)
+    prev = chain.GENESIS
+    for seq, kind, ref in conn.execute(
+        "SELECT seq, kind, ref FROM entries ORDER BY seq"
+    ).fetchall():
+        cols = chain.COLUMNS[kind]
+        row = conn.execute(f"SELECT {', '.join(cols)} FROM {kind} WHERE seq = {q}", (seq,))
+        body = chain.body_hash(kind, dict(zip(cols, row.fetchone(), strict=True)))
+        new = chain.entry_hash(seq, kind, ref, body, prev)
+        sets = f"body_sha256 = {q}, prev_hash = {q}, row_hash = {q}"
+        conn.execute(f"UPDATE entries SET {sets} WHERE seq = {q}", (body, prev, new, seq))
+        prev = new
+    conn.commit()
+    conn.close()

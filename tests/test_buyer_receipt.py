@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GoldenKit, KeyFiles, make_kit, make_snapshot, run_k3kit
-from tests.ledgerkit import buy, sign_licence
+from tests.ledgerkit import attacker_rewrite, buy, sign_licence
 
 BUILD = {
     "engine": "vllm",
@@ -96,8 +96,10 @@ def test_issue_and_verify(setup: dict[str, Path | str], golden: GoldenKit) -> No
     assert payload["build_record"] == BUILD
     assert payload["serve_command"][:3] == ["vllm", "serve", "/weights"]
     assert "--max-model-len" in payload["serve_command"]
+    assert payload["schema"] == "k3kit.buyer-receipt/v2" and payload["ledger"]["seq"] == 4
     lv = run_k3kit("ledger", "verify", "--db", setup["db"], "--trust", golden.key.public, "--json")
     assert lv.returncode == 0 and json.loads(lv.stdout)["counts"]["buyer_receipts"] == 1
+    assert json.loads(lv.stdout)["anchored_through"] == 4  # the receipt's signed head
     again = _issue(setup, ent, golden.kit, golden.key, golden.key.public, name="again.json")
     assert again.returncode == 3 and "LEDGER_CONSTRAINT" in again.stdout  # one per kit
 
@@ -157,6 +159,68 @@ def test_receipt_with_another_licence_refused(
     assert untrusted.returncode == 0
     lv = run_k3kit("ledger", "verify", "--db", setup["db"], "--trust", other_key.public, "--json")
     assert lv.returncode == 1 and "LEDGER_UNTRUSTED_ISSUER" in lv.stdout
+
+
+def test_buyer_receipt_anchors_the_entitlement_it_was_issued_under(
+    setup: dict[str, Path | str], golden: GoldenKit
+) -> None:
+    """The database's writer moves the buyer's entitlement five months later (same length, so
+    the licence's price agrees) and recomputes the chain: the receipt row's signed head refuses
+    it. They then also delete the receipt row and
+    its entry (the tail) and recompute again: the database alone reads consistent, unanchored;
+    the copy the buyer holds still names the head, and the chain no longer extends it."""
+    from k3kit.keys import load_public
+    from k3kit.ledger import open_engine, read_anchor, verify_ledger
+
+    db = str(setup["db"])
+    ent = str(buy(db, Path(setup["licence"]), Path(setup["terms"]), "P1")["entitlement"])
+    assert _issue(setup, ent, golden.kit, golden.key, golden.key.public).returncode == 0
+    held = (Path(setup["dir"]) / "buyer.json").read_bytes()
+    seller = [load_public(golden.key.public)]
+    shift = (
+        "UPDATE entitlements SET valid_from = '2026-06-01T00:00:00Z', "
+        f"valid_until = '2027-06-01T00:00:00Z' WHERE id = '{ent}'"
+    )
+    attacker_rewrite(db, None, [shift])
+    report = verify_ledger(open_engine(db), seller)
+    assert report.first is not None and report.first.code == "LEDGER_ANCHOR_BROKEN"
+    assert report.first.seq == 4
+    attacker_rewrite(
+        db,
+        None,
+        ["DELETE FROM buyer_receipts", "DELETE FROM entries WHERE kind = 'buyer_receipts'"],
+    )
+    report = verify_ledger(open_engine(db), seller)
+    assert report.ok and report.anchored_through is None and report.counts["buyer_receipts"] == 0
+    anchor = read_anchor(held, seller, source="buyer.json")
+    report = verify_ledger(open_engine(db), seller, [anchor])
+    assert report.first is not None and report.first.code == "LEDGER_ANCHOR_BROKEN"
+
+
+def test_issue_refuses_an_entitlement_its_licence_does_not_cover(
+    setup: dict[str, Path | str], golden: GoldenKit
+) -> None:
+    """Edited in the database (chain recomputed): an entitlement bought under a licence for
+    another package, renamed to this kit's package; and one stretched to ten years. The signed
+    licence, read back from the ledger, refuses both; no receipt is written."""
+    db, d = str(setup["db"]), Path(setup["dir"])
+    mine = str(buy(db, Path(setup["licence"]), Path(setup["terms"]), "P1")["entitlement"])
+    buyer = KeyFiles(d / "buyer" / "acme.key", d / "buyer" / "acme.pub")
+    other, terms = sign_licence(d, buyer, package="other-pkg", name="other.json")
+    theirs = str(buy(db, other, terms, "P2", package="other-pkg")["entitlement"])
+    attacker_rewrite(
+        db,
+        None,
+        [
+            f"UPDATE entitlements SET package = 'kimi-k3-b300x8' WHERE id = '{theirs}'",
+            f"UPDATE entitlements SET valid_until = '2036-01-01T00:00:00Z' WHERE id = '{mine}'",
+        ],
+    )
+    for ent, code in ((theirs, "LICENCE_OTHER_PACKAGE"), (mine, "LICENCE_OTHER_PRICE")):
+        done = _issue(setup, ent, golden.kit, golden.key, golden.key.public)
+        assert done.returncode == 1, done.stderr
+        assert json.loads(done.stdout)["error"]["code"] == code
+    assert not (d / "buyer.json").exists()
 
 
 def test_maintenance_only_within_the_term(setup: dict[str, Path | str], golden: GoldenKit) -> None:

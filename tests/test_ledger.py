@@ -12,11 +12,20 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import KeyFiles, run_k3kit
-from tests.ledgerkit import Cluster, buy, pg_bin, sign_licence, start_cluster, wait_for
+from tests.ledgerkit import (
+    Cluster,
+    attacker_rewrite,
+    buy,
+    pg_bin,
+    sign_licence,
+    start_cluster,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +131,7 @@ def test_purchase_is_chained_and_verifies(db: str, tmp_path: Path, signing_key: 
         "--payment",
         "PAY-1",
         "--amount",
-        "1",
+        "250000",
         "--currency",
         "EUR",
         "--package",
@@ -178,7 +187,7 @@ def pause():
     Path(marker).write_text("payment inserted")
     time.sleep(600)
 purchase(open_engine(db), licence=Path(lic).read_bytes(), terms=Path(terms).read_bytes(),
-         terms_name="TERMS.md", payment_ref="PAY-KILLED", amount_minor=1, currency="EUR",
+         terms_name="TERMS.md", payment_ref="PAY-KILLED", amount_minor=250000, currency="EUR",
          package="kimi-k3-b300x8", valid_from="2026-01-01T00:00:00Z",
          valid_until="2027-01-01T00:00:00Z", now="2026-01-01T00:00:00Z", after_payment=pause)
 """
@@ -226,7 +235,7 @@ def test_concurrent_purchases_from_separate_processes(
                 "--payment",
                 f"PAY-C{i}",
                 "--amount",
-                "100",
+                "250000",
                 "--currency",
                 "EUR",
                 "--package",
@@ -345,3 +354,203 @@ def test_uninitialised_and_unreachable(tmp_path: Path) -> None:
     assert done.returncode == 3 and "LEDGER_NOT_INITIALISED" in done.stdout
     done = run_k3kit("ledger", "verify", "--db", "postgresql://u@127.0.0.1:1/x", "--json")
     assert done.returncode == 4 and "LEDGER_UNAVAILABLE" in done.stdout
+
+
+# --- anchoring: signed heads (docs/ledger.md, "What a signed head detects") -----------------
+
+
+STRETCH_AND_CUT = [
+    "UPDATE entitlements SET valid_until = '2036-01-01T00:00:00Z' WHERE payment_ref = 'PAY-1'",
+    "UPDATE payments SET amount_minor = 1 WHERE ref = 'PAY-1'",
+]
+# the same length (so the licence's signed price still agrees), five years later
+SHIFT = [
+    "UPDATE entitlements SET valid_from = '2031-01-01T00:00:00Z', "
+    "valid_until = '2032-01-01T00:00:00Z' WHERE payment_ref = 'PAY-1'",
+]
+
+
+def _checkpoint(db: str, key: KeyFiles, out: Path) -> dict[str, Any]:
+    done = run_k3kit("ledger", "checkpoint", "--db", db, "--key", key.private, "-o", out, "--json")
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_consistent_rewrite_does_not_extend_the_signed_head(
+    db: str,
+    tmp_path: Path,
+    signing_key: KeyFiles,
+    other_key: KeyFiles,
+    request: pytest.FixtureRequest,
+) -> None:
+    """An entitlement bought for 2026 moved to 2031 (same length, so its licence's price still
+    agrees), the chain recomputed. Unanchored it reads consistent (and says so, never a bare
+    INTACT); against the seller's signed head it is refused."""
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    head = tmp_path / "seller-kept" / "head-4.json"
+    head.parent.mkdir()
+    assert _checkpoint(db, other_key, head)["seq"] == 4
+    buy(db, lic, terms, "PAY-2")  # the ledger goes on after the head
+    attacker_rewrite(db, _cluster(request, db), SHIFT)
+
+    rc, report = _verify(db)
+    assert rc == 0 and report["verdict"] == "LEDGER CONSISTENT, UNANCHORED"
+    assert report["anchored_through"] is None
+
+    done = run_k3kit(
+        "ledger", "verify", "--db", db, "--trust", other_key.public, "--checkpoint", head, "--json"
+    )
+    assert done.returncode == 1, done.stderr
+    assert "verdict: LEDGER BROKEN" in done.stderr and "INTACT" not in done.stderr
+    first = json.loads(done.stdout)["first_broken"]
+    assert first["code"] == "LEDGER_ANCHOR_BROKEN" and first["seq"] == 4
+    assert "does not extend the signed head" in first["detail"]
+
+
+def test_stretched_term_and_cut_payment_break_the_licence_binding(
+    tmp_path: Path, signing_key: KeyFiles
+) -> None:
+    """The issue's attack (1 year stretched to 10, the payment cut to 1, chain recomputed): the
+    licence the buyer signed names the price and term, so even with no signed head at hand the
+    rewritten rows no longer agree with it."""
+    from k3kit.ledger import open_engine, verify_ledger
+
+    db = str(tmp_path / "ledger.sqlite")
+    assert run_k3kit("ledger", "init", "--db", db).returncode == 0
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    attacker_rewrite(db, None, STRETCH_AND_CUT)
+    report = verify_ledger(open_engine(db))
+    found = {(b.table, b.code, b.detail) for b in report.breaks}
+    assert found == {
+        ("payments", "LICENCE_OTHER_PRICE", "the licence signs amount 250000, not 1"),
+        ("entitlements", "LICENCE_OTHER_PRICE", "the licence signs term (days) 365, not 3652"),
+    }
+
+
+def test_untouched_ledger_is_intact_through_the_signed_head(
+    tmp_path: Path, signing_key: KeyFiles, other_key: KeyFiles
+) -> None:
+    from k3kit.keys import load_public
+    from k3kit.ledger import open_engine, read_anchor, verify_ledger
+
+    db = str(tmp_path / "ledger.sqlite")
+    assert run_k3kit("ledger", "init", "--db", db).returncode == 0
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    head = tmp_path / "head.json"
+    _checkpoint(db, other_key, head)
+    buy(db, lic, terms, "PAY-2")
+    seller = [load_public(other_key.public)]
+    anchor = read_anchor(head.read_bytes(), seller, source=head.name)
+    report = verify_ledger(open_engine(db), seller, [anchor])
+    assert report.ok and report.anchored_through == 4 and report.head[0] == 6
+
+
+def test_rows_removed_at_or_before_the_signed_head_found(
+    tmp_path: Path, signing_key: KeyFiles, other_key: KeyFiles
+) -> None:
+    """Cutting the last purchase (its rows and entries) leaves a consistent, shorter chain; the
+    head signed after that purchase names a seq that is gone."""
+    from k3kit.keys import load_public
+    from k3kit.ledger import open_engine, read_anchor, verify_ledger
+
+    db = str(tmp_path / "ledger.sqlite")
+    assert run_k3kit("ledger", "init", "--db", db).returncode == 0
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    buy(db, lic, terms, "PAY-2")
+    head = tmp_path / "head.json"
+    assert _checkpoint(db, other_key, head)["seq"] == 6
+    attacker_rewrite(
+        db,
+        None,
+        [
+            "DELETE FROM entitlements WHERE payment_ref = 'PAY-2'",
+            "DELETE FROM payments WHERE ref = 'PAY-2'",
+            "DELETE FROM entries WHERE seq > 4",
+        ],
+    )
+    seller = [load_public(other_key.public)]
+    assert verify_ledger(open_engine(db), seller).ok  # consistent without the head
+    report = verify_ledger(
+        open_engine(db), seller, [read_anchor(head.read_bytes(), seller, source="h")]
+    )
+    assert report.first is not None and report.first.code == "LEDGER_ANCHOR_BROKEN"
+    assert "removed" in report.first.detail and report.anchored_through is None
+
+
+def test_tail_after_the_latest_signed_head_is_reported_unanchored(
+    tmp_path: Path, signing_key: KeyFiles, other_key: KeyFiles
+) -> None:
+    """The limit, stated rather than hidden: entries after the latest head are only consistent."""
+    db = str(tmp_path / "ledger.sqlite")
+    assert run_k3kit("ledger", "init", "--db", db).returncode == 0
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    head = tmp_path / "head.json"
+    _checkpoint(db, other_key, head)
+    buy(db, lic, terms, "PAY-2")
+    done = run_k3kit(
+        "ledger", "verify", "--db", db, "--trust", other_key.public, "--checkpoint", head
+    )
+    assert done.returncode == 0, done.stderr
+    assert "verdict: LEDGER INTACT through signed head seq 4\n" in done.stderr
+    assert "entries 5..6: consistent, unanchored" in done.stderr
+
+
+def test_checkpoint_refuses_to_sign_a_broken_ledger(
+    tmp_path: Path, signing_key: KeyFiles, other_key: KeyFiles
+) -> None:
+    """A seller who re-checkpoints after a rewrite is stopped by the previous head they kept."""
+    db = str(tmp_path / "ledger.sqlite")
+    assert run_k3kit("ledger", "init", "--db", db).returncode == 0
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    first = tmp_path / "head-1.json"
+    _checkpoint(db, other_key, first)
+    attacker_rewrite(db, None, SHIFT)
+    second = tmp_path / "head-2.json"
+    done = run_k3kit(
+        "ledger",
+        "checkpoint",
+        "--db",
+        db,
+        "--key",
+        other_key.private,
+        "--checkpoint",
+        first,
+        "-o",
+        second,
+        "--json",
+    )
+    assert done.returncode == 1 and "LEDGER_NOT_INTACT" in done.stdout
+    assert not second.exists()
+
+
+def test_checkpoint_signed_by_another_key_is_not_an_anchor(
+    tmp_path: Path, signing_key: KeyFiles, other_key: KeyFiles
+) -> None:
+    """The database's writer signs their own head of the rewritten chain: not the seller's key."""
+    db = str(tmp_path / "ledger.sqlite")
+    assert run_k3kit("ledger", "init", "--db", db).returncode == 0
+    lic, terms = sign_licence(tmp_path, signing_key)
+    buy(db, lic, terms, "PAY-1")
+    forged = tmp_path / "forged.json"
+    _checkpoint(db, signing_key, forged)  # a key that is not the seller's
+    done = run_k3kit(
+        "ledger",
+        "verify",
+        "--db",
+        db,
+        "--trust",
+        other_key.public,
+        "--checkpoint",
+        forged,
+        "--json",
+    )
+    assert done.returncode == 1 and "LEDGER_CHECKPOINT_UNTRUSTED_KEY" in done.stdout
+    done = run_k3kit("ledger", "verify", "--db", db, "--checkpoint", forged, "--json")
+    assert done.returncode == 3 and "LEDGER_ANCHOR_NEEDS_TRUST" in done.stdout

@@ -7,12 +7,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from k3kit._canonical import dumps
+from k3kit.errors import VerificationError
 from k3kit.keys import load_private
 from k3kit.models.commerce import LICENCE_PAYLOAD_TYPE
 from k3kit.sign import sign_envelope
 from tests.conftest import KeyFiles, run_k3kit
 from tests.ledgerkit import ALL, sign_licence
+
+PRICE = ("--package", "kimi-k3-b300x8", "--amount", "250000", "--currency", "EUR")
 
 
 def _payload(lic: Path) -> dict[str, Any]:
@@ -55,6 +60,7 @@ def test_missing_affirmation_refused_at_signing(tmp_path: Path, signing_key: Key
         "J",
         "--authority",
         "CTO",
+        *PRICE,
         "--affirm",
         "redistribution",
         "--affirm",
@@ -81,6 +87,7 @@ def test_missing_affirmation_refused_at_signing(tmp_path: Path, signing_key: Key
         "J",
         "--authority",
         "C",
+        *PRICE,
         "--affirm",
         "all",
         "--key",
@@ -172,3 +179,90 @@ def test_signer_key_swapped_or_untrusted(
         "licence", "verify", lic, "--terms", terms, "--trust", other_key.public, "--json"
     )
     assert done.returncode == 1 and "LICENCE_UNTRUSTED_KEY" in done.stdout
+
+
+def _purchase(db: str, lic: Path, terms: Path, **change: Any) -> Any:
+    """In process (the CLI path is covered once below): the ledger's own purchase call."""
+    from k3kit.ledger import open_engine, purchase
+
+    args: dict[str, Any] = {
+        "payment_ref": "P1",
+        "amount_minor": 250000,
+        "currency": "EUR",
+        "package": "kimi-k3-b300x8",
+        "valid_from": "2026-01-01T00:00:00Z",
+        "valid_until": "2027-01-01T00:00:00Z",
+        **change,
+    }
+    return purchase(
+        open_engine(db),
+        licence=lic.read_bytes(),
+        terms=terms.read_bytes(),
+        terms_name="TERMS.md",
+        now="2026-01-01T00:00:00Z",
+        **args,
+    )
+
+
+def test_licence_names_its_package_and_price(tmp_path: Path, signing_key: KeyFiles) -> None:
+    lic, _ = sign_licence(tmp_path, signing_key, package="kimi-k3-b300x8")
+    body = _payload(lic)
+    assert body["schema"] == "k3kit.licence/v2" and body["package"] == "kimi-k3-b300x8"
+    assert body["price"] == {"amount_minor": 250000, "currency": "EUR", "term_days": 365}
+
+
+def test_purchase_outside_the_signed_package_or_price_refused(
+    tmp_path: Path, signing_key: KeyFiles
+) -> None:
+    """The seller records a licence signed for one package at one price against another package,
+    a smaller payment, another currency or a longer term: each refused, nothing written."""
+    lic, terms = sign_licence(tmp_path, signing_key)
+    db = str(tmp_path / "l.sqlite")
+    assert run_k3kit("ledger", "init", "--db", db).returncode == 0
+    done = run_k3kit(
+        "ledger",
+        "purchase",
+        "--db",
+        db,
+        "--licence",
+        lic,
+        "--terms",
+        terms,
+        "--payment",
+        "P1",
+        "--amount",
+        "250000",
+        "--currency",
+        "EUR",
+        "--package",
+        "kimi-k3-b300x8-pro",
+        "--valid-from",
+        "2026-01-01T00:00:00Z",
+        "--json",
+    )
+    assert done.returncode == 1 and json.loads(done.stdout)["error"]["code"] == (
+        "LICENCE_OTHER_PACKAGE"
+    )
+    for change in (
+        {"amount_minor": 1},
+        {"currency": "USD"},
+        {"valid_until": "2036-01-01T00:00:00Z"},
+    ):
+        with pytest.raises(VerificationError) as caught:
+            _purchase(db, lic, terms, **change)
+        assert caught.value.code == "LICENCE_OTHER_PRICE", change
+    assert '"entitlements": 0' in run_k3kit("ledger", "verify", "--db", db, "--json").stdout
+    assert _purchase(db, lic, terms).package == "kimi-k3-b300x8"  # the signed terms pass
+
+
+def test_version_1_licence_refused(tmp_path: Path, signing_key: KeyFiles) -> None:
+    """A licence in the old format (no package, no price) is not accepted as a v2 one."""
+    lic, terms = sign_licence(tmp_path, signing_key)
+    old = {k: v for k, v in _payload(lic).items() if k not in ("package", "price")}
+    out = lic.with_name("v1.json")
+    key = load_private(signing_key.private, None)
+    out.write_bytes(
+        sign_envelope(dumps({**old, "schema": "k3kit.licence/v1"}), LICENCE_PAYLOAD_TYPE, key)
+    )
+    done = run_k3kit("licence", "verify", out, "--terms", terms, "--json")
+    assert done.returncode == 1 and "LICENCE_MALFORMED" in done.stdout

@@ -76,9 +76,12 @@ def build_body(
     build_record: dict[str, Any],
     serve_command: list[str],
     issued_at: str,
+    ledger: dict[str, Any],
 ) -> BuyerReceiptBody:
+    """The receipt's body; ``ledger`` is the head (``seq``, ``head``) its ledger entry extends,
+    so that every receipt a buyer holds is also a signed checkpoint of the seller's ledger."""
     obj = {
-        "schema": "k3kit.buyer-receipt/v1",
+        "schema": "k3kit.buyer-receipt/v2",
         "licensee": licensee,
         "licence_sha256": licence_sha256,
         "entitlement": entitlement,
@@ -87,6 +90,7 @@ def build_body(
         "build_record_sha256": sha256_tag(dumps(build_record)),
         "serve_command": serve_command,
         "issued_at": issued_at,
+        "ledger": ledger,
     }
     return load(BuyerReceiptBody, obj, source="buyer receipt", error=InputError, code="BAD_INPUT")
 

@@ -431,6 +431,36 @@ class CommerceCode(ErrorCode):
         "the entitlement is for another package",
     )
     ENTITLEMENT_UNKNOWN = "ENTITLEMENT_UNKNOWN", _INPUT, "no such entitlement in the ledger"
+    LEDGER_ANCHOR_BROKEN = (
+        "LEDGER_ANCHOR_BROKEN",
+        _FAIL,
+        "the chain does not extend a head the seller signed (rewritten or cut at or before it)",
+    )
+    LEDGER_ANCHOR_NEEDS_TRUST = (
+        "LEDGER_ANCHOR_NEEDS_TRUST",
+        _INPUT,
+        "a signed head (--checkpoint) is checked with --trust keys",
+    )
+    LEDGER_CHECKPOINT_MALFORMED = (
+        "LEDGER_CHECKPOINT_MALFORMED",
+        _FAIL,
+        "a ledger checkpoint is malformed",
+    )
+    LEDGER_CHECKPOINT_UNTRUSTED_KEY = (
+        "LEDGER_CHECKPOINT_UNTRUSTED_KEY",
+        _FAIL,
+        "no --trust key signed the ledger checkpoint",
+    )
+    LEDGER_CHECKPOINT_WRONG_TYPE = (
+        "LEDGER_CHECKPOINT_WRONG_TYPE",
+        _FAIL,
+        "the file is neither a ledger checkpoint nor a buyer receipt",
+    )
+    LEDGER_NOT_INTACT = (
+        "LEDGER_NOT_INTACT",
+        _FAIL,
+        "ledger checkpoint: the ledger does not verify, so no head is signed",
+    )
     LEDGER_APPEND_ONLY = "LEDGER_APPEND_ONLY", _INPUT, "the database refused an UPDATE or DELETE"
     LEDGER_CONSTRAINT = "LEDGER_CONSTRAINT", _INPUT, "the database refused a row (a constraint)"
     LEDGER_NOT_INITIALISED = "LEDGER_NOT_INITIALISED", _INPUT, "run `k3kit ledger init` first"
@@ -468,6 +498,16 @@ class CommerceCode(ErrorCode):
         "no affirmation has that id",
     )
     LICENCE_MISSING = "LICENCE_MISSING", _FAIL, "the licence file cannot be read"
+    LICENCE_OTHER_PACKAGE = (
+        "LICENCE_OTHER_PACKAGE",
+        _FAIL,
+        "the licence was signed for another package",
+    )
+    LICENCE_OTHER_PRICE = (
+        "LICENCE_OTHER_PRICE",
+        _FAIL,
+        "the payment or term differs from the price the licence signs",
+    )
     LICENCE_TERMS_MISMATCH = "LICENCE_TERMS_MISMATCH", _FAIL, "the licence signs other terms"
     LICENCE_UNTRUSTED_KEY = "LICENCE_UNTRUSTED_KEY", _FAIL, "the licence's signer is not trusted"
     PAYMENT_EXISTS = "PAYMENT_EXISTS", _INPUT, "a payment with that reference is recorded"

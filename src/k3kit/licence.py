@@ -63,6 +63,8 @@ def licence_body(
     terms_name: str,
     *,
     entity: str,
+    package: str,
+    price: dict[str, int | str],
     signer_name: str,
     authority: str,
     affirm: Sequence[str],
@@ -71,9 +73,11 @@ def licence_body(
 ) -> LicenceBody:
     ids = check_affirmations(affirm)
     obj = {
-        "schema": "k3kit.licence/v1",
+        "schema": "k3kit.licence/v2",
         "terms": {"name": terms_name, "sha256": sha256_tag(terms)},
         "entity": entity,
+        "package": package,
+        "price": price,
         "signer": {
             "name": signer_name,
             "authority": authority,
@@ -90,6 +94,43 @@ def sign_licence(body: LicenceBody, signer: Signer) -> bytes:
     if raw_public(signer.public_key()).hex() != body.signer.key.public:
         raise InputError("the signing key is not the key the licence names", code="BAD_INPUT")
     return sign_envelope(dumps(body.model_dump(by_alias=True)), LICENCE_PAYLOAD_TYPE, signer)
+
+
+def require_bound(
+    body: LicenceBody,
+    *,
+    package: str,
+    amount_minor: int | None = None,
+    currency: str | None = None,
+    term_days: float | None = None,
+) -> None:
+    """Refuse a use of the licence outside what its signer agreed to: another package, or a
+    payment or term other than its price. The one check behind ``ledger purchase``,
+    ``buyer-receipt issue`` and ``ledger verify`` (a ``None`` is not compared)."""
+    if body.package != package:
+        raise VerificationError(
+            f"the licence is for package {body.package}, not {package}",
+            code="LICENCE_OTHER_PACKAGE",
+            hint="the buyer signs a licence for each package they buy",
+        )
+    p = body.price
+    given: dict[str, object] = {
+        "amount": amount_minor,
+        "currency": currency,
+        "term (days)": term_days,
+    }
+    signed: dict[str, object] = {
+        "amount": p.amount_minor,
+        "currency": p.currency,
+        "term (days)": p.term_days,
+    }
+    for what, value in given.items():
+        if value is not None and value != signed[what]:
+            raise VerificationError(
+                f"the licence signs {what} {signed[what]}, not {value}",
+                code="LICENCE_OTHER_PRICE",
+                hint=f"the licence's price: {p.amount_minor} {p.currency} per {p.term_days} days",
+            )
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,10 @@ def licence() -> None:
 @click.option("--entity", required=True, help="The licensed entity (legal name).")
 @click.option("--signer", "signer_name", required=True, help="The person signing.")
 @click.option("--authority", required=True, help="Their authority to bind the entity.")
+@click.option("--package", required=True, help="The package this licence buys (its name).")
+@click.option("--amount", required=True, type=click.IntRange(1, 10**15), help="Price, minor units.")
+@click.option("--currency", required=True, help="ISO 4217 code of the price, e.g. EUR.")
+@click.option("--term-days", type=click.IntRange(1, 3660), default=365, show_default=True)
 @click.option(
     "--affirm",
     multiple=True,
@@ -59,6 +63,10 @@ def licence_sign(
     entity: str,
     signer_name: str,
     authority: str,
+    package: str,
+    amount: int,
+    currency: str,
+    term_days: int,
     affirm: tuple[str, ...],
     key: Path,
     passphrase_env: str | None,
@@ -66,7 +74,8 @@ def licence_sign(
     force: bool,
     as_json: bool,
 ) -> None:
-    """Sign the licence over TERMS (its sha256), the parties and each affirmation.
+    """Sign the licence over TERMS (its sha256), the parties, the package and its price
+    (each payment of --amount --currency buys --term-days), and each affirmation.
 
     Every affirmation's text is shown on stderr; each must be given with its own --affirm ID.
     Exit 3 when one is missing (nothing is written).
@@ -85,6 +94,8 @@ def licence_sign(
         data,
         terms.name,
         entity=entity,
+        package=package,
+        price={"amount_minor": amount, "currency": currency, "term_days": term_days},
         signer_name=signer_name,
         authority=authority,
         affirm=list(affirm),
@@ -142,6 +153,8 @@ def licence_verify(licence_file: Path, terms: Path, trust: tuple[Path, ...], as_
                 "ok": True,
                 "licence_sha256": lic.licence_sha256,
                 "entity": b.entity,
+                "package": b.package,
+                "price": b.price.model_dump(),
                 "signer": b.signer.name,
                 "authority": b.signer.authority,
                 "signer_keyid": lic.signer_keyid,
@@ -150,7 +163,12 @@ def licence_verify(licence_file: Path, terms: Path, trust: tuple[Path, ...], as_
                 "signed_at": b.signed_at,
             }
         )
-    _done(as_json, f"licence {lic.licence_sha256}: {b.entity}, signed by {b.signer.name}")
+    p = b.price
+    _done(
+        as_json,
+        f"licence {lic.licence_sha256}: {b.entity}, signed by {b.signer.name}, for {b.package} "
+        f"at {p.amount_minor} {p.currency} per {p.term_days} days",
+    )
 
 
 @cli.group()
@@ -234,43 +252,145 @@ def ledger_purchase(
     _done(as_json, f"entitlement {p.entitlement_id}: {p.package} until {p.valid_until}")
 
 
+def _anchors(files: tuple[Path, ...], trusted: list[Any] | None) -> list[Any]:
+    """The signed heads in ``--checkpoint`` files (checkpoints or buyer receipts), verified."""
+    from k3kit.ledger import read_anchor
+
+    if files and trusted is None:
+        raise InputError(
+            "--checkpoint needs --trust: a signed head proves something only when the key that "
+            "signed it is the seller's",
+            code="LEDGER_ANCHOR_NEEDS_TRUST",
+        )
+    return [read_anchor(_read(f, "checkpoint"), trusted or [], source=f.name) for f in files]
+
+
+checkpoint_option = click.option(
+    "--checkpoint",
+    "checkpoints",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A signed head kept outside the database: a checkpoint file or a buyer receipt (repeat).",
+)
+
+
+def _verdict(report: Any) -> tuple[str, str | None]:
+    """The verdict line and a note; never a bare INTACT for a chain no signed head anchors."""
+    if not report.ok:
+        return "LEDGER BROKEN", None
+    through, (seq, _) = report.anchored_through, report.head
+    if through is None:
+        return "LEDGER CONSISTENT, UNANCHORED", (
+            "no signed head was checked (give --trust KEY and --checkpoint FILE): whoever can "
+            "write the database could have rewritten it consistently"
+        )
+    if through < seq:
+        return f"LEDGER INTACT through signed head seq {through}", (
+            f"entries {through + 1}..{seq}: consistent, unanchored (no signed head covers them)"
+        )
+    return f"LEDGER INTACT through signed head seq {through} (the head)", None
+
+
 @ledger.command("verify", epilog=EXIT_CODES_HELP)
 @db_option
 @click.option(
     "--trust",
     multiple=True,
     type=click.Path(path_type=Path),
-    help="Require every buyer receipt to be issued by one of these keys.",
+    help="The seller's key(s): buyer receipt issuers and checkpoint signers.",
 )
+@checkpoint_option
 @json_option
 @handle_errors
-def ledger_verify(db: str, trust: tuple[Path, ...], as_json: bool) -> None:
-    """Check the hash chain, every row against it, every signature, and that no entitlement
-    lacks its payment or licence. Exit 1 names the first broken row."""
+def ledger_verify(
+    db: str, trust: tuple[Path, ...], checkpoints: tuple[Path, ...], as_json: bool
+) -> None:
+    """Check the hash chain, every row against it, every signature, that no entitlement lacks
+    its payment or licence, and that the chain extends every signed head given (--checkpoint)
+    or found (trusted buyer receipts). Exit 1 names the first broken row."""
     from k3kit.ledger import open_engine, verify_ledger
 
-    report = verify_ledger(open_engine(db), trusted_keys(trust) if trust else None)
+    trusted = trusted_keys(trust) if trust else None
+    anchors = _anchors(checkpoints, trusted)
+    report = verify_ledger(open_engine(db), trusted, anchors)
     first = report.first
+    verdict, note = _verdict(report)
     if as_json:
         emit_json(
             {
                 "ok": report.ok,
+                "verdict": verdict,
                 "rows": report.rows,
                 "counts": report.counts,
                 "orphans": report.orphans,
                 "issuers_checked": report.issuers_checked,
+                "anchored_through": report.anchored_through,
+                "anchors": [vars(a) for a in report.anchors[:100]],
                 "first_broken": None if first is None else vars(first),
                 "breaks": [vars(b) for b in report.breaks[:100]],
             }
         )
     counts = ", ".join(f"{v} {k}" for k, v in report.counts.items())
     err(f"ledger   {report.rows} chained rows: {counts}")
+    err(f"anchors  {len(report.anchors)} signed head(s) checked")
     if not report.issuers_checked:
         err("note     buyer receipt issuers: not checked (no --trust)")
+    if note is not None:
+        err(f"note     {note}")
     if first is not None:
         err(f"FAIL     {first.code} at seq {first.seq} ({first.table} {first.ref}): {first.detail}")
-    err("verdict: " + ("LEDGER INTACT" if report.ok else "LEDGER BROKEN"))
+    err("verdict: " + verdict)
     sys.exit(0 if report.ok else int(ExitCode.CHECK_FAILED))
+
+
+@ledger.command("checkpoint", epilog=EXIT_CODES_HELP)
+@db_option
+@click.option("--key", required=True, type=click.Path(path_type=Path), help="Seller's key.")
+@click.option("--passphrase-env", metavar="VAR", help="Read the key's passphrase from $VAR.")
+@click.option(
+    "--trust",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Other keys that issued buyer receipts or signed checkpoints (the --key is trusted).",
+)
+@checkpoint_option
+@click.option("-o", "--output", required=True, type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Replace an existing file.")
+@json_option
+@handle_errors
+def ledger_checkpoint(
+    db: str,
+    key: Path,
+    passphrase_env: str | None,
+    trust: tuple[Path, ...],
+    checkpoints: tuple[Path, ...],
+    output: Path,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Verify the ledger, then sign its head (seq + hash + time) into OUTPUT.
+
+    Keep OUTPUT away from the database (another machine, a mail, a repository): it is what
+    `ledger verify --trust KEY --checkpoint OUTPUT` later holds the chain to. Exit 1 (nothing
+    written) when the ledger does not verify against the --checkpoint files given.
+    """
+    from k3kit._fs import atomic_write, refuse_existing
+    from k3kit.ledger import checkpoint, open_engine
+
+    refuse_existing(output, force=force)
+    signer = load_signer(key, passphrase_env)
+    trusted = [signer.public_key(), *(trusted_keys(trust) if trust else [])]
+    done = checkpoint(
+        open_engine(db),
+        signer,
+        now=now_utc(),
+        trusted=trusted,
+        anchors=_anchors(checkpoints, trusted),
+    )
+    atomic_write(output, done.envelope, force=force)
+    if as_json:
+        emit_json({"ok": True, "checkpoint": str(output), "seq": done.seq, "head": done.head})
+    _done(as_json, f"signed ledger head seq {done.seq} {done.head} -> {output}")
 
 
 @cli.group("buyer-receipt")

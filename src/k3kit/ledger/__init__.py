@@ -5,20 +5,26 @@ This package is the only importer of SQLAlchemy and the PostgreSQL driver, and n
 verification path (``k3kit.verify``, ``k3kit.buyer_receipt``) imports it. See docs/ledger.md.
 """
 
+from k3kit.ledger.anchor import Anchor, read_anchor
 from k3kit.ledger.audit import Break, LedgerReport, verify_ledger
+from k3kit.ledger.checkpoint import Checkpoint, checkpoint
 from k3kit.ledger.db import migrate, open_engine
 from k3kit.ledger.issue import Issued, issue
 from k3kit.ledger.purchase import Purchase, purchase, term_end
 
 __all__ = [
+    "Anchor",
     "Break",
+    "Checkpoint",
     "Issued",
     "LedgerReport",
     "Purchase",
+    "checkpoint",
     "issue",
     "migrate",
     "open_engine",
     "purchase",
+    "read_anchor",
     "term_end",
     "verify_ledger",
 ]

@@ -9,6 +9,7 @@ first row (lowest ``seq``) where the ledger stops holding.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,11 +17,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine, text
 
 from k3kit.buyer_receipt import read_buyer_receipt
-from k3kit.errors import VerificationError
+from k3kit.errors import K3kitError, VerificationError
 from k3kit.keys import keyid
 from k3kit.ledger import chain
+from k3kit.ledger.anchor import CODE as ANCHOR_BROKEN
+from k3kit.ledger.anchor import Anchor, anchor_problem
 from k3kit.ledger.db import reading, require_current
-from k3kit.licence import sha256_tag, verify_licence
+from k3kit.ledger.purchase import term_days_of
+from k3kit.licence import require_bound, sha256_tag, verify_licence
+from k3kit.models.commerce import LicenceBody
 
 
 @dataclass(frozen=True)
@@ -39,10 +44,18 @@ class LedgerReport:
     breaks: list[Break] = field(default_factory=list)
     orphans: dict[str, int] = field(default_factory=dict)
     issuers_checked: bool = False
+    head: tuple[int, str] = (0, chain.GENESIS)
+    # every signed head checked: given from outside (files) and found (trusted buyer receipts)
+    anchors: list[Anchor] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.breaks
+
+    @property
+    def anchored_through(self) -> int | None:
+        """The highest signed head the chain was shown to extend; ``None`` when unanchored."""
+        return max((a.seq for a in self.anchors), default=None) if self.ok else None
 
     @property
     def first(self) -> Break | None:
@@ -77,49 +90,84 @@ def _check_chain(entries: list[Any], report: LedgerReport) -> None:
         prev = row_hash
 
 
-def _check_row(table: str, row: dict[str, Any], trusted: list[Ed25519PublicKey] | None) -> None:
-    """Signatures and the columns copied out of them; raises VerificationError."""
+def _check_licence(row: dict[str, Any]) -> LicenceBody:
+    """The stored envelope verifies with the stored terms text, and the columns are its own."""
+    terms = row.pop("_terms", None)
+    if terms is None:
+        raise VerificationError("the licence's terms text is not in the ledger", code="LEDGER_ROW")
+    lic = verify_licence(row["envelope"].encode(), source=f"licence {row['sha256']}", terms=terms)
+    b = lic.body
+    copied = (
+        lic.licence_sha256,
+        b.terms.sha256,
+        b.entity,
+        b.signer.name,
+        b.signer.authority,
+        lic.signer_keyid,
+        b.signed_at,
+    )
+    if copied != tuple(row[c] for c in chain.COLUMNS["licences"][:7]):
+        raise VerificationError("columns differ from the signed licence", code="LEDGER_ROW")
+    return b
+
+
+def _check_receipt(row: dict[str, Any], trusted: list[Ed25519PublicKey] | None) -> Anchor | None:
+    """The receipt verifies with its issuer key (a trusted one, when given), the columns are its
+    own; returns the head it signs when its issuer is trusted (an anchor found in the DB)."""
+    key = Ed25519PublicKey.from_public_bytes(bytes.fromhex(row["issuer_key"]))
+    if trusted is not None and keyid(key) not in {keyid(k) for k in trusted}:
+        raise VerificationError("issued by an untrusted key", code="LEDGER_UNTRUSTED_ISSUER")
+    envelope = row["envelope"].encode()
+    body = read_buyer_receipt(envelope, [key], source=f"buyer receipt {row['sha256']}")
+    copied = (
+        sha256_tag(envelope),
+        body.entitlement,
+        body.kit.name,
+        body.kit.version,
+        body.kit.kit_sha256,
+        body.kit.released_at,
+        body.issued_at,
+    )
+    if copied != tuple(row[c] for c in chain.COLUMNS["buyer_receipts"][:7]):
+        raise VerificationError("columns differ from the signed receipt", code="LEDGER_ROW")
+    if trusted is None:
+        return None
+    where = f"buyer receipt {row['sha256']} in the ledger"
+    return Anchor(body.ledger.seq, body.ledger.head, where, body.issued_at)
+
+
+def _check_bound(table: str, row: dict[str, Any], licences: dict[str, LicenceBody]) -> None:
+    """A payment or an entitlement stays within what its licence signs (package, price, term):
+    a stretched term or a cut payment is found even in a chain no signed head anchors."""
+    lic = licences.get(row["licence_sha256"])
+    if lic is None:
+        return  # the licence row itself is broken or missing: reported there
+    if table == "payments":
+        require_bound(
+            lic, package=lic.package, amount_minor=row["amount_minor"], currency=row["currency"]
+        )
+    else:
+        days = term_days_of(row["valid_from"], row["valid_until"])
+        require_bound(lic, package=row["package"], term_days=days)
+
+
+def _check_row(
+    table: str,
+    row: dict[str, Any],
+    trusted: list[Ed25519PublicKey] | None,
+    licences: dict[str, LicenceBody],
+) -> Anchor | None:
+    """Signatures, the columns copied out of them and the licence binding; raises
+    VerificationError (or InputError for a value that does not parse)."""
     if table == "licences":
-        terms = row.pop("_terms", None)
-        if terms is None:
-            raise VerificationError(
-                "the licence's terms text is not in the ledger", code="LEDGER_ROW"
-            )
-        lic = verify_licence(
-            row["envelope"].encode(), source=f"licence {row['sha256']}", terms=terms
-        )
-        b = lic.body
-        copied = (
-            lic.licence_sha256,
-            b.terms.sha256,
-            b.entity,
-            b.signer.name,
-            b.signer.authority,
-            lic.signer_keyid,
-            b.signed_at,
-        )
-        stored = tuple(row[c] for c in chain.COLUMNS["licences"][:7])
-        if copied != stored:
-            raise VerificationError("columns differ from the signed licence", code="LEDGER_ROW")
+        licences[row["sha256"]] = _check_licence(row)
     elif table == "buyer_receipts":
-        key = Ed25519PublicKey.from_public_bytes(bytes.fromhex(row["issuer_key"]))
-        if trusted is not None and keyid(key) not in {keyid(k) for k in trusted}:
-            raise VerificationError("issued by an untrusted key", code="LEDGER_UNTRUSTED_ISSUER")
-        envelope = row["envelope"].encode()
-        body = read_buyer_receipt(envelope, [key], source=f"buyer receipt {row['sha256']}")
-        copied = (
-            sha256_tag(envelope),
-            body.entitlement,
-            body.kit.name,
-            body.kit.version,
-            body.kit.kit_sha256,
-            body.kit.released_at,
-            body.issued_at,
-        )
-        if copied != tuple(row[c] for c in chain.COLUMNS["buyer_receipts"][:7]):
-            raise VerificationError("columns differ from the signed receipt", code="LEDGER_ROW")
+        return _check_receipt(row, trusted)
+    elif table in ("payments", "entitlements"):
+        _check_bound(table, row, licences)
     elif table == "terms" and sha256_tag(row["text"].encode()) != row["sha256"]:
         raise VerificationError("the terms text does not hash to its key", code="LEDGER_ROW")
+    return None
 
 
 _ORPHANS = {
@@ -136,10 +184,25 @@ _ORPHANS = {
 }
 
 
-def verify_ledger(engine: Engine, trusted: list[Ed25519PublicKey] | None = None) -> LedgerReport:
+def _check_anchors(entries: list[Any], report: LedgerReport) -> None:
+    """Every signed head must still be on the chain (see :mod:`k3kit.ledger.anchor`)."""
+    row_hashes = {int(e[0]): str(e[5]) for e in entries}
+    for anchor in report.anchors:
+        problem = anchor_problem(anchor, row_hashes)
+        if problem is not None:
+            report.breaks.append(Break(anchor.seq, "entries", anchor.head, ANCHOR_BROKEN, problem))
+
+
+def verify_ledger(
+    engine: Engine,
+    trusted: list[Ed25519PublicKey] | None = None,
+    anchors: Sequence[Anchor] = (),
+) -> LedgerReport:
     """Check everything; never raises for what it finds (that is the report), only for a
-    database that cannot be read or is not a k3kit ledger."""
-    report = LedgerReport(issuers_checked=trusted is not None)
+    database that cannot be read or is not a k3kit ledger. ``anchors`` are signed heads from
+    outside the database (already verified, see :func:`k3kit.ledger.anchor.read_anchor`); the
+    heads in buyer receipts whose issuer is ``trusted`` are added to them."""
+    report = LedgerReport(issuers_checked=trusted is not None, anchors=list(anchors))
     with reading(engine) as conn:
         require_current(conn)
         entries = [
@@ -152,10 +215,13 @@ def verify_ledger(engine: Engine, trusted: list[Ed25519PublicKey] | None = None)
             )
         ]
         report.rows = len(entries)
+        if entries:
+            report.head = (int(entries[-1][0]), str(entries[-1][5]))
         _check_chain(entries, report)
         by_seq = {e[0]: e for e in entries}
         terms = {r["sha256"]: r["text"].encode() for r in _rows(conn, "terms")}
         seen: set[int] = set()
+        licences: dict[str, LicenceBody] = {}
         for table in chain.COLUMNS:
             rows = _rows(conn, table)
             report.counts[table] = len(rows)
@@ -188,8 +254,10 @@ def verify_ledger(engine: Engine, trusted: list[Ed25519PublicKey] | None = None)
                 if table == "licences":
                     row["_terms"] = terms.get(row["terms_sha256"])
                 try:
-                    _check_row(table, row, trusted)
-                except (VerificationError, ValueError) as exc:
+                    found = _check_row(table, row, trusted, licences)
+                    if found is not None:
+                        report.anchors.append(found)
+                except (K3kitError, ValueError) as exc:
                     code = getattr(exc, "code", "LEDGER_ROW")
                     report.breaks.append(Break(seq, table, ref, code, str(exc)))
         for seq, kind, ref, *_ in entries:
@@ -203,6 +271,7 @@ def verify_ledger(engine: Engine, trusted: list[Ed25519PublicKey] | None = None)
                         "the chain announces a row that is not there",
                     )
                 )
+        _check_anchors(entries, report)
         for name, sql in _ORPHANS.items():
             report.orphans[name] = int(conn.execute(text(sql)).scalar() or 0)
             if report.orphans[name]:

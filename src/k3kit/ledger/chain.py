@@ -82,14 +82,20 @@ def entry_hash(seq: int, kind: str, ref: str, body_sha256: str, prev_hash: str) 
     )
 
 
+def head(conn: Connection) -> tuple[int, str]:
+    """The last entry's ``(seq, row_hash)``; ``(0, GENESIS)`` for an empty chain."""
+    row = conn.execute(text("SELECT seq, row_hash FROM entries ORDER BY seq DESC LIMIT 1")).first()
+    return (0, GENESIS) if row is None else (int(row[0]), str(row[1]))
+
+
 def append(conn: Connection, kind: str, row: Mapping[str, Any]) -> int:
     """Insert ``row`` into table ``kind`` with its chain entry; returns the entry's ``seq``.
 
     Must run inside :func:`k3kit.ledger.db.transaction`, which holds the writer lock, so the head
     read here is still the head when the entry is inserted.
     """
-    head = conn.execute(text("SELECT seq, row_hash FROM entries ORDER BY seq DESC LIMIT 1")).first()
-    seq, prev = (1, GENESIS) if head is None else (int(head[0]) + 1, str(head[1]))
+    last, prev = head(conn)
+    seq = last + 1
     ref = str(row[KEY[kind]])
     body = body_hash(kind, row)
     conn.execute(

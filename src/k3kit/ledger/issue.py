@@ -21,7 +21,8 @@ from k3kit.errors import InputError, VerificationError
 from k3kit.keys import raw_public
 from k3kit.ledger import chain
 from k3kit.ledger.db import require_current, transaction
-from k3kit.licence import sha256_tag
+from k3kit.ledger.purchase import term_days_of
+from k3kit.licence import require_bound, sha256_tag, verify_licence
 from k3kit.signers import Signer
 from k3kit.verify import KitNotVerified, verify_path
 
@@ -69,7 +70,8 @@ def issue(
         require_current(conn)
         row = conn.execute(
             text(
-                "SELECT e.package, e.valid_from, e.valid_until, e.licence_sha256, l.entity "
+                "SELECT e.package, e.valid_from, e.valid_until, e.licence_sha256, l.entity, "
+                "l.envelope "
                 "FROM entitlements e JOIN licences l ON l.sha256 = e.licence_sha256 "
                 "JOIN payments p ON p.ref = e.payment_ref WHERE e.id = :id"
             ),
@@ -77,12 +79,16 @@ def issue(
         ).first()
         if row is None:
             raise InputError(f"no entitlement {entitlement_id!r}", code="ENTITLEMENT_UNKNOWN")
-        package, valid_from, valid_until, licence_sha256, entity = row
+        package, valid_from, valid_until, licence_sha256, entity, envelope = row
         if package != kit_ref["name"]:
             raise VerificationError(
                 f"entitlement {entitlement_id} is for package {package}, not {kit_ref['name']}",
                 code="ENTITLEMENT_OTHER_PACKAGE",
             )
+        # the signed licence, not only the entitlement row, must be for this package and term
+        licence = verify_licence(envelope.encode(), source=f"licence {licence_sha256}")
+        term = term_days_of(valid_from, valid_until)
+        require_bound(licence.body, package=kit_ref["name"], term_days=term)
         if not valid_from <= kit_ref["released_at"] < valid_until:
             raise VerificationError(
                 f"{kit_ref['name']} {kit_ref['version']} was released {kit_ref['released_at']}, "
@@ -97,6 +103,7 @@ def issue(
             build_record=build_record,
             serve_command=serve_command,
             issued_at=now,
+            ledger=dict(zip(("seq", "head"), chain.head(conn), strict=True)),
         )
         envelope = sign_buyer_receipt(body, signer)
         digest = sha256_tag(envelope)

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from k3kit.errors import InputError
 from k3kit.ledger import chain
 from k3kit.ledger.db import require_current, transaction
-from k3kit.licence import VerifiedLicence, sha256_tag, verify_licence
+from k3kit.licence import VerifiedLicence, require_bound, sha256_tag, verify_licence
 
 _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
 _TS = "%Y-%m-%dT%H:%M:%SZ"
@@ -41,6 +41,16 @@ class Purchase:
 def term_end(valid_from: str, days: int) -> str:
     start = datetime.strptime(valid_from, _TS).replace(tzinfo=UTC)
     return (start + timedelta(days=days)).strftime(_TS)
+
+
+def term_days_of(valid_from: str, valid_until: str) -> int | float:
+    """The length of a term in days (a whole number when it is one), to compare with a price."""
+    try:
+        span = datetime.strptime(valid_until, _TS) - datetime.strptime(valid_from, _TS)
+    except ValueError as exc:
+        raise InputError(f"term {valid_from}..{valid_until}: {exc}", code="BAD_INPUT") from exc
+    days = span / timedelta(days=1)
+    return int(days) if days.is_integer() else days
 
 
 def _licence_row(lic: VerifiedLicence, envelope: bytes) -> dict[str, object]:
@@ -74,15 +84,23 @@ def purchase(
     now: str,
     after_payment: Callable[[], None] | None = None,
 ) -> Purchase:
-    """Record a purchase; the licence is verified (with this terms text) before anything is
-    written. ``after_payment`` runs between the payment and the entitlement inserts (tests kill
-    the process there to show that nothing half-written survives)."""
+    """Record a purchase; the licence is verified (with this terms text) and must be for this
+    package, amount, currency and term length before anything is written. ``after_payment``
+    runs between the payment and the entitlement inserts (tests kill the process there to show
+    that nothing half-written survives)."""
     for what, value in (("payment reference", payment_ref), ("package", package)):
         if not _REF.match(value):
             raise InputError(f"{what} {value!r} is not a plain identifier", code="BAD_INPUT")
     if not re.fullmatch(r"[A-Z]{3}", currency):
         raise InputError(f"currency {currency!r} is not an ISO 4217 code", code="BAD_INPUT")
     lic = verify_licence(licence, source="licence", terms=terms)
+    require_bound(
+        lic.body,
+        package=package,
+        amount_minor=amount_minor,
+        currency=currency,
+        term_days=term_days_of(valid_from, valid_until),
+    )
     try:
         text = terms.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -16,6 +16,7 @@ from k3kit.models._base import Sha256Hex
 
 LICENCE_PAYLOAD_TYPE = "application/vnd.k3kit.licence+json"
 BUYER_RECEIPT_PAYLOAD_TYPE = "application/vnd.k3kit.buyer-receipt+json"
+LEDGER_CHECKPOINT_PAYLOAD_TYPE = "application/vnd.k3kit.ledger-checkpoint+json"
 
 # The four affirmations of the enterprise licence; each is signed separately and none has a
 # default. Their wording is part of the signed payload, so a changed text is a different licence.
@@ -67,14 +68,46 @@ class LicenceTerms(_Doc):
     sha256: Digest
 
 
-class LicenceBody(_Doc):
-    """What a buyer signs: the terms' hash, who binds whom, each affirmation, and when."""
+class LicencePrice(_Doc):
+    """What the licence is bought for: the amount of each payment and the term it buys."""
 
-    schema_: Literal["k3kit.licence/v1"] = Field("k3kit.licence/v1", alias="schema")
+    amount_minor: int = Field(ge=1, le=10**15)  # minor units (cents)
+    currency: str = Field(pattern=r"^[A-Z]{3}$")  # ISO 4217
+    term_days: int = Field(ge=1, le=3660)  # each payment buys one entitlement of this length
+
+
+class LicenceBody(_Doc):
+    """What a buyer signs: the terms' hash, who binds whom, for which package at which price,
+    each affirmation, and when. v2 added ``package`` and ``price`` (docs/licence.md)."""
+
+    schema_: Literal["k3kit.licence/v2"] = Field("k3kit.licence/v2", alias="schema")
     terms: LicenceTerms
     entity: Text
+    package: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
+    price: LicencePrice
     signer: LicenceSigner
     affirmations: list[Affirmation] = Field(min_length=1, max_length=16)
+    signed_at: Timestamp
+
+
+class LedgerHead(_Doc):
+    """One point of the ledger's hash chain: entry ``seq`` and its ``row_hash``.
+
+    Signed by the seller (in a checkpoint, or inside a buyer receipt), it anchors the chain: a
+    chain whose entry ``seq`` no longer hashes to ``head`` was rewritten at or before ``seq``.
+    """
+
+    seq: int = Field(ge=1, le=2**63 - 1)
+    head: Digest
+
+
+class LedgerCheckpointBody(_Doc):
+    """A signed head of the ledger, kept by the seller outside the database (docs/ledger.md)."""
+
+    schema_: Literal["k3kit.ledger-checkpoint/v1"] = Field(
+        "k3kit.ledger-checkpoint/v1", alias="schema"
+    )
+    ledger: LedgerHead
     signed_at: Timestamp
 
 
@@ -90,7 +123,7 @@ class BuyerKit(_Doc):
 class BuyerReceiptBody(_Doc):
     """What the public receipt leaves out, bound to one licence, one entitlement and one kit."""
 
-    schema_: Literal["k3kit.buyer-receipt/v1"] = Field("k3kit.buyer-receipt/v1", alias="schema")
+    schema_: Literal["k3kit.buyer-receipt/v2"] = Field("k3kit.buyer-receipt/v2", alias="schema")
     licensee: Text
     licence_sha256: Digest
     entitlement: Text
@@ -101,3 +134,4 @@ class BuyerReceiptBody(_Doc):
         min_length=1, max_length=512
     )
     issued_at: Timestamp
+    ledger: LedgerHead  # the signed head this receipt's own ledger entry extends
