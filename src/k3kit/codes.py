@@ -286,6 +286,11 @@ class EnvironmentCode(ErrorCode):
     ENGINE_NOT_FOUND = "ENGINE_NOT_FOUND", _ENV, "the engine executable is not installed"
     INSTALL_DIR_UNSAFE = "INSTALL_DIR_UNSAFE", _ENV, "another user can write the install folder"
     INSTALL_INCOMPLETE = "INSTALL_INCOMPLETE", _ENV, "k3kit's own files are missing"
+    INSTALL_TARGET_FOREIGN = (
+        "INSTALL_TARGET_FOREIGN",
+        _ENV,
+        "NAME-VERSION exists but k3kit did not install it (owner, mode)",
+    )
     IO_ERROR = "IO_ERROR", _ENV, "an OSError reached the CLI"
     KEY_PASSPHRASE = "KEY_PASSPHRASE", _ENV, "wrong passphrase for the key"
     KEY_TOO_PERMISSIVE = "KEY_TOO_PERMISSIVE", _ENV, "the private key file is readable"
