@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel
 
-from k3kit.documents import Document, read_document
+from k3kit.documents import Document, read_document, read_kit_documents, read_listed
 from k3kit.errors import InputError, VerificationError
 from k3kit.kitpath import KIT_KINDS, open_kit, require
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, ExpectedEvidence, diff_evidence, diff_tree
@@ -514,3 +514,55 @@ class KitNotVerified(VerificationError):
         )
         super().__init__(message, code=(first.code if first and first.code else "NOT_VERIFIED"))
         self.report = report
+
+
+@dataclass(frozen=True)
+class VerifiedKit:
+    """A kit folder that verified against its receipt, with its manifest and ``kit.json`` read
+    from the very bytes whose digests the receipt signs.
+
+    The one way for a verb to use a kit's files after a verdict: :meth:`read` reads a listed
+    file once and compares it in memory with the verified manifest, so what a verb renders,
+    judges or shows is what was verified, even if the folder changes after :func:`open_verified`.
+    """
+
+    path: Path
+    report: Report
+    manifest: Manifest
+    info: KitInfo
+
+    @property
+    def kit_sha256(self) -> str:
+        return str(self.report.facts["kit_sha256"])
+
+    def read(self, rel: str, *, max_bytes: int = MAX_DOC_BYTES) -> bytes:
+        """The bytes of ``rel`` as the verified manifest lists them (``KIT_FILE_CHANGED`` if
+        they are not)."""
+        return read_listed(self.path, self.manifest, rel, max_bytes=max_bytes)
+
+
+def open_verified(
+    kit_dir: Path,
+    trusted: TrustSource,
+    *,
+    rollback: RollbackPolicy | None = None,
+    label: str | None = None,
+) -> VerifiedKit:
+    """Verify ``kit_dir`` (receipt signature, kit checksum, every file, weight lock), then read
+    its manifest and ``kit.json`` tied to the verified kit checksum.
+
+    Raises :class:`KitNotVerified` (exit 1, with the report) when a check fails and
+    ``VerificationError`` ``KIT_FILE_CHANGED`` when the folder changed since it was verified.
+    Weights are not checked: the verbs that need them (``launch``, ``accept``) pass them to
+    :func:`verify_dir` themselves.
+    """
+    report = verify_dir(kit_dir, trusted, label=label, rollback=rollback)
+    if not report.ok:
+        raise KitNotVerified(report)
+    manifest, info = read_kit_documents(
+        kit_dir,
+        max_bytes=MAX_DOC_BYTES,
+        kit_sha256=str(report.facts["kit_sha256"]),
+        mismatch_code="KIT_FILE_CHANGED",
+    )
+    return VerifiedKit(kit_dir, report, manifest, info)
