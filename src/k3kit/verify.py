@@ -8,6 +8,7 @@ huggingface_hub, jinja2, ``pin`` or ``render`` (import-linter enforces it).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -17,7 +18,13 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel
 
-from k3kit.documents import Document, read_document, read_kit_documents, read_listed
+from k3kit.documents import (
+    Document,
+    read_bounded,
+    read_document,
+    read_kit_documents,
+    read_listed,
+)
 from k3kit.errors import InputError, VerificationError
 from k3kit.kitpath import KIT_KINDS, open_kit, require
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, ExpectedEvidence, diff_evidence, diff_tree
@@ -30,7 +37,7 @@ from k3kit.models import (
     WeightsLock,
 )
 from k3kit.sign import read_receipt, subject_digest
-from k3kit.trust import RollbackPolicy, RootAnchor, Trust
+from k3kit.trust import RollbackPolicy, RootAnchor, Trust, sshsig
 from k3kit.trust import rollback as rollback_state
 from k3kit.trust.root import kit_roots
 from k3kit.vocab import CheckStatus, Problem
@@ -39,6 +46,8 @@ from k3kit.weights import WeightsOptions, check_weights
 MAX_DOC_BYTES = 16 * 1024 * 1024
 LOCK_NAME = "weights.lock.json"
 KIT_INFO_NAME = "kit.json"
+SSHSIG_NAME = sshsig.SIG_NAME
+MAX_SSHSIG_BYTES = 64 * 1024
 
 PASSED, FAILED, NOT_CHECKED = CheckStatus.PASSED, CheckStatus.FAILED, CheckStatus.NOT_CHECKED
 
@@ -105,6 +114,7 @@ class _State:
     kit_sha256: str | None = None
     statement: Statement | None = None
     manifest: Manifest | None = None  # parsed once, from the bytes whose checksum matched
+    manifest_data: bytes | None = None  # those bytes (what MANIFEST.json.sig signs)
     lock: WeightsLock | None = None
     lock_sha256: str | None = None
 
@@ -208,9 +218,36 @@ def _step_kit_checksum(st: _State, check: Check) -> None:
         mismatch_code="RECEIPT_KIT_MISMATCH",
         detail="the receipt belongs to another kit",
     )
-    st.manifest = doc.model
+    st.manifest, st.manifest_data = doc.model, doc.data
     st.kit_sha256 = doc.sha256
     check.detail = f"sha256:{doc.sha256}"
+
+
+def _step_sshsig(st: _State, check: Check) -> None:
+    """``MANIFEST.json.sig`` (``k3kit sshsig``) is unlisted, so the manifest does not cover it;
+    left unchecked it would ride into an installed kit as if it were part of what verified, and
+    a buyer running ``ssh-keygen -Y verify`` later would trust whatever it says. So, when
+    present, it must be an SSH signature over the verified ``MANIFEST.json`` bytes by a release
+    key this trust source accepts at the receipt's date (``SSHSIG_INVALID`` otherwise)."""
+    assert st.statement is not None and st.trust is not None and st.manifest_data is not None
+    armored = read_bounded(
+        st.kit_dir / SSHSIG_NAME, MAX_SSHSIG_BYTES, what=SSHSIG_NAME, code="SSHSIG_INVALID"
+    ).decode("ascii", "replace")
+    issued_at = st.statement.predicate.issued_at
+    for trusted in st.trust.keys:
+        if not trusted.valid_at(issued_at):
+            continue
+        try:
+            sshsig.verify(armored, st.manifest_data, trusted.key)
+        except VerificationError:
+            continue
+        check.detail = f"SSH signature over MANIFEST.json by {trusted.keyid[:16]}"
+        return
+    raise VerificationError(
+        f"{SSHSIG_NAME} is not an SSH signature over this MANIFEST.json by a trusted release key",
+        code="SSHSIG_INVALID",
+        hint=f"remove {SSHSIG_NAME} or have the publisher sign it again with `k3kit sshsig`",
+    )
 
 
 def _expected_evidence(statement: Statement) -> list[ExpectedEvidence]:
@@ -306,6 +343,12 @@ STEPS: list[tuple[str, str, Callable[[_State, Check], None], tuple[str, ...]]] =
         ("receipt_signature",),
     ),
     ("rollback", "not older than what this node accepted", _step_rollback, ("kit_checksum",)),
+    (
+        "sshsig",
+        "MANIFEST.json.sig is a trusted key's SSH signature",
+        _step_sshsig,
+        ("receipt_signature", "kit_checksum"),
+    ),
 ]
 
 
@@ -329,6 +372,8 @@ def verify_dir(
     for step_id, title, func, needs in STEPS:
         if step_id == "rollback" and not tracked:
             continue  # plain --trust keeps no state; docs/trust.md says what that leaves open
+        if step_id == "sshsig" and not os.path.lexists(kit_dir / SSHSIG_NAME):
+            continue  # optional: checked whenever it is there, never reported when it is not
         check = Check(step_id, title)
         report.checks.append(check)
         blocked = [c.id for c in report.checks if c.id in needs and c.status != PASSED]

