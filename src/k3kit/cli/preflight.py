@@ -20,6 +20,8 @@ from k3kit.cli.signing import (
 from k3kit.errors import InputError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from k3kit.preflight import PreflightReport
 
 _MARK = {"pass": "PASS", "fail": "FAIL", "not-checked": "NOT CHECKED"}
@@ -27,6 +29,13 @@ _MARK = {"pass": "PASS", "fail": "FAIL", "not-checked": "NOT CHECKED"}
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("kit", type=click.Path(path_type=Path, file_okay=False))
+@optional_trust_option
+@root_option
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="State folder for --root: accepted roots, rollback state (default: as `verify`).",
+)
 @click.option("--profile", required=True, help="Operating profile (see kit.json).")
 @click.option("--topology", help="Topology of the profile (default: its single-node one).")
 @click.option(
@@ -48,6 +57,9 @@ _MARK = {"pass": "PASS", "fail": "FAIL", "not-checked": "NOT CHECKED"}
 @handle_errors
 def preflight(
     kit: Path,
+    trust: tuple[Path, ...],
+    root_file: Path | None,
+    state_dir: Path | None,
     profile: str,
     topology: str | None,
     weights: Path | None,
@@ -60,9 +72,16 @@ def preflight(
     GPUs are read through NVML (nvidia-ml-py), else `nvidia-smi -q -x`. Each check is PASS,
     FAIL (expected vs actual) or NOT CHECKED (with why); a check whose source is missing is never
     PASS. Exit 1 when a required check fails or could not be checked.
+
+    What the profile needs is read from KIT only after it verified against its signed receipt
+    (--trust or --root, as `verify`); a kit that does not verify is not judged (exit 1).
     """
+    from k3kit.cli._shared import default_state_dir
     from k3kit.documents import read_bounded
     from k3kit.preflight import from_nvidia_smi_xml, os_facts_from_json, run_preflight
+
+    state = state_dir if state_dir is not None else default_state_dir()
+    trusted, rollback = trust_source(trust, root_file, state, False)
 
     node = None
     if nvidia_smi_xml is not None:
@@ -86,11 +105,38 @@ def preflight(
         if not isinstance(doc, dict):
             raise InputError(f"{os_facts}: not a JSON object", code="BAD_INPUT")
         osf = os_facts_from_json(doc)
-    report = run_preflight(kit, profile, topology=topology, node=node, osf=osf, weights=weights)
+    report = _verified_preflight(
+        lambda: run_preflight(
+            kit,
+            profile,
+            trusted=trusted,
+            rollback=rollback,
+            topology=topology,
+            node=node,
+            osf=osf,
+            weights=weights,
+        ),
+        as_json=as_json,
+    )
     if as_json:
         emit_json(report.as_json())
     print_preflight(report)
     if not report.ok:
+        sys.exit(1)
+
+
+def _verified_preflight(run: Callable[[], PreflightReport], *, as_json: bool) -> PreflightReport:
+    """``run``, with a kit that does not verify shown as its report (exit 1), not judged."""
+    from k3kit.cli._shared import print_report
+    from k3kit.verify import KitNotVerified
+
+    try:
+        return run()
+    except KitNotVerified as exc:
+        if as_json:
+            emit_json({**exc.report.as_json(), "preflight": None})
+        print_report(exc.report)
+        err("preflight: the kit did not verify; the node was not judged against it")
         sys.exit(1)
 
 
