@@ -64,12 +64,12 @@ def _preflight(
     key: KeyFiles | None = None,
 ) -> tuple[int, dict[str, dict[str, str]], str]:
     """``kit`` is the golden kit (trusted with its own key) or a folder signed with ``key``."""
-    if isinstance(kit, GoldenKit):
-        kit, key = kit.kit, kit.key
+    folder = kit.kit if isinstance(kit, GoldenKit) else kit
+    key = kit.key if isinstance(kit, GoldenKit) else key
     assert key is not None
     args: list[str | Path] = [
         "preflight",
-        kit,
+        folder,
         "--trust",
         key.public,
         "--profile",
