@@ -57,10 +57,13 @@ def install(
     The archive is read once, into a private staging folder inside INTO; that copy is verified
     (receipt signature, kit checksum, every file against MANIFEST.json, weight lock) and the same
     copy is renamed to INTO/NAME-VERSION/ and made read-only. Nothing is installed when a check
-    fails. Installing the same kit again is a no-op; another kit under the same name and version
-    is refused (exit 1, INSTALL_CONFLICT). With --root, an older or conflicting kit for the
-    same package and channel is refused (ROLLBACK, EQUIVOCATION) and the accepted sequence is
-    recorded in the state folder. Weights are checked by `pull` and `launch`.
+    fails. Installing the same kit again is a no-op when INTO/NAME-VERSION is as install left
+    it (owned by you, read-only, nothing anyone else can write) and verifies again; a folder
+    install did not leave there is refused whatever its bytes (exit 4, INSTALL_TARGET_FOREIGN),
+    and another kit under the same name and version is refused (exit 1, INSTALL_CONFLICT).
+    With --root, an older or conflicting kit for the same package and channel is refused
+    (ROLLBACK, EQUIVOCATION) and the accepted sequence is recorded in the state folder.
+    Weights are checked by `pull` and `launch`.
     """
     from k3kit.install import install as install_kit
     from k3kit.verify import KitNotVerified
@@ -85,7 +88,11 @@ def install(
     if as_json:
         emit_json(result)
     print_report(done.report, quiet=True)
-    outcome = "already installed (same bytes)" if done.already_installed else "installed read-only"
+    outcome = (
+        "already installed (same kit, verified again)"
+        if done.already_installed
+        else "installed read-only"
+    )
     err(f"{outcome}: {done.path}")
     if not as_json:
         click.echo(str(done.path))
