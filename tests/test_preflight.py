@@ -250,6 +250,7 @@ def _lower_the_bar(kit: Path) -> None:
 
     info = kit / "kit.json"
     data = info.read_bytes().replace(b'"gpus_per_node":8', b'"gpus_per_node":1')
+    data = data.replace(b'"gpu_memory_gb":288', b'"gpu_memory_gb":140')
     info.write_bytes(data.replace(b'"gpu_name_pattern":"B300"', b'"gpu_name_pattern":"H200"'))
     (kit / "MANIFEST.json").write_bytes(manifest_bytes(build_manifest(kit)))
 
@@ -257,8 +258,9 @@ def _lower_the_bar(kit: Path) -> None:
 def test_a_kit_json_edited_to_pass_this_node_is_not_judged(
     golden: GoldenKit, tmp_path: Path
 ) -> None:
-    """The attack: one H200 is not the kit's 8x B300, so an edited kit.json turns FAIL into PASS
-    unless preflight verifies the kit against the signed receipt first. Exit 1, no checks."""
+    """The attack: one H200 is not the kit's 8x B300, so an edited kit.json (count, model, memory)
+    turns FAIL into PASS (exit 0 before this fix, tried) unless preflight verifies the kit
+    against the signed receipt first. Exit 1, no checks."""
     kit = tmp_path / "kit"
     shutil.copytree(golden.kit, kit)
     _lower_the_bar(kit)

@@ -91,6 +91,7 @@ def preflight_with_kit_json_lowered_to_one_h200_and_recomputed_manifest(w: Workb
     kit = w.kit()
     info = kit / "kit.json"
     data = info.read_bytes().replace(b'"gpus_per_node":8', b'"gpus_per_node":1')
+    data = data.replace(b'"gpu_memory_gb":288', b'"gpu_memory_gb":140')
     info.write_bytes(data.replace(b'"gpu_name_pattern":"B300"', b'"gpu_name_pattern":"H200"'))
     (kit / "MANIFEST.json").write_bytes(manifest_bytes(build_manifest(kit)))
     xml = Path(__file__).parents[1] / "data" / "preflight" / "h200x1.synthetic.xml"
