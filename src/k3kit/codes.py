@@ -243,6 +243,11 @@ class HubCode(ErrorCode):
     PULL_LINK_PLANTED = "PULL_LINK_PLANTED", _FAIL, "a link was planted in the folder"
     PULL_NOT_VERIFIED = "PULL_NOT_VERIFIED", _FAIL, "pulled bytes did not verify"
     PULL_PATH_BLOCKED = "PULL_PATH_BLOCKED", _FAIL, "something blocks a lock path"
+    PULL_FILE_FOREIGN = (
+        "PULL_FILE_FOREIGN",
+        _FAIL,
+        "a weight file found in place belongs to another user or others can write it",
+    )
     PULL_QUARANTINE_FAILED = "PULL_QUARANTINE_FAILED", _ENV, "cannot move aside a bad file"
     PULL_QUARANTINE_UNSAFE = "PULL_QUARANTINE_UNSAFE", _ENV, "the quarantine is unsafe"
     PULL_STOPPED = "PULL_STOPPED", _ENV, "stopped after another file's failure"
