@@ -142,7 +142,8 @@ def _refuse_foreign(target: Path) -> None:
             f"{target} was not installed by k3kit as this user: {why}; it is not trusted as "
             "the installed kit",
             code="INSTALL_TARGET_FOREIGN",
-            hint=f"look at who made {target}, move it out of the way, then install again",
+            hint=f"look at who made {target} and why; install into a folder of your own "
+            "(in a sticky shared folder only its owner or root can remove it)",
         )
 
 
