@@ -36,7 +36,9 @@ def rendered(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Pat
     out = tmp_path_factory.mktemp("site") / "out"
     site = out.parent / "site.env"
     site.write_text(SITE)
-    proc = run_k3kit("render-site", golden.kit, "--site", site, "-o", out)
+    proc = run_k3kit(
+        "render-site", golden.kit, "--trust", golden.key.public, "--site", site, "-o", out
+    )
     assert proc.returncode == 0, proc.stderr
     return out
 

@@ -18,6 +18,7 @@ import pytest
 
 from k3kit import _fs
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
+from tests.cotenant import COTENANT_UID, needs_root
 
 
 def _leftovers(folder: Path) -> list[str]:
@@ -269,3 +270,69 @@ def test_a_folder_owned_by_another_user_is_replaceable(tmp_path: Path) -> None:
     folder.mkdir(mode=0o755)
     os.chown(folder, 65534, 65534)
     assert _fs.replaceable_by_others(folder) == folder
+
+
+def _tree(root: Path) -> Path:
+    """A tree as ``install`` leaves it: ours, files 0444, folders 0555."""
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "file").write_text("x")
+    (root / "sub" / "file").chmod(0o444)
+    (root / "sub").chmod(0o555)
+    root.chmod(0o555)
+    return root
+
+
+def test_foreign_entry_accepts_a_read_only_tree_of_ours(tmp_path: Path) -> None:
+    from k3kit._fs import foreign_entry
+
+    assert foreign_entry(_tree(tmp_path / "kit"), read_only=True) is None
+
+
+def _while_open(root: Path, change: Callable[[Path], object]) -> None:
+    """Make ``change`` inside a read-only tree, then put the folders back as install leaves them
+    (a change to a folder's own mode stays)."""
+    modes = {p: p.stat().st_mode & 0o777 for p in (root, root / "sub")}
+    for folder in modes:
+        folder.chmod(0o755)
+    change(root)
+    for folder, mode in modes.items():
+        if folder.stat().st_mode & 0o777 == 0o755:
+            folder.chmod(mode)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda r: (r / "sub" / "file").chmod(0o644), "sub/file is writable (mode 0644)"),
+        (lambda r: (r / "sub").chmod(0o775), "sub is writable (mode 0775)"),
+        (lambda r: r.chmod(0o757), "the folder itself is writable (mode 0757)"),
+        (lambda r: os.mkfifo(r / "sub" / "pipe"), "sub/pipe is not a regular file"),
+        (lambda r: (r / "sub" / "link").symlink_to("file"), "sub/link is not a regular file"),
+    ],
+    ids=["writable file", "group-writable folder", "world-writable root", "fifo", "link"],
+)
+def test_foreign_entry_names_what_install_cannot_have_left(
+    tmp_path: Path, change: Callable[[Path], object], why: str
+) -> None:
+    from k3kit._fs import foreign_entry
+
+    root = _tree(tmp_path / "kit")
+    _while_open(root, change)
+    assert foreign_entry(root, read_only=True) == why
+
+
+def test_foreign_entry_refuses_a_link_in_place_of_the_folder(tmp_path: Path) -> None:
+    from k3kit._fs import foreign_entry
+
+    real = _tree(tmp_path / "real")
+    (tmp_path / "kit").symlink_to(real)
+    assert foreign_entry(tmp_path / "kit", read_only=True) == "the folder itself is not a folder"
+
+
+@needs_root
+def test_foreign_entry_names_another_owner(tmp_path: Path) -> None:
+    from k3kit._fs import foreign_entry
+
+    root = _tree(tmp_path / "kit")
+    os.chown(root / "sub" / "file", COTENANT_UID, COTENANT_UID)
+    assert foreign_entry(root, read_only=True) == f"sub/file is owned by uid {COTENANT_UID}"

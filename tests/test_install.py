@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import os
+import shutil
 import stat
 import tarfile
 from pathlib import Path
@@ -15,8 +16,10 @@ import pytest
 
 from k3kit.archive import pack
 from tests.conftest import GoldenKit, KeyFiles, make_kit, make_snapshot, run_k3kit
+from tests.cotenant import COTENANT_UID, cotenant_python, needs_root, shared_folder
 
 FOLDER = "kimi-k3-b300x8-1.0.0"
+RUN_SH = "profiles/interactive/single-node-8gpu/run.sh"
 
 
 @pytest.fixture(scope="module")
@@ -240,3 +243,78 @@ def test_a_sticky_shared_into_is_safe(archive: Path, golden: GoldenKit, tmp_path
     rc, out, stderr = install(archive, golden.key.public, into)
     assert rc == 0, stderr
     assert out["installed"] == str((into / FOLDER).resolve())
+
+
+_PLANT_GENUINE_COPY = """
+import os, shutil, sys
+src, dest = sys.argv[1], sys.argv[2]
+shutil.copytree(src, dest)
+for top, dirs, files in os.walk(dest, topdown=False):
+    for name in files:
+        path = os.path.join(top, name)
+        os.chmod(path, 0o555 if os.stat(path).st_mode & 0o100 else 0o444)
+    os.chmod(top, 0o555)
+"""
+
+_EDIT_PLANTED_RUN_SH = """
+import os, sys
+run_sh = os.path.join(sys.argv[1], "profiles/interactive/single-node-8gpu/run.sh")
+os.chmod(os.path.dirname(run_sh), 0o755)
+os.unlink(run_sh)
+with open(run_sh, "w") as handle:
+    handle.write("#!/bin/sh\\nid > /tmp/owned-by-cotenant\\n")
+"""
+
+
+@needs_root
+def test_a_cotenant_copy_of_the_genuine_kit_in_a_shared_into_is_not_already_installed(
+    archive: Path, golden: GoldenKit
+) -> None:
+    """The attack: in a sticky shared --into (allowed, like /tmp), the co-tenant (uid 65534)
+    pre-creates NAME-VERSION with the genuine bytes and read-only modes. Its bytes verify, but
+    it is theirs: calling it "already installed" would point the operator at a folder they can
+    edit (which they then do). Refused as foreign (exit 4); the co-tenant's folder is not named
+    as installed anywhere."""
+    with shared_folder() as into:
+        genuine = into / "genuine-source"
+        shutil.copytree(golden.kit, genuine)
+        for path in [genuine, *genuine.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        planted = into / FOLDER
+        cotenant_python(_PLANT_GENUINE_COPY, str(genuine), str(planted))
+        assert planted.stat().st_uid == COTENANT_UID
+        proc = run_k3kit("verify", planted, "--trust", golden.key.public)
+        assert proc.returncode == 0, "the planted copy must hold the genuine bytes"
+
+        rc, out, stderr = install(archive, golden.key.public, into)
+
+        assert (rc, out["error"]["code"]) == (4, "INSTALL_TARGET_FOREIGN"), stderr
+        assert f"owned by uid {COTENANT_UID}" in out["error"]["message"]
+        assert "already installed" not in stderr and "installed" not in out
+        assert not [n for n in os.listdir(into) if n.startswith(".k3kit-install-")]
+        # Why it matters: the folder is still the co-tenant's to edit after any check of ours.
+        cotenant_python(_EDIT_PLANTED_RUN_SH, str(planted))
+        assert b"owned-by-cotenant" in (planted / RUN_SH).read_bytes()
+
+
+@pytest.mark.parametrize(
+    "loosen",
+    ["a writable file", "a writable folder", "a group-writable file"],
+)
+def test_a_copy_of_the_genuine_kit_not_left_by_install_is_not_already_installed(
+    archive: Path, golden: GoldenKit, tmp_path: Path, loosen: str
+) -> None:
+    """Even one's own copy (`cp -r`, an unpacked tarball) is not "already installed" unless it is
+    read-only as install leaves it: a writable file can change after any check."""
+    into = tmp_path / "kits"
+    assert install(archive, golden.key.public, into)[0] == 0
+    target = into / FOLDER
+    path = {
+        "a writable file": target / RUN_SH,
+        "a writable folder": target / "profiles",
+        "a group-writable file": target / "kit.json",
+    }[loosen]
+    path.chmod(stat.S_IMODE(path.stat().st_mode) | (0o020 if "group" in loosen else 0o200))
+    rc, out, stderr = install(archive, golden.key.public, into)
+    assert (rc, out["error"]["code"]) == (4, "INSTALL_TARGET_FOREIGN"), stderr
+    assert "is writable" in out["error"]["message"]

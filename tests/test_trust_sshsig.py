@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,7 +12,7 @@ import pytest
 
 from k3kit.errors import VerificationError
 from k3kit.trust import sshsig
-from tests.conftest import EXAMPLE, GoldenKit, run_k3kit
+from tests.conftest import EXAMPLE, GoldenKit, KeyFiles, run_k3kit
 from tests.trustkit import signer
 
 SSH_KEYGEN = shutil.which("ssh-keygen")
@@ -139,3 +141,74 @@ def test_the_kit_readme_alone_lets_openssh_check_the_kit(golden: GoldenKit, tmp_
     serve.write_text(serve.read_text() + "# changed\n")
     changed = run_readme()
     assert changed.returncode != 0 and "serve.yaml: FAILED" in changed.stdout
+
+
+# --- MANIFEST.json.sig rides along with a kit: verify checks it whenever it is there ----------
+
+
+def _kit_with_sig(golden: GoldenKit, tmp_path: Path, key: KeyFiles) -> Path:
+    kit = tmp_path / "kit"
+    shutil.copytree(golden.kit, kit)
+    proc = run_k3kit("sshsig", kit, "--key", key.private, "--force")
+    assert proc.returncode == 0, proc.stderr
+    return kit
+
+
+def _checks(proc: subprocess.CompletedProcess[str]) -> dict[str, dict[str, object]]:
+    return {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
+
+
+def test_a_genuine_manifest_sig_is_checked_and_installed(golden: GoldenKit, tmp_path: Path) -> None:
+    kit = _kit_with_sig(golden, tmp_path, golden.key)
+    proc = run_k3kit("verify", kit, "--trust", golden.key.public, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert _checks(proc)["sshsig"]["ok"] is True
+    proc = run_k3kit("install", kit, "--trust", golden.key.public, "--into", tmp_path / "kits")
+    assert proc.returncode == 0, proc.stderr
+    assert (Path(proc.stdout.strip()) / "MANIFEST.json.sig").read_bytes() == (
+        kit / "MANIFEST.json.sig"
+    ).read_bytes()
+
+
+def test_a_kit_without_a_manifest_sig_reports_no_sshsig_check(golden: GoldenKit) -> None:
+    proc = run_k3kit("verify", golden.kit, "--trust", golden.key.public, "--json")
+    assert proc.returncode == 0 and "sshsig" not in _checks(proc)
+
+
+def _forged_by_attacker(golden: GoldenKit, tmp_path: Path, other_key: KeyFiles) -> Path:
+    """The attacker, with no publisher key, signs the genuine MANIFEST.json with their own key
+    (a buyer who later takes the key from the .sig file, or an allowed_signers line handed
+    along with the kit, would check it 'Good')."""
+    return _kit_with_sig(golden, tmp_path, other_key)
+
+
+def _stale_sig(golden: GoldenKit, tmp_path: Path, _other: KeyFiles) -> Path:
+    """A genuine signature by the release key, but over another MANIFEST.json."""
+    kit = _kit_with_sig(golden, tmp_path, golden.key)
+    stale = tmp_path / "stale"
+    shutil.copytree(golden.kit, stale)
+    (stale / "MANIFEST.json").write_bytes(b'{"files":[],"schema":"k3kit.manifest/v1"}')
+    assert run_k3kit("sshsig", stale, "--key", golden.key.private).returncode == 0
+    shutil.copyfile(stale / "MANIFEST.json.sig", kit / "MANIFEST.json.sig")
+    return kit
+
+
+def _garbage(golden: GoldenKit, tmp_path: Path, _other: KeyFiles) -> Path:
+    kit = tmp_path / "kit"
+    shutil.copytree(golden.kit, kit)
+    (kit / "MANIFEST.json.sig").write_text("#!/bin/sh\nanything at all\n")
+    return kit
+
+
+@pytest.mark.parametrize("make", [_forged_by_attacker, _stale_sig, _garbage])
+def test_a_manifest_sig_the_trusted_key_did_not_make_fails_and_installs_nothing(
+    golden: GoldenKit, other_key: KeyFiles, tmp_path: Path, make: object
+) -> None:
+    kit = make(golden, tmp_path, other_key)  # type: ignore[operator]
+    proc = run_k3kit("verify", kit, "--trust", golden.key.public, "--json")
+    assert proc.returncode == 1, proc.stderr
+    assert _checks(proc)["sshsig"]["code"] == "SSHSIG_INVALID"
+    into = tmp_path / "kits"
+    proc = run_k3kit("install", kit, "--trust", golden.key.public, "--into", into)
+    assert proc.returncode == 1 and "SSHSIG_INVALID" in proc.stderr
+    assert os.listdir(into) == []

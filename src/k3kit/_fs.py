@@ -276,6 +276,33 @@ def placeable_by_others(executable: Path) -> Path | None:
     return replaceable_by_others(executable.parent)
 
 
+def foreign_entry(root: Path, *, read_only: bool) -> str | None:
+    """Why ``root`` (not followed if a link) is not a tree only this user controls, else None.
+
+    ``root`` and every entry under it must be a folder or a regular file owned by this user and
+    writable by neither group nor others; with ``read_only`` not by this user either (what
+    ``install`` leaves). Together with :func:`replaceable_by_others` on the folders above, that
+    is what lets a check of the bytes stand until they are used: nobody else can change them.
+    """
+    me = os.geteuid()
+    entries = [("", root)]
+    try:
+        if stat.S_ISDIR(os.lstat(root).st_mode):
+            entries += [(e.rel, root / e.rel) for e in walk(root)]
+        for rel, path in entries:
+            st = os.lstat(path)
+            name = shown(rel) or "the folder itself"
+            if not (stat.S_ISDIR(st.st_mode) or (rel and stat.S_ISREG(st.st_mode))):
+                return f"{name} is not a {'regular file' if rel else 'folder'}"
+            if st.st_uid != me:
+                return f"{name} is owned by uid {st.st_uid}"
+            if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH | (stat.S_IWUSR if read_only else 0)):
+                return f"{name} is writable (mode {stat.S_IMODE(st.st_mode):04o})"
+    except (OSError, EnvironmentProblem) as exc:
+        return f"it cannot be read: {exc}"
+    return None
+
+
 def staging_dir(dest: Path) -> Path:
     """A fresh private directory beside ``dest``, on the same filesystem so rename is atomic."""
     try:

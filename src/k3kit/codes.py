@@ -258,6 +258,11 @@ class HubCode(ErrorCode):
     PULL_LINK_PLANTED = "PULL_LINK_PLANTED", _FAIL, "a link was planted in the folder"
     PULL_NOT_VERIFIED = "PULL_NOT_VERIFIED", _FAIL, "pulled bytes did not verify"
     PULL_PATH_BLOCKED = "PULL_PATH_BLOCKED", _FAIL, "something blocks a lock path"
+    PULL_FILE_FOREIGN = (
+        "PULL_FILE_FOREIGN",
+        _FAIL,
+        "a weight file found in place belongs to another user or others can write it",
+    )
     PULL_QUARANTINE_FAILED = "PULL_QUARANTINE_FAILED", _ENV, "cannot move aside a bad file"
     PULL_QUARANTINE_UNSAFE = "PULL_QUARANTINE_UNSAFE", _ENV, "the quarantine is unsafe"
     PULL_STOPPED = "PULL_STOPPED", _ENV, "stopped after another file's failure"
@@ -306,6 +311,11 @@ class EnvironmentCode(ErrorCode):
     )
     INSTALL_DIR_UNSAFE = "INSTALL_DIR_UNSAFE", _ENV, "another user can write the install folder"
     INSTALL_INCOMPLETE = "INSTALL_INCOMPLETE", _ENV, "k3kit's own files are missing"
+    INSTALL_TARGET_FOREIGN = (
+        "INSTALL_TARGET_FOREIGN",
+        _ENV,
+        "NAME-VERSION exists but k3kit did not install it (owner, mode)",
+    )
     IO_ERROR = "IO_ERROR", _ENV, "an OSError reached the CLI"
     KEY_PASSPHRASE = "KEY_PASSPHRASE", _ENV, "wrong passphrase for the key"
     KEY_TOO_PERMISSIVE = "KEY_TOO_PERMISSIVE", _ENV, "the private key file is readable"

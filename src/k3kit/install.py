@@ -7,9 +7,11 @@ beside the destination, the staging copy is verified, and the same staging copy 
 kit or the whole verified kit, never half of one; on any failure the staging copy is removed and
 an earlier installation is left as it was.
 
-An installed kit of the same name and version is never replaced: identical bytes make the install
-a no-op, different bytes are refused (two different kits claiming one version is exactly what an
-operator must look at, not what a tool should settle silently).
+An installed kit of the same name and version is never replaced: the same kit, in a folder this
+user owns and nobody can write (as ``install`` leaves it) and that verifies again in full, makes
+the install a no-op; a folder anyone else made or can write is refused (``INSTALL_TARGET_FOREIGN``)
+whatever its bytes, and different bytes are refused (two different kits claiming one version is
+exactly what an operator must look at, not what a tool should settle silently).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from k3kit._fs import remove_tree, replaceable_by_others, walk
+from k3kit._fs import foreign_entry, remove_tree, replaceable_by_others, walk
 from k3kit._pathpolicy import path_problem
 from k3kit.archive import extract_safely
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
@@ -109,16 +111,40 @@ def _same_kit(a: Path, b: Path) -> bool:
 
 
 def _installed_already(target: Path, staging: Path, trusted: TrustSource, kit_sha256: str) -> bool:
-    """The folder already at ``target`` is this kit, every file of it, not merely its manifest.
+    """The folder already at ``target`` is this kit as ``install`` left it, not merely its bytes.
 
-    Comparing ``MANIFEST.json`` and the receipt alone would call a planted folder that holds the
-    genuine pair beside a changed ``serve.yaml`` "already installed" (exit 0), so the existing
-    folder is verified in full, as it stands, before it is reported as installed.
+    Bytes alone prove nothing about who can change them next: a co-tenant who pre-creates
+    ``NAME-VERSION/`` in a sticky shared ``--into`` with the genuine files would be told
+    "already installed" and edit them afterwards. So the folder must first look like k3kit's own
+    (:func:`_refuse_foreign`: ours, read-only, nothing another user can write), and only then is
+    it verified in full, as it stands, against the receipt: comparing ``MANIFEST.json`` and the
+    receipt alone would call a folder with the genuine pair beside a changed ``serve.yaml``
+    installed.
     """
-    if not target.is_dir() or target.is_symlink() or not _same_kit(target, staging):
+    _refuse_foreign(target)
+    if not _same_kit(target, staging):
         return False
     existing = verify_dir(target, trusted, label=str(target))
     return existing.ok and existing.facts.get("kit_sha256") == kit_sha256
+
+
+def _refuse_foreign(target: Path) -> None:
+    """Refuse a ``target`` that ``install`` cannot have left there (``INSTALL_TARGET_FOREIGN``).
+
+    The folders above ``target`` were checked by :func:`_destination_root`; whoever can write
+    ``target`` or anything in it could change the kit after any check, so every entry must be
+    a folder or regular file owned by this user and not writable by anyone, as
+    :func:`_make_read_only` leaves them.
+    """
+    why = foreign_entry(target, read_only=True)
+    if why is not None:
+        raise EnvironmentProblem(
+            f"{target} was not installed by k3kit as this user: {why}; it is not trusted as "
+            "the installed kit",
+            code="INSTALL_TARGET_FOREIGN",
+            hint=f"look at who made {target} and why; install into a folder of your own "
+            "(in a sticky shared folder only its owner or root can remove it)",
+        )
 
 
 def _destination_root(into: Path) -> Path:

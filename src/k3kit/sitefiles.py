@@ -4,7 +4,13 @@ The kit's compose, systemd and Kubernetes files carry ``${KEY}`` placeholders fo
 This fills them from a site file that passed :func:`k3kit.site.parse_site`: only schema keys,
 each matching its pattern (no quotes, spaces or newlines can reach a YAML or unit file), and none
 that names a value the kit locks. Runtime values (``NODE_RANK``, ``$(LWS_WORKER_INDEX)``) stay as
-they are. The kit's files are read against its MANIFEST.json; nothing in the kit is modified.
+they are. Nothing in the kit is modified.
+
+The files rendered here become a systemd unit that runs as root, a compose file, Kubernetes
+objects: a line added to a kit file (an ``ExecStartPre=``) would run before the unit's own
+``k3kit verify``. So the kit is verified against its signed receipt first
+(:func:`k3kit.verify.open_verified`: ``--trust`` or ``--root`` like ``verify``), and every file is
+rendered from the bytes compared in memory with the verified manifest, never re-read unchecked.
 """
 
 from __future__ import annotations
@@ -14,11 +20,13 @@ import shutil
 from pathlib import Path
 
 from k3kit._fs import atomic_write, refuse_existing, replace_dir, staging_dir
-from k3kit.documents import read_bounded, read_kit_documents, read_listed
+from k3kit.documents import read_bounded, read_listed
 from k3kit.engines import adapter
 from k3kit.errors import InputError
 from k3kit.models import KitInfo, Manifest
 from k3kit.site import LAUNCH_KEYS, SITE_KEYS, env_name, parse_site
+from k3kit.trust import RollbackPolicy
+from k3kit.verify import TrustSource, open_verified
 
 MAX_DOC_BYTES = 16 * 1024 * 1024
 MAX_SITE_BYTES = 64 * 1024
@@ -56,9 +64,20 @@ def fill(text: str, values: dict[str, str]) -> str:
     return pattern.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
-def render_site(kit_dir: Path, site: Path, out: Path, *, force: bool = False) -> list[str]:
-    """Write the filled-in files under ``out``; returns their relative paths."""
-    manifest, info = read_kit_documents(kit_dir, max_bytes=MAX_DOC_BYTES)
+def render_site(
+    kit_dir: Path,
+    site: Path,
+    out: Path,
+    *,
+    trusted: TrustSource,
+    rollback: RollbackPolicy | None = None,
+    force: bool = False,
+) -> list[str]:
+    """Verify ``kit_dir`` against ``trusted``, then write the filled-in files under ``out``;
+    returns their relative paths. A kit that does not verify raises
+    :class:`k3kit.verify.KitNotVerified` (exit 1) before anything is written."""
+    verified = open_verified(kit_dir, trusted, rollback=rollback)
+    manifest, info = verified.manifest, verified.info
     text = read_bounded(
         site, MAX_SITE_BYTES, what="site file", error=InputError, code="SITE_INVALID"
     ).decode("utf-8", "replace")

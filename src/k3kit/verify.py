@@ -8,6 +8,7 @@ huggingface_hub, jinja2, ``pin`` or ``render`` (import-linter enforces it).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -17,7 +18,13 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel
 
-from k3kit.documents import Document, read_document
+from k3kit.documents import (
+    Document,
+    read_bounded,
+    read_document,
+    read_kit_documents,
+    read_listed,
+)
 from k3kit.errors import InputError, VerificationError
 from k3kit.kitpath import KIT_KINDS, open_kit, require
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, ExpectedEvidence, diff_evidence, diff_tree
@@ -30,7 +37,7 @@ from k3kit.models import (
     WeightsLock,
 )
 from k3kit.sign import read_receipt, subject_digest
-from k3kit.trust import RollbackPolicy, RootAnchor, Trust
+from k3kit.trust import RollbackPolicy, RootAnchor, Trust, sshsig
 from k3kit.trust import rollback as rollback_state
 from k3kit.trust.root import kit_roots
 from k3kit.vocab import CheckStatus, Problem
@@ -39,6 +46,8 @@ from k3kit.weights import WeightsOptions, check_weights
 MAX_DOC_BYTES = 16 * 1024 * 1024
 LOCK_NAME = "weights.lock.json"
 KIT_INFO_NAME = "kit.json"
+SSHSIG_NAME = sshsig.SIG_NAME
+MAX_SSHSIG_BYTES = 64 * 1024
 
 PASSED, FAILED, NOT_CHECKED = CheckStatus.PASSED, CheckStatus.FAILED, CheckStatus.NOT_CHECKED
 
@@ -105,6 +114,7 @@ class _State:
     kit_sha256: str | None = None
     statement: Statement | None = None
     manifest: Manifest | None = None  # parsed once, from the bytes whose checksum matched
+    manifest_data: bytes | None = None  # those bytes (what MANIFEST.json.sig signs)
     lock: WeightsLock | None = None
     lock_sha256: str | None = None
 
@@ -209,9 +219,36 @@ def _step_kit_checksum(st: _State, check: Check) -> None:
         mismatch_code="RECEIPT_KIT_MISMATCH",
         detail="the receipt belongs to another kit",
     )
-    st.manifest = doc.model
+    st.manifest, st.manifest_data = doc.model, doc.data
     st.kit_sha256 = doc.sha256
     check.detail = f"sha256:{doc.sha256}"
+
+
+def _step_sshsig(st: _State, check: Check) -> None:
+    """``MANIFEST.json.sig`` (``k3kit sshsig``) is unlisted, so the manifest does not cover it;
+    left unchecked it would ride into an installed kit as if it were part of what verified, and
+    a buyer running ``ssh-keygen -Y verify`` later would trust whatever it says. So, when
+    present, it must be an SSH signature over the verified ``MANIFEST.json`` bytes by a release
+    key this trust source accepts at the receipt's date (``SSHSIG_INVALID`` otherwise)."""
+    assert st.statement is not None and st.trust is not None and st.manifest_data is not None
+    armored = read_bounded(
+        st.kit_dir / SSHSIG_NAME, MAX_SSHSIG_BYTES, what=SSHSIG_NAME, code="SSHSIG_INVALID"
+    ).decode("ascii", "replace")
+    issued_at = st.statement.predicate.issued_at
+    for trusted in st.trust.keys:
+        if not trusted.valid_at(issued_at):
+            continue
+        try:
+            sshsig.verify(armored, st.manifest_data, trusted.key)
+        except VerificationError:
+            continue
+        check.detail = f"SSH signature over MANIFEST.json by {trusted.keyid[:16]}"
+        return
+    raise VerificationError(
+        f"{SSHSIG_NAME} is not an SSH signature over this MANIFEST.json by a trusted release key",
+        code="SSHSIG_INVALID",
+        hint=f"remove {SSHSIG_NAME} or have the publisher sign it again with `k3kit sshsig`",
+    )
 
 
 def _expected_evidence(statement: Statement) -> list[ExpectedEvidence]:
@@ -307,6 +344,12 @@ STEPS: list[tuple[str, str, Callable[[_State, Check], None], tuple[str, ...]]] =
         ("receipt_signature",),
     ),
     ("rollback", "not older than what this node accepted", _step_rollback, ("kit_checksum",)),
+    (
+        "sshsig",
+        "MANIFEST.json.sig is a trusted key's SSH signature",
+        _step_sshsig,
+        ("receipt_signature", "kit_checksum"),
+    ),
 ]
 
 
@@ -330,6 +373,8 @@ def verify_dir(
     for step_id, title, func, needs in STEPS:
         if step_id == "rollback" and not tracked:
             continue  # plain --trust keeps no state; docs/trust.md says what that leaves open
+        if step_id == "sshsig" and not os.path.lexists(kit_dir / SSHSIG_NAME):
+            continue  # optional: checked whenever it is there, never reported when it is not
         check = Check(step_id, title)
         report.checks.append(check)
         blocked = [c.id for c in report.checks if c.id in needs and c.status != PASSED]
@@ -515,3 +560,55 @@ class KitNotVerified(VerificationError):
         )
         super().__init__(message, code=(first.code if first and first.code else "NOT_VERIFIED"))
         self.report = report
+
+
+@dataclass(frozen=True)
+class VerifiedKit:
+    """A kit folder that verified against its receipt, with its manifest and ``kit.json`` read
+    from the very bytes whose digests the receipt signs.
+
+    The one way for a verb to use a kit's files after a verdict: :meth:`read` reads a listed
+    file once and compares it in memory with the verified manifest, so what a verb renders,
+    judges or shows is what was verified, even if the folder changes after :func:`open_verified`.
+    """
+
+    path: Path
+    report: Report
+    manifest: Manifest
+    info: KitInfo
+
+    @property
+    def kit_sha256(self) -> str:
+        return str(self.report.facts["kit_sha256"])
+
+    def read(self, rel: str, *, max_bytes: int = MAX_DOC_BYTES) -> bytes:
+        """The bytes of ``rel`` as the verified manifest lists them (``KIT_FILE_CHANGED`` if
+        they are not)."""
+        return read_listed(self.path, self.manifest, rel, max_bytes=max_bytes)
+
+
+def open_verified(
+    kit_dir: Path,
+    trusted: TrustSource,
+    *,
+    rollback: RollbackPolicy | None = None,
+    label: str | None = None,
+) -> VerifiedKit:
+    """Verify ``kit_dir`` (receipt signature, kit checksum, every file, weight lock), then read
+    its manifest and ``kit.json`` tied to the verified kit checksum.
+
+    Raises :class:`KitNotVerified` (exit 1, with the report) when a check fails and
+    ``VerificationError`` ``KIT_FILE_CHANGED`` when the folder changed since it was verified.
+    Weights are not checked: the verbs that need them (``launch``, ``accept``) pass them to
+    :func:`verify_dir` themselves.
+    """
+    report = verify_dir(kit_dir, trusted, label=label, rollback=rollback)
+    if not report.ok:
+        raise KitNotVerified(report)
+    manifest, info = read_kit_documents(
+        kit_dir,
+        max_bytes=MAX_DOC_BYTES,
+        kit_sha256=str(report.facts["kit_sha256"]),
+        mismatch_code="KIT_FILE_CHANGED",
+    )
+    return VerifiedKit(kit_dir, report, manifest, info)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
+import shutil
 import tarfile
 
 from tests.adversarial.corpus import Argv, Workbench, attack
@@ -54,4 +56,23 @@ def install_into_a_folder_others_can_write(w: Workbench) -> Argv:
     into = w.root / "shared-kits"
     into.mkdir()
     into.chmod(0o777)
+    return ["install", w.archive(), "--trust", w.trust, "--into", into]
+
+
+@attack("INSTALL_TARGET_FOREIGN", exit_code=4)
+def install_into_sticky_shared_folder_with_cotenant_genuine_copy(w: Workbench) -> Argv:
+    """In a sticky shared --into, another user's NAME-VERSION holding the genuine bytes, read-only
+    as install leaves it: still theirs to edit later, so never "already installed". (As root the
+    copy is given to uid 65534; tests/test_install.py runs the same attack as that user.)"""
+    into = w.root / "shared"
+    into.mkdir()
+    into.chmod(0o1777)
+    planted = into / "kimi-k3-b300x8-1.0.0"
+    shutil.copytree(w.golden.kit, planted)
+    for path in sorted([planted, *planted.rglob("*")], key=lambda p: -len(p.parts)):
+        if os.geteuid() == 0:
+            os.chown(path, 65534, 65534)
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    if os.geteuid() != 0:  # not root: our own writable-folder variant of the same refusal
+        planted.chmod(0o755)
     return ["install", w.archive(), "--trust", w.trust, "--into", into]

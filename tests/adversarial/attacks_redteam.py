@@ -32,9 +32,11 @@ def _planted_copy(w: Workbench) -> Path:
 
 
 # --- install: what is already at DIR/NAME-VERSION ---------------------------------------------
+# Whatever it holds, a folder install did not leave there (writable, a link, a file) is refused as
+# foreign before its bytes are compared: INSTALL_TARGET_FOREIGN, exit 4.
 
 
-@attack("INSTALL_CONFLICT")
+@attack("INSTALL_TARGET_FOREIGN", exit_code=4)
 def install_over_planted_copy_with_genuine_manifest_and_tampered_file(w: Workbench) -> Argv:
     """A co-tenant plants DIR/NAME-VERSION holding the genuine MANIFEST.json and receipt but a
     changed serve.yaml; an install must not call that 'already installed'."""
@@ -44,14 +46,14 @@ def install_over_planted_copy_with_genuine_manifest_and_tampered_file(w: Workben
     return _install(w)
 
 
-@attack("INSTALL_CONFLICT")
+@attack("INSTALL_TARGET_FOREIGN", exit_code=4)
 def install_over_planted_copy_with_an_extra_file(w: Workbench) -> Argv:
     target = _planted_copy(w)
     (target / "profiles" / "interactive" / "sitecustomize.py").write_text("import os\n")
     return _install(w)
 
 
-@attack("INSTALL_CONFLICT")
+@attack("INSTALL_TARGET_FOREIGN", exit_code=4)
 def install_over_planted_link_to_a_genuine_copy(w: Workbench) -> Argv:
     """NAME-VERSION is a link to a genuine copy elsewhere (which the co-tenant can later edit)."""
     elsewhere = w.root / "elsewhere"
@@ -61,14 +63,14 @@ def install_over_planted_link_to_a_genuine_copy(w: Workbench) -> Argv:
     return _install(w)
 
 
-@attack("INSTALL_CONFLICT")
+@attack("INSTALL_TARGET_FOREIGN", exit_code=4)
 def install_over_planted_regular_file(w: Workbench) -> Argv:
     (w.root / "kits").mkdir()
     (w.root / "kits" / INSTALLED).write_text("not a kit\n")
     return _install(w)
 
 
-@attack("INSTALL_CONFLICT")
+@attack("INSTALL_TARGET_FOREIGN", exit_code=4)
 def install_over_planted_dangling_link(w: Workbench) -> Argv:
     """A dangling link: a rename would not follow it, but 'exists()' says False."""
     (w.root / "kits").mkdir()

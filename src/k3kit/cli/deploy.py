@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -58,10 +58,13 @@ def install(
     The archive is read once, into a private staging folder inside INTO; that copy is verified
     (receipt signature, kit checksum, every file against MANIFEST.json, weight lock) and the same
     copy is renamed to INTO/NAME-VERSION/ and made read-only. Nothing is installed when a check
-    fails. Installing the same kit again is a no-op; another kit under the same name and version
-    is refused (exit 1, INSTALL_CONFLICT). With --root, an older or conflicting kit for the
-    same package and channel is refused (ROLLBACK, EQUIVOCATION) and the accepted sequence is
-    recorded in the state folder. Weights are checked by `pull` and `launch`.
+    fails. Installing the same kit again is a no-op when INTO/NAME-VERSION is as install left
+    it (owned by you, read-only, nothing anyone else can write) and verifies again; a folder
+    install did not leave there is refused whatever its bytes (exit 4, INSTALL_TARGET_FOREIGN),
+    and another kit under the same name and version is refused (exit 1, INSTALL_CONFLICT).
+    With --root, an older or conflicting kit for the same package and channel is refused
+    (ROLLBACK, EQUIVOCATION) and the accepted sequence is recorded in the state folder.
+    Weights are checked by `pull` and `launch`.
     """
     from k3kit.install import install as install_kit
     from k3kit.verify import KitNotVerified
@@ -86,7 +89,11 @@ def install(
     if as_json:
         emit_json(result)
     print_report(done.report, quiet=True)
-    outcome = "already installed (same bytes)" if done.already_installed else "installed read-only"
+    outcome = (
+        "already installed (same kit, verified again)"
+        if done.already_installed
+        else "installed read-only"
+    )
     err(f"{outcome}: {done.path}")
     if not as_json:
         click.echo(str(done.path))
@@ -237,7 +244,9 @@ def launch(
             ),
             rollback=rollback,
             on_step=lambda text: err(f"launch   {text}"),
-            check_node=None if no_preflight else _node_check(kit, weights, as_json=as_json),
+            check_node=None
+            if no_preflight
+            else _node_check(kit, weights, trusted, rollback, as_json=as_json),
         )
     except KitNotVerified as exc:
         if as_json:
@@ -272,16 +281,26 @@ def launch(
     os.execve(plan.executable, plan.argv, plan.env)  # noqa: S606
 
 
-def _node_check(kit: Path, weights: Path, *, as_json: bool) -> Callable[[KitProfile], None]:
+def _node_check(
+    kit: Path, weights: Path, trusted: Any, rollback: Any, *, as_json: bool
+) -> Callable[[KitProfile], None]:
     """``launch``'s node check, run by ``plan_launch`` once the kit has verified: preflight for
-    the chosen profile and topology; a node that cannot be shown to run it is refused (exit 1)
+    the chosen profile and topology (which verifies the kit again with the same trust, as every
+    verb that reads kit files does); a node that cannot be shown to run it is refused (exit 1)
     before any weight is hashed."""
 
     def check(chosen: KitProfile) -> None:
         from k3kit.cli.preflight import print_preflight
         from k3kit.preflight import run_preflight
 
-        report = run_preflight(kit, chosen.name, topology=chosen.topology, weights=weights)
+        report = run_preflight(
+            kit,
+            chosen.name,
+            trusted=trusted,
+            rollback=rollback,
+            topology=chosen.topology,
+            weights=weights,
+        )
         if report.ok:
             return
         if as_json:

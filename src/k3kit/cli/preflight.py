@@ -11,9 +11,17 @@ from typing import TYPE_CHECKING
 import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, say
+from k3kit.cli.signing import (
+    allow_rollback_option,
+    optional_trust_option,
+    root_option,
+    trust_source,
+)
 from k3kit.errors import InputError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from k3kit.preflight import PreflightReport
 
 _MARK = {"pass": "PASS", "fail": "FAIL", "not-checked": "NOT CHECKED"}
@@ -21,6 +29,13 @@ _MARK = {"pass": "PASS", "fail": "FAIL", "not-checked": "NOT CHECKED"}
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("kit", type=click.Path(path_type=Path, file_okay=False))
+@optional_trust_option
+@root_option
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="State folder for --root: accepted roots, rollback state (default: as `verify`).",
+)
 @click.option("--profile", required=True, help="Operating profile (see kit.json).")
 @click.option("--topology", help="Topology of the profile (default: its single-node one).")
 @click.option(
@@ -42,6 +57,9 @@ _MARK = {"pass": "PASS", "fail": "FAIL", "not-checked": "NOT CHECKED"}
 @handle_errors
 def preflight(
     kit: Path,
+    trust: tuple[Path, ...],
+    root_file: Path | None,
+    state_dir: Path | None,
     profile: str,
     topology: str | None,
     weights: Path | None,
@@ -54,9 +72,16 @@ def preflight(
     GPUs are read through NVML (nvidia-ml-py), else `nvidia-smi -q -x`. Each check is PASS,
     FAIL (expected vs actual) or NOT CHECKED (with why); a check whose source is missing is never
     PASS. Exit 1 when a required check fails or could not be checked.
+
+    What the profile needs is read from KIT only after it verified against its signed receipt
+    (--trust or --root, as `verify`); a kit that does not verify is not judged (exit 1).
     """
+    from k3kit.cli._shared import default_state_dir
     from k3kit.documents import read_bounded
     from k3kit.preflight import from_nvidia_smi_xml, os_facts_from_json, run_preflight
+
+    state = state_dir if state_dir is not None else default_state_dir()
+    trusted, rollback = trust_source(trust, root_file, state, False)
 
     node = None
     if nvidia_smi_xml is not None:
@@ -80,11 +105,38 @@ def preflight(
         if not isinstance(doc, dict):
             raise InputError(f"{os_facts}: not a JSON object", code="BAD_INPUT")
         osf = os_facts_from_json(doc)
-    report = run_preflight(kit, profile, topology=topology, node=node, osf=osf, weights=weights)
+    report = _verified_preflight(
+        lambda: run_preflight(
+            kit,
+            profile,
+            trusted=trusted,
+            rollback=rollback,
+            topology=topology,
+            node=node,
+            osf=osf,
+            weights=weights,
+        ),
+        as_json=as_json,
+    )
     if as_json:
         emit_json(report.as_json())
     print_preflight(report)
     if not report.ok:
+        sys.exit(1)
+
+
+def _verified_preflight(run: Callable[[], PreflightReport], *, as_json: bool) -> PreflightReport:
+    """``run``, with a kit that does not verify shown as its report (exit 1), not judged."""
+    from k3kit.cli._shared import print_report
+    from k3kit.verify import KitNotVerified
+
+    try:
+        return run()
+    except KitNotVerified as exc:
+        if as_json:
+            emit_json({**exc.report.as_json(), "preflight": None})
+        print_report(exc.report)
+        err("preflight: the kit did not verify; the node was not judged against it")
         sys.exit(1)
 
 
@@ -101,6 +153,14 @@ def print_preflight(report: PreflightReport) -> None:
 
 @cli.command("render-site", epilog=EXIT_CODES_HELP)
 @click.argument("kit", type=click.Path(path_type=Path, file_okay=False))
+@optional_trust_option
+@root_option
+@allow_rollback_option
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="State folder for --root: accepted roots, rollback state (default: as `verify`).",
+)
 @click.option(
     "--site",
     required=True,
@@ -113,16 +173,41 @@ def print_preflight(report: PreflightReport) -> None:
 @click.option("--force", is_flag=True, help="Replace an existing output folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the written files as JSON.")
 @handle_errors
-def render_site(kit: Path, site: Path, output: Path, force: bool, as_json: bool) -> None:
-    """Write KIT's compose, systemd and Kubernetes files with the site's values filled in.
+def render_site(
+    kit: Path,
+    trust: tuple[Path, ...],
+    root_file: Path | None,
+    allow_rollback: bool,
+    state_dir: Path | None,
+    site: Path,
+    output: Path,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Verify KIT, then write its compose, systemd and Kubernetes files with the site's values
+    filled in.
 
-    Every site value is checked against the site schema; a line naming a value the kit locks (an
-    engine flag, an engine variable, the pinned image) or a runtime value (NODE_RANK) is refused
-    with the file, the line and the key (exit 3). Node rank and leader address stay runtime.
+    KIT is verified against its signed receipt first (--trust or --root, as `verify`): receipt
+    signature, kit checksum, every file against MANIFEST.json. A kit that does not verify renders
+    nothing (exit 1); the files are rendered from the verified bytes. Every site value is checked
+    against the site schema; a line naming a value the kit locks (an engine flag, an engine
+    variable, the pinned image) or a runtime value (NODE_RANK) is refused with the file, the line
+    and the key (exit 3). Node rank and leader address stay runtime.
     """
+    from k3kit.cli._shared import default_state_dir, print_report
     from k3kit.sitefiles import render_site as render
+    from k3kit.verify import KitNotVerified
 
-    files = render(kit, site, output, force=force)
+    state = state_dir if state_dir is not None else default_state_dir()
+    trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
+    try:
+        files = render(kit, site, output, trusted=trusted, rollback=rollback, force=force)
+    except KitNotVerified as exc:
+        if as_json:
+            emit_json({**exc.report.as_json(), "output": None})
+        print_report(exc.report)
+        err("render-site: the kit did not verify; nothing was written")
+        sys.exit(1)
     if as_json:
         emit_json({"output": str(output), "files": files})
     else:

@@ -2,9 +2,10 @@
 
 Reads the node (NVML, else ``nvidia-smi -q -x``, or a recorded XML file) and the OS, then judges
 against what the kit says the profile needs: GPU count, model, memory, MIG, CUDA driver API,
-compute capability, NVLink, ``/dev/shm``, memlock, disk, and the memory budget. The kit's files
-are read against its MANIFEST.json (integrity); whether the kit is the publisher's is ``verify``'s
-and ``launch``'s question, which run before the engine starts.
+compute capability, NVLink, ``/dev/shm``, memlock, disk, and the memory budget. What the profile
+needs is read from the kit only after the kit verified against its signed receipt
+(:func:`k3kit.verify.open_verified`): a kit.json edited to ask for one small GPU, or a regex that
+matches anything, would otherwise turn an unverified file into a PASS.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from k3kit.documents import parse_serve_config, read_kit_documents, read_listed
+from k3kit.documents import parse_serve_config
 from k3kit.engines import adapter
 from k3kit.errors import InputError
 from k3kit.models import KitInfo, KitProfile
@@ -27,6 +28,8 @@ from k3kit.preflight._facts import (
     os_facts,
     os_facts_from_json,
 )
+from k3kit.trust import RollbackPolicy
+from k3kit.verify import TrustSource, open_verified
 
 MAX_DOC_BYTES = 16 * 1024 * 1024
 GB = 1_000_000_000
@@ -101,16 +104,20 @@ def run_preflight(
     kit_dir: Path,
     profile: str,
     *,
+    trusted: TrustSource,
+    rollback: RollbackPolicy | None = None,
     topology: str | None = None,
     node: NodeFacts | None = None,
     osf: OsFacts | None = None,
     weights: Path | None = None,
 ) -> PreflightReport:
-    """Judge ``node`` (default: the live node) against one profile of the kit."""
-    manifest, info = read_kit_documents(kit_dir, max_bytes=MAX_DOC_BYTES)
-    chosen = _profile(info, profile, topology)
+    """Verify the kit against ``trusted``, then judge ``node`` (default: the live node) against
+    one profile of it. A kit that does not verify raises :class:`k3kit.verify.KitNotVerified`."""
+    kit = open_verified(kit_dir, trusted, rollback=rollback)
+    chosen = _profile(kit.info, profile, topology)
+    info = kit.info
     rel = f"profiles/{chosen.name}/{chosen.topology}/serve.yaml"
-    data = read_listed(kit_dir, manifest, rel, max_bytes=MAX_DOC_BYTES)
+    data = kit.read(rel, max_bytes=MAX_DOC_BYTES)
     req = requirements(info, chosen, parse_serve_config(data, source=rel))
     node = node or from_live_node()
     osf = osf or os_facts(weights)

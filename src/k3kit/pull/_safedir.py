@@ -54,6 +54,28 @@ def open_dir_at(parent_fd: int, name: str, rel: str, *, create: bool, mode: int 
     return open_dir_at(parent_fd, name, rel, create=False)
 
 
+def not_ours(st: os.stat_result) -> str | None:
+    """Why another user could change an entry found in place after pull hashed it, else None.
+
+    Bytes that hash right prove nothing about the next read: a file or folder owned by another
+    user (a co-tenant who planted the genuine shards in a shared DIR first), or one group or
+    others may write, can be swapped after the verdict. Root and this user are trusted; a
+    sticky folder (``/tmp``) is safe to share, since only an entry's owner may rename it.
+    """
+    if st.st_uid not in (0, os.geteuid()):
+        return f"belongs to uid {st.st_uid}"
+    shared = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    if shared and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
+        return f"can be written by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def _refuse_foreign(fd: int, rel: str) -> None:
+    why = not_ours(os.fstat(fd))
+    if why is not None:
+        raise PathBlocked(rel, f"{why}; another user could swap what is in it after it is hashed")
+
+
 def _kind(parent_fd: int, name: str) -> str:
     try:
         st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
@@ -81,10 +103,13 @@ class SafeDir:
         """A descriptor of the folder ``parts`` (relative to DIR), walked without links."""
         fd = os.dup(self.fd)
         try:
+            _refuse_foreign(fd, ".")
             for i, name in enumerate(parts):
-                nxt = open_dir_at(fd, name, "/".join(parts[: i + 1]), create=create)
+                rel = "/".join(parts[: i + 1])
+                nxt = open_dir_at(fd, name, rel, create=create)
                 os.close(fd)
                 fd = nxt
+                _refuse_foreign(fd, rel)
             yield fd
         finally:
             os.close(fd)

@@ -24,7 +24,7 @@ from typing import Literal
 
 from k3kit.layouts import repo_folder_name
 from k3kit.models import LockedFile, WeightsLock
-from k3kit.pull._safedir import PathBlocked, SafeDir, split
+from k3kit.pull._safedir import PathBlocked, SafeDir, not_ours, split
 
 State = Literal["absent", "present", "blocked"]
 
@@ -101,6 +101,10 @@ class Store:
 
     def _regular(self, rel: str, st: os.stat_result) -> Found:
         if stat.S_ISREG(st.st_mode):
+            why = not_ours(st)
+            if why is not None:  # right bytes now, anyone's bytes after the verdict
+                detail = f"{rel} {why}; remove it (or make it yours) and rerun"
+                return Found("blocked", detail=detail, code="PULL_FILE_FOREIGN")
             return Found("present", rel)
         kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a special file (never opened)"
         return Found("blocked", detail=f"{rel} is {kind}", code="PULL_PATH_BLOCKED")
@@ -113,7 +117,7 @@ class Store:
             return Found("absent", detail="a link that is not a blob of this cache")
         st = self.safe.lstat(blob)
         if st is not None and stat.S_ISREG(st.st_mode):
-            return Found("present", blob)
+            return self._regular(blob, st)
         if st is None or stat.S_ISLNK(st.st_mode):
             if st is not None:  # a link planted as a blob: remove that link, never its target
                 self.safe.unlink(blob)
