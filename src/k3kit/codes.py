@@ -164,6 +164,11 @@ class TrustCode(ErrorCode):
     ROOT_EXPIRED = "ROOT_EXPIRED", _FAIL, "the newest root has expired"
     ROOT_INVALID = "ROOT_INVALID", _INPUT, "a root edit or root file given is invalid"
     ROOT_MALFORMED = "ROOT_MALFORMED", _FAIL, "a root document is malformed"
+    KEY_WEAK = (
+        "KEY_WEAK",
+        _FAIL,
+        "an Ed25519 public key that is non-canonical or of small order (it verifies forgeries)",
+    )
     ROOT_UNTRUSTED = "ROOT_UNTRUSTED", _FAIL, "a root is not signed by its threshold"
     ROOT_UNTRUSTED_KEY = "ROOT_UNTRUSTED_KEY", _FAIL, "no trusted key signed a root"
     ROOT_VERSION = "ROOT_VERSION", _FAIL, "a root's version is not the expected one"

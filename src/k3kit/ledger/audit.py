@@ -17,7 +17,7 @@ from sqlalchemy import Engine, text
 
 from k3kit.buyer_receipt import read_buyer_receipt
 from k3kit.errors import VerificationError
-from k3kit.keys import keyid
+from k3kit.keys import keyid, public_from_hex
 from k3kit.ledger import chain
 from k3kit.ledger.db import reading, require_current
 from k3kit.licence import sha256_tag, verify_licence
@@ -102,7 +102,7 @@ def _check_row(table: str, row: dict[str, Any], trusted: list[Ed25519PublicKey] 
         if copied != stored:
             raise VerificationError("columns differ from the signed licence", code="LEDGER_ROW")
     elif table == "buyer_receipts":
-        key = Ed25519PublicKey.from_public_bytes(bytes.fromhex(row["issuer_key"]))
+        key = public_from_hex(row["issuer_key"], source="issuer_key")
         if trusted is not None and keyid(key) not in {keyid(k) for k in trusted}:
             raise VerificationError("issued by an untrusted key", code="LEDGER_UNTRUSTED_ISSUER")
         envelope = row["envelope"].encode()

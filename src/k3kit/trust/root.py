@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from k3kit._canonical import require_canonical, strict_loads
 from k3kit._fs import atomic_write, read_capped, walk
 from k3kit.errors import VerificationError
-from k3kit.keys import keyid
+from k3kit.keys import keyid, public_from_hex
 from k3kit.models import DsseEnvelope, load
 from k3kit.sign import verify_envelope
 from k3kit.trust.model import ROOT_PAYLOAD_TYPE, RootBody
@@ -48,7 +48,7 @@ def _public_keys(body: RootBody, source: str) -> dict[str, Ed25519PublicKey]:
     under two ids to inflate a threshold)."""
     out = {}
     for kid, obj in body.keys.items():
-        pub = Ed25519PublicKey.from_public_bytes(bytes.fromhex(obj.keyval.public))
+        pub = public_from_hex(obj.keyval.public, source=f"{source}: key {kid[:16]}")
         if keyid(pub) != kid:
             raise VerificationError(
                 f"{source}: key id {kid[:16]} is not the sha256 of its key", code="ROOT_MALFORMED"
