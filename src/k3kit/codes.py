@@ -273,6 +273,11 @@ class InputCode(ErrorCode):
     PASSPHRASE_MISSING = "PASSPHRASE_MISSING", _INPUT, "the key needs a passphrase"
     PATH_REFUSED = "PATH_REFUSED", _INPUT, "a path the path policy refuses"
     PATTERN_MATCHES_NOTHING = "PATTERN_MATCHES_NOTHING", _INPUT, "an --include matches nothing"
+    PATTERN_REFUSED = (
+        "PATTERN_REFUSED",
+        _INPUT,
+        "a regular expression does not compile, is too long or could backtrack for ever",
+    )
     PROFILE_UNKNOWN = "PROFILE_UNKNOWN", _INPUT, "no such profile in the kit"
     REPO_MISMATCH = "REPO_MISMATCH", _INPUT, "the repo differs from the definition's"
     REVISION_MISMATCH = "REVISION_MISMATCH", _INPUT, "the revision differs from the definition's"

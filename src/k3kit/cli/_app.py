@@ -26,8 +26,9 @@ from typing import Any, TypeVar
 import click
 
 from k3kit._text import shown_lines
+from k3kit._values import ascii_int
 from k3kit._version import __version__
-from k3kit.errors import ExitCode, K3kitError
+from k3kit.errors import ExitCode, InputError, K3kitError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,7 +42,12 @@ INTERRUPTED = 130  # the shell's convention for SIGINT (128 + 2)
 def now_utc() -> str:
     """UTC time for pins and receipts; SOURCE_DATE_EPOCH makes reproducible builds reproducible."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    t = int(epoch) if epoch and epoch.isdigit() else int(time.time())
+    t = int(time.time())
+    if epoch:  # the one ASCII integer parser: "²" passed isdigit() and then crashed int()
+        try:
+            t = ascii_int(epoch, lo=0, hi=253402300799)  # up to 9999-12-31T23:59:59Z
+        except ValueError as exc:
+            raise InputError(f"SOURCE_DATE_EPOCH: {exc}", code="BAD_INPUT") from None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 

@@ -12,6 +12,7 @@ import click
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
 from k3kit.cli._shared import (
     ByteProgress,
+    Whole,
     default_state_dir,
     file_progress,
     print_report,
@@ -49,7 +50,7 @@ from k3kit.errors import ExitCode
 @click.option("--token-env", metavar="VAR", help="Read the hub token from $VAR (gated repos).")
 @click.option(
     "--workers",
-    type=click.IntRange(1, 64),
+    type=Whole(1, 64),
     default=8,
     show_default=True,
     help="Parallel downloads.",
@@ -184,7 +185,7 @@ def _print_errors(errors: list[Any]) -> None:
 )
 @click.option(
     "--workers",
-    type=click.IntRange(1, 256),
+    type=Whole(1, 256),
     help="Hashing threads (default: the cores this process may use).",
 )
 @click.option(

@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, ValidationError
 
 from k3kit._pathpolicy import path_problem
+from k3kit._values import TIMESTAMP_PATTERN, canonical_timestamp
 from k3kit.errors import InputError, K3kitError
 
 SHA256_HEX = r"^[0-9a-f]{64}$"
@@ -23,6 +24,9 @@ COMMIT_HEX = r"^[0-9a-f]{40}$"
 Sha256Hex = Annotated[str, Field(pattern=SHA256_HEX)]
 CommitSha = Annotated[str, Field(pattern=COMMIT_HEX)]
 Blake3Hex = Annotated[str, Field(pattern=SHA256_HEX)]
+# Every timestamp in every document: canonical RFC 3339 UTC (ASCII digits, a real date), checked by
+# the one parser in k3kit._values, so string order is time order and nothing sorts after 9999.
+Timestamp = Annotated[str, Field(pattern=TIMESTAMP_PATTERN), AfterValidator(canonical_timestamp)]
 
 
 def _safe_relpath(value: str) -> str:
@@ -70,7 +74,7 @@ class Frozen(BaseModel):
 
 M = TypeVar("M", bound=BaseModel)
 
-_LOC_INDEX = re.compile(r"^\d+$")
+_LOC_INDEX = re.compile(r"^[0-9]+$")
 
 
 def _format_loc(loc: tuple[int | str, ...]) -> str:

@@ -9,6 +9,7 @@ and ``launch``'s question, which run before the engine starts.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,7 @@ def requirements(info: KitInfo, chosen: KitProfile, serve: dict[str, Any]) -> Re
     concurrency = serve.get(eng.concurrency_key)
     return Requirements(
         gpus_per_node=chosen.gpus_per_node or hw.gpus_per_node,
-        gpu_name_pattern=hw.gpu_name_pattern or hw.gpu,
+        gpu_name_pattern=hw.gpu_name_pattern or re.escape(hw.gpu),  # the gpu field is text
         gpu_memory_bytes=hw.gpu_memory_gb * GB,
         min_compute_capability=hw.min_compute_capability,
         min_cuda_driver_api=hw.min_cuda_driver_api,

@@ -17,13 +17,15 @@ import binascii
 import hashlib
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import require_canonical, strict_loads
 from k3kit._fs import atomic_write, read_capped, walk
-from k3kit.errors import VerificationError
+from k3kit._values import parse_timestamp
+from k3kit.errors import InputError, VerificationError
 from k3kit.keys import keyid, public_from_hex
 from k3kit.models import DsseEnvelope, load
 from k3kit.sign import verify_envelope
@@ -163,6 +165,12 @@ class RootAnchor:
     state_dir: Path | None
     now: str
 
+    def _now(self) -> datetime:
+        try:
+            return parse_timestamp(self.now)
+        except ValueError as exc:
+            raise InputError(f"the current time: {exc}", code="BAD_INPUT") from None
+
     def _state_folder(self) -> Path | None:
         if self.state_dir is None:
             return None
@@ -192,7 +200,7 @@ class RootAnchor:
                 f"{current.body.version}: the chain has a gap",
                 code="ROOT_CHAIN_GAP",
             )
-        if current.body.expires <= self.now:
+        if parse_timestamp(current.body.expires) <= self._now():
             raise VerificationError(
                 f"root version {current.body.version} expired at {current.body.expires}",
                 code="ROOT_EXPIRED",
