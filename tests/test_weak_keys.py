@@ -8,7 +8,6 @@ the library entry point a verifier uses; all must be refused with ``KEY_WEAK`` (
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
@@ -16,14 +15,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from k3kit._canonical import dumps
 from k3kit.errors import VerificationError
 from k3kit.keys import public_from_hex, public_from_raw, verify_signature
-from k3kit.licence import licence_body
-from k3kit.models.commerce import AFFIRMATIONS, LICENCE_PAYLOAD_TYPE
-from k3kit.sign import pae
+from tests.adversarial.attacks_values import forged_licence
 from tests.conftest import KeyFiles, run_k3kit
-from tests.ledgerkit import TERMS
 
 P = 2**255 - 19
 L = 2**252 + 27742317777372353535851937790883648493
@@ -109,43 +104,8 @@ def test_signature_with_small_order_r_or_large_s_is_refused() -> None:
     assert not verify_signature(weak, FORGED_SIG, b"m")
 
 
-class _Forger:
-    """A 'signer' with no private key: the identity point and the fixed signature."""
-
-    def public_key(self) -> Ed25519PublicKey:
-        return Ed25519PublicKey.from_public_bytes(IDENTITY)
-
-    def sign(self, data: bytes) -> bytes:
-        return FORGED_SIG
-
-
-def _forged_licence(tmp: Path) -> tuple[Path, Path]:
-    terms = tmp / "TERMS.md"
-    terms.write_text(TERMS)
-    body = licence_body(
-        terms.read_bytes(),
-        terms.name,
-        entity="Mallory Ltd",
-        signer_name="Nobody",
-        authority="none",
-        affirm=list(AFFIRMATIONS),
-        public_key=_Forger().public_key(),
-        signed_at="2026-11-01T00:00:00Z",
-    )
-    payload = dumps(body.model_dump(by_alias=True))
-    sig = _Forger().sign(pae(LICENCE_PAYLOAD_TYPE, payload))
-    envelope = {
-        "payload": base64.b64encode(payload).decode(),
-        "payloadType": LICENCE_PAYLOAD_TYPE,
-        "signatures": [{"keyid": "", "sig": base64.b64encode(sig).decode()}],
-    }
-    out = tmp / "licence.json"
-    out.write_bytes(dumps(envelope))
-    return out, terms
-
-
 def test_forged_licence_refused_by_licence_verify(tmp_path: Path) -> None:
-    lic, terms = _forged_licence(tmp_path)
+    lic, terms = forged_licence(tmp_path)
     done = run_k3kit("licence", "verify", lic, "--terms", terms, "--json")
     assert done.returncode == 1, done.stdout + done.stderr
     assert json.loads(done.stdout)["error"]["code"] == "KEY_WEAK"
@@ -154,7 +114,7 @@ def test_forged_licence_refused_by_licence_verify(tmp_path: Path) -> None:
 def test_forged_licence_not_recorded_by_ledger_purchase(tmp_path: Path) -> None:
     db = str(tmp_path / "ledger.sqlite")
     assert run_k3kit("ledger", "init", "--db", db).returncode == 0
-    lic, terms = _forged_licence(tmp_path)
+    lic, terms = forged_licence(tmp_path)
     done = run_k3kit(
         "ledger", "purchase", "--db", db, "--licence", lic, "--terms", terms,
         "--payment", "pay-1", "--amount", "100", "--currency", "EUR",
