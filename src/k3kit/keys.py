@@ -8,6 +8,7 @@ from key material and never read from a file, so a verifier cannot be told which
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import stat
@@ -33,7 +34,6 @@ _D = -121665 * pow(121666, -1, _P) % _P
 _SQRT_M1 = pow(2, (_P - 1) // 4, _P)
 _L = 2**252 + 27742317777372353535851937790883648493
 _Point = tuple[int, int]
-_IDENTITY: _Point = (0, 1)
 
 
 def _decode_point(enc: bytes) -> _Point | None:
@@ -45,11 +45,11 @@ def _decode_point(enc: bytes) -> _Point | None:
     sign = enc[31] >> 7
     if y >= _P:
         return None
-    x2 = (y * y - 1) * pow(_D * y * y + 1, -1, _P) % _P
-    x = pow(x2, (_P + 3) // 8, _P)
-    if (x * x - x2) % _P:
+    u, v = (y * y - 1) % _P, (_D * y * y + 1) % _P
+    x = u * pow(v, 3, _P) * pow(u * pow(v, 7, _P), (_P - 5) // 8, _P) % _P  # one exponentiation
+    if (v * x * x - u) % _P:
         x = x * _SQRT_M1 % _P
-    if (x * x - x2) % _P:
+    if (v * x * x - u) % _P:
         return None
     if x == 0 and sign:
         return None
@@ -58,30 +58,30 @@ def _decode_point(enc: bytes) -> _Point | None:
     return (x, y)
 
 
-def _add(a: _Point, b: _Point) -> _Point:
-    """Affine twisted-Edwards addition (a = -1); complete on edwards25519 since d is not a
-    square, so no input makes a denominator zero."""
-    (x1, y1), (x2, y2) = a, b
-    t = _D * x1 * x2 * y1 * y2 % _P
-    x3 = (x1 * y2 + x2 * y1) * pow(1 + t, -1, _P) % _P
-    y3 = (y1 * y2 + x1 * x2) * pow(1 - t, -1, _P) % _P
-    return (x3, y3)
+def _times_eight_is_identity(point: _Point) -> bool:
+    """[8]P == identity, by three doublings in projective coordinates (no inversions; the
+    "dbl-2008-hwcd" formulas for a = -1); the identity is X = 0, Y = Z."""
+    x, y, z = point[0], point[1], 1
+    for _ in range(3):
+        a, b, c = x * x % _P, y * y % _P, 2 * z * z % _P
+        e = ((x + y) * (x + y) - a - b) % _P
+        g = (b - a) % _P
+        f, h = (g - c) % _P, (-a - b) % _P
+        x, y, z = e * f % _P, g * h % _P, f * g % _P
+    return x == 0 and y == z
 
 
+@functools.lru_cache(maxsize=1024)
 def _strong_point(enc: bytes) -> bool:
     """True for a canonical encoding of a point whose order is not a divisor of 8.
 
     A small-order point ([8]A is the identity) is the degenerate key: with A the identity,
     R the identity and S = 0, the verification equation [S]B = R + [k]A holds for every
     message k, so one fixed signature "verifies" anything, and OpenSSL accepts such keys.
+    Cached: the same few keys are checked for every signature.
     """
     point = _decode_point(enc)
-    if point is None:
-        return False
-    eight = point
-    for _ in range(3):
-        eight = _add(eight, eight)
-    return eight != _IDENTITY
+    return point is not None and not _times_eight_is_identity(point)
 
 
 def public_from_raw(raw: bytes, *, source: str) -> Ed25519PublicKey:
