@@ -21,6 +21,7 @@ import pytest
 from k3kit._canonical import dumps, model_bytes
 from k3kit._values import (
     add_days,
+    ascii_decimal,
     ascii_int,
     canonical_timestamp,
     compile_pattern,
@@ -193,3 +194,25 @@ def test_preflight_requirements_refuse_a_pattern_that_slipped_past_the_model() -
     with pytest.raises(InputError) as info:
         _ = req.gpu_pattern
     assert info.value.code == "PATTERN_REFUSED"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("accept", "kit", "--tolerance", "nan"),  # nan passed click.FloatRange(0, 100)
+        ("accept", "kit", "--tolerance", "\uff11\uff10"),  # fullwidth 10
+        ("accept", "kit", "--requests", "1_000"),
+        ("root", "create", "-o", "r.json", "--root-threshold", "\u0661"),  # Arabic-Indic 1
+    ],
+)
+def test_cli_numbers_are_ascii_and_finite(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    done = run_k3kit(*argv, "--json", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "digits 0-9" in done.stderr
+
+
+def test_ascii_decimal_refuses_nan_and_exponents() -> None:
+    assert ascii_decimal("2.5", lo=0, hi=100) == 2.5
+    for text in ("nan", "inf", "1e3", "1_0", "\uff11", "-1", "101"):
+        with pytest.raises(ValueError):
+            ascii_decimal(text, lo=0, hi=100)

@@ -28,6 +28,7 @@ _RFC3339 = re.compile(
     re.ASCII,
 )
 _ASCII_INT = re.compile(r"-?[0-9]{1,19}", re.ASCII)
+_ASCII_DECIMAL = re.compile(r"[0-9]{1,15}(\.[0-9]{1,9})?", re.ASCII)
 MAX_PATTERN_CHARS = 256
 MAX_PATTERN_SUBJECT = 256
 MAX_PATTERN_REPEATS = 3
@@ -136,6 +137,18 @@ def _shape_problem(pattern: str) -> str | None:
         if any(op in _REPEATS or op == "BRANCH" for op, _ in inner):
             return "a repetition of a repetition or of an alternation can backtrack for ever"
     return None
+
+
+def ascii_decimal(text: object, *, lo: float, hi: float) -> float:
+    """A non-negative decimal such as ``2.5`` written with ASCII digits, within ``[lo, hi]``.
+    ``float()`` also takes ``nan`` (which every range check lets through, since each comparison
+    with it is false), ``1_0``, ``１.５`` and exponents; none of them is a figure a person types."""
+    if not isinstance(text, str) or not _ASCII_DECIMAL.fullmatch(text):
+        raise ValueError(f"{text!r} is not a decimal number written with the digits 0-9")
+    value = float(text)
+    if not lo <= value <= hi:
+        raise ValueError(f"{text} is outside the range {lo:g}..{hi:g}")
+    return value
 
 
 def compile_pattern(pattern: object, *, max_chars: int = MAX_PATTERN_CHARS) -> re.Pattern[str]:

@@ -212,6 +212,28 @@ def timestamp_option(option: str, text: str) -> str:
         raise InputError(f"{option}: {shown(str(exc))}", code="BAD_INPUT") from None
 
 
+class Real(click.ParamType[float]):
+    """``click.FloatRange`` without ``nan`` (which passes every range check), ``1_0`` or other
+    scripts' digits: the one ASCII decimal parser."""
+
+    name = "number"
+
+    def __init__(self, lo: float, hi: float) -> None:
+        self.lo, self.hi = lo, hi
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        from k3kit._values import ascii_decimal
+
+        if isinstance(value, (int, float)):
+            value = repr(float(value)) if value == value else "nan"
+        try:
+            return ascii_decimal(value, lo=self.lo, hi=self.hi)
+        except ValueError as exc:
+            self.fail(shown(str(exc)), param, ctx)
+
+
 class Whole(click.ParamType[int]):
     """``click.IntRange`` with ASCII digits only (click's own accepts ``１２`` and ``1_0``)."""
 

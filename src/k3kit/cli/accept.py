@@ -13,7 +13,7 @@ import click
 
 from k3kit._values import ascii_int
 from k3kit.cli._app import EXIT_CODES_HELP, INTERRUPTED, cli, emit_json, err, handle_errors, now_utc
-from k3kit.cli._shared import Whole, read_passphrase, trust_option, trusted_keys
+from k3kit.cli._shared import Real, Whole, read_passphrase, trust_option, trusted_keys
 from k3kit.errors import ExitCode, InputError
 
 _URL = re.compile(r"^https?://[^\s/@?#]+(:[0-9]+)?(/[^\s?#@]*)?$")
@@ -85,21 +85,21 @@ def _summary(result: Any, path: Path) -> dict[str, Any]:
 )
 @click.option(
     "--tolerance",
-    type=click.FloatRange(0, 100),
+    type=Real(0, 100),
     default=10.0,
     show_default=True,
     help="Percent a measurement may be worse than the claim and still reproduce it.",
 )
 @click.option(
     "--stall-timeout",
-    type=click.FloatRange(0.1),
+    type=Real(0.1, 86400),
     default=60.0,
     show_default=True,
     help="Seconds of silence after which a request counts as failed.",
 )
 @click.option(
     "--request-timeout",
-    type=click.FloatRange(0.1),
+    type=Real(0.1, 604800),
     default=3600.0,
     show_default=True,
     help="Seconds after which any one request counts as failed.",

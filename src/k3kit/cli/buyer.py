@@ -12,6 +12,7 @@ import click
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
 from k3kit.cli._shared import (
     ByteProgress,
+    Real,
     Whole,
     default_state_dir,
     file_progress,
@@ -63,7 +64,7 @@ from k3kit.errors import ExitCode
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(0.5, 600),
+    type=Real(0.5, 600),
     default=10.0,
     show_default=True,
     help="Seconds to wait for the hub (connect, each read); a file with its retries gives up "
