@@ -24,7 +24,7 @@ def _points(text: str | None) -> list[int] | None:
         return None
     try:
         parts = [p.strip() for p in text.split(",") if p.strip()]
-        points = sorted({ascii_int(p, lo=1, hi=65536) for p in parts})
+        points = sorted({ascii_int(p, lo=-(10**18), hi=65536) for p in parts})
     except ValueError as exc:
         raise InputError(f"--points {text!r}: expected e.g. 1,8,32", code="BAD_POINTS") from exc
     if not points or min(points) < 1:
