@@ -225,7 +225,7 @@ def test_card_refuses_to_overwrite_and_bad_price(golden: GoldenKit, tmp_path: Pa
     out.write_text("mine")
     result = run_k3kit("card", golden.kit, "--trust", golden.key.public, "-o", out)
     assert result.returncode == 3 and out.read_text() == "mine"
-    for bad in ("abc", "-1", "0", "NaN"):
+    for bad in ("abc", "-1", "0", "NaN", "\uff16.\uff15"):  # fullwidth 6.5: other digits
         result = run_k3kit(
             "card",
             golden.kit,
