@@ -219,3 +219,16 @@ def test_ascii_decimal_refuses_nan_and_exponents() -> None:
     for text in ("nan", "inf", "1e3", "1_0", "\uff11", "-1", "101"):
         with pytest.raises(ValueError):
             ascii_decimal(text, lo=0, hi=100)
+
+
+@pytest.mark.parametrize("text", ["\uff12\uff13\uff10\uff10", "2_300", " 2300", "NaN"])
+def test_a_measured_figure_written_with_other_digits_is_refused(text: str) -> None:
+    """Decimal() reads '２３００' and '2_300' as 2300: a second spelling of one signed price."""
+    from pydantic import ValidationError
+
+    from k3kit.models.package import Price
+
+    with pytest.raises(ValidationError):
+        Price.model_validate({"currency": "USD", "amount": text, "maintenance_per_month": "1"})
+    assert str(Price.model_validate({"currency": "USD", "amount": "7.4E+3",
+                                     "maintenance_per_month": "1"}).amount) == "7.4E+3"  # fmt: skip
