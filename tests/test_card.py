@@ -14,6 +14,7 @@ import pytest
 
 from k3kit.card.cost import usd_per_million
 from k3kit.card.markdown import md
+from k3kit.card.safe import plain, scrub
 from tests.cardkit import Page, build_v110, dec, signed_statement
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
 
@@ -224,7 +225,7 @@ def test_card_refuses_to_overwrite_and_bad_price(golden: GoldenKit, tmp_path: Pa
     out.write_text("mine")
     result = run_k3kit("card", golden.kit, "--trust", golden.key.public, "-o", out)
     assert result.returncode == 3 and out.read_text() == "mine"
-    for bad in ("abc", "-1", "0", "NaN"):
+    for bad in ("abc", "-1", "0", "NaN", "\uff16.\uff15"):  # fullwidth 6.5: other digits
         result = run_k3kit(
             "card",
             golden.kit,
@@ -261,3 +262,28 @@ def test_declared_price_and_escaping(signing_key: KeyFiles, tmp_path: Path) -> N
     md_text = (tmp_path / "card.md").read_text()
     assert "<script>" not in md_text and " [x](http" not in md_text and "\\[x\\]" in md_text
     assert md("a|b <i>") == "a\\|b &lt;i>"
+
+
+def test_control_and_bidi_characters_from_signed_fields_are_escaped(
+    signing_key: KeyFiles, tmp_path: Path
+) -> None:
+    """A publisher signs a title and a limitation carrying ESC sequences, CR, a C1 control and a
+    bidi override (U+202E), hoping card.md (read with ``cat``) and card.html repaint what the
+    buyer reads. Every one is shown as a visible escape; none reaches either file raw."""
+    from tests.cardkit import V110
+
+    evil = "\\u001b[2J\\u001b[32mVERIFIED\\r\\u0085\\u202eexe.live\\u2066"
+    package = tmp_path / "package.toml"
+    package.write_text(
+        (V110 / "package.toml").read_text().replace('title = "Kimi K3', f'title = "{evil} Kimi K3')
+    )
+    kit = build_v110(tmp_path / "v110", signing_key, package=package)
+    out, md_out = tmp_path / "card.html", tmp_path / "card.md"
+    result = run_k3kit("card", kit, "--trust", signing_key.public, "-o", out, "--markdown", md_out)
+    assert result.returncode == 0, result.stderr
+    raw = ("\x1b", "\r", "\x85", "\u202e", "\u2066")
+    for text in (out.read_bytes().decode(), md_out.read_bytes().decode()):  # CR kept as read
+        assert not [c for c in raw if c in text]
+        assert "x1b" in text and "u202eexe.live" in text  # shown, as \x1b (Markdown: \\x1b)
+    assert plain("a\tb\nc\x00\u200f") == "a b c\\x00\\u200f"
+    assert scrub("line\n\ttab\x9b") == "line\n\ttab\\x9b"

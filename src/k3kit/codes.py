@@ -174,6 +174,11 @@ class TrustCode(ErrorCode):
     ROOT_EXPIRED = "ROOT_EXPIRED", _FAIL, "the newest root has expired"
     ROOT_INVALID = "ROOT_INVALID", _INPUT, "a root edit or root file given is invalid"
     ROOT_MALFORMED = "ROOT_MALFORMED", _FAIL, "a root document is malformed"
+    KEY_WEAK = (
+        "KEY_WEAK",
+        _FAIL,
+        "an Ed25519 public key that is non-canonical or of small order (it verifies forgeries)",
+    )
     ROOT_UNTRUSTED = "ROOT_UNTRUSTED", _FAIL, "a root is not signed by its threshold"
     ROOT_UNTRUSTED_KEY = "ROOT_UNTRUSTED_KEY", _FAIL, "no trusted key signed a root"
     ROOT_VERSION = "ROOT_VERSION", _FAIL, "a root's version is not the expected one"
@@ -288,6 +293,11 @@ class InputCode(ErrorCode):
     PASSPHRASE_MISSING = "PASSPHRASE_MISSING", _INPUT, "the key needs a passphrase"
     PATH_REFUSED = "PATH_REFUSED", _INPUT, "a path the path policy refuses"
     PATTERN_MATCHES_NOTHING = "PATTERN_MATCHES_NOTHING", _INPUT, "an --include matches nothing"
+    PATTERN_REFUSED = (
+        "PATTERN_REFUSED",
+        _INPUT,
+        "a regular expression does not compile, is too long or could backtrack for ever",
+    )
     PROFILE_UNKNOWN = "PROFILE_UNKNOWN", _INPUT, "no such profile in the kit"
     REPO_MISMATCH = "REPO_MISMATCH", _INPUT, "the repo differs from the definition's"
     REVISION_MISMATCH = "REVISION_MISMATCH", _INPUT, "the revision differs from the definition's"

@@ -8,23 +8,130 @@ from key material and never read from a file, so a verifier cannot be told which
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from k3kit._canonical import dumps
 from k3kit._fs import atomic_write, read_capped
 from k3kit._text import shown
-from k3kit.errors import EnvironmentProblem, InputError
+from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 
 MAX_KEY_FILE = 16 * 1024
 DEFAULT_KEY_NAME = "publisher"
+
+
+# RFC 8032 edwards25519: field prime, curve constant d, sqrt(-1), and the prime group order L.
+_P = 2**255 - 19
+_D = -121665 * pow(121666, -1, _P) % _P
+_SQRT_M1 = pow(2, (_P - 1) // 4, _P)
+_L = 2**252 + 27742317777372353535851937790883648493
+_Point = tuple[int, int]
+
+
+def _decode_point(enc: bytes) -> _Point | None:
+    """RFC 8032 section 5.1.3, strictly: None for anything that is not the one canonical
+    encoding of a curve point (y >= p, x = 0 with the sign bit set, no square root)."""
+    if len(enc) != 32:
+        return None
+    y = int.from_bytes(enc, "little") & ((1 << 255) - 1)
+    sign = enc[31] >> 7
+    if y >= _P:
+        return None
+    u, v = (y * y - 1) % _P, (_D * y * y + 1) % _P
+    x = u * pow(v, 3, _P) * pow(u * pow(v, 7, _P), (_P - 5) // 8, _P) % _P  # one exponentiation
+    if (v * x * x - u) % _P:
+        x = x * _SQRT_M1 % _P
+    if (v * x * x - u) % _P:
+        return None
+    if x == 0 and sign:
+        return None
+    if x & 1 != sign:
+        x = _P - x
+    return (x, y)
+
+
+def _times_eight_is_identity(point: _Point) -> bool:
+    """[8]P == identity, by three doublings in projective coordinates (no inversions; the
+    "dbl-2008-hwcd" formulas for a = -1); the identity is X = 0, Y = Z."""
+    x, y, z = point[0], point[1], 1
+    for _ in range(3):
+        a, b, c = x * x % _P, y * y % _P, 2 * z * z % _P
+        e = ((x + y) * (x + y) - a - b) % _P
+        g = (b - a) % _P
+        f, h = (g - c) % _P, (-a - b) % _P
+        x, y, z = e * f % _P, g * h % _P, f * g % _P
+    return x == 0 and y == z
+
+
+@functools.lru_cache(maxsize=1024)
+def _strong_point(enc: bytes) -> bool:
+    """True for a canonical encoding of a point whose order is not a divisor of 8.
+
+    A small-order point ([8]A is the identity) is the degenerate key: with A the identity,
+    R the identity and S = 0, the verification equation [S]B = R + [k]A holds for every
+    message k, so one fixed signature "verifies" anything, and OpenSSL accepts such keys.
+    Cached: the same few keys are checked for every signature.
+    """
+    point = _decode_point(enc)
+    return point is not None and not _times_eight_is_identity(point)
+
+
+def public_from_raw(raw: bytes, *, source: str) -> Ed25519PublicKey:
+    """THE way k3kit turns public key bytes into a key: every PEM file, hex key in a root,
+    licence, buyer receipt or ledger row comes through here (via :func:`check_public`).
+
+    Refused (``KEY_WEAK``): not 32 bytes, a non-canonical encoding (so one key has one key id),
+    not a curve point, or a point of small order (which would verify forgeries).
+    """
+    if len(raw) != 32 or not _strong_point(raw):
+        raise VerificationError(
+            f"{source}: the Ed25519 public key is not a canonical point of large order "
+            "(a degenerate key lets anyone forge signatures)",
+            code="KEY_WEAK",
+            hint="use the publisher's real key; a key like 0100…00 is the identity point",
+        )
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def public_from_hex(text: object, *, source: str) -> Ed25519PublicKey:
+    """A key written as 64 lowercase hex digits (roots, licences, ledger rows)."""
+    if not isinstance(text, str) or len(text) != 64 or text.strip("0123456789abcdef"):
+        raise VerificationError(
+            f"{source}: the public key is not 64 lowercase hex digits", code="KEY_WEAK"
+        )
+    return public_from_raw(bytes.fromhex(text), source=source)
+
+
+def check_public(pub: Ed25519PublicKey, *, source: str) -> Ed25519PublicKey:
+    """``pub`` if it passes :func:`public_from_raw`'s checks (for keys parsed elsewhere)."""
+    return public_from_raw(raw_public(pub), source=source)
+
+
+def verify_signature(pub: Ed25519PublicKey, sig: bytes, message: bytes) -> bool:
+    """THE Ed25519 check every signature in k3kit goes through.
+
+    Before ``cryptography``'s verify: the key must pass :func:`public_from_raw` again (a key
+    object may come from anywhere), the signature must be 64 bytes, its R a canonical point not
+    of small order and its S below the group order L (RFC 8032's malleability rule), so no
+    degenerate key or signature takes part in a verdict.
+    """
+    if len(sig) != 64 or int.from_bytes(sig[32:], "little") >= _L:
+        return False
+    if not _strong_point(raw_public(pub)) or not _strong_point(sig[:32]):
+        return False
+    try:
+        pub.verify(sig, message)
+    except InvalidSignature:
+        return False
+    return True
 
 
 def raw_public(pub: Ed25519PublicKey) -> bytes:
@@ -142,4 +249,4 @@ def load_public(path: Path) -> Ed25519PublicKey:
         ) from exc
     if not isinstance(key, Ed25519PublicKey):
         raise EnvironmentProblem(f"public key {path} is not Ed25519", code="KEY_UNSUPPORTED")
-    return key
+    return check_public(key, source=f"public key {shown(path)}")

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import dumps, require_canonical, strict_loads
 from k3kit.errors import InputError, VerificationError
-from k3kit.keys import keyid, raw_public
+from k3kit.keys import keyid, public_from_hex, raw_public
 from k3kit.models import load
 from k3kit.models.commerce import AFFIRMATIONS, LICENCE_PAYLOAD_TYPE, LicenceBody
 from k3kit.sign import MAX_ENVELOPE_BYTES, sign_envelope, verify_envelope
@@ -154,9 +154,9 @@ def _embedded_key(envelope: bytes, source: str) -> Ed25519PublicKey:
     obj = strict_loads(payload, source=f"{source} payload", max_bytes=len(payload), code=BAD)
     try:
         hexkey = obj["signer"]["key"]["public"]
-        return Ed25519PublicKey.from_public_bytes(bytes.fromhex(hexkey))
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError) as exc:
         raise VerificationError(f"{source}: no valid signer key in the payload", code=BAD) from exc
+    return public_from_hex(hexkey, source=f"{source}: signer key")
 
 
 def verify_licence(

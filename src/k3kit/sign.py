@@ -15,13 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import dumps, require_canonical, strict_loads
 from k3kit._fs import read_capped
 from k3kit.errors import InputError, VerificationError
-from k3kit.keys import keyid
+from k3kit.keys import keyid, verify_signature
 from k3kit.models import PAYLOAD_TYPE, DsseEnvelope, Statement, load
 from k3kit.signers import Signer
 
@@ -112,11 +111,8 @@ def verify_envelope(
         if len(sig) != 64:
             continue
         for key in trusted:
-            try:
-                key.verify(sig, message)
-            except InvalidSignature:
-                continue
-            signers[keyid(key)] = None
+            if verify_signature(key, sig, message):
+                signers[keyid(key)] = None
     if not signers:
         raise VerificationError(
             f"{source}: no signature verifies with a trusted key",
@@ -189,9 +185,7 @@ def add_signature(envelope: bytes, signer: Signer, *, source: str) -> bytes:
     message = pae(env.payload_type, payload)
     pub = signer.public_key()
     for entry in env.signatures:
-        try:
-            pub.verify(_b64decode(entry.sig, f"{source}: signature"), message)
-        except InvalidSignature:
+        if not verify_signature(pub, _b64decode(entry.sig, f"{source}: signature"), message):
             continue
         raise InputError(f"{source}: this key already signed", code="ALREADY_SIGNED")
     signatures = [s.model_dump(exclude_defaults=False) for s in env.signatures]

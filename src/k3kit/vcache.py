@@ -45,7 +45,7 @@ COARSE_SETTLE_NS = 3_000_000_000
 
 _WHAT = "verification cache folder"
 _HEX = re.compile(r"^[0-9a-f]{64}$")
-_STAMP = re.compile(r"^\d{1,20}:\d{1,20}:\d{1,20}:-?\d{1,20}:-?\d{1,20}$")
+_STAMP = re.compile(r"^[0-9]{1,20}:[0-9]{1,20}:[0-9]{1,20}:-?[0-9]{1,20}:-?[0-9]{1,20}$")
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,8 @@ def usd_per_million(gpu_hour_usd: Decimal, gpus: int, aggregate_tok_s: Decimal) 
 def parse_price(text: str) -> Decimal:
     """``--gpu-hour-usd``: a positive decimal number of dollars per GPU-hour."""
     try:
+        if not text.isascii():  # Decimal() reads other scripts' digits ("１.５") too
+            raise InvalidOperation(text)
         value = Decimal(text)
     except InvalidOperation as exc:
         raise InputError(

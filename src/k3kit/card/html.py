@@ -10,14 +10,24 @@ from __future__ import annotations
 from k3kit._version import __version__
 from k3kit.card.charts import build_charts
 from k3kit.card.data import CardData, fig, metric
+from k3kit.card.safe import plain, scrub
 from k3kit.render import make_html_environment, render
 
 TEMPLATE = "card/card.html.j2"
 
 
+def _finalize(value: object) -> object:
+    """Every ``{{ … }}`` value: a plain string (from the kit) loses its control and bidi
+    characters before autoescape; Markup built by k3kit itself is left whole (scrubbed below)."""
+    if type(value) is str:  # not a subclass: Markup is one
+        return plain(value)
+    return value
+
+
 def render_html(data: CardData) -> bytes:
     env = make_html_environment()
-    return render(
+    env.finalize = _finalize  # read when the template is compiled, which happens below
+    page = render(
         env,
         TEMPLATE,
         {
@@ -29,3 +39,4 @@ def render_html(data: CardData) -> bytes:
             "generator": f"k3kit {__version__}",
         },
     )
+    return scrub(page.decode("utf-8")).encode("utf-8")

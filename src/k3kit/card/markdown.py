@@ -11,13 +11,14 @@ import re
 
 from k3kit.card.charts import build_charts
 from k3kit.card.data import NOT_PUBLISHED, CardData, fig, metric
+from k3kit.card.safe import plain, scrub
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]|~#!])")
 
 
 def md(text: object) -> str:
-    """Escape one string for a Markdown paragraph or table cell."""
-    raw = str(text).replace("&", "&amp;").replace("<", "&lt;").replace("\n", " ")
+    """Escape one string for a Markdown paragraph or table cell (controls first: safe.plain)."""
+    raw = plain(text).replace("&", "&amp;").replace("<", "&lt;")
     return _SPECIAL.sub(r"\\\1", raw)
 
 
@@ -87,4 +88,4 @@ def render_markdown(data: CardData) -> bytes:
     out += [cmd for _, cmd in data.commands] + ["```", ""]
     if not data.verified:
         out += ["> **UNVERIFIED: this kit did NOT verify. Do not deploy.**", ""]
-    return "\n".join(out).encode("utf-8")
+    return scrub("\n".join(out)).encode("utf-8")

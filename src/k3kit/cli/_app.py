@@ -14,6 +14,7 @@ last-line defence, so no file name can move the cursor or paint over a verdict.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 import click
 
 from k3kit._text import shown_lines
+from k3kit._values import ascii_int
 from k3kit._version import __version__
 from k3kit.errors import ExitCode, K3kitError
 
@@ -41,7 +43,11 @@ INTERRUPTED = 130  # the shell's convention for SIGINT (128 + 2)
 def now_utc() -> str:
     """UTC time for pins and receipts; SOURCE_DATE_EPOCH makes reproducible builds reproducible."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    t = int(epoch) if epoch and epoch.isdigit() else int(time.time())
+    t = int(time.time())
+    # The one ASCII integer parser ("²" passed isdigit() and then crashed int()); a malformed
+    # value leaves the clock, as before.
+    with contextlib.suppress(ValueError):
+        t = ascii_int(epoch or "", lo=0, hi=253402300799)  # up to 9999-12-31T23:59:59Z
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 

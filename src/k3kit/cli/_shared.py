@@ -231,3 +231,66 @@ trust_option = click.option(
     type=click.Path(path_type=Path),
     help="Publisher public key you trust (repeatable).",
 )
+
+
+def whole_number(option: str, text: str, *, lo: int, hi: int) -> int:
+    """An integer option through the one ASCII integer parser (``k3kit._values``): other
+    scripts' digits, ``_``, ``+`` and values out of range are input errors (exit 3)."""
+    from k3kit._values import ascii_int
+
+    try:
+        return ascii_int(text, lo=lo, hi=hi)
+    except ValueError as exc:
+        raise InputError(f"{option} {shown(text)}: {exc}", code="BAD_INPUT") from None
+
+
+def timestamp_option(option: str, text: str) -> str:
+    """A timestamp option through the one RFC 3339 parser, rewritten to the canonical UTC form
+    (``2026-01-31T13:00:00+01:00`` becomes ``2026-01-31T12:00:00Z``); anything else exits 3."""
+    from k3kit._values import normalise_timestamp
+
+    try:
+        return normalise_timestamp(text)
+    except ValueError as exc:
+        raise InputError(f"{option}: {shown(str(exc))}", code="BAD_INPUT") from None
+
+
+class Real(click.ParamType[float]):
+    """``click.FloatRange`` without ``nan`` (which passes every range check), ``1_0`` or other
+    scripts' digits: the one ASCII decimal parser."""
+
+    name = "number"
+
+    def __init__(self, lo: float, hi: float) -> None:
+        self.lo, self.hi = lo, hi
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        from k3kit._values import ascii_decimal
+
+        if isinstance(value, (int, float)):
+            value = repr(float(value)) if value == value else "nan"
+        try:
+            return ascii_decimal(value, lo=self.lo, hi=self.hi)
+        except ValueError as exc:
+            self.fail(shown(str(exc)), param, ctx)
+
+
+class Whole(click.ParamType[int]):
+    """``click.IntRange`` with ASCII digits only (click's own accepts ``１２`` and ``1_0``)."""
+
+    name = "integer"
+
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from k3kit._values import ascii_int
+
+        if isinstance(value, int):
+            value = str(value)
+        try:
+            return ascii_int(value, lo=self.lo, hi=self.hi)
+        except ValueError as exc:
+            self.fail(shown(str(exc)), param, ctx)

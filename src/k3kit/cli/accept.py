@@ -11,18 +11,20 @@ from typing import Any
 
 import click
 
+from k3kit._values import ascii_int
 from k3kit.cli._app import EXIT_CODES_HELP, INTERRUPTED, cli, emit_json, err, handle_errors, now_utc
-from k3kit.cli._shared import read_passphrase, trust_option, trusted_keys
+from k3kit.cli._shared import Real, Whole, read_passphrase, trust_option, trusted_keys
 from k3kit.errors import ExitCode, InputError
 
-_URL = re.compile(r"^https?://[^\s/@?#]+(:\d+)?(/[^\s?#@]*)?$")
+_URL = re.compile(r"^https?://[^\s/@?#]+(:[0-9]+)?(/[^\s?#@]*)?$")
 
 
 def _points(text: str | None) -> list[int] | None:
     if not text:
         return None
     try:
-        points = sorted({int(p) for p in text.split(",") if p.strip()})
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        points = sorted({ascii_int(p, lo=-(10**18), hi=65536) for p in parts})
     except ValueError as exc:
         raise InputError(f"--points {text!r}: expected e.g. 1,8,32", code="BAD_POINTS") from exc
     if not points or min(points) < 1:
@@ -78,26 +80,26 @@ def _summary(result: Any, path: Path) -> dict[str, Any]:
 @click.option("--points", help="Concurrency points to replay, e.g. 1,8,32 (default: all).")
 @click.option(
     "--requests",
-    type=click.IntRange(min=1),
+    type=Whole(1, 1_000_000),
     help="Requests per point (default: the signed count, at least 5 waves).",
 )
 @click.option(
     "--tolerance",
-    type=click.FloatRange(0, 100),
+    type=Real(0, 100),
     default=10.0,
     show_default=True,
     help="Percent a measurement may be worse than the claim and still reproduce it.",
 )
 @click.option(
     "--stall-timeout",
-    type=click.FloatRange(0.1),
+    type=Real(0.1, 86400),
     default=60.0,
     show_default=True,
     help="Seconds of silence after which a request counts as failed.",
 )
 @click.option(
     "--request-timeout",
-    type=click.FloatRange(0.1),
+    type=Real(0.1, 604800),
     default=3600.0,
     show_default=True,
     help="Seconds after which any one request counts as failed.",

@@ -12,6 +12,8 @@ import click
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
 from k3kit.cli._shared import (
     ByteProgress,
+    Real,
+    Whole,
     file_progress,
     print_report,
     read_token,
@@ -49,7 +51,7 @@ from k3kit.errors import ExitCode
 @click.option("--token-env", metavar="VAR", help="Read the hub token from $VAR (gated repos).")
 @click.option(
     "--workers",
-    type=click.IntRange(1, 64),
+    type=Whole(1, 64),
     default=8,
     show_default=True,
     help="Parallel downloads.",
@@ -62,7 +64,7 @@ from k3kit.errors import ExitCode
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(0.5, 600),
+    type=Real(0.5, 600),
     default=10.0,
     show_default=True,
     help="Seconds to wait for the hub (connect, each read); a file with its retries gives up "
@@ -184,7 +186,7 @@ def _print_errors(errors: list[Any]) -> None:
 )
 @click.option(
     "--workers",
-    type=click.IntRange(1, 256),
+    type=Whole(1, 256),
     help="Hashing threads (default: the cores this process may use).",
 )
 @click.option(

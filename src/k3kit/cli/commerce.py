@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, now_utc, say
-from k3kit.cli._shared import trusted_keys
+from k3kit.cli._shared import Whole, timestamp_option, trusted_keys, whole_number
 from k3kit.cli.signing import load_signer
 from k3kit.errors import ExitCode, InputError
 
@@ -43,9 +43,9 @@ def licence() -> None:
 @click.option("--signer", "signer_name", required=True, help="The person signing.")
 @click.option("--authority", required=True, help="Their authority to bind the entity.")
 @click.option("--package", required=True, help="The package this licence buys (its name).")
-@click.option("--amount", required=True, type=click.IntRange(1, 10**15), help="Price, minor units.")
+@click.option("--amount", required=True, type=Whole(1, 10**15), help="Price, minor units.")
 @click.option("--currency", required=True, help="ISO 4217 code of the price, e.g. EUR.")
-@click.option("--term-days", type=click.IntRange(1, 3660), default=365, show_default=True)
+@click.option("--term-days", type=Whole(1, 3660), default=365, show_default=True)
 @click.option(
     "--affirm",
     multiple=True,
@@ -195,11 +195,11 @@ def ledger_init(db: str, as_json: bool) -> None:
 @click.option("--licence", "licence_file", required=True, type=click.Path(path_type=Path))
 @click.option("--terms", required=True, type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--payment", required=True, help="The payment's reference (unique).")
-@click.option("--amount", required=True, type=click.IntRange(1), help="In minor units (cents).")
+@click.option("--amount", required=True, help="In minor units (cents), 1 to 10^15.")
 @click.option("--currency", required=True, help="ISO 4217 code, e.g. EUR.")
 @click.option("--package", required=True, help="The package name the entitlement covers.")
-@click.option("--valid-from", help="Start of the term (default: now), YYYY-MM-DDTHH:MM:SSZ.")
-@click.option("--term-days", type=click.IntRange(1, 3660), default=365, show_default=True)
+@click.option("--valid-from", help="Start of the term (default: now), RFC 3339 (UTC or offset).")
+@click.option("--term-days", default="365", show_default=True, help="1 to 3660.")
 @json_option
 @handle_errors
 def ledger_purchase(
@@ -207,28 +207,30 @@ def ledger_purchase(
     licence_file: Path,
     terms: Path,
     payment: str,
-    amount: int,
+    amount: str,
     currency: str,
     package: str,
     valid_from: str | None,
-    term_days: int,
+    term_days: str,
     as_json: bool,
 ) -> None:
     """Record a payment and its entitlement, bound to a verified licence, in one transaction."""
-    from k3kit.ledger import open_engine, purchase, term_end
+    from k3kit.ledger import MAX_AMOUNT_MINOR, open_engine, purchase, term_end
 
-    start = valid_from or now_utc()
+    amount_minor = whole_number("--amount", amount, lo=1, hi=MAX_AMOUNT_MINOR)
+    days = whole_number("--term-days", term_days, lo=1, hi=3660)
+    start = timestamp_option("--valid-from", valid_from) if valid_from else now_utc()
     try:
-        until = term_end(start, term_days)
+        until = term_end(start, days)
     except ValueError as exc:
-        raise InputError(f"--valid-from {start!r}: {exc}", code="BAD_INPUT") from exc
+        raise InputError(f"--valid-from {start}: {exc}", code="BAD_INPUT") from exc
     p = purchase(
         open_engine(db),
         licence=_read(licence_file, "licence"),
         terms=_read(terms, "terms"),
         terms_name=terms.name,
         payment_ref=payment,
-        amount_minor=amount,
+        amount_minor=amount_minor,
         currency=currency,
         package=package,
         valid_from=start,

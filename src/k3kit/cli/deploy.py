@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
-from k3kit.cli._shared import ByteProgress, print_report, state_and_cache
+from k3kit.cli._shared import ByteProgress, Whole, print_report, state_and_cache
 from k3kit.cli.signing import allow_rollback_option, root_option, trust_source
 from k3kit.errors import InputError
 
@@ -123,19 +123,19 @@ def install(
     help="Site file read as data: MODEL_DIR, K3KIT_TRUST_KEY, HOST, PORT (KEY=value lines).",
 )
 @click.option("--host", help="Listen address (default: the site's HOST, else 127.0.0.1).")
-@click.option("--port", type=click.IntRange(1, 65535), help="Listen port (default 8000).")
+@click.option("--port", type=Whole(1, 65535), help="Listen port (default 8000).")
 @click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False), help=_STATE_HELP)
 @click.option("--full", is_flag=True, help="Re-hash every weight file, ignoring the cache.")
-@click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads.")
+@click.option("--workers", type=Whole(1, 256), help="Hashing threads.")
 @click.option(
     "--node-rank",
-    type=click.IntRange(0, 1023),
+    type=Whole(0, 1023),
     help="Multi-node topologies: this node's rank (0 = leader; LWS_WORKER_INDEX).",
 )
 @click.option("--leader", help="Multi-node topologies: address of node 0 (LWS_LEADER_ADDRESS).")
 @click.option(
     "--rdzv-port",
-    type=click.IntRange(1, 65535),
+    type=Whole(1, 65535),
     help="Multi-node topologies: the engine's rendezvous port (default: the engine's).",
 )
 @click.option(

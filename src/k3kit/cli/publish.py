@@ -10,6 +10,7 @@ from k3kit._text import shown
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, handle_errors, now_utc, say
 from k3kit.cli._shared import (
     REPO_ID,
+    Whole,
     file_progress,
     read_passphrase,
     read_token,
@@ -79,7 +80,7 @@ def keygen(out: str, passphrase_env: str | None, as_json: bool) -> None:
     type=click.Path(path_type=Path),
     help="Where to write weights.lock.json.",
 )
-@click.option("--workers", type=click.IntRange(1, 256), help="Hashing threads (default: cores).")
+@click.option("--workers", type=Whole(1, 256), help="Hashing threads (default: cores).")
 @click.option("--force", is_flag=True, help="Replace an existing output file.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @handle_errors

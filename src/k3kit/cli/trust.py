@@ -13,7 +13,9 @@ from typing import Any
 
 import click
 
+from k3kit._values import ascii_int
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, handle_errors
+from k3kit.cli._shared import Whole
 from k3kit.cli.signing import load_signer, now_for_verification
 from k3kit.errors import InputError
 
@@ -126,7 +128,7 @@ def root() -> None:
     type=click.Path(path_type=Path),
     help="Public key of the root role (repeatable).",
 )
-@click.option("--root-threshold", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--root-threshold", type=Whole(1, 64), default=1, show_default=True)
 @click.option(
     "--release-key",
     "release_keys",
@@ -135,7 +137,7 @@ def root() -> None:
     type=click.Path(path_type=Path),
     help="Public key that signs receipts (repeatable).",
 )
-@click.option("--release-threshold", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--release-threshold", type=Whole(1, 64), default=1, show_default=True)
 @click.option("--expires", required=True, metavar=_TS)
 @click.option(
     "--sign-key",
@@ -180,7 +182,7 @@ def root_create(
 @click.option("--key", "key", required=True, type=click.Path(path_type=Path), help="Public key.")
 @click.option("--not-before", metavar=_TS, help="First issued_at this key may sign.")
 @click.option("--not-after", metavar=_TS, help="Last issued_at this key may sign.")
-@click.option("--threshold", type=click.IntRange(1, 64), help="New threshold of the role.")
+@click.option("--threshold", type=Whole(1, 64), help="New threshold of the role.")
 def root_add_key(
     prev: Path,
     output: Path,
@@ -250,7 +252,7 @@ def root_revoke(
     type=click.Path(path_type=Path),
     help="Public key of the role (repeatable).",
 )
-@click.option("--threshold", type=click.IntRange(1, 64), required=True)
+@click.option("--threshold", type=Whole(1, 64), required=True)
 def root_rotate(
     prev: Path,
     output: Path,
@@ -295,9 +297,10 @@ def root_floor(
     parsed: dict[str, int] = {}
     for item in floors:
         key, _, value = item.partition("=")
-        if not value.isdigit():
-            raise click.UsageError(f"--min-sequence {item!r}: expected PACKAGE/CHANNEL=N")
-        parsed[key] = int(value)
+        try:  # the one ASCII integer parser: "²" passed isdigit() and then crashed int()
+            parsed[key] = ascii_int(value, lo=0, hi=2**53 - 1)
+        except ValueError:
+            raise click.UsageError(f"--min-sequence {item!r}: expected PACKAGE/CHANNEL=N") from None
     body = set_floor(read_root(_read(prev), source=str(prev)), parsed, expires=expires)
     _write_root(body, output, sign_keys, passphrase_env, force, as_json)
 

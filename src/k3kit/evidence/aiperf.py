@@ -21,7 +21,7 @@ _SCALARS = {
 _TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1000.0, "sec": 1000.0}
 # Throughputs are filed per second; a block in another unit is refused rather than misread.
 _PER_S = ("", "requests/sec", "tokens/sec", "requests/s", "tokens/s", "req/s", "tok/s")
-_PCT = re.compile(r"^p(\d{1,2}(?:\.\d{1,4})?)$")
+_PCT = re.compile(r"^p([0-9]{1,2}(?:\.[0-9]{1,4})?)$")
 
 
 def _metrics(obj: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 from k3kit.evidence._base import Document, Reader, RunData, adapter
 
 _METRICS = {"ttft": "ttft_s", "e2el": "end_to_end_latency_s"}
-_KEY = re.compile(r"^results_(ttft_s|end_to_end_latency_s)_(mean|stddev|quantiles_p(\d{1,2}))$")
+_KEY = re.compile(r"^results_(ttft_s|end_to_end_latency_s)_(mean|stddev|quantiles_p([0-9]{1,2}))$")
 
 
 def _detect(obj: dict[str, Any]) -> bool:

@@ -17,7 +17,7 @@ from k3kit.evidence._base import Document, Reader, RunData, adapter
 from k3kit.evidence.vllm import _requests, scalar_values, stats_by_key
 
 _SIGNS = ("total_output_tokens_retokenized", "mean_e2e_latency_ms", "server_info", "accept_length")
-_E2E = re.compile(r"^(mean|median|std|p\d{1,2}(?:\.\d{1,4})?)_e2e_latency_ms$")
+_E2E = re.compile(r"^(mean|median|std|p[0-9]{1,2}(?:\.[0-9]{1,4})?)_e2e_latency_ms$")
 _IGNORED = ("generated_texts", "server_info", "tokenizer_id", "input_throughput")
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from k3kit.evidence._base import Document, Reader, Request, RunData, adapter
 
-_STAT = r"(mean|median|std|p(\d{1,2}(?:\.\d{1,4})?|100))_(ttft|tpot|itl|e2el)"
+_STAT = r"(mean|median|std|p([0-9]{1,2}(?:\.[0-9]{1,4})?|100))_(ttft|tpot|itl|e2el)"
 _STAT_MS = re.compile(rf"^{_STAT}_ms$")
 _STAT_S = re.compile(rf"^{_STAT}$")
 _MODERN_KEYS = ("failed", "latencies", "max_output_tokens_per_s", "max_concurrent_requests")

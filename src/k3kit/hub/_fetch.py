@@ -74,7 +74,10 @@ def stream_body(
                 code="HUB_BAD_ANSWER",
             )
         length = response.headers.get("Content-Length")
-        check_declared(int(length) if length and length.isdigit() else None, size, what, "GET")
+        # ASCII digits only: "\xb2" (superscript two, a latin-1 header byte) passes isdigit()
+        # and then crashes int()
+        declared = int(length) if length and length.isascii() and length.isdigit() else None
+        check_declared(declared, size, what, "GET")
         got = 0
         for chunk in response.iter_raw(CHUNK):
             if cancel.is_set():

@@ -10,9 +10,10 @@ from k3kit.ledger.audit import Break, LedgerReport, verify_ledger
 from k3kit.ledger.checkpoint import Checkpoint, checkpoint
 from k3kit.ledger.db import migrate, open_engine
 from k3kit.ledger.issue import Issued, issue
-from k3kit.ledger.purchase import Purchase, purchase, term_end
+from k3kit.ledger.purchase import MAX_AMOUNT_MINOR, Purchase, purchase, term_end
 
 __all__ = [
+    "MAX_AMOUNT_MINOR",
     "Anchor",
     "Break",
     "Checkpoint",

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, text
 
 from k3kit.buyer_receipt import read_buyer_receipt
 from k3kit.errors import K3kitError, VerificationError
-from k3kit.keys import keyid
+from k3kit.keys import keyid, public_from_hex
 from k3kit.ledger import chain
 from k3kit.ledger.anchor import CODE as ANCHOR_BROKEN
 from k3kit.ledger.anchor import Anchor, anchor_problem
@@ -114,7 +114,7 @@ def _check_licence(row: dict[str, Any]) -> LicenceBody:
 def _check_receipt(row: dict[str, Any], trusted: list[Ed25519PublicKey] | None) -> Anchor | None:
     """The receipt verifies with its issuer key (a trusted one, when given), the columns are its
     own; returns the head it signs when its issuer is trusted (an anchor found in the DB)."""
-    key = Ed25519PublicKey.from_public_bytes(bytes.fromhex(row["issuer_key"]))
+    key = public_from_hex(row["issuer_key"], source="issuer_key")
     if trusted is not None and keyid(key) not in {keyid(k) for k in trusted}:
         raise VerificationError("issued by an untrusted key", code="LEDGER_UNTRUSTED_ISSUER")
     envelope = row["envelope"].encode()

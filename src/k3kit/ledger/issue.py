@@ -16,6 +16,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine, text
 
+from k3kit._values import parse_timestamp
 from k3kit.buyer_receipt import build_body, sign_buyer_receipt
 from k3kit.errors import InputError, VerificationError
 from k3kit.keys import raw_public
@@ -25,6 +26,16 @@ from k3kit.ledger.purchase import term_days_of
 from k3kit.licence import require_bound, sha256_tag, verify_licence
 from k3kit.signers import Signer
 from k3kit.verify import KitNotVerified, verify_path
+
+
+def _in_term(released_at: str, valid_from: str, valid_until: str) -> bool:
+    """``valid_from <= released_at < valid_until`` as instants; a row the one timestamp parser
+    refuses (someone wrote the database by hand) is a ledger fault, not a crash."""
+    try:
+        start, end = parse_timestamp(valid_from), parse_timestamp(valid_until)
+    except ValueError as exc:
+        raise VerificationError(f"entitlement row: {exc}", code="LEDGER_ROW") from None
+    return start <= parse_timestamp(released_at) < end
 
 
 @dataclass(frozen=True)
@@ -89,7 +100,7 @@ def issue(
         licence = verify_licence(envelope.encode(), source=f"licence {licence_sha256}")
         term = term_days_of(valid_from, valid_until)
         require_bound(licence.body, package=kit_ref["name"], term_days=term)
-        if not valid_from <= kit_ref["released_at"] < valid_until:
+        if not _in_term(kit_ref["released_at"], valid_from, valid_until):
             raise VerificationError(
                 f"{kit_ref['name']} {kit_ref['version']} was released {kit_ref['released_at']}, "
                 f"outside entitlement {entitlement_id}'s term [{valid_from}, {valid_until})",

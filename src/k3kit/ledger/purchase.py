@@ -13,17 +13,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from sqlalchemy import Engine
 
+from k3kit._values import add_days, canonical_timestamp, parse_timestamp
 from k3kit.errors import InputError
 from k3kit.ledger import chain
 from k3kit.ledger.db import require_current, transaction
 from k3kit.licence import VerifiedLicence, require_bound, sha256_tag, verify_licence
 
 _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
-_TS = "%Y-%m-%dT%H:%M:%SZ"
+# The largest amount recorded, in minor units: 10^15 (ten trillion in a 2-decimal currency) keeps
+# every amount, and sums of many, far inside the BIGINT column (2^63 - 1).
+MAX_AMOUNT_MINOR = 10**15
 
 
 @dataclass(frozen=True)
@@ -39,14 +42,30 @@ class Purchase:
 
 
 def term_end(valid_from: str, days: int) -> str:
-    start = datetime.strptime(valid_from, _TS).replace(tzinfo=UTC)
-    return (start + timedelta(days=days)).strftime(_TS)
+    """The end of a term of ``days`` from ``valid_from`` (both canonical RFC 3339 UTC); a
+    ``ValueError`` for a start the one timestamp parser refuses or an end past year 9999."""
+    return add_days(canonical_timestamp(valid_from), days)
+
+
+def _check_values(amount_minor: int, valid_from: str, valid_until: str) -> None:
+    """Range-check what a caller typed before anything is verified or written."""
+    if not 0 < amount_minor <= MAX_AMOUNT_MINOR:
+        raise InputError(
+            f"amount {amount_minor} is outside 1..{MAX_AMOUNT_MINOR} minor units", code="BAD_INPUT"
+        )
+    try:
+        start = parse_timestamp(canonical_timestamp(valid_from))
+        end = parse_timestamp(canonical_timestamp(valid_until))
+    except ValueError as exc:
+        raise InputError(f"entitlement term: {exc}", code="BAD_INPUT") from None
+    if end <= start:
+        raise InputError("the entitlement term ends before it starts", code="BAD_INPUT")
 
 
 def term_days_of(valid_from: str, valid_until: str) -> int | float:
     """The length of a term in days (a whole number when it is one), to compare with a price."""
     try:
-        span = datetime.strptime(valid_until, _TS) - datetime.strptime(valid_from, _TS)
+        span = parse_timestamp(valid_until) - parse_timestamp(valid_from)
     except ValueError as exc:
         raise InputError(f"term {valid_from}..{valid_until}: {exc}", code="BAD_INPUT") from exc
     days = span / timedelta(days=1)
@@ -88,6 +107,7 @@ def purchase(
     package, amount, currency and term length before anything is written. ``after_payment``
     runs between the payment and the entitlement inserts (tests kill the process there to show
     that nothing half-written survives)."""
+    _check_values(amount_minor, valid_from, valid_until)
     for what, value in (("payment reference", payment_ref), ("package", package)):
         if not _REF.match(value):
             raise InputError(f"{what} {value!r} is not a plain identifier", code="BAD_INPUT")

@@ -12,9 +12,18 @@ import re
 from decimal import Decimal
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+)
 
 from k3kit._pathpolicy import path_problem
+from k3kit._values import TIMESTAMP_PATTERN, canonical_timestamp
 from k3kit.errors import InputError, K3kitError
 
 SHA256_HEX = r"^[0-9a-f]{64}$"
@@ -23,6 +32,9 @@ COMMIT_HEX = r"^[0-9a-f]{40}$"
 Sha256Hex = Annotated[str, Field(pattern=SHA256_HEX)]
 CommitSha = Annotated[str, Field(pattern=COMMIT_HEX)]
 Blake3Hex = Annotated[str, Field(pattern=SHA256_HEX)]
+# Every timestamp in every document: canonical RFC 3339 UTC (ASCII digits, a real date), checked by
+# the one parser in k3kit._values, so string order is time order and nothing sorts after 9999.
+Timestamp = Annotated[str, Field(pattern=TIMESTAMP_PATTERN), AfterValidator(canonical_timestamp)]
 
 
 def _safe_relpath(value: str) -> str:
@@ -56,8 +68,22 @@ def _bounded_decimal(value: Decimal) -> Decimal:
     return value
 
 
+_DECIMAL_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?", re.ASCII)
+
+
+def _decimal_text(value: object) -> object:
+    """A figure written as text must use ASCII digits: ``Decimal()`` also reads ``２３００``,
+    ``2_300`` and surrounding spaces, each a second spelling of one signed number."""
+    if isinstance(value, str) and not _DECIMAL_TEXT.fullmatch(value):
+        raise ValueError(f"{value[:40]!r} is not a decimal number written with the digits 0-9")
+    return value
+
+
 Measured = Annotated[
-    Decimal, AfterValidator(_bounded_decimal), PlainSerializer(str, return_type=str)
+    Decimal,
+    BeforeValidator(_decimal_text),
+    AfterValidator(_bounded_decimal),
+    PlainSerializer(str, return_type=str),
 ]
 NonNegInt = Annotated[int, Field(ge=0, le=2**53 - 1)]
 
@@ -70,7 +96,7 @@ class Frozen(BaseModel):
 
 M = TypeVar("M", bound=BaseModel)
 
-_LOC_INDEX = re.compile(r"^\d+$")
+_LOC_INDEX = re.compile(r"^[0-9]+$")
 
 
 def _format_loc(loc: tuple[int | str, ...]) -> str:

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from k3kit.models._base import Sha256Hex
+from k3kit.models._base import Sha256Hex, Timestamp
 
 LICENCE_PAYLOAD_TYPE = "application/vnd.k3kit.licence+json"
 BUYER_RECEIPT_PAYLOAD_TYPE = "application/vnd.k3kit.buyer-receipt+json"
@@ -36,7 +36,6 @@ AFFIRMATIONS: dict[str, str] = {
     ),
 }
 
-Timestamp = Annotated[str, Field(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")]
 Text = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f\x7f]+$")]
 Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 

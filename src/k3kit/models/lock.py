@@ -12,9 +12,18 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from k3kit.models._base import Blake3Hex, CommitSha, Frozen, NonNegInt, RelPath, RepoId, Sha256Hex
+from k3kit.models._base import (
+    Blake3Hex,
+    CommitSha,
+    Frozen,
+    NonNegInt,
+    RelPath,
+    RepoId,
+    Sha256Hex,
+    Timestamp,
+)
 
-ENDPOINT_PATTERN = r"^https?://[A-Za-z0-9.\-]+(:\d{1,5})?(/[A-Za-z0-9._~\-/]*)?$"
+ENDPOINT_PATTERN = r"^https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~\-/]*)?$"
 Sha256Source = Literal["local-hash", "hub-lfs", "hub-lfs+local-hash"]
 
 
@@ -41,7 +50,7 @@ class PinSource(Frozen):
     # An http(s) origin and optional path; no credentials, query or fragment can hide in it.
     endpoint: str | None = Field(default=None, max_length=512, pattern=ENDPOINT_PATTERN)
     requested_revision: str = Field(min_length=1, max_length=256)
-    pinned_at: str = Field(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+    pinned_at: Timestamp
     sha256_source: Sha256Source
     include: list[str] = Field(default_factory=list, max_length=256)
     exclude: list[str] = Field(default_factory=list, max_length=256)

@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from k3kit._values import compile_pattern
 from k3kit.models._base import Frozen, Measured, Name, NonNegInt, RepoId
 
 ScalarSetting = bool | int | str | Decimal
@@ -25,7 +26,7 @@ EngineName = Literal["vllm", "sglang"]
 
 class PackageInfo(Frozen):
     name: Name
-    version: str = Field(pattern=r"^\d+\.\d+\.\d+([.-][0-9A-Za-z.-]+)?$")
+    version: str = Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+([.-][0-9A-Za-z.-]+)?$")
     sequence: int = Field(
         ge=1, le=2**31, description="Monotonic release number; ordering is by this"
     )
@@ -68,22 +69,31 @@ class HardwareTarget(Frozen):
     gpu_memory_gb: int = Field(ge=1)
     gpus_per_node: int = Field(ge=1, le=64)
     nodes: int = Field(ge=1, le=1024)
-    min_compute_capability: str = Field(pattern=r"^\d+\.\d+$")
+    min_compute_capability: str = Field(pattern=r"^[0-9]+\.[0-9]+$")
     gpu_name_pattern: str | None = Field(
         default=None,
         min_length=1,
         max_length=100,
-        description="regex a GPU's reported name must contain (default: the gpu field)",
+        description="regex a GPU's reported name must contain (default: the gpu field, as text)",
     )
     min_cuda_driver_api: int | None = Field(
         default=None, ge=1000, description="e.g. 13000 for an engine built against CUDA 13"
     )
     min_shm_gib: int = Field(default=16, ge=0, le=4096)
 
+    @field_validator("gpu_name_pattern")
+    @classmethod
+    def _bounded_pattern(cls, value: str | None) -> str | None:
+        """Compiled once here by the one pattern helper: a pattern that does not compile or
+        could backtrack for ever is refused when the document is read, not in preflight."""
+        if value is not None:
+            compile_pattern(value)
+        return value
+
 
 class EnginePin(Frozen):
     name: EngineName
-    version: str = Field(pattern=r"^\d+\.\d+\.\d+(\.post\d+)?$")
+    version: str = Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?$")
     image: str | None = Field(
         default=None,
         pattern=r"^[a-z0-9./_-]+(:[A-Za-z0-9._-]+)?@sha256:[0-9a-f]{64}$",

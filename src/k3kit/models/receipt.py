@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from k3kit.models._base import CommitSha, Frozen, Name, RepoId, Sha256Hex
+from k3kit.models._base import CommitSha, Frozen, Name, RepoId, Sha256Hex, Timestamp
 from k3kit.models.claims import EVIDENCE_IN_KIT, ClaimsBody
 from k3kit.models.evidence import Definitions
 
@@ -59,7 +59,7 @@ class ReceiptPredicate(ClaimsBody):
     schema_: Literal["k3kit.receipt/v1"] = Field(alias="schema", default="k3kit.receipt/v1")
     kit: ReceiptKit
     weights: ReceiptWeights
-    issued_at: str = Field(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+    issued_at: Timestamp
     definitions: Definitions
     definitions_declared: bool
 

@@ -10,6 +10,7 @@ matches anything, would otherwise turn an unverified file into a PASS.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ def requirements(info: KitInfo, chosen: KitProfile, serve: dict[str, Any]) -> Re
     concurrency = serve.get(eng.concurrency_key)
     return Requirements(
         gpus_per_node=chosen.gpus_per_node or hw.gpus_per_node,
-        gpu_name_pattern=hw.gpu_name_pattern or hw.gpu,
+        gpu_name_pattern=hw.gpu_name_pattern or re.escape(hw.gpu),  # the gpu field is text
         gpu_memory_bytes=hw.gpu_memory_gb * GB,
         min_compute_capability=hw.min_compute_capability,
         min_cuda_driver_api=hw.min_cuda_driver_api,

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from k3kit._values import compile_pattern, pattern_matches
+from k3kit.errors import InputError
 from k3kit.preflight._facts import NodeFacts, OsFacts
 
 Status = Literal["pass", "fail", "not-checked"]
@@ -72,6 +74,19 @@ class Requirements:
     head_dim: int | None
     model_dtype: str | None
 
+    @property
+    def gpu_pattern(self) -> re.Pattern[str]:
+        """The GPU name pattern through the one bounded pattern helper; a kit.json whose
+        pattern it refuses is an input error (exit 3), never a crash or a hang."""
+        try:
+            return compile_pattern(self.gpu_name_pattern)
+        except ValueError as exc:
+            raise InputError(
+                f"kit.json hardware.gpu_name_pattern: {exc}",
+                code="PATTERN_REFUSED",
+                hint="a GPU name pattern is a short regex such as 'H200|H100'",
+            ) from None
+
 
 def _missing(name: str, why: str, required: bool = True) -> Check:
     return Check(name, "not-checked", required, why=why)
@@ -102,7 +117,7 @@ def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
             f"{count} GPU(s) ({node.source})",
         )
     )
-    wrong = sorted({g.name for g in gpus if not re.search(req.gpu_name_pattern, g.name)})
+    wrong = sorted({g.name for g in gpus if not pattern_matches(req.gpu_pattern, g.name)})
     out.append(
         Check(
             "gpu.model",
@@ -189,7 +204,8 @@ def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
 
 
 def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.split(".") if p.isdigit())
+    """Dotted ASCII numbers ("²" passed ``isdigit()`` and crashed ``int()``)."""
+    return tuple(int(p) for p in text.split(".") if p.isascii() and p.isdigit())
 
 
 def _cuda_check(req: Requirements, node: NodeFacts) -> Check:

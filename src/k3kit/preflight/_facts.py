@@ -65,13 +65,13 @@ def _text(node: ET.Element | None, path: str) -> str | None:
 
 
 def _mib(value: str | None) -> int | None:
-    match = re.fullmatch(r"(\d+)\s*MiB", value or "")
+    match = re.fullmatch(r"([0-9]+)\s*MiB", value or "")
     return int(match.group(1)) * _MIB if match else None
 
 
 def _cuda_api(version: str | None) -> int | None:
     """``13.0`` -> 13000, NVML's encoding of the CUDA driver API version."""
-    match = re.fullmatch(r"(\d+)\.(\d+)", version or "")
+    match = re.fullmatch(r"([0-9]+)\.([0-9]+)", version or "")
     return int(match.group(1)) * 1000 + int(match.group(2)) * 10 if match else None
 
 

@@ -12,12 +12,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from k3kit.models._base import Frozen, NonNegInt, Sha256Hex
+from k3kit._values import parse_timestamp
+from k3kit.models._base import Frozen, NonNegInt, Sha256Hex, Timestamp
 
 ROOT_PAYLOAD_TYPE = "application/vnd.k3kit.root+json"
 ROOT_SCHEMA = "k3kit.root/v1"
 MAX_KEYS = 64
-Timestamp = Annotated[str, Field(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")]
 # "<package>/<channel>", both k3kit names (see models._base.Name).
 SequenceKey = Annotated[
     str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}/[a-z0-9][a-z0-9._-]{0,63}$")
@@ -90,6 +90,10 @@ class RootBody(Frozen):
                 if kid not in self.keys:
                     raise ValueError(f"{field} names a key not in 'keys': {kid[:16]}")
         for kid, window in self.key_validity.items():
-            if window.not_before and window.not_after and window.not_before > window.not_after:
+            if (
+                window.not_before
+                and window.not_after
+                and parse_timestamp(window.not_before) > parse_timestamp(window.not_after)
+            ):
                 raise ValueError(f"key_validity of {kid[:16]}: not_before is after not_after")
         return self

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from k3kit._values import parse_timestamp
 from k3kit.errors import VerificationError
 from k3kit.keys import keyid
 
@@ -27,10 +28,12 @@ class TrustedKey:
     not_after: str | None = None
 
     def valid_at(self, issued_at: str) -> bool:
-        """Inclusive window; the fixed-width UTC format makes string order time order."""
-        if self.not_before is not None and issued_at < self.not_before:
+        """Inclusive window, compared as instants (every value here passed the models' one
+        timestamp parser, so parsing cannot fail)."""
+        at = parse_timestamp(issued_at)
+        if self.not_before is not None and at < parse_timestamp(self.not_before):
             return False
-        return not (self.not_after is not None and issued_at > self.not_after)
+        return not (self.not_after is not None and at > parse_timestamp(self.not_after))
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,16 @@ import binascii
 import hashlib
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import require_canonical, strict_loads
 from k3kit._fs import atomic_write, read_capped, walk
-from k3kit.errors import VerificationError
-from k3kit.keys import keyid
+from k3kit._values import parse_timestamp
+from k3kit.errors import InputError, VerificationError
+from k3kit.keys import keyid, public_from_hex
 from k3kit.models import DsseEnvelope, load
 from k3kit.sign import verify_envelope
 from k3kit.trust import rollback
@@ -49,7 +51,7 @@ def _public_keys(body: RootBody, source: str) -> dict[str, Ed25519PublicKey]:
     under two ids to inflate a threshold)."""
     out = {}
     for kid, obj in body.keys.items():
-        pub = Ed25519PublicKey.from_public_bytes(bytes.fromhex(obj.keyval.public))
+        pub = public_from_hex(obj.keyval.public, source=f"{source}: key {kid[:16]}")
         if keyid(pub) != kid:
             raise VerificationError(
                 f"{source}: key id {kid[:16]} is not the sha256 of its key", code="ROOT_MALFORMED"
@@ -167,6 +169,12 @@ class RootAnchor:
     def _pin_id(self) -> str:
         return hashlib.sha256(self.pinned).hexdigest()[:32]
 
+    def _now(self) -> datetime:
+        try:
+            return parse_timestamp(self.now)
+        except ValueError as exc:
+            raise InputError(f"the current time: {exc}", code="BAD_INPUT") from None
+
     def resolve(self, kit_dir: Path | None) -> tuple[Trust, list[int]]:
         """Walk pinned -> state -> kit roots; returns the trust of the final root and the
         versions newly accepted (persisted under the state folder before returning).
@@ -193,7 +201,7 @@ class RootAnchor:
                 hint="restore the state folder from a backup (or use a kit that carries the "
                 f"root chain up to version {accepted})",
             )
-        if current.body.expires <= self.now:
+        if parse_timestamp(current.body.expires) <= self._now():
             raise VerificationError(
                 f"root version {current.body.version} expired at {current.body.expires}",
                 code="ROOT_EXPIRED",

@@ -14,11 +14,10 @@ import base64
 import hashlib
 import re
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit.errors import VerificationError
-from k3kit.keys import raw_public
+from k3kit.keys import raw_public, verify_signature
 from k3kit.signers import Signer
 
 NAMESPACE = "k3kit"
@@ -115,7 +114,5 @@ def verify(armored: str, message: bytes, pub: Ed25519PublicKey, namespace: str =
     )
     if not ok:
         raise bad
-    try:
-        pub.verify(raw_sig, _signed_data(message, namespace, hash_alg.decode()))
-    except InvalidSignature as exc:
-        raise bad from exc
+    if not verify_signature(pub, raw_sig, _signed_data(message, namespace, hash_alg.decode())):
+        raise bad
