@@ -9,11 +9,13 @@ their destination and renamed into place for the same reason (:func:`replace_dir
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,6 +183,91 @@ def replace_dir(staged: Path, dest: Path, *, force: bool) -> None:
     else:
         os.replace(staged, dest)
     _fsync_dir(dest.parent)
+
+
+STAGING_MARKER = ".k3kit-staging"
+
+
+@contextmanager
+def owned_staging(parent: Path, prefix: str) -> Iterator[Path]:
+    """A fresh private folder ``parent/<prefix><random>`` for the length of the block.
+
+    Why a marker and a lock: a process killed with SIGKILL runs no ``finally``, so its staging
+    folder stays in ``parent`` for good. Each such folder holds ``.k3kit-staging``, created
+    already locked (``flock``, renamed into place locked) and held until the folder is removed;
+    the kernel drops the lock when the process dies, however it dies. The next call with the same
+    ``parent`` and ``prefix`` first removes what :func:`sweep_stale_staging` proves abandoned.
+    """
+    sweep_stale_staging(parent, prefix)
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        fd = _locked_marker(folder)
+    except BaseException:
+        remove_tree(folder)
+        raise
+    try:
+        yield folder
+    finally:
+        remove_tree(folder)
+        os.close(fd)  # after the removal: a sweeper never sees this folder unlocked
+
+
+def _locked_marker(folder: Path) -> int:
+    tmp = folder / f"{STAGING_MARKER}.new"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(
+            fd, f"k3kit staging folder of process {os.getpid()}; removed when it ends\n".encode()
+        )
+        os.replace(tmp, folder / STAGING_MARKER)  # the name appears only once it is locked
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def sweep_stale_staging(parent: Path, prefix: str) -> list[str]:
+    """Remove the staging folders in ``parent`` that a dead k3kit process left; returns their names.
+
+    A folder is removed only if all of these hold: its name starts with ``prefix``; it is a real
+    folder (not a link) owned by this user; it holds ``.k3kit-staging``, a regular file owned by
+    this user; and that file's lock can be taken, so the process that made it is gone. Anything
+    else that merely looks like staging (another user's, no marker, a live install's) is left
+    alone. Best effort: a folder that cannot be checked is kept, and nothing here raises.
+    """
+    removed: list[str] = []
+    with contextlib.suppress(OSError):
+        names = sorted(os.listdir(parent))
+        for name in names:
+            if name.startswith(prefix) and _remove_if_abandoned(parent / name):
+                removed.append(name)
+    return removed
+
+
+def _owned(st: os.stat_result, kind: int) -> bool:
+    return stat.S_IFMT(st.st_mode) == kind and st.st_uid == os.geteuid()
+
+
+def _remove_if_abandoned(folder: Path) -> bool:
+    try:
+        if not _owned(os.lstat(folder), stat.S_IFDIR):
+            return False
+        marker = folder / STAGING_MARKER
+        fd = os.open(marker, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not _owned(os.fstat(fd), stat.S_IFREG):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: the process that made it is still working in it
+            return False
+        remove_tree(folder)
+        return not (folder.exists() or folder.is_symlink())
+    finally:
+        os.close(fd)
 
 
 def remove_tree(path: Path) -> None:

@@ -50,6 +50,11 @@ class ArchiveCode(ErrorCode):
         "a member name is not printable UTF-8",
     )
     ARCHIVE_TOO_LARGE = "ARCHIVE_TOO_LARGE", _FAIL, "over a size or member-count cap"
+    ARCHIVE_NOT_A_KIT = (
+        "ARCHIVE_NOT_A_KIT",
+        _FAIL,
+        "the archive's members are not the files its MANIFEST.json lists (refused unwritten)",
+    )
 
 
 class KitCode(ErrorCode):

@@ -5,7 +5,9 @@ may still be writing: the archive (or kit folder) is copied once into a private 
 beside the destination, the staging copy is verified, and the same staging copy is renamed into
 ``DIR/<name>-<version>/``. The rename is atomic on one filesystem, so a reader of ``DIR`` sees no
 kit or the whole verified kit, never half of one; on any failure the staging copy is removed and
-an earlier installation is left as it was.
+an earlier installation is left as it was. An archive is admitted from its tar index before
+anything is written (:func:`k3kit.kitpath.extract_kit`), and a staging folder that a killed
+install left behind is removed by the next install into the same folder (:func:`owned_staging`).
 
 An installed kit of the same name and version is never replaced: identical bytes make the install
 a no-op, different bytes are refused (two different kits claiming one version is exactly what an
@@ -18,14 +20,13 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from k3kit._fs import remove_tree, replaceable_by_others, walk
+from k3kit._fs import owned_staging, replaceable_by_others, walk
 from k3kit._pathpolicy import path_problem
-from k3kit.archive import extract_safely
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
+from k3kit.kitpath import extract_kit
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME
 from k3kit.trust import RollbackPolicy
 from k3kit.verify import KitNotVerified, Report, TrustSource, verify_dir
@@ -170,14 +171,12 @@ def install(
     if not (kit.is_file() or kit.is_dir()):
         raise InputError(f"kit not found: {kit}", code="KIT_NOT_FOUND")
     root = _destination_root(into)
-    try:
-        holder = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=root))
-    except OSError as exc:
-        raise EnvironmentProblem(f"cannot write to {root}: {exc.strerror or exc}") from exc
-    try:
+    with contextlib.ExitStack() as stack:
+        try:  # the staging folder a killed install left in ``root`` is removed first
+            holder = stack.enter_context(owned_staging(root, _STAGING_PREFIX))
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot write to {root}: {exc.strerror or exc}") from exc
         return _install_via(holder, kit, trusted, root, rollback)
-    finally:
-        remove_tree(holder)
 
 
 def _install_via(
@@ -192,7 +191,7 @@ def _install_via(
         _copy_kit_dir(kit, staging)
         archive_sha256 = None
     else:
-        staging, archive_sha256 = extract_safely(kit, holder)
+        staging, archive_sha256 = extract_kit(kit, holder)
     report = verify_dir(staging, trusted, label=str(kit), rollback=rollback)
     if archive_sha256 is not None:
         report.facts["archive_sha256"] = archive_sha256
