@@ -98,11 +98,97 @@ def _exists_error(path: Path) -> InputError:
     return InputError(f"{path} exists", code="OUTPUT_EXISTS", hint="pass --force to replace it")
 
 
-def refuse_existing(path: Path, *, force: bool) -> None:
-    """Refuse an output that exists unless ``force``; callers with hours of work ahead (hashing a
-    terabyte for a pin) check this first so the refusal comes before the work, not after."""
-    if not force and (path.exists() or path.is_symlink()):
+# The file every folder output of k3kit carries (render-site's, demo's): what --force may replace.
+OUTPUT_MARKER = ".k3kit-output"
+
+
+def _not_ours(path: Path, why: str, code: str) -> InputError:
+    return InputError(
+        f"{shown(path)} {why}; --force replaces only what k3kit wrote",
+        code=code,
+        hint="choose another output, or move or remove it yourself",
+    )
+
+
+def marked_output(folder: Path) -> bool:
+    """True if ``folder`` holds :data:`OUTPUT_MARKER` as a regular file owned by this user."""
+    try:
+        st = os.lstat(folder / OUTPUT_MARKER)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+
+
+def write_output_marker(folder: Path, verb: str) -> None:
+    """Mark ``folder`` as written by ``k3kit VERB``, so a later ``--force`` may replace it."""
+    note = f"written by k3kit {verb}; `k3kit {verb} --force` may replace this whole folder\n"
+    atomic_write(folder / OUTPUT_MARKER, note.encode(), force=True)
+
+
+@dataclass(frozen=True)
+class FolderRule:
+    """How a folder output is recognised as k3kit's: ``is_ours(folder)``, the code a refusal
+    carries and the words that name the mark in the message."""
+
+    is_ours: Callable[[Path], bool]
+    code: str = "OUTPUT_NOT_OURS"
+    mark: str = f"a folder k3kit wrote (with its {OUTPUT_MARKER} file)"
+
+
+MARKED = FolderRule(marked_output)  # render-site's and demo's folders
+
+
+def refuse_existing(path: Path, *, force: bool, folder: FolderRule | None = None) -> None:
+    """The one rule for every output k3kit may replace; checked before any work is done.
+
+    Without ``force`` anything at ``path`` (even a dangling link) is ``OUTPUT_EXISTS``. With it:
+
+    * a file output (``folder`` None) replaces a regular file only; a folder, a symbolic
+      link (its target is not what the user named) or a special file is refused;
+    * a folder output replaces an empty folder or one ``folder.is_ours`` recognises (the
+      :data:`OUTPUT_MARKER` that k3kit writes into its folders, or a kit's own manifest), owned
+      by this user; never a link, never the current folder or one above it.
+
+    Refusals carry ``folder.code`` (``OUTPUT_NOT_OURS``; build keeps ``OUTPUT_NOT_A_KIT``), exit 3:
+    a mistyped ``-o ~/src --force`` must not delete a source tree, ``.git/`` included.
+    """
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return  # not there (a parent that is a file is the writer's problem to report)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot inspect {path}: {exc.strerror or exc}") from exc
+    if not force:
         raise _exists_error(path)
+    code = folder.code if folder else "OUTPUT_NOT_OURS"
+    if stat.S_ISLNK(st.st_mode):
+        raise _not_ours(path, "is a symbolic link", code)
+    if folder is None:
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_ours(path, "is not a regular file", code)
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        raise _not_ours(path, "is not a folder", code)
+    real = os.path.realpath(path)
+    if _holds(real, os.path.realpath(os.curdir)):
+        raise _not_ours(path, "holds the current folder", code)
+    if st.st_uid != os.geteuid():
+        raise _not_ours(path, "belongs to another user", code)
+    if not _empty(path) and not folder.is_ours(path):
+        raise _not_ours(path, f"is neither empty nor {folder.mark}", code)
+
+
+def _holds(folder: str, inner: str) -> bool:
+    """``inner`` is ``folder`` or lies below it (both real paths)."""
+    return inner == folder or inner.startswith(folder.rstrip("/") + "/")
+
+
+def _empty(folder: Path) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is None
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot list {folder}: {exc.strerror or exc}") from exc
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, force: bool = False) -> None:
@@ -166,12 +252,17 @@ def staging_dir(dest: Path) -> Path:
         raise EnvironmentProblem(f"cannot create a staging directory beside {dest}: {exc}") from exc
 
 
-def replace_dir(staged: Path, dest: Path, *, force: bool) -> None:
-    """Move a fully written ``staged`` directory to ``dest``; the old one survives any failure."""
+def replace_dir(staged: Path, dest: Path, *, force: bool, folder: FolderRule | None = None) -> None:
+    """Move a fully written ``staged`` directory to ``dest``; the old one survives any failure.
+
+    ``dest`` is checked again with :func:`refuse_existing` (the folder rule) right before it is
+    moved aside, so what replaced it during the work is not deleted either."""
     if dest.exists() or dest.is_symlink():
-        if not force:
+        try:
+            refuse_existing(dest, force=force, folder=folder or MARKED)
+        except BaseException:
             shutil.rmtree(staged, ignore_errors=True)
-            raise _exists_error(dest)
+            raise
         old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
         os.replace(dest, old)
         try:

@@ -5,6 +5,8 @@ This fills them from a site file that passed :func:`k3kit.site.parse_site`: only
 each matching its pattern (no quotes, spaces or newlines can reach a YAML or unit file), and none
 that names a value the kit locks. Runtime values (``NODE_RANK``, ``$(LWS_WORKER_INDEX)``) stay as
 they are. The kit's files are read against its MANIFEST.json; nothing in the kit is modified.
+The output folder carries k3kit's marker file, so ``--force`` replaces it, and only it: a folder
+k3kit did not write (a git checkout, a home folder) is refused even with ``--force``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ import re
 import shutil
 from pathlib import Path
 
-from k3kit._fs import atomic_write, refuse_existing, replace_dir, staging_dir
+from k3kit._fs import (
+    MARKED,
+    atomic_write,
+    refuse_existing,
+    replace_dir,
+    staging_dir,
+    write_output_marker,
+)
 from k3kit.documents import read_bounded, read_kit_documents, read_listed
 from k3kit.engines import adapter
 from k3kit.errors import InputError
@@ -77,7 +86,7 @@ def render_site(kit_dir: Path, site: Path, out: Path, *, force: bool = False) ->
             raise InputError(
                 f"{site}: {key} is required ({SITE_KEYS[key].about})", code="SITE_INVALID"
             )
-    refuse_existing(out, force=force)
+    refuse_existing(out, force=force, folder=MARKED)  # never a folder of yours
     files: dict[str, bytes] = {}
     for entry in manifest.files:
         parts = entry.path.split("/")
@@ -98,8 +107,9 @@ def render_site(kit_dir: Path, site: Path, out: Path, *, force: bool = False) ->
     try:
         for rel, data in sorted(files.items()):
             atomic_write(stage / rel, data)
+        write_output_marker(stage, "render-site")
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    replace_dir(stage, out, force=force)
+    replace_dir(stage, out, force=force, folder=MARKED)
     return sorted(files)
