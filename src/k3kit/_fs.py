@@ -191,9 +191,17 @@ def _empty(folder: Path) -> bool:
         raise EnvironmentProblem(f"cannot list {folder}: {exc.strerror or exc}") from exc
 
 
-def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, force: bool = False) -> None:
-    """Write ``data`` to ``path`` atomically; never replace an existing file unless ``force``."""
-    refuse_existing(path, force=force)
+def atomic_write(
+    path: Path, data: bytes, *, mode: int = 0o644, force: bool = False, state: bool = False
+) -> None:
+    """Write ``data`` to ``path`` atomically; never replace an existing file unless ``force``,
+    and with it only a regular file (:func:`refuse_existing`).
+
+    ``state=True`` is for a file k3kit keeps for itself (the verification cache): whatever stands
+    at the name, a planted link or FIFO included, is replaced by the rename, never followed.
+    """
+    if not state:
+        refuse_existing(path, force=force)
     parent = path.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +217,7 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, force: bool = Fa
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-            if force:
+            if force or state:
                 os.replace(tmp, path)
             else:
                 # link() fails if the name appeared meanwhile: no silent overwrite even in a race.

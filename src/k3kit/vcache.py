@@ -225,4 +225,4 @@ class VerifyCache:
             self.path.parent.mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:
             raise EnvironmentProblem(f"cannot create {self.path.parent}: {exc.strerror}") from exc
-        atomic_write(self.path, dumps(doc), mode=0o600, force=True)
+        atomic_write(self.path, dumps(doc), mode=0o600, state=True)

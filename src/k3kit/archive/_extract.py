@@ -5,7 +5,8 @@ Never ``tarfile.extractall``, never tarfile's stream mode: the gzip member is de
 printable, pass the one path policy (:mod:`k3kit._pathpolicy`) and collide with no other name
 (duplicates, case or Unicode variants, a file where a directory is needed). Files are created
 with ``O_EXCL|O_NOFOLLOW`` in a staging directory the caller verifies before anything in it is
-used; what is verified there is what ``install`` installs, so nothing re-reads the archive.
+used; what is verified there is what ``install`` installs, so nothing reads the archive again
+once its copy has been verified.
 
 Budget before work: the whole tar index is read first (every header, the caps on members and
 bytes, the caller's admission rule) and only an archive that passes it gets a staging directory.

@@ -223,7 +223,7 @@ def record(state_dir: Path, decision: Decision, *, now: str | None = None) -> De
                 "override": fresh.override,
             }
             atomic_write(
-                path, dumps({"schema": SCHEMA, "entries": entries}), mode=0o600, force=True
+                path, dumps({"schema": SCHEMA, "entries": entries}), mode=0o600, state=True
             )
     return fresh
 
