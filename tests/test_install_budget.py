@@ -17,6 +17,7 @@ import gzip
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -194,6 +195,34 @@ def test_a_kit_archive_with_a_file_its_manifest_does_not_list_writes_nothing(
     out, made = _install_watched(tmp_path, bad, golden.key.public, into)
     assert out["error"]["code"] == "ARCHIVE_NOT_A_KIT"
     assert "sitecustomize.py" in out["error"]["message"]
+    assert _beyond_budget(made, into) == []
+
+
+def test_a_kit_folder_of_10001_files_is_refused_before_anything_is_copied(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    kit = tmp_path / "kit"
+    shutil.copytree(golden.kit, kit)
+    for i in range(10_001):
+        (kit / f"f{i:05d}.txt").touch()
+    into = tmp_path / "kits"
+    out, made = _install_watched(tmp_path, kit, golden.key.public, into)
+    assert out["error"]["code"] == "ARCHIVE_TOO_LARGE"
+    assert _beyond_budget(made, into) == []
+
+
+def test_a_kit_folder_with_a_65_mib_sparse_file_is_refused_before_anything_is_copied(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Costs the attacker no disk (a sparse file); the copy used to write all 65 MiB."""
+    kit = tmp_path / "kit"
+    shutil.copytree(golden.kit, kit)
+    with open(kit / "blob.bin", "wb") as blob:
+        blob.truncate(65 * 1024 * 1024)
+    into = tmp_path / "kits"
+    out, made = _install_watched(tmp_path, kit, golden.key.public, into)
+    assert out["error"]["code"] == "ARCHIVE_TOO_LARGE"
+    assert "nothing was copied" in out["error"]["message"]
     assert _beyond_budget(made, into) == []
 
 

@@ -23,8 +23,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from k3kit._fs import owned_staging, replaceable_by_others, walk
+from k3kit._fs import TreeEntry, owned_staging, replaceable_by_others, walk
 from k3kit._pathpolicy import path_problem
+from k3kit.archive import MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.kitpath import extract_kit
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME
@@ -48,25 +49,46 @@ class Installed:
 
 def _copy_kit_dir(source: Path, dest: Path) -> None:
     """Copy a kit folder's regular files and folders only; anything else is refused, not skipped
-    (the verifier would refuse it anyway, and a copy must not follow a link out of the kit)."""
+    (the verifier would refuse it anyway, and a copy must not follow a link out of the kit).
+
+    As for an archive, the work is budgeted before it is done: every entry is checked and the
+    count and sizes are held to the archive caps before the first byte is copied, and each file
+    is copied up to the size seen then (one that grows meanwhile is ``KIT_CHANGED``)."""
+    entries = _budgeted_entries(source)
     dest.mkdir(mode=0o700)
+    for entry in entries:
+        if entry.kind == "dir":
+            (dest / entry.rel).mkdir(mode=0o700)
+        else:
+            _copy_file(source / entry.rel, dest / entry.rel, entry.size)
+
+
+def _budgeted_entries(source: Path) -> list[TreeEntry]:
+    entries: list[TreeEntry] = []
+    total = 0
     for entry in walk(source):
         problem = path_problem(entry.rel)
         if problem:
             raise VerificationError(
                 f"{entry.rel!r} in the kit folder: {problem}", code="KIT_PATH_UNSAFE"
             )
-        if entry.kind == "dir":
-            (dest / entry.rel).mkdir(mode=0o700)
-        elif entry.kind == "file":
-            _copy_file(source / entry.rel, dest / entry.rel)
-        else:
+        if entry.kind not in ("dir", "file"):
             raise VerificationError(
                 f"{entry.rel!r} in the kit folder is a {entry.kind}", code="KIT_NOT_REGULAR"
             )
+        entries.append(entry)
+        total += entry.size
+        if len(entries) > MAX_MEMBERS or entry.size > MAX_MEMBER_BYTES or total > MAX_TOTAL_BYTES:
+            raise VerificationError(
+                f"the kit folder is over the caps of a kit ({MAX_MEMBERS} entries, "
+                f"{MAX_MEMBER_BYTES} bytes a file, {MAX_TOTAL_BYTES} in all) at {entry.rel!r}; "
+                "nothing was copied",
+                code="ARCHIVE_TOO_LARGE",
+            )
+    return entries
 
 
-def _copy_file(src: Path, dst: Path) -> None:
+def _copy_file(src: Path, dst: Path, size: int) -> None:
     fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
@@ -75,7 +97,13 @@ def _copy_file(src: Path, dst: Path) -> None:
         mode = 0o755 if st.st_mode & stat.S_IXUSR else 0o644
         out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
         try:
-            while chunk := os.read(fd, 1024 * 1024):
+            copied = 0
+            while chunk := os.read(fd, min(1024 * 1024, size + 1 - copied)):
+                copied += len(chunk)
+                if copied > size:
+                    raise VerificationError(
+                        f"{src.name!r} grew while the kit folder was copied", code="KIT_CHANGED"
+                    )
                 os.write(out, chunk)
             os.fsync(out)
         finally:
