@@ -226,6 +226,29 @@ def test_a_kit_folder_with_a_65_mib_sparse_file_is_refused_before_anything_is_co
     assert _beyond_budget(made, into) == []
 
 
+def test_a_genuine_kit_with_empty_evidence_and_root_folders_still_installs(
+    archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The admission never refuses what the verifier accepts: empty evidence/ and root/."""
+    raw = io.BytesIO(gzip.decompress(archive.read_bytes()))
+    out_tar = io.BytesIO()
+    with (
+        tarfile.open(fileobj=raw, mode="r:") as src,
+        tarfile.open(fileobj=out_tar, mode="w", format=tarfile.USTAR_FORMAT) as dst,
+    ):
+        for member in src.getmembers():
+            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+        for name in ("evidence", "root"):
+            if name not in src.getnames():
+                folder = tarfile.TarInfo(name)
+                folder.type, folder.mode = tarfile.DIRTYPE, 0o755
+                dst.addfile(folder)
+    kit = tmp_path / "empty-folders.kit.tar.gz"
+    kit.write_bytes(gzip.compress(out_tar.getvalue(), mtime=0))
+    proc = run_k3kit("install", kit, "--trust", golden.key.public, "--into", tmp_path / "kits")
+    assert proc.returncode == 0, proc.stderr
+
+
 def _staging_in(into: Path) -> list[str]:
     return sorted(n for n in os.listdir(into) if n.startswith(STAGING))
 

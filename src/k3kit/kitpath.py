@@ -136,7 +136,8 @@ def admit_kit_archive(index: ArchiveIndex) -> None:
     zeros; the verifier would refuse them after they were written. Here each regular member must
     be a file MANIFEST.json lists, with the size it lists, or one of the documents a manifest
     does not list (receipt, signature, ``evidence/<run>.json``, ``root/<N>.root.json``); each
-    listed file must be there and each folder must hold one of them. The manifest is not yet
+    listed file must be there and each folder must hold one of them (``evidence/`` and ``root/``
+    may be empty). The manifest is not yet
     checked against the receipt, so a forger who writes a matching manifest still reaches the
     caps (``MAX_MEMBERS``, ``MAX_TOTAL_BYTES``) before the signature check refuses the copy.
     """
@@ -164,6 +165,7 @@ def admit_kit_archive(index: ArchiveIndex) -> None:
         holders.update("/".join(parts[:i]) for i in range(1, len(parts)))
     if listed:
         raise _not_a_kit(f"{min(listed)!r} is listed in {MANIFEST_NAME} but missing")
+    holders |= {EVIDENCE_DIR, ROOT_DIR}  # a kit may carry them empty (the verifier allows it)
     empty = [m.name for m in index.members if m.kind == "dir" and m.name not in holders]
     if empty:
         raise _not_a_kit(f"folder {empty[0]!r} holds no file of the kit")
