@@ -8,9 +8,16 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from k3kit.archive import ArchiveIndex, extract_safely
+from k3kit.errors import VerificationError
+from tests.archivekit import finish, gz, member
 from tests.conftest import GoldenKit, run_k3kit
 
 
@@ -86,3 +93,41 @@ def test_archive_with_a_tampered_member_fails_the_manifest(
             "detail": kit_files["problems"][0]["detail"],
         }
     ]
+
+
+def _swap_after_index(archive: Path, replacement: bytes) -> Callable[[ArchiveIndex], None]:
+    """An admission hook that rewrites the archive in place right after it was indexed: the
+    window a writer racing the reader would use (same inode, so the open handle sees it)."""
+
+    def admit(index: ArchiveIndex) -> None:
+        with open(archive, "r+b") as out:
+            out.write(replacement)
+            out.truncate()
+
+    return admit
+
+
+def test_an_archive_grown_between_index_and_write_writes_no_more_than_indexed(
+    tmp_path: Path,
+) -> None:
+    archive = tmp_path / "race.kit.tar.gz"
+    archive.write_bytes(gz(finish(member("a.txt", b"small"))))
+    bigger = gz(finish(member("a.txt", b"small") + member("b.bin", bytes(8 * 1024 * 1024))))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with pytest.raises(VerificationError) as info:
+        extract_safely(archive, dest, admit=_swap_after_index(archive, bigger))
+    assert info.value.code == "KIT_CHANGED"
+    assert os.listdir(dest) == []
+
+
+def test_an_archive_with_the_same_index_but_other_bytes_is_refused(tmp_path: Path) -> None:
+    archive = tmp_path / "race.kit.tar.gz"
+    archive.write_bytes(gz(finish(member("a.txt", b"genuine"))))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    forged = gz(finish(member("a.txt", b"forged!")))
+    with pytest.raises(VerificationError) as info:
+        extract_safely(archive, dest, admit=_swap_after_index(archive, forged))
+    assert info.value.code == "KIT_CHANGED"
+    assert os.listdir(dest) == []

@@ -82,6 +82,7 @@ def test_an_existing_folder_is_kept_without_force(tmp_path: Path) -> None:
     dest = tmp_path / "kit"
     dest.mkdir()
     (dest / "MANIFEST.json").write_bytes(b"old")
+    (dest / _fs.OUTPUT_MARKER).write_bytes(b"")  # written by k3kit: --force may replace it
     staged = _fs.staging_dir(dest)
     (staged / "MANIFEST.json").write_bytes(b"new")
     with pytest.raises(InputError, match="exists"):
@@ -95,6 +96,7 @@ def test_a_failed_rename_puts_the_old_folder_back(
     dest = tmp_path / "kit"
     dest.mkdir()
     (dest / "MANIFEST.json").write_bytes(b"old")
+    (dest / _fs.OUTPUT_MARKER).write_bytes(b"")  # written by k3kit: --force may replace it
     staged = _fs.staging_dir(dest)
     (staged / "MANIFEST.json").write_bytes(b"new")
     real_replace = os.replace
@@ -117,10 +119,23 @@ def test_replace_dir_with_force_swaps_and_removes_the_old(tmp_path: Path) -> Non
     dest = tmp_path / "kit"
     dest.mkdir()
     (dest / "stale").write_bytes(b"old")
+    (dest / _fs.OUTPUT_MARKER).write_bytes(b"")  # written by k3kit: --force may replace it
     staged = _fs.staging_dir(dest)
     (staged / "fresh").write_bytes(b"new")
     _fs.replace_dir(staged, dest, force=True)
     assert sorted(p.name for p in dest.iterdir()) == ["fresh"]
+    assert _leftovers(tmp_path) == []
+
+
+def test_replace_dir_with_force_keeps_a_folder_k3kit_did_not_write(tmp_path: Path) -> None:
+    dest = tmp_path / "src"
+    dest.mkdir()
+    (dest / "main.py").write_bytes(b"mine")
+    staged = _fs.staging_dir(dest)
+    with pytest.raises(InputError) as info:
+        _fs.replace_dir(staged, dest, force=True)
+    assert info.value.code == "OUTPUT_NOT_OURS"
+    assert (dest / "main.py").read_bytes() == b"mine"
     assert _leftovers(tmp_path) == []
 
 

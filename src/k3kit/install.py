@@ -5,7 +5,9 @@ may still be writing: the archive (or kit folder) is copied once into a private 
 beside the destination, the staging copy is verified, and the same staging copy is renamed into
 ``DIR/<name>-<version>/``. The rename is atomic on one filesystem, so a reader of ``DIR`` sees no
 kit or the whole verified kit, never half of one; on any failure the staging copy is removed and
-an earlier installation is left as it was.
+an earlier installation is left as it was. An archive is admitted from its tar index before
+anything is written (:func:`k3kit.kitpath.extract_kit`), and a staging folder that a killed
+install left behind is removed by the next install into the same folder (:func:`owned_staging`).
 
 An installed kit of the same name and version is never replaced: the same kit, in a folder this
 user owns and nobody can write (as ``install`` leaves it) and that verifies again in full, makes
@@ -20,14 +22,20 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from k3kit._fs import foreign_entry, remove_tree, replaceable_by_others, walk
+from k3kit._fs import (
+    TreeEntry,
+    foreign_entry,
+    owned_staging,
+    replaceable_by_others,
+    walk,
+)
 from k3kit._pathpolicy import path_problem
-from k3kit.archive import extract_safely
+from k3kit.archive import MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
+from k3kit.kitpath import extract_kit
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME
 from k3kit.trust import RollbackPolicy
 from k3kit.verify import KitNotVerified, Report, TrustSource, verify_dir
@@ -49,25 +57,46 @@ class Installed:
 
 def _copy_kit_dir(source: Path, dest: Path) -> None:
     """Copy a kit folder's regular files and folders only; anything else is refused, not skipped
-    (the verifier would refuse it anyway, and a copy must not follow a link out of the kit)."""
+    (the verifier would refuse it anyway, and a copy must not follow a link out of the kit).
+
+    As for an archive, the work is budgeted before it is done: every entry is checked and the
+    count and sizes are held to the archive caps before the first byte is copied, and each file
+    is copied up to the size seen then (one that grows meanwhile is ``KIT_CHANGED``)."""
+    entries = _budgeted_entries(source)
     dest.mkdir(mode=0o700)
+    for entry in entries:
+        if entry.kind == "dir":
+            (dest / entry.rel).mkdir(mode=0o700)
+        else:
+            _copy_file(source / entry.rel, dest / entry.rel, entry.size)
+
+
+def _budgeted_entries(source: Path) -> list[TreeEntry]:
+    entries: list[TreeEntry] = []
+    total = 0
     for entry in walk(source):
         problem = path_problem(entry.rel)
         if problem:
             raise VerificationError(
                 f"{entry.rel!r} in the kit folder: {problem}", code="KIT_PATH_UNSAFE"
             )
-        if entry.kind == "dir":
-            (dest / entry.rel).mkdir(mode=0o700)
-        elif entry.kind == "file":
-            _copy_file(source / entry.rel, dest / entry.rel)
-        else:
+        if entry.kind not in ("dir", "file"):
             raise VerificationError(
                 f"{entry.rel!r} in the kit folder is a {entry.kind}", code="KIT_NOT_REGULAR"
             )
+        entries.append(entry)
+        total += entry.size
+        if len(entries) > MAX_MEMBERS or entry.size > MAX_MEMBER_BYTES or total > MAX_TOTAL_BYTES:
+            raise VerificationError(
+                f"the kit folder is over the caps of a kit ({MAX_MEMBERS} entries, "
+                f"{MAX_MEMBER_BYTES} bytes a file, {MAX_TOTAL_BYTES} in all) at {entry.rel!r}; "
+                "nothing was copied",
+                code="ARCHIVE_TOO_LARGE",
+            )
+    return entries
 
 
-def _copy_file(src: Path, dst: Path) -> None:
+def _copy_file(src: Path, dst: Path, size: int) -> None:
     fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
@@ -76,7 +105,13 @@ def _copy_file(src: Path, dst: Path) -> None:
         mode = 0o755 if st.st_mode & stat.S_IXUSR else 0o644
         out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
         try:
-            while chunk := os.read(fd, 1024 * 1024):
+            copied = 0
+            while chunk := os.read(fd, min(1024 * 1024, size + 1 - copied)):
+                copied += len(chunk)
+                if copied > size:
+                    raise VerificationError(
+                        f"{src.name!r} grew while the kit folder was copied", code="KIT_CHANGED"
+                    )
                 os.write(out, chunk)
             os.fsync(out)
         finally:
@@ -196,14 +231,12 @@ def install(
     if not (kit.is_file() or kit.is_dir()):
         raise InputError(f"kit not found: {kit}", code="KIT_NOT_FOUND")
     root = _destination_root(into)
-    try:
-        holder = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=root))
-    except OSError as exc:
-        raise EnvironmentProblem(f"cannot write to {root}: {exc.strerror or exc}") from exc
-    try:
+    with contextlib.ExitStack() as stack:
+        try:  # the staging folder a killed install left in ``root`` is removed first
+            holder = stack.enter_context(owned_staging(root, _STAGING_PREFIX))
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot write to {root}: {exc.strerror or exc}") from exc
         return _install_via(holder, kit, trusted, root, rollback)
-    finally:
-        remove_tree(holder)
 
 
 def _install_via(
@@ -218,7 +251,7 @@ def _install_via(
         _copy_kit_dir(kit, staging)
         archive_sha256 = None
     else:
-        staging, archive_sha256 = extract_safely(kit, holder)
+        staging, archive_sha256 = extract_kit(kit, holder)
     report = verify_dir(staging, trusted, label=str(kit), rollback=rollback)
     if archive_sha256 is not None:
         report.facts["archive_sha256"] = archive_sha256

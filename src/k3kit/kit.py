@@ -21,8 +21,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 
 from k3kit._canonical import model_bytes, require_canonical, sha256_of_model, strict_loads
-from k3kit._fs import atomic_write, read_capped, refuse_existing, replace_dir, staging_dir
-from k3kit._text import shown
+from k3kit._fs import (
+    FolderRule,
+    atomic_write,
+    read_capped,
+    refuse_existing,
+    replace_dir,
+    staging_dir,
+    walk,
+)
 from k3kit._version import __version__
 from k3kit.documents import read_bounded, read_document
 from k3kit.errors import InputError, VerificationError
@@ -76,29 +83,24 @@ def load_lock(path: Path) -> WeightsLock:
     return lock
 
 
-def refuse_replacing(out: Path, *, force: bool) -> None:
-    """``--force`` replaces an empty folder or a k3kit kit (``kit.json`` and ``MANIFEST.json``
-    as regular files), never anything else: a mistyped ``-o ~/src --force`` must not delete a
-    source tree. Checked before rendering (exit 3)."""
-    refuse_existing(out, force=force)
-    if not force or not (out.exists() or out.is_symlink()):
-        return
-    if out.is_symlink() or not out.is_dir():
-        raise InputError(
-            f"{shown(out)} is not a folder; --force replaces only an empty folder or a kit",
-            code="OUTPUT_NOT_A_KIT",
-        )
-    is_kit = all(
-        (out / name).is_file() and not (out / name).is_symlink()
+def is_kit_folder(folder: Path) -> bool:
+    """A kit is recognised by its own documents: ``kit.json`` and ``MANIFEST.json`` as regular
+    files (a kit carries no marker file: the manifest would have to list it)."""
+    return all(
+        (folder / name).is_file() and not (folder / name).is_symlink()
         for name in ("kit.json", MANIFEST_NAME)
     )
-    if not is_kit and any(out.iterdir()):
-        raise InputError(
-            f"{shown(out)} is neither empty nor a k3kit kit (no kit.json and MANIFEST.json); "
-            "--force will not replace it",
-            code="OUTPUT_NOT_A_KIT",
-            hint="choose another -o, or remove the folder yourself",
-        )
+
+
+KIT_FOLDER = FolderRule(
+    is_kit_folder, "OUTPUT_NOT_A_KIT", "a k3kit kit (kit.json and MANIFEST.json)"
+)
+
+
+def refuse_replacing(out: Path, *, force: bool) -> None:
+    """``--force`` replaces an empty folder or a k3kit kit, never anything else (the one rule of
+    :func:`k3kit._fs.refuse_existing`; ``OUTPUT_NOT_A_KIT``, exit 3). Checked before rendering."""
+    refuse_existing(out, force=force, folder=KIT_FOLDER)
 
 
 def build(
@@ -202,7 +204,7 @@ def build(
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    replace_dir(stage, out, force=force)
+    replace_dir(stage, out, force=force, folder=KIT_FOLDER)
     return manifest
 
 
@@ -232,8 +234,7 @@ def _write_evidence(kit_dir: Path, files: dict[str, bytes], *, force: bool) -> N
     """Replace ``evidence/`` as a whole, so it never mixes files of two signings."""
     folder = kit_dir / EVIDENCE_DIR
     exists = folder.exists() or folder.is_symlink()
-    if exists and not force:
-        raise InputError(f"{folder} exists", code="OUTPUT_EXISTS", hint="pass --force to replace")
+    refuse_existing(folder, force=force, folder=_EVIDENCE_FOLDER)
     if not files:
         if folder.is_dir() and not folder.is_symlink():
             shutil.rmtree(folder)
@@ -247,7 +248,15 @@ def _write_evidence(kit_dir: Path, files: dict[str, bytes], *, force: bool) -> N
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    replace_dir(stage, folder, force=force)
+    replace_dir(stage, folder, force=force, folder=_EVIDENCE_FOLDER)
+
+
+def _only_files(folder: Path) -> bool:
+    """``evidence/`` as sign writes it: regular files, no folders, links or anything else."""
+    return all(entry.kind == "file" and "/" not in entry.rel for entry in walk(folder))
+
+
+_EVIDENCE_FOLDER = FolderRule(_only_files, mark="evidence/ as sign writes it (regular files)")
 
 
 def sign(

@@ -11,6 +11,8 @@ objects: a line added to a kit file (an ``ExecStartPre=``) would run before the 
 ``k3kit verify``. So the kit is verified against its signed receipt first
 (:func:`k3kit.verify.open_verified`: ``--trust`` or ``--root`` like ``verify``), and every file is
 rendered from the bytes compared in memory with the verified manifest, never re-read unchecked.
+The output folder carries k3kit's marker file, so ``--force`` replaces it, and only it: a folder
+k3kit did not write (a git checkout, a home folder) is refused even with ``--force``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ import re
 import shutil
 from pathlib import Path
 
-from k3kit._fs import atomic_write, refuse_existing, replace_dir, staging_dir
+from k3kit._fs import (
+    MARKED,
+    atomic_write,
+    refuse_existing,
+    replace_dir,
+    staging_dir,
+    write_output_marker,
+)
 from k3kit.documents import read_bounded, read_listed
 from k3kit.engines import adapter
 from k3kit.errors import InputError
@@ -96,7 +105,7 @@ def render_site(
             raise InputError(
                 f"{site}: {key} is required ({SITE_KEYS[key].about})", code="SITE_INVALID"
             )
-    refuse_existing(out, force=force)
+    refuse_existing(out, force=force, folder=MARKED)  # never a folder of yours
     files: dict[str, bytes] = {}
     for entry in manifest.files:
         parts = entry.path.split("/")
@@ -117,8 +126,9 @@ def render_site(
     try:
         for rel, data in sorted(files.items()):
             atomic_write(stage / rel, data)
+        write_output_marker(stage, "render-site")
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    replace_dir(stage, out, force=force)
+    replace_dir(stage, out, force=force, folder=MARKED)
     return sorted(files)

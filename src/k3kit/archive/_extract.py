@@ -5,7 +5,13 @@ Never ``tarfile.extractall``, never tarfile's stream mode: the gzip member is de
 printable, pass the one path policy (:mod:`k3kit._pathpolicy`) and collide with no other name
 (duplicates, case or Unicode variants, a file where a directory is needed). Files are created
 with ``O_EXCL|O_NOFOLLOW`` in a staging directory the caller verifies before anything in it is
-used; what is verified there is what ``install`` installs, so nothing re-reads the archive.
+used; what is verified there is what ``install`` installs, so nothing reads the archive again
+once its copy has been verified.
+
+Budget before work: the whole tar index is read first (every header, the caps on members and
+bytes, the caller's admission rule) and only an archive that passes it gets a staging directory.
+A bomb that would be refused after extraction (10,000 empty files, 100 MiB of zeros that are not
+a kit) is refused before a byte of it is written.
 """
 
 from __future__ import annotations
@@ -15,11 +21,22 @@ import shutil
 import stat
 import tempfile
 import unicodedata
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from k3kit._pathpolicy import path_problem
 from k3kit.archive._gzip import CHUNK, GzipMember
-from k3kit.archive._tar import BLOCK, DIRECTORY, MAX_TRAILING_PADDING, Header, Reader, headers
+from k3kit.archive._tar import (
+    BLOCK,
+    DIRECTORY,
+    MAX_TRAILING_PADDING,
+    REGULAR,
+    Header,
+    Reader,
+    headers,
+)
 from k3kit.errors import VerificationError
 
 MAX_MEMBERS = 10_000
@@ -87,32 +104,128 @@ def _check_mode(name: str, header: Header) -> None:
         raise _reject(name, "setuid, setgid or sticky bit")
 
 
-def extract_safely(archive: Path, dest_parent: Path | None = None) -> tuple[Path, str]:
+@dataclass(frozen=True)
+class Member:
+    """One member as its header declares it, after the member policy accepted it."""
+
+    name: str
+    kind: str
+    mode: int
+    size: int
+
+
+@dataclass(frozen=True)
+class ArchiveIndex:
+    """Every member of an archive, read from its headers before anything is written.
+
+    ``documents`` holds the bodies of the members the caller asked to see (``keep``), each only
+    if it is a regular file no larger than the size asked for; nothing else is kept in memory.
+    """
+
+    members: tuple[Member, ...]
+    total_bytes: int
+    documents: Mapping[str, bytes]
+
+
+Admit = Callable[[ArchiveIndex], None]
+
+
+def index_archive(handle: BinaryIO, keep: Mapping[str, int]) -> tuple[ArchiveIndex, str]:
+    """Read the whole archive once without writing a byte: every header through the member
+    policy, the caps checked on the running totals, bodies discarded (or kept, per ``keep``).
+
+    Returns the index and the sha256 of the archive's bytes. This is the budget: the write pass
+    that follows writes exactly these members with exactly these sizes, or nothing.
+    """
+    gz = GzipMember(handle, max_output=MAX_INFLATED_BYTES)
+    names, total = _Names(), 0
+    members: list[Member] = []
+    documents: dict[str, bytes] = {}
+    for header, body in headers(gz, max_members=MAX_MEMBERS, max_member_bytes=MAX_MEMBER_BYTES):
+        name = decode_name(header.raw_name)
+        rel = names.add(name, header.kind)
+        _check_mode(name, header)
+        total += header.size
+        if total > MAX_TOTAL_BYTES:
+            raise _reject(name, "archive content too large", "ARCHIVE_TOO_LARGE")
+        members.append(Member(rel, header.kind, header.mode, header.size))
+        wanted = header.kind == REGULAR and header.size <= keep.get(rel, -1)
+        data = _read_body(rel, header.size, body, keep_bytes=wanted)
+        if wanted:
+            documents[rel] = data
+    gz.finish()
+    return ArchiveIndex(tuple(members), total, documents), gz.sha256.hexdigest()
+
+
+def _read_body(rel: str, size: int, body: Reader, *, keep_bytes: bool) -> bytes:
+    """Read one member's body in bounded chunks; its bytes are returned only if ``keep_bytes``."""
+    kept = bytearray()
+    remaining = size
+    while remaining:
+        chunk = body.read(min(remaining, CHUNK))
+        if len(chunk) < min(remaining, CHUNK):
+            raise _reject(rel, "truncated member", "ARCHIVE_FORMAT")
+        if keep_bytes:
+            kept += chunk
+        remaining -= len(chunk)
+    return bytes(kept)
+
+
+def extract_safely(
+    archive: Path,
+    dest_parent: Path | None = None,
+    *,
+    admit: Admit | None = None,
+    keep: Mapping[str, int] | None = None,
+) -> tuple[Path, str]:
     """Extract ``archive`` into a new staging directory; returns (directory, archive sha256).
 
-    On any violation the staging directory is removed and a ``VerificationError`` names the
-    member; the sha256 covers every byte of the file, which is exactly one gzip member.
+    Two passes over one open file: :func:`index_archive` checks every header, the caps and then
+    ``admit(index)`` (the caller's own rule, e.g. "every member is listed in the archive's
+    manifest"), all before the staging directory exists; a refused archive writes nothing. The
+    write pass then requires each header to be the indexed one, in order, so an archive rewritten
+    between the passes cannot write more than was budgeted (``KIT_CHANGED``). On any violation
+    the staging directory is removed and a ``VerificationError`` names the member.
     """
-    staging = Path(tempfile.mkdtemp(prefix="k3kit-kit-", dir=dest_parent))
-    try:
-        with open(archive, "rb") as handle:
-            gz = GzipMember(handle, max_output=MAX_INFLATED_BYTES)
-            names, total = _Names(), 0
-            for header, body in headers(
-                gz, max_members=MAX_MEMBERS, max_member_bytes=MAX_MEMBER_BYTES
-            ):
-                name = decode_name(header.raw_name)
-                rel = names.add(name, header.kind)
-                _check_mode(name, header)
-                total += header.size
-                if total > MAX_TOTAL_BYTES:
-                    raise _reject(name, "archive content too large", "ARCHIVE_TOO_LARGE")
-                _write_member(staging, rel, header, body)
-            gz.finish()
-        return staging, gz.sha256.hexdigest()
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    with open(archive, "rb") as handle:
+        index, digest = index_archive(handle, keep or {})
+        if admit is not None:
+            admit(index)
+        handle.seek(0)
+        staging = Path(tempfile.mkdtemp(prefix="k3kit-kit-", dir=dest_parent))
+        try:
+            if _write_indexed(handle, staging, index) != digest:
+                raise _changed("its bytes differ between the two reads")
+            return staging, digest
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+
+def _changed(why: str) -> VerificationError:
+    return VerificationError(
+        f"the archive changed while it was read: {why}",
+        code="KIT_CHANGED",
+        hint="copy the archive somewhere no one else writes, then run this again",
+    )
+
+
+def _write_indexed(handle: BinaryIO, staging: Path, index: ArchiveIndex) -> str:
+    """Write the members of ``index`` from a second read of ``handle``; returns its sha256."""
+    gz = GzipMember(handle, max_output=MAX_INFLATED_BYTES)
+    seen = 0
+    for header, body in headers(gz, max_members=MAX_MEMBERS, max_member_bytes=MAX_MEMBER_BYTES):
+        expected = index.members[seen] if seen < len(index.members) else None
+        name = decode_name(header.raw_name)
+        rel = name.rstrip("/") if header.kind == DIRECTORY else name
+        if Member(rel, header.kind, header.mode, header.size) != expected:
+            raise _changed(f"member {header.index} is not the one indexed")
+        seen += 1
+        _write_member(staging, rel, header, body)
+    if seen != len(index.members):
+        raise _changed(f"{seen} members, {len(index.members)} indexed")
+    gz.finish()
+    return gz.sha256.hexdigest()
 
 
 def _write_member(staging: Path, rel: str, header: Header, body: Reader) -> None:

@@ -24,10 +24,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import strict_loads
 from k3kit._text import shown
-from k3kit.archive import extract_safely
 from k3kit.audit import AuditReport, audit_receipt
 from k3kit.documents import read_bounded, read_document, read_listed
 from k3kit.errors import InputError, K3kitError, VerificationError
+from k3kit.kitpath import extract_kit
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME
 from k3kit.models import KitInfo, Manifest, Statement, load
 from k3kit.sign import MAX_ENVELOPE_BYTES, verify_envelope
@@ -194,7 +194,7 @@ def _kit_folder(kit: Path) -> Iterator[tuple[Path, str | None]]:
             f"{shown(kit)} is neither a kit directory nor an archive file",
             code="KIT_NOT_RECOGNISED",
         )
-    staging, digest = extract_safely(kit)
+    staging, digest = extract_kit(kit)
     try:
         yield staging, digest
     finally:

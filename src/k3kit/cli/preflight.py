@@ -170,7 +170,9 @@ def print_preflight(report: PreflightReport) -> None:
 @click.option(
     "-o", "--output", required=True, type=click.Path(path_type=Path), help="Folder to write."
 )
-@click.option("--force", is_flag=True, help="Replace an existing output folder.")
+@click.option(
+    "--force", is_flag=True, help="Replace an output folder render-site wrote (nothing else)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the written files as JSON.")
 @handle_errors
 def render_site(

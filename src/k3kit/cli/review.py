@@ -111,7 +111,11 @@ def audit(
     show_default=True,
     help="Folder for everything the demo makes.",
 )
-@click.option("--force", is_flag=True, help="Empty an existing, non-empty workdir first.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace a workdir an earlier demo wrote (never a folder of yours, never '.').",
+)
 @handle_errors
 def demo(workdir: Path, force: bool) -> None:
     """Run the whole pipeline offline on the built-in Kimi K3 example with STAND-IN weights."""

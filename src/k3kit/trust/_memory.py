@@ -179,7 +179,7 @@ def _memory(folder: Path) -> Memory:
             raise _lost(folder, f"{STATE_NAME} is gone but {ROOTS_NAME}/ still holds roots")
         private_dir(folder / ROOTS_NAME)
         memory = Memory()
-        atomic_write(path, memory.document(), mode=0o600, force=True)
+        atomic_write(path, memory.document(), mode=0o600, state=True)
         return memory
     if not os.path.lexists(folder / ROOTS_NAME):
         if memory.schema == SCHEMA:  # version 2 is only ever written beside roots/

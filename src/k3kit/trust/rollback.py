@@ -167,7 +167,7 @@ def record(state_dir: Path, decision: Decision, *, now: str | None = None) -> De
             }
         if decision.version_key is not None:
             memory.versions[decision.version_key] = decision.kit_sha256
-        atomic_write(path, memory.document(), mode=0o600, force=True)
+        atomic_write(path, memory.document(), mode=0o600, state=True)
     return fresh
 
 
@@ -184,7 +184,7 @@ def note_root(state_dir: Path, pin_id: str, version: int) -> None:
     with locked(state_dir) as (path, memory):
         if memory.roots.get(pin_id, 0) < version:
             memory.roots[pin_id] = version
-            atomic_write(path, memory.document(), mode=0o600, force=True)
+            atomic_write(path, memory.document(), mode=0o600, state=True)
 
 
 def check_and_record(
