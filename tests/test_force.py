@@ -37,7 +37,18 @@ def _git_checkout(folder: Path) -> Path:
 def _render(golden: GoldenKit, tmp_path: Path, out: Path) -> subprocess.CompletedProcess[str]:
     site = tmp_path / "site.env"
     site.write_text(SITE)
-    return run_k3kit("render-site", golden.kit, "--site", site, "-o", out, "--force", "--json")
+    return run_k3kit(
+        "render-site",
+        golden.kit,
+        "--trust",
+        golden.key.public,
+        "--site",
+        site,
+        "-o",
+        out,
+        "--force",
+        "--json",
+    )
 
 
 def test_render_site_force_over_a_git_checkout_is_refused_and_git_is_intact(

@@ -26,7 +26,17 @@ def _checkout(w: Workbench) -> Path:
 def render_site_force_over_a_git_checkout(w: Workbench) -> Argv:
     site = w.root / "site.env"
     site.write_text(SITE)
-    return ["render-site", w.golden.kit, "--site", site, "-o", _checkout(w), "--force"]
+    return [
+        "render-site",
+        w.golden.kit,
+        "--trust",
+        w.trust,
+        "--site",
+        site,
+        "-o",
+        _checkout(w),
+        "--force",
+    ]
 
 
 @attack("OUTPUT_NOT_A_KIT", exit_code=3)
