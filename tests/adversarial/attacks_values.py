@@ -27,6 +27,8 @@ from tests.trustkit import keypair, root_v1, signer
 IDENTITY = bytes([1]) + bytes(31)  # the neutral point, the degenerate Ed25519 key
 FORGED_SIG = IDENTITY + bytes(32)  # R = identity, S = 0: [0]B == R + [k]A for every k
 PREFLIGHT = Path(__file__).parents[1] / "data" / "preflight"
+# What the licences below sign (licence v2 binds package and price): what _purchase buys.
+PRICE: dict[str, int | str] = {"amount_minor": 100, "currency": "EUR", "term_days": 365}
 
 
 def forged_licence(folder: Path) -> tuple[Path, Path]:
@@ -38,6 +40,8 @@ def forged_licence(folder: Path) -> tuple[Path, Path]:
         terms.read_bytes(),
         terms.name,
         entity="Mallory Ltd",
+        package="kimi-k3-b300x8",
+        price=PRICE,
         signer_name="Nobody",
         authority="none",
         affirm=list(AFFIRMATIONS),
@@ -72,6 +76,8 @@ def _genuine_licence(w: Workbench) -> tuple[Path, Path]:
         terms.read_bytes(),
         terms.name,
         entity="Acme GmbH",
+        package="kimi-k3-b300x8",
+        price=PRICE,
         signer_name="Jane Roe",
         authority="CTO",
         affirm=list(AFFIRMATIONS),
