@@ -20,7 +20,7 @@ import pytest
 
 from k3kit.engines import review_profile, shipped_versions, snapshot
 from k3kit.engines._argv import config_words, value_problems
-from k3kit.engines._loads import SUSPECT
+from k3kit.engines._loads import SUSPECT, setting_loads
 from k3kit.launch import SYSTEM_PATH
 from tests.conftest import EXAMPLE, ROOT, GoldenKit, run_k3kit
 from tests.cotenant import cotenant_python, needs_root, shared_folder
@@ -229,6 +229,59 @@ def test_launch_refuses_a_hand_signed_kit_that_loads_undeclared_code(
     assert rc == 1, stderr
     assert out["error"]["code"] == "ENGINE_LOADS_UNDECLARED", out
     assert not fake.log.exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "names"),
+    [
+        (b'load-format: "dummy"\n', "load-format"),  # random weights under a VERIFIED verdict
+        (b'model: "/tmp/other-model"\n', "model"),  # a launcher-set flag
+        (b"max-num-seq: 8\n", "max-num-seq"),  # a prefix argparse would accept
+        (b'max-num-seqs: "8"\n', "max-num-seqs"),  # the wrong type
+    ],
+)
+def test_launch_refuses_a_hand_signed_kit_with_a_setting_build_would_refuse(
+    kit: Path, golden: GoldenKit, fake: FakeEngine, tmp_path: Path, line: bytes, names: str
+) -> None:
+    """Outside attack pass, finding 3: launch judged a hand-signed (or older) kit's values but not
+    build's own rules, so ``load-format: dummy`` reached vLLM under a VERIFIED verdict."""
+    hand_signed(kit, golden.key, f"{PROFILE_DIR}/serve.yaml", lambda data: data + line)
+    rc, stderr, out = launch(kit, fake, *_launch_args(kit, golden, tmp_path), "--json")
+    assert rc == 1, stderr
+    assert out["error"]["code"] == "ENGINE_SETTING_REFUSED", out
+    assert names in out["error"]["message"]
+    assert not fake.log.exists()
+
+
+_KV = {"kv_connector": "X", "kv_role": "kv_both", "kv_connector_module_path": "evilpkg.connector"}
+_SPEC = {"method": "eagle3", "model": "gpt2"}
+
+
+@pytest.mark.parametrize(
+    ("key", "inner"),
+    [("kv-transfer-config", _KV), ("speculative-config", _SPEC)],
+    ids=["kv_connector_module_path", "speculative_model"],
+)
+def test_a_json_valued_flag_written_as_a_json_string_is_looked_into(
+    kit: Path, golden: GoldenKit, fake: FakeEngine, tmp_path: Path, key: str, inner: dict[str, str]
+) -> None:
+    """Outside attack pass, finding 4: the engines parse a JSON-valued flag from a JSON *string*
+    as readily as from a mapping; the string form hid what it loads from the buyer."""
+    line = f"{key}: {json.dumps(json.dumps(inner))}\n".encode()
+    hand_signed(kit, golden.key, f"{PROFILE_DIR}/serve.yaml", lambda data: data + line)
+    rc, stderr, out = launch(kit, fake, *_launch_args(kit, golden, tmp_path), "--json")
+    assert rc == 1, stderr
+    assert out["error"]["code"] == "ENGINE_LOADS_UNDECLARED", out
+    assert not fake.log.exists()
+
+
+def test_the_json_string_form_and_the_table_form_load_the_same() -> None:
+    snap = snapshot("vllm", "0.33.0")
+    inner = {"kv_connector": "X", "kv_role": "kv_both", "kv_connector_module_path": "evil.mod"}
+    as_table = setting_loads(snap.loads, "kv-transfer-config", inner)
+    as_string = setting_loads(snap.loads, "kv-transfer-config", json.dumps(inner))
+    assert as_table and as_string == as_table
+    assert setting_loads(snap.loads, "kv-transfer-config", "{not json") == {}
 
 
 def test_relative_tool_parser_plugin_is_refused_unless_declared_then_shown_before_launch(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -554,3 +555,63 @@ def test_checkpoint_signed_by_another_key_is_not_an_anchor(
     assert done.returncode == 1 and "LEDGER_CHECKPOINT_UNTRUSTED_KEY" in done.stdout
     done = run_k3kit("ledger", "verify", "--db", db, "--checkpoint", forged, "--json")
     assert done.returncode == 3 and "LEDGER_ANCHOR_NEEDS_TRUST" in done.stdout
+
+
+# Outside attack pass, finding 7: the database writer stores values of a type k3kit never writes
+# (a BLOB, 2^63 - 1, text in an integer column); each is a broken row, never an internal error.
+_ODD_VALUES = [
+    ("UPDATE entitlements SET valid_from = X'00ff'", "entitlements"),
+    ("UPDATE licences SET envelope = X'ff00'", "licences"),
+    ("UPDATE terms SET text = X'fffe'", "terms"),
+    ("UPDATE payments SET amount_minor = 9223372036854775807", "payments"),
+    ("UPDATE payments SET amount_minor = 1e300", "payments"),
+    ("UPDATE entries SET seq = 'x' WHERE seq = 4", "entries"),
+    ("UPDATE entries SET seq = 9223372036854775807 WHERE seq = 4", "entries"),
+]
+
+
+@pytest.fixture(scope="module")
+def bought_ledger(tmp_path_factory: pytest.TempPathFactory, signing_key: KeyFiles) -> Path:
+    folder = tmp_path_factory.mktemp("odd-values")
+    db = folder / "ledger.sqlite"
+    assert run_k3kit("ledger", "init", "--db", str(db)).returncode == 0
+    lic, terms = sign_licence(folder, signing_key)
+    buy(str(db), lic, terms, "PAY-1")
+    return db
+
+
+@pytest.mark.parametrize(("statement", "table"), _ODD_VALUES, ids=[t for _, t in _ODD_VALUES])
+def test_a_value_of_a_type_k3kit_never_writes_is_a_broken_row(
+    bought_ledger: Path, tmp_path: Path, statement: str, table: str
+) -> None:
+    from k3kit.ledger import open_engine, verify_ledger
+
+    db = tmp_path / "ledger.sqlite"
+    shutil.copyfile(bought_ledger, db)
+    conn = sqlite3.connect(db)
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute("PRAGMA ignore_check_constraints = 1")  # the writer owns the file: no guard holds
+    conn.execute(statement)
+    conn.commit()
+    conn.close()
+    report = verify_ledger(open_engine(str(db)))
+    assert not report.ok
+    assert any(b.table == table and b.code == "LEDGER_ROW_MALFORMED" for b in report.breaks), (
+        report.breaks
+    )
+
+
+def test_ledger_verify_of_a_blob_is_exit_1_not_an_internal_error(
+    bought_ledger: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "ledger.sqlite"
+    shutil.copyfile(bought_ledger, db)
+    conn = sqlite3.connect(db)
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute("UPDATE licences SET envelope = X'ff00'")
+    conn.commit()
+    conn.close()
+    rc, report = _verify(str(db))
+    assert rc == 1 and report["first_broken"]["code"] == "LEDGER_ROW_MALFORMED"  # type: ignore[index]

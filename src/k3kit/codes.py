@@ -90,6 +90,11 @@ class KitCode(ErrorCode):
     ENGINE_ENV_MALFORMED = "ENGINE_ENV_MALFORMED", _FAIL, "a kit's engine.env is malformed"
     ENGINE_NO_LAUNCHER = "ENGINE_NO_LAUNCHER", _FAIL, "no launcher for the kit's engine"
     ENGINE_VERSION_MISMATCH = "ENGINE_VERSION_MISMATCH", _FAIL, "not the pinned engine"
+    ENGINE_SETTING_REFUSED = (
+        "ENGINE_SETTING_REFUSED",
+        _FAIL,
+        "a signed engine setting breaks build's rules (launcher-set or unknown flag, bad type)",
+    )
     ENGINE_VALUE_IS_OPTION = (
         "ENGINE_VALUE_IS_OPTION",
         _FAIL,

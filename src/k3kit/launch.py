@@ -40,12 +40,22 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from k3kit._fs import atomic_write, placeable_by_others, private_dir
 from k3kit.documents import parse_serve_config, read_bounded, read_kit_documents, read_listed
-from k3kit.engines import ADAPTERS, EngineAdapter, Parallel, Runtime, review_profile, snapshot
+from k3kit.engines import (
+    ADAPTERS,
+    EngineAdapter,
+    Parallel,
+    Runtime,
+    review_profile,
+    snapshot,
+    validate_env,
+    validate_settings,
+)
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.models import KitInfo, KitProfile
 from k3kit.site import HOST_PATTERN, site_values
@@ -292,11 +302,27 @@ def check_settings(
     """The verified profile judged by the build's value rules (a kit signed by an older k3kit
     never was); returns what it loads from outside the kit, with the publisher's reasons.
 
-    Raises ``VerificationError`` ``ENGINE_VALUE_IS_OPTION`` / ``ENGINE_LOADS_UNDECLARED`` (exit 1).
+    Raises ``VerificationError`` ``ENGINE_SETTING_REFUSED`` / ``ENGINE_VALUE_IS_OPTION`` /
+    ``ENGINE_LOADS_UNDECLARED`` (exit 1).
     """
     snap = snapshot(info.engine.name, info.engine.version)
     settings = parse_serve_config(config, source=f"{folder}/serve.yaml")
-    review = review_profile(snap, settings, engine_env, f"{folder}/serve.yaml")
+    where = f"{folder}/serve.yaml"
+    # The build's own rules first: a flag k3kit's launcher sets (``load-format``, paths, binding),
+    # one this engine version does not have, or a value of the wrong type is refused here too,
+    # so a kit built by an older k3kit (or by hand) cannot carry what build would refuse.
+    engine = ADAPTERS[info.engine.name]
+    typed = {k: Decimal(repr(v)) if isinstance(v, float) else v for k, v in settings.items()}
+    problems = validate_settings(engine, snap, typed, where)
+    problems += validate_env(engine, snap, engine_env, f"{folder}/engine.env")
+    if problems:
+        raise VerificationError(
+            "; ".join(problems[:3]),
+            code="ENGINE_SETTING_REFUSED",
+            hint="the kit's signed settings break the rules build applies; ask the publisher for "
+            "a kit built by a current k3kit",
+        )
+    review = review_profile(snap, settings, engine_env, where)
     if review.smuggled:
         raise VerificationError(
             "; ".join(review.smuggled[:3]),

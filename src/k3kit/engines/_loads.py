@@ -17,6 +17,7 @@ on a flag or variable the table does not mark inert.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -88,7 +89,23 @@ class LoadsTable:
         )
 
 
+def _decoded(value: object) -> object:
+    """A string the engine would parse as JSON, parsed: vLLM and SGLang read their JSON-valued
+    flags (``kv-transfer-config``, ``speculative-config``, ...) from a JSON *string* as readily as
+    from a mapping, so ``'{"kv_connector_module_path": "evil.mod"}'`` must be looked into the same
+    way as the table form. Anything that does not parse stays the string it is."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        try:
+            parsed = json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+        if isinstance(parsed, dict | list):
+            return parsed
+    return value
+
+
 def _strings(value: object) -> Iterator[str]:
+    value = _decoded(value)
     if isinstance(value, str):
         yield value
     elif isinstance(value, list):
@@ -112,6 +129,7 @@ def setting_loads(
     ``speculative-draft-model-path``): the table names one, any of them matches.
     ``trust-remote-code: false`` loads nothing; a JSON-valued flag is looked into for the dotted
     names the table lists (``speculative-config.model``)."""
+    value = _decoded(value)
     if _is_off(value):
         return {}
     names = [key, *aliases]

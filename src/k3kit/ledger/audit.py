@@ -9,7 +9,7 @@ first row (lowest ``seq``) where the ledger stops holding.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,49 @@ def _rows(conn: Any, table: str) -> list[dict[str, Any]]:
     cols = (*chain.COLUMNS[table], "seq")
     sql = f"SELECT {', '.join(cols)} FROM {table}"  # noqa: S608 - fixed names
     return [dict(r._mapping) for r in conn.execute(text(sql))]
+
+
+# Every value a k3kit writer stores is NULL, text or an integer that JSON carries exactly (the
+# chain hashes rows as RFC 8785 JSON, which refuses integers beyond 2^53 and bytes).
+_SAFE_INT = 2**53
+
+
+def _odd_column(row: Mapping[str, Any]) -> str | None:
+    """Why a row read back holds a value no k3kit writer stores, or ``None``.
+
+    Whoever can write the database can store a BLOB, a float or 2^63 - 1 in any column once the
+    triggers are gone; each must read as a broken row (exit 1), never reach the hashing or the
+    signature checks as a value of the wrong type (an internal error, exit 70)."""
+    for name, value in row.items():
+        if value is None or isinstance(value, str):
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) < _SAFE_INT:
+            continue
+        return f"column {name} holds a {type(value).__name__}, which k3kit never writes there"
+    return None
+
+
+def _well_typed_entries(stored: list[Any], report: LedgerReport) -> list[Any]:
+    """The chain entries whose columns have the types k3kit writes (a positive integer ``seq``,
+    text elsewhere); each other entry is a break, and the walk then sees the gap it leaves."""
+    kept = []
+    for entry in stored:
+        seq, *rest = entry
+        ok_seq = isinstance(seq, int) and not isinstance(seq, bool) and 0 < seq < _SAFE_INT
+        if ok_seq and all(isinstance(v, str) for v in rest):
+            kept.append(entry)
+            continue
+        where = seq if ok_seq else None
+        report.breaks.append(
+            Break(
+                where,
+                "entries",
+                "*",
+                "LEDGER_ROW_MALFORMED",
+                f"a chain entry holds a value of a type k3kit never writes ({seq!r:.40})",
+            )
+        )
+    return kept
 
 
 def _check_chain(entries: list[Any], report: LedgerReport) -> None:
@@ -205,7 +248,7 @@ def verify_ledger(
     report = LedgerReport(issuers_checked=trusted is not None, anchors=list(anchors))
     with reading(engine) as conn:
         require_current(conn)
-        entries = [
+        stored = [
             tuple(r)
             for r in conn.execute(
                 text(
@@ -214,12 +257,17 @@ def verify_ledger(
                 )
             )
         ]
-        report.rows = len(entries)
+        report.rows = len(stored)
+        entries = _well_typed_entries(stored, report)
         if entries:
             report.head = (int(entries[-1][0]), str(entries[-1][5]))
         _check_chain(entries, report)
         by_seq = {e[0]: e for e in entries}
-        terms = {r["sha256"]: r["text"].encode() for r in _rows(conn, "terms")}
+        terms = {
+            r["sha256"]: r["text"].encode()
+            for r in _rows(conn, "terms")
+            if isinstance(r["text"], str)  # any other value is reported with its row below
+        }
         seen: set[int] = set()
         licences: dict[str, LicenceBody] = {}
         for table in chain.COLUMNS:
@@ -240,6 +288,10 @@ def verify_ledger(
                         )
                     )
                     continue
+                odd = _odd_column(row)
+                if odd is not None:
+                    report.breaks.append(Break(seq, table, ref, "LEDGER_ROW_MALFORMED", odd))
+                    continue
                 if chain.body_hash(table, row) != entry[3]:
                     report.breaks.append(
                         Break(
@@ -257,7 +309,8 @@ def verify_ledger(
                     found = _check_row(table, row, trusted, licences)
                     if found is not None:
                         report.anchors.append(found)
-                except (K3kitError, ValueError) as exc:
+                except (K3kitError, ValueError, TypeError, AttributeError) as exc:
+                    # a NULL where a NOT NULL constraint was dropped reaches here as a TypeError
                     code = getattr(exc, "code", "LEDGER_ROW")
                     report.breaks.append(Break(seq, table, ref, code, str(exc)))
         for seq, kind, ref, *_ in entries:
