@@ -21,8 +21,8 @@ from k3kit.audit.context import (
     tool_keys,
 )
 from k3kit.audit.findings import Out, rule
-from k3kit.evidence import Request
 from k3kit.audit.numbers import Interval, num
+from k3kit.evidence import Request
 
 PROXY_RATIO = Fraction(115, 100)  # median-of-ratios vs ratio-of-medians slack (receipts notes R16)
 

@@ -7,8 +7,8 @@ from fractions import Fraction
 from k3kit.audit.context import (
     LABELS,
     METRICS,
-    Bounds,
     PUBLISHED_PCTS,
+    Bounds,
     Context,
     RunView,
     close,
