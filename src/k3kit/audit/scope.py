@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from fractions import Fraction
 
 from k3kit.audit.context import PUBLISHED_PCTS, Context, RunView
 from k3kit.audit.findings import Out, rule
@@ -86,14 +87,12 @@ def scope(ctx: Context, out: Out) -> None:
                 "a run per profile",
                 "none",
             )
-    longest = max(
-        (wl.input_tokens or 0) + (wl.output_tokens or 0) for wl in ctx.predicate.workloads.values()
-    )
+    longest, what = _longest_request(ctx)
     if info.model.max_context_tokens > longest:
         stated = _mentions(ctx, r"context")
         message = (
-            f"the model serves up to {info.model.max_context_tokens} tokens of context; the "
-            f"longest measured request is {longest} tokens"
+            f"the model serves up to {info.model.max_context_tokens} tokens of context; {what} "
+            f"is {longest} tokens"
         )
         if stated:
             out.info("kit", f"{message}; stated in limitations: {stated!r}")
@@ -104,6 +103,36 @@ def scope(ctx: Context, out: Out) -> None:
                 "a limitation on untested context lengths",
                 "none",
             )
+
+
+def _longest_request(ctx: Context) -> tuple[int, str]:
+    """The longest request (input + output tokens) the receipt shows, and what that number is.
+
+    Per-request evidence gives the longest measured request itself. Otherwise the workloads
+    say: a fixed length is every request's; a ranged one reaches L(1 + r); a variable-length
+    dataset states only its *mean*, which is not the longest request and is named as such.
+    """
+    measured = [
+        (r.input_len or 0) + r.output_len
+        for rv in ctx.runs
+        for r in rv.successes or []
+        if r.input_len is not None
+    ]
+    if measured:
+        return max(measured), "the longest measured request (per-request evidence)"
+    sizes: list[tuple[int, str]] = []
+    for wl in ctx.predicate.workloads.values():
+        total = (wl.input_tokens or 0) + (wl.output_tokens or 0)
+        if wl.lengths == "ranged" and wl.range_ratio is not None:
+            total = int(total * (1 + Fraction(wl.range_ratio)))
+            sizes.append((total, "the longest request a ranged workload allows"))
+        elif wl.lengths == "fixed":
+            sizes.append((total, "the longest measured request (fixed lengths)"))
+        else:
+            sizes.append(
+                (total, "a variable-length workload's declared mean request, not its longest")
+            )
+    return max(sizes, key=lambda item: item[0], default=(0, "no workload length is declared"))
 
 
 def _offered(out: Out, rv: RunView) -> None:
