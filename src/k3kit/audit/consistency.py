@@ -12,6 +12,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 from k3kit.audit.context import (
+    LABELS,
     METRICS,
     PUBLISHED_PCTS,
     RETOKENIZE_ABS,
@@ -23,6 +24,7 @@ from k3kit.audit.context import (
 )
 from k3kit.audit.findings import Out, rule
 from k3kit.audit.numbers import Interval, num
+from k3kit.audit.stats import Quantile, sum_bounds
 from k3kit.evidence import Request
 
 PROXY_RATIO = Fraction(115, 100)  # median-of-ratios vs ratio-of-medians slack (receipts notes R16)
@@ -423,11 +425,103 @@ def ordering(ctx: Context, out: Out) -> None:
                         f"{source}: median TTFT {medians['ttft'].text()} > median E2E "
                         f"{medians['e2el'].text()}"
                     )
+        for metric in ("ttft", "tpot", "e2el"):
+            for source in ("published", "evidence"):
+                made, problem = _mean_vs_quantiles(ctx, rv, metric, source)
+                compared += made
+                problems += [problem] if problem else []
         if problems:
             out.error(
-                rv.id, "; ".join(problems), "p50 <= p90 <= p99 <= max, TTFT <= E2E", "violated"
+                rv.id,
+                "; ".join(problems),
+                "p50 <= p90 <= p99 <= max, TTFT <= E2E, and a mean that n samples with those "
+                "percentiles can have",
+                "violated",
             )
         elif compared:
             out.passed(rv.id, f"{compared} ordering relation(s) hold")
         else:
             out.not_checkable(rv.id, "fewer than two statistics to order")
+
+
+# How each tool computes its percentiles (their sources: vLLM, SGLang, llmperf and AIPerf call
+# numpy/pandas linear interpolation; GuideLLM reports nearest-rank).
+_TOOL_METHOD = {
+    "vllm bench serve": "numpy-linear",
+    "sglang bench_serving": "numpy-linear",
+    "aiperf": "numpy-linear",
+    "llmperf": "numpy-linear",
+    "guidellm": "nearest-rank",
+}
+
+
+def _exact_n(rv: RunView, metric: str) -> int | None:
+    """How many samples a metric's statistics are over, when that is known exactly."""
+    if metric == "tpot":
+        if rv.successes is not None:
+            return sum(1 for r in rv.successes if r.output_len > 1)
+        n_out = rv.workload.output_tokens
+        if not rv.fixed_length() or n_out is None or n_out < 2:
+            return None  # requests of one token have no TPOT: n is only an upper bound
+    n, _ = rv.n_requests()
+    return n or None
+
+
+def _layer(rv: RunView, metric: str, source: str) -> tuple[Interval | None, list[Quantile]]:
+    """One layer's mean and quantiles (the max as p100) of a metric."""
+    quantiles: list[Quantile] = []
+    if source == "published":
+        mean_value = rv.published(metric, "mean")
+        for key in (*PUBLISHED_PCTS, "max"):
+            value = rv.published(metric, key)
+            if value is not None:
+                iv = Interval.published(value)
+                p = Fraction(100) if key == "max" else Fraction(str(PUBLISHED_PCTS[key]))
+                quantiles.append(Quantile(p, iv.lo, iv.hi))
+        return (None if mean_value is None else Interval.published(mean_value)), quantiles
+    for key in tool_keys(rv, metric):
+        tool = rv.tool(metric, key)
+        if tool is None or key in ("mean", "std"):
+            continue
+        iv = Interval.measured(tool)
+        quantiles.append(Quantile(Fraction(50 if key == "median" else key[1:]), iv.lo, iv.hi))
+    tool_mean = rv.tool(metric, "mean")
+    return (None if tool_mean is None else Interval.measured(tool_mean)), quantiles
+
+
+def _mean_vs_quantiles(ctx: Context, rv: RunView, metric: str, source: str) -> tuple[int, str]:
+    """Is the mean one that n samples with these percentiles can have? (checks made, problem)
+
+    The sum of n samples is bounded by their order statistics (``stats.sum_bounds``): a median
+    shrunk while the mean stays honest asks for a sum the percentiles cannot reach.
+    """
+    method: str
+    if source == "published":
+        method = ctx.predicate.definitions.percentile_method
+    else:
+        tool = None if rv.summary is None else rv.summary.tool
+        method = _TOOL_METHOD.get(tool or "", "")
+    n = _exact_n(rv, metric)
+    mean_iv, quantiles = _layer(rv, metric, source)
+    if n is None or mean_iv is None or not quantiles or not method:
+        return 0, ""
+    bounds = sum_bounds(n, quantiles, method)
+    if bounds is None:
+        return 0, ""
+    low, high = bounds
+    total = mean_iv * Interval.exact(n)
+    listed = ", ".join(f"p{num(q.p, 4)} {num(q.hi, 6)}" for q in quantiles)
+    label = LABELS[metric]
+    if high is not None and total.lo > high:
+        return 1, (
+            f"{source} {label} mean {mean_iv.text()} ms is impossible with n = {n} and "
+            f"{listed} ({method}): the samples can sum to at most {num(high, 6)} ms, "
+            f"the mean needs {num(total.lo, 6)}"
+        )
+    if total.hi < low:
+        return 1, (
+            f"{source} {label} mean {mean_iv.text()} ms is impossible with n = {n} and "
+            f"{listed} ({method}): the samples sum to at least {num(low, 6)} ms, "
+            f"the mean allows {num(total.hi, 6)}"
+        )
+    return 1, ""
