@@ -105,6 +105,34 @@ def case(
             )
         if v["request_rate"] != "inf":
             row["offered_rate"] = Decimal(str(v["request_rate"]))
+    elif run.tool == "guidellm":
+        bench = obj["benchmarks"][record or 0]
+        counts = bench["metrics"]["output_token_count"]["successful"]
+        prompts = bench["metrics"]["prompt_token_count"]["successful"]
+        wl = {
+            "description": name,
+            "dataset": "aime_2024 (jsonl)",
+            "load": "closed-loop",
+            "lengths": "variable",
+            "input_tokens": round(prompts["mean"]),
+            "output_tokens": round(counts["mean"]),
+        }
+        row["concurrency"] = v["max_concurrency"]
+        row["requests"] = v["num_prompts"]
+    elif run.tool == "aiperf":
+        phases = obj["input_config"].get("phases") or [obj["input_config"].get("loadgen", {})]
+        dataset = (obj["input_config"].get("datasets") or [{}])[0].get("dataset", "custom")
+        wl = {
+            "description": name,
+            "dataset": dataset,
+            "load": "closed-loop",
+            "lengths": "variable",
+            "input_tokens": round(obj["input_sequence_length"]["avg"]),
+            "output_tokens": round(obj["output_sequence_length"]["avg"]),
+        }
+        row["concurrency"] = v["max_concurrency"]
+        row["requests"] = v["completed"] + (v.get("failed") or 0)
+        del phases
     else:
         wl = {
             "description": name,
@@ -119,10 +147,17 @@ def case(
 
 
 def claims_for(cases: list[tuple[dict[str, Any], dict[str, Any], bytes]]) -> Claims:
+    # GuideLLM reports nearest-rank percentiles; its publisher says so (every other tool here
+    # interpolates linearly, as numpy does).
+    method = (
+        "nearest-rank"
+        if any("guidellm" in wl["description"] for wl, _, _ in cases)
+        else ("numpy-linear")
+    )
     body = {
         "schema": "k3kit.claims/v1",
         "limitations": LIMITS,
-        "definitions": {"percentile_method": "numpy-linear", "per_gpu_throughput": "output"},
+        "definitions": {"percentile_method": method, "per_gpu_throughput": "output"},
         "environment": {
             "gpu": "NVIDIA B300",
             "gpu_count": 8,
@@ -166,6 +201,13 @@ def audit_cases(
     return AuditReport("memory", run_rules(ctx))
 
 
+GUIDELLM = [
+    "guidellm-qwen3-30b-a3b-tp4-sync.json.xz",
+    "guidellm-qwen3-4b-tp2-sync.json.xz",
+    "guidellm-qwen3-4b-tp4-sync.json.xz",
+    "guidellm-gpt-oss-20b-tp4-sync.json.xz",
+    "guidellm-qwen3-4b-tp4-c4.json.xz",
+]
 ALL = [
     ("vllm-llama70b-tp8-sharegpt-qps4.json.xz", None),
     ("sglang-deepseek-dp-mla.jsonl", None),
@@ -176,4 +218,5 @@ ALL = [
         (f"llmperf-{n}_70b.json", None)
         for n in ("groq", "anyscale", "fireworks", "together", "lepton", "replicate", "perplexity")
     ],
+    *[(name, 0) for name in GUIDELLM],
 ]

@@ -409,16 +409,18 @@ def ordering(ctx: Context, out: Out) -> None:
                                 problems.append(f"{source} {metric} {key} = {value} <= 0")
                     mean_value: Decimal | None = rv.published(metric, "mean")
                 else:
-                    for key in tool_keys(rv, metric):
-                        if key not in ("mean", "std"):
-                            tool = rv.tool(metric, key)
-                            assert tool is not None
-                            row.append((key, Interval.measured(tool)))
+                    # In percentile order: tools report p0.1, p1, p5 ... below the median too.
+                    keys = [k for k in tool_keys(rv, metric) if k not in ("mean", "std")]
+                    for key in sorted(keys, key=lambda k: 50.0 if k == "median" else float(k[1:])):
+                        tool = rv.tool(metric, key)
+                        assert tool is not None
+                        row.append((key, Interval.measured(tool)))
                     mean_value = None
                 compared += max(0, len(row) - 1)
                 problems += [f"{source} {metric}: {p}" for p in _ordered(row)]
-                if row and row[0][0] in ("p50", "median"):
-                    medians[metric] = row[0][1]
+                median = next((iv for k, iv in row if k in ("p50", "median")), None)
+                if median is not None:
+                    medians[metric] = median
                 if mean_value is not None and row and row[-1][0] == "max":
                     compared += 1
                     if Interval.published(mean_value).lo > row[-1][1].hi:

@@ -146,9 +146,13 @@ def _counts(
         dist = _success(metrics.get(name))
         if dist is not None and dist.get("total_sum") is not None:
             used.add(name)
-            values[key] = Reader(dist, f"{doc.source}: {name}", doc.error, doc.code).count(
-                "total_sum", dist["total_sum"]
-            )
+            r = Reader(dist, f"{doc.source}: {name}", doc.error, doc.code)
+            total = r.number("total_sum", dist["total_sum"])
+            # GuideLLM sums token counts as floats (1748.9999999999998 for 1749 tokens).
+            whole = round(total)
+            if abs(total - whole) > 1e-6 * max(1.0, abs(total)):
+                raise r.fail("total_sum", f"expected a whole number of tokens, got {total!r}")
+            values[key] = r.count("total_sum", whole)
     b = Reader(bench, f"{doc.source}: benchmark", doc.error, doc.code)
     duration = b.opt_number("duration")
     sched = bench.get("scheduler_metrics")
