@@ -132,7 +132,9 @@ def case(
         }
         row["concurrency"] = v["max_concurrency"]
         row["requests"] = v["completed"] + (v.get("failed") or 0)
-        del phases
+        warmup = [p for p in phases if p.get("name") == "warmup"]
+        if warmup:
+            wl["warmups_per_point"] = warmup[0]["requests"]
     else:
         wl = {
             "description": name,
@@ -219,4 +221,5 @@ ALL = [
         for n in ("groq", "anyscale", "fireworks", "together", "lepton", "replicate", "perplexity")
     ],
     *[(name, 0) for name in GUIDELLM],
+    ("aiperf-qwen36-nvfp4-chatbot-c8.json", None),
 ]
