@@ -131,7 +131,7 @@ def case(
             "output_tokens": round(obj["output_sequence_length"]["avg"]),
         }
         row["concurrency"] = v["max_concurrency"]
-        row["requests"] = v["completed"] + (v.get("failed") or 0)
+        row["requests"] = int(v["completed"] or 0) + int(v.get("failed") or 0)
         warmup = [p for p in phases if p.get("name") == "warmup"]
         if warmup:
             wl["warmups_per_point"] = warmup[0]["requests"]

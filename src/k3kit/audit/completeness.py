@@ -147,7 +147,12 @@ def _bounds(rv: RunView, what: str) -> tuple[int | None, Fraction | None]:
 
 
 def _length_check(
-    out: Out, rv: RunView, what: str, values: list[int] | None, mean_iv: Interval | None
+    out: Out,
+    rv: RunView,
+    what: str,
+    values: list[int] | None,
+    mean_iv: Interval | None,
+    source: str = "",
 ) -> bool:
     declared, spread = _bounds(rv, what)
     wl = rv.workload
@@ -214,8 +219,9 @@ def _length_check(
     elif not mean_iv.overlaps(band):
         out.error(
             rv.id,
-            f"mean {what} length {mean_iv.text()} tokens is outside ±10% of the declared "
-            f"{declared} (MLPerf TEST09 bound)",
+            f"mean {what} length {mean_iv.text()} tokens"
+            + (f" ({source})" if source else "")
+            + f" is outside ±10% of the declared {declared} (MLPerf TEST09 bound)",
             band.range_text(),
             mean_iv.text(),
         )
@@ -230,13 +236,15 @@ def output_length(ctx: Context, out: Out) -> None:
         values = None if rv.successes is None else [r.output_len for r in rv.successes]
         mean_iv = None
         s, m = rv.summary, rv.run.metrics
+        source = ""
         if s is not None and s.total_output_tokens is not None and s.completed:
             mean_iv = Interval.exact(Fraction(s.total_output_tokens, s.completed))
         elif m.output_tok_s is not None and m.request_rate is not None and m.request_rate > 0:
             mean_iv = Interval.published(m.output_tok_s) / Interval.published(m.request_rate)
+            source = f"published output_tok_s {m.output_tok_s} / request_rate {m.request_rate}"
         if rv.no_success():
             out.not_checkable(rv.id, "no request completed: no output length to check")
-        elif not _length_check(out, rv, "output", values, mean_iv):
+        elif not _length_check(out, rv, "output", values, mean_iv, source):
             out.not_checkable(rv.id, "no token counts, and no output and request rate published")
 
 

@@ -1,0 +1,266 @@
+"""Every real file of the corpus, honest and fabricated as a publisher would fabricate it.
+
+Each fabrication edits the tool's own file (the figure and nothing else, the way a publisher who
+wants better numbers would) and publishes claims read from the edited file, so the receipt agrees
+with its evidence: only what the file itself implies can give the lie away. The rule for each:
+
+* where the evidence can rule the edit out (per-request data for a latency statistic; token
+  totals and a duration for a throughput), an error of a rule that names the edited figure;
+* where it cannot (a summary line with nothing to recompute the statistic from), no error, and
+  no pass that claims a recomputation: the audit says what it could not check, it never vouches.
+
+Honest files, tools and engine versions are counted (``test_corpus_breadth``) so the report to
+the lead can say how far the corpus reaches.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from k3kit.audit import AuditReport
+from k3kit.evidence import parse_evidence
+from k3kit.models import KitInfo, load
+from tests.conftest import GoldenKit
+from tests.realcorpus import ALL, audit_cases, case, read
+
+Edit = Callable[[dict[str, Any]], bool]  # edits the record in place; False: figure not in file
+
+
+def _scale(obj: dict[str, Any], path: tuple[str, ...], factor: float) -> bool:
+    node: Any = obj
+    for key in path[:-1]:
+        node = node.get(key) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or not isinstance(node.get(path[-1]), int | float):
+        return False
+    node[path[-1]] = node[path[-1]] * factor
+    return True
+
+
+def _guidellm_median(metric: str, factor: float) -> Edit:
+    def edit(bench: dict[str, Any]) -> bool:
+        dist = bench["metrics"][metric]["successful"]
+        dist["percentiles"]["p50"] = dist["median"] = dist["median"] * factor
+        return True
+
+    return edit
+
+
+# figure -> tool -> edit of one record (a vLLM/AIPerf/llmperf file, a SGLang line, a benchmark)
+FABRICATIONS: dict[str, dict[str, Edit]] = {
+    "output throughput x1.3": {
+        "vllm bench serve": lambda o: _scale(o, ("output_throughput",), 1.3),
+        "sglang bench_serving": lambda o: _scale(o, ("output_throughput",), 1.3),
+        "llmperf": lambda o: _scale(o, ("results_mean_output_throughput_token_per_s",), 1.3),
+        "aiperf": lambda o: _scale(o, ("output_token_throughput", "avg"), 1.3),
+    },
+    "median TPOT x0.8": {
+        "vllm bench serve": lambda o: _scale(o, ("median_tpot_ms",), 0.8),
+        "sglang bench_serving": lambda o: _scale(o, ("median_tpot_ms",), 0.8),
+        "aiperf": lambda o: _scale(o, ("inter_token_latency", "p50"), 0.8),
+        "guidellm": _guidellm_median("inter_token_latency_ms", 0.8),
+    },
+    "median TTFT x0.8": {
+        "vllm bench serve": lambda o: _scale(o, ("median_ttft_ms",), 0.8),
+        "sglang bench_serving": lambda o: _scale(o, ("median_ttft_ms",), 0.8),
+        "llmperf": lambda o: _scale(o, ("results_ttft_s_quantiles_p50",), 0.8),
+        "aiperf": lambda o: _scale(o, ("time_to_first_token", "p50"), 0.8),
+        "guidellm": _guidellm_median("time_to_first_token_ms", 0.8),
+    },
+}
+# The words an error must use to name the figure it caught.
+NAMES = {
+    "output throughput x1.3": ("output_tok_s", "output_throughput", "output tok"),
+    "median TPOT x0.8": ("TPOT",),
+    "median TTFT x0.8": ("TTFT",),
+}
+
+
+@pytest.fixture
+def info(golden: GoldenKit) -> KitInfo:
+    return load(KitInfo, json.loads((golden.kit / "kit.json").read_text()), source="kit.json")
+
+
+def _edited(name: str, record: int | None, edit: Edit) -> bytes | None:
+    """The file with one record edited, bytes as the tool would write them; None if n/a."""
+    data = read(name)
+    if name.endswith(".jsonl"):
+        lines = data.splitlines()
+        obj = json.loads(lines[record or 0].replace(b"Infinity", b"1e999"))
+        if not edit(obj):
+            return None
+        lines[record or 0] = json.dumps(obj).replace("1e999", "Infinity").encode()
+        return b"\n".join(lines) + b"\n"
+    obj = json.loads(data)
+    target = obj["benchmarks"][record or 0] if "benchmarks" in obj else obj
+    if not edit(target):
+        return None
+    return json.dumps(obj).encode()
+
+
+def _audit(name: str, record: int | None, data: bytes, info: KitInfo) -> AuditReport:
+    wl, row, _ = case(name, record, data)
+    return audit_cases([(wl, row, data)], info, evidence={row["id"]: data})
+
+
+def _tool(name: str, record: int | None) -> str:
+    return parse_evidence(read(name), source=name, record=record).tool
+
+
+def _recomputable(name: str, record: int | None, figure: str) -> bool:
+    """Can the evidence itself rule the edit out? Said from what the file holds, not outcomes."""
+    run = parse_evidence(read(name), source=name, record=record)
+    if figure.startswith("output throughput"):
+        return all(run.values.get(k) is not None for k in ("total_output_tokens", "duration"))
+    return run.requests is not None  # a latency statistic: only per-request data recomputes it
+
+
+CASES = [
+    (name, record, figure)
+    for name, record in ALL
+    for figure in FABRICATIONS
+    if _tool(name, record) in FABRICATIONS[figure]
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "record", "figure"), CASES, ids=[f"{n}#{r}:{f}" for n, r, f in CASES]
+)
+def test_fabricated_real_file_is_caught_or_left_unvouched(
+    name: str, record: int | None, figure: str, info: KitInfo
+) -> None:
+    data = _edited(name, record, FABRICATIONS[figure][_tool(name, record)])
+    if data is None:
+        pytest.skip(f"{name} has no such figure")
+    report = _audit(name, record, data, info)
+    errors = [f for f in report.findings if f.severity == "error"]
+    named = [f for f in errors if any(w.lower() in f.message.lower() for w in NAMES[figure])]
+    if _recomputable(name, record, figure):
+        assert named, (figure, [(f.rule, f.message) for f in errors])
+        return
+    if named:
+        return  # caught from what the summary implies (R16 proxy, R18 order statistics)
+    assert errors == [], [(f.rule, f.message) for f in errors]
+    vouched = [
+        f
+        for f in report.findings
+        if f.severity == "pass" and "per-request" in f.message and f.rule in ("R16", "R19")
+    ]
+    assert vouched == []
+
+
+def test_corpus_breadth() -> None:
+    """How far the honest corpus reaches (the issue asks for 30 files, 4 tools, 5 versions)."""
+    files = {name for name, _ in ALL}
+    runs = len(ALL)
+    tools = {_tool(name, record) for name, record in ALL}
+    assert len(files) >= 18 and runs >= 30 and len(tools) >= 5, (len(files), runs, tools)
+
+
+def _tpot_file(median: float, p99: float, mean: float, n: int = 8) -> bytes:
+    """A vLLM summary of n fixed-length requests: the issue's fabricated median."""
+    return json.dumps(
+        {
+            "backend": "vllm",
+            "completed": n,
+            "num_prompts": n,
+            "duration": 10.0,
+            "total_input_tokens": n * 1024,
+            "total_output_tokens": n * 1024,
+            "request_throughput": n / 10.0,
+            "output_throughput": n * 1024 / 10.0,
+            "total_token_throughput": n * 2048 / 10.0,
+            "max_concurrency": 8,
+            "mean_tpot_ms": mean,
+            "median_tpot_ms": median,
+            "p99_tpot_ms": p99,
+        }
+    ).encode()
+
+
+def test_shrunk_median_tpot_is_impossible_with_its_mean_and_p99(info: KitInfo) -> None:
+    """Issue 22 item 4: n = 8, median 6.66, p99 9.39: the samples sum to at most 61.47 ms, the
+    published mean 8.2046 needs 65.64. The median's own band no longer hides it."""
+    from decimal import Decimal
+
+    data = _tpot_file(6.66, 9.39, 8.2046)
+    wl = {
+        "description": "fixed 1024/1024",
+        "dataset": "random",
+        "lengths": "fixed",
+        "input_tokens": 1024,
+        "output_tokens": 1024,
+        "ignore_eos": True,
+    }
+    row: dict[str, Any] = {
+        "id": "c8",
+        "profile": "interactive",
+        "workload": "w",
+        "concurrency": 8,
+        "requests": 8,
+        "completed": 8,
+        "evidence": "results/c8.json",
+        "metrics": {
+            "tpot_ms": {"mean": Decimal("8.2046"), "p50": Decimal("6.66"), "p99": Decimal("9.39")}
+        },
+    }
+    report = audit_cases([({**wl}, {**row, "workload": "w"}, data)], info, evidence={"c8": data})
+    r18 = [f for f in report.findings if f.rule == "R18" and f.severity == "error"]
+    assert r18 and "TPOT mean" in r18[0].message and "at most 61.47 ms" in r18[0].message
+    honest = _tpot_file(8.1, 9.39, 8.2046)
+    row["metrics"]["tpot_ms"]["p50"] = Decimal("8.1")
+    report = audit_cases([(wl, {**row, "workload": "w"}, honest)], info, evidence={"c8": honest})
+    assert not [f for f in report.findings if f.rule == "R18" and f.severity == "error"]
+
+
+def test_rebuilt_e2e_with_a_usage_chunk_tail_is_honest(info: KitInfo) -> None:
+    """vLLM's newer client stops the clock at the trailing usage chunk, after the last text
+    chunk: its TPOT and E2E statistics exceed those rebuilt from TTFT + sum(ITL) by up to one
+    chunk's delay per request. The real raw file is restated as such a client would have written
+    it (each request's clock stopped one median chunk gap later): no error; the same file with
+    median TPOT x0.8 still errors (R16)."""
+    import statistics
+
+    name = "vllm-llama70b-tp8-sharegpt-qps4.json.xz"
+    obj = json.loads(read(name))
+    ok = [i for i, e in enumerate(obj["errors"]) if e == ""]
+    tails = {i: statistics.median(obj["itls"][i]) if obj["itls"][i] else 0.0 for i in ok}
+    tpot = [
+        (sum(obj["itls"][i]) + tails[i]) / (obj["output_lens"][i] - 1)
+        for i in ok
+        if obj["output_lens"][i] > 1
+    ]
+    e2e = [obj["ttfts"][i] + sum(obj["itls"][i]) + tails[i] for i in ok]
+    for key, values in (("tpot", tpot), ("e2el", e2e)):
+        if f"mean_{key}_ms" in obj:
+            obj[f"mean_{key}_ms"] = statistics.fmean(values) * 1000
+            obj[f"median_{key}_ms"] = statistics.median(values) * 1000
+            obj[f"std_{key}_ms"] = statistics.pstdev(values) * 1000
+            ordered = sorted(values)
+            h = (len(ordered) - 1) * 0.99
+            lo = int(h)
+            obj[f"p99_{key}_ms"] = (
+                ordered[lo] + (h - lo) * (ordered[min(lo + 1, len(ordered) - 1)] - ordered[lo])
+            ) * 1000
+    rel = abs(obj["mean_tpot_ms"] - 27.083319078977674) / 27.083319078977674
+    assert 2e-4 < rel < 0.1  # the size of the differences the issue saw on real files
+    data = json.dumps(obj).encode()
+    report = _audit(name, None, data, info)
+    assert [f for f in report.findings if f.severity == "error"] == []
+    obj["median_tpot_ms"] *= 0.8
+    data = json.dumps(obj).encode()
+    report = _audit(name, None, data, info)
+    assert any(f.rule == "R16" and f.severity == "error" for f in report.findings)
+
+
+def test_xz_fixtures_are_small() -> None:
+    from tests.realcorpus import REAL
+
+    for path in REAL.iterdir():
+        assert path.stat().st_size < 400_000, path.name
+        if path.suffix == ".xz":
+            lzma.decompress(path.read_bytes())
