@@ -222,4 +222,5 @@ ALL = [
     ],
     *[(name, 0) for name in GUIDELLM],
     ("aiperf-qwen36-nvfp4-chatbot-c8.json", None),
+    ("aiperf-qwen36-nvfp4-chatbot-c2.json", None),
 ]
