@@ -91,18 +91,20 @@ def case(
         row["concurrency"] = v["max_concurrency"]
     elif run.tool == "sglang bench_serving":
         ratio = obj["random_range_ratio"]
+        random = obj["dataset_name"] == "random"
         wl = {
             "description": name,
             "dataset": obj["dataset_name"],
             "load": "open-loop",
-            "lengths": "fixed" if ratio == 1.0 else "variable",
+            "lengths": "variable" if not random else "fixed" if ratio == 1.0 else "ranged",
         }
-        if ratio == 1.0:
-            wl.update(
-                input_tokens=obj["random_input_len"],
-                output_tokens=obj["random_output_len"],
-                ignore_eos=True,
-            )
+        if random:
+            wl.update(input_tokens=obj["random_input_len"], output_tokens=obj["random_output_len"])
+        if random and ratio == 1.0:
+            wl.update(ignore_eos=True)
+        elif random:
+            # SGLang's ratio: each length uniform in [L r, L] (not vLLM's [L(1 - r), L(1 + r)]).
+            wl.update(range_ratio=Decimal(repr(ratio)), range_convention="sglang")
         if v["request_rate"] != "inf":
             row["offered_rate"] = Decimal(str(v["request_rate"]))
     elif run.tool == "guidellm":

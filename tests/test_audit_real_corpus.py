@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import lzma
 from collections.abc import Callable
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -264,3 +266,58 @@ def test_xz_fixtures_are_small() -> None:
         assert path.stat().st_size < 400_000, path.name
         if path.suffix == ".xz":
             lzma.decompress(path.read_bytes())
+
+
+def _r09_r10(report: AuditReport) -> dict[str, tuple[str, str]]:
+    return {f.rule: (f.severity, f.message) for f in report.findings if f.rule in ("R09", "R10")}
+
+
+def test_sglang_range_ratio_is_sglangs_range_not_vllms(info: KitInfo) -> None:
+    """SGLang's --random-range-ratio 0 draws each length from [1, L] (mean about L/2): the real
+    online run of 1024/1024 measured mean prompts of 508.7 tokens. Declared with SGLang's
+    meaning the run is honest; read with vLLM's ([L(1 - r), L(1 + r)] = exactly 1024 at r = 0)
+    the same numbers would be a false claim, so the convention is part of the workload."""
+    name = "sglang-llama70b-online.jsonl"
+    wl, row, data = case(name, 0)
+    assert wl["range_convention"] == "sglang" and wl["lengths"] == "ranged"
+    honest = _r09_r10(audit_cases([(wl, row, data)], info))
+    assert honest["R09"][0] == "pass" and honest["R10"][0] == "pass", honest
+    assert "middle of SGLang's [1, 1024]" in honest["R10"][1]
+    misread = _r09_r10(audit_cases([({**wl, "range_convention": "vllm"}, row, data)], info))
+    assert misread["R10"][0] == "error" and "outside ±10% of the declared 1024" in misread["R10"][1]
+
+
+def test_input_and_output_lengths_are_declared_separately(info: KitInfo) -> None:
+    """Fixed prompts with outputs of a dataset: one ``lengths`` could only say 'variable' for
+    both. The SGLang run restated as fixed 1024-token-ish prompts is refused by R10 for what the
+    prompts were, while its outputs stay a declared mean."""
+    from k3kit.models import Workload
+
+    w = Workload(
+        description="fixed prompts, ranged outputs",
+        input_tokens=1024,
+        output_tokens=1024,
+        lengths="fixed",
+        output_lengths="ranged",
+        output_range_ratio=Decimal("0.5"),
+        range_convention="sglang",
+    )
+    assert w.length_range("input") == (Fraction(1024), Fraction(1024))
+    assert (
+        w.length_range("output") == (Fraction(512), Fraction(1024))
+        and w.mean_length("output") == 768
+    )
+    v = w.model_copy(update={"range_convention": "vllm"})
+    assert (
+        v.length_range("output") == (Fraction(512), Fraction(1536))
+        and v.mean_length("output") == 1024
+    )
+    with pytest.raises(ValueError, match="ranged output lengths need"):
+        Workload(description="x", input_tokens=1, output_tokens=1, output_lengths="ranged")
+    with pytest.raises(ValueError, match="input_range_ratio is given only"):
+        Workload(description="x", input_tokens=1, output_tokens=1, input_range_ratio=Decimal("1"))
+    name = "sglang-llama70b-online.jsonl"
+    wl, row, data = case(name, 0)
+    wl = {**wl, "input_lengths": "fixed"}
+    findings = _r09_r10(audit_cases([(wl, row, data)], info))
+    assert findings["R09"][0] == "pass" and findings["R10"][0] == "error", findings

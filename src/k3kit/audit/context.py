@@ -192,7 +192,11 @@ class RunView:
     def fixed_length(self) -> bool:
         """Every request generates the workload's output_tokens (unless declared otherwise)."""
         wl = self.workload
-        return wl.lengths == "fixed" and wl.ignore_eos is not False and wl.output_tokens is not None
+        return (
+            wl.length_kind("output") == "fixed"
+            and wl.ignore_eos is not False
+            and wl.output_tokens is not None
+        )
 
     @property
     def open_loop(self) -> bool:

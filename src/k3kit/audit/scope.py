@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from fractions import Fraction
 
 from k3kit.audit.context import PUBLISHED_PCTS, Context, RunView
 from k3kit.audit.findings import Out, rule
@@ -122,13 +121,18 @@ def _longest_request(ctx: Context) -> tuple[int, str]:
         return max(measured), "the longest measured request (per-request evidence)"
     sizes: list[tuple[int, str]] = []
     for wl in ctx.predicate.workloads.values():
-        total = (wl.input_tokens or 0) + (wl.output_tokens or 0)
-        if wl.lengths == "ranged" and wl.range_ratio is not None:
-            total = int(total * (1 + Fraction(wl.range_ratio)))
-            sizes.append((total, "the longest request a ranged workload allows"))
-        elif wl.lengths == "fixed":
-            sizes.append((total, "the longest measured request (fixed lengths)"))
+        spans = [wl.length_range(what) for what in ("input", "output")]
+        if all(span is not None for span in spans):
+            total = int(sum(span[1] for span in spans if span is not None))
+            kinds = {wl.length_kind("input"), wl.length_kind("output")}
+            what = (
+                "the longest measured request (fixed lengths)"
+                if kinds == {"fixed"}
+                else f"the longest request the ranged workload allows ({wl.range_convention})"
+            )
+            sizes.append((total, what))
         else:
+            total = (wl.input_tokens or 0) + (wl.output_tokens or 0)
             sizes.append(
                 (total, "a variable-length workload's declared mean request, not its longest")
             )
