@@ -321,3 +321,85 @@ def test_input_and_output_lengths_are_declared_separately(info: KitInfo) -> None
     wl = {**wl, "input_lengths": "fixed"}
     findings = _r09_r10(audit_cases([(wl, row, data)], info))
     assert findings["R09"][0] == "pass" and findings["R10"][0] == "error", findings
+
+
+def _toml_table(name: str, body: dict[str, Any]) -> list[str]:
+    from tests.benchgen import _toml_value
+
+    return [name] + [f"{k} = {_toml_value(v)}" for k, v in body.items() if not isinstance(v, dict)]
+
+
+def _claims_toml(cases: list[tuple[dict[str, Any], dict[str, Any], bytes]], method: str) -> str:
+    from tests.benchgen import _toml_value
+    from tests.realcorpus import LIMITS
+
+    limits = [*LIMITS, "Contexts longer than the measured requests were not measured."]
+    lines = ['schema = "k3kit.claims/v1"', f"limitations = {_toml_value(limits)}"]
+    lines += ["[definitions]", f'percentile_method = "{method}"', 'per_gpu_throughput = "output"']
+    lines += ["[environment]", 'gpu = "NVIDIA B300"', "gpu_count = 8", "nodes = 1"]
+    lines += ['engine = "vllm"', 'engine_version = "0.33.0"']
+    for wl, row, _ in cases:
+        lines += _toml_table(f"[workloads.{row['workload']}]", {**wl, "temperature": 0})
+    for _, row, _ in cases:
+        lines += _toml_table("[[runs]]", row)
+        for metric, stats in row["metrics"].items():
+            if isinstance(stats, dict):
+                lines += _toml_table(f"[runs.metrics.{metric}]", stats)
+        scalars = {k: v for k, v in row["metrics"].items() if not isinstance(v, dict)}
+        if scalars:
+            lines += _toml_table("[runs.metrics]", scalars)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "record", "method"),
+    [
+        ("guidellm-qwen3-30b-a3b-tp4-sync.json.xz", 0, "nearest-rank"),
+        ("aiperf-qwen36-nvfp4-chatbot-c8.json", None, "numpy-linear"),
+    ],
+)
+def test_sign_and_audit_a_real_report_through_the_cli(
+    name: str, record: int | None, method: str, kit: Any, golden: GoldenKit, tmp_path: Any
+) -> None:
+    """`k3kit sign` takes the real GuideLLM report (it nests 10 levels; the old bound of 8
+    refused it, exit 3) and the real AIPerf export; `k3kit audit` on the signed kit then finds
+    no error (exit 0), with the evidence read back from the kit."""
+    from tests.conftest import run_k3kit
+
+    wl, row, data = case(name, record)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / f"{row['id']}.json").write_bytes(data)
+    claims = tmp_path / "claims.toml"
+    claims.write_text(_claims_toml([(wl, row, data)], method))
+    proc = run_k3kit("sign", kit, "--key", golden.key.private, "--claims", claims, "--force")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_k3kit("audit", kit, "--trust", golden.key.public, "--json")
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["counts"].get("error", 0) == 0, [
+        (f["rule"], f["message"]) for f in report["findings"] if f["severity"] == "error"
+    ]
+    assert any(f["rule"] == "R03" and f["severity"] == "pass" for f in report["findings"])
+
+
+def test_an_evidence_file_nested_past_the_bound_is_refused_at_sign(
+    kit: Any, golden: GoldenKit, tmp_path: Any
+) -> None:
+    """The bound was raised for real reports, not removed: a report nested past 32 levels is refused
+    at `k3kit sign` (EVIDENCE_MALFORMED, exit 3) before anything is written."""
+    from tests.conftest import run_k3kit
+
+    name = "aiperf-qwen36-nvfp4-chatbot-c8.json"
+    wl, row, data = case(name, None)
+    obj = json.loads(data)
+    deep: Any = 1
+    for _ in range(32):
+        deep = {"x": deep}
+    obj["input_config"]["extra"] = deep
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / f"{row['id']}.json").write_bytes(json.dumps(obj).encode())
+    claims = tmp_path / "claims.toml"
+    claims.write_text(_claims_toml([(wl, row, data)], "numpy-linear"))
+    before = sorted(p.name for p in kit.iterdir())
+    proc = run_k3kit("sign", kit, "--key", golden.key.private, "--claims", claims, "--force")
+    assert proc.returncode == 3 and "nesting deeper than 32" in proc.stderr
+    assert sorted(p.name for p in kit.iterdir()) == before
