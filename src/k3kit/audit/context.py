@@ -128,6 +128,13 @@ class RunView:
         Only for files without ``latencies``: each rebuilt E2E is TTFT + sum(ITL) plus an unknown
         tail in [0, ``tail_s``] (see :func:`tail_s`); TPOT is that E2E minus TTFT over N - 1.
         """
+        cache = self.__dict__.setdefault("_bounds_cache", {})
+        if metric not in cache:
+            cache[metric] = self._rebuilt_bounds(metric)
+        value: Bounds | None = cache[metric]
+        return value
+
+    def _rebuilt_bounds(self, metric: str) -> Bounds | None:
         ok = self.successes
         if ok is None or metric not in ("tpot", "e2el") or not self.rebuilt_e2e():
             return None
