@@ -403,3 +403,32 @@ def test_an_evidence_file_nested_past_the_bound_is_refused_at_sign(
     proc = run_k3kit("sign", kit, "--key", golden.key.private, "--claims", claims, "--force")
     assert proc.returncode == 3 and "nesting deeper than 32" in proc.stderr
     assert sorted(p.name for p in kit.iterdir()) == before
+
+
+def test_context_finding_says_a_declared_mean_is_a_mean(
+    kit: Any, golden: GoldenKit, tmp_path: Any
+) -> None:
+    """R30 once called a variable workload's declared *mean* length 'the longest measured
+    request'. Signed from the real AIPerf export (ShareGPT prompts, mean 467 + 228 tokens,
+    longest prompt 1875) without a context limitation, the error says what the number is."""
+    from tests.conftest import run_k3kit
+
+    wl, row, data = case("aiperf-qwen36-nvfp4-chatbot-c8.json", None)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / f"{row['id']}.json").write_bytes(data)
+    claims = tmp_path / "claims.toml"
+    text = _claims_toml([(wl, row, data)], "numpy-linear")
+    claims.write_text(
+        text.replace(', "Contexts longer than the measured requests were not measured."', "")
+    )
+    assert (
+        run_k3kit(
+            "sign", kit, "--key", golden.key.private, "--claims", claims, "--force"
+        ).returncode
+        == 0
+    )
+    report = json.loads(run_k3kit("audit", kit, "--trust", golden.key.public, "--json").stdout)
+    r30 = [f for f in report["findings"] if f["rule"] == "R30" and f["run"] == "kit"]
+    message = next(f["message"] for f in r30 if f["severity"] == "error")
+    assert "declares a mean request of 695 tokens (a mean" in message
+    assert "longest measured request" not in message

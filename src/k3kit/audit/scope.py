@@ -90,8 +90,8 @@ def scope(ctx: Context, out: Out) -> None:
     if info.model.max_context_tokens > longest:
         stated = _mentions(ctx, r"context")
         message = (
-            f"the model serves up to {info.model.max_context_tokens} tokens of context; {what} "
-            f"is {longest} tokens"
+            f"the model serves up to {info.model.max_context_tokens} tokens of context; "
+            + what.format(n=longest)
         )
         if stated:
             out.info("kit", f"{message}; stated in limitations: {stated!r}")
@@ -118,7 +118,7 @@ def _longest_request(ctx: Context) -> tuple[int, str]:
         if r.input_len is not None
     ]
     if measured:
-        return max(measured), "the longest measured request (per-request evidence)"
+        return max(measured), "the longest measured request is {n} tokens (per-request evidence)"
     sizes: list[tuple[int, str]] = []
     for wl in ctx.predicate.workloads.values():
         spans = [wl.length_range(what) for what in ("input", "output")]
@@ -126,17 +126,22 @@ def _longest_request(ctx: Context) -> tuple[int, str]:
             total = int(sum(span[1] for span in spans if span is not None))
             kinds = {wl.length_kind("input"), wl.length_kind("output")}
             what = (
-                "the longest measured request (fixed lengths)"
+                "the longest measured request is {n} tokens (fixed lengths)"
                 if kinds == {"fixed"}
-                else f"the longest request the ranged workload allows ({wl.range_convention})"
+                else "the longest request the ranged workload allows is {n} tokens "
+                f"({wl.range_convention}'s range)"
             )
             sizes.append((total, what))
         else:
             total = (wl.input_tokens or 0) + (wl.output_tokens or 0)
             sizes.append(
-                (total, "a variable-length workload's declared mean request, not its longest")
+                (
+                    total,
+                    "a variable-length workload declares a mean request of {n} tokens (a mean: "
+                    "its longest request was longer, and is not in the receipt)",
+                )
             )
-    return max(sizes, key=lambda item: item[0], default=(0, "no workload length is declared"))
+    return max(sizes, key=lambda item: item[0], default=(0, "no request length is declared"))
 
 
 def _offered(out: Out, rv: RunView) -> None:
