@@ -225,4 +225,5 @@ ALL = [
     *[(name, 0) for name in GUIDELLM],
     ("aiperf-qwen36-nvfp4-chatbot-c8.json", None),
     ("aiperf-qwen36-nvfp4-chatbot-c2.json", None),
+    ("aiperf-llama32-3b-gguf-c1.json", None),
 ]
