@@ -137,6 +137,18 @@ def case(
         warmup = [p for p in phases if p.get("name") == "warmup"]
         if warmup:
             wl["warmups_per_point"] = warmup[0]["requests"]
+    elif name.startswith("vllm0251"):
+        # The repository's CI sweep: `vllm bench serve --dataset-name random --num-prompts 8
+        # --random-input-len 32 --random-output-len 16 --max-concurrency 2` (.github/workflows).
+        wl = {
+            "description": name,
+            "dataset": "random",
+            "load": "closed-loop",
+            "lengths": "fixed",
+            "input_tokens": 32,
+            "output_tokens": 16,
+        }
+        row["concurrency"] = v["max_concurrency"]
     else:
         wl = {
             "description": name,
@@ -226,4 +238,8 @@ ALL = [
     ("aiperf-qwen36-nvfp4-chatbot-c8.json", None),
     ("aiperf-qwen36-nvfp4-chatbot-c2.json", None),
     ("aiperf-llama32-3b-gguf-c1.json", None),
+    *[
+        (f"vllm0251-opt125m-{n}.json", None)
+        for n in ("seqs4-c2-run0", "seqs4-c2-run1", "seqs8-c2-run0", "seqs8-c2-run1", "c2")
+    ],
 ]

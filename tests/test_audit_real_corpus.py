@@ -432,3 +432,16 @@ def test_context_finding_says_a_declared_mean_is_a_mean(
     message = next(f["message"] for f in r30 if f["severity"] == "error")
     assert "declares a mean request of 695 tokens (a mean" in message
     assert "longest measured request" not in message
+
+
+def test_the_issues_median_example_on_its_real_file(info: KitInfo) -> None:
+    """The issue's numbers come from a real vLLM 0.25.1 run (8 requests, mean TPOT 8.2046, p99
+    9.394): its median 8.3235 shrunk to 6.66 asks for a sum of 65.64 ms that a median of 6.66
+    and a p99 of 9.39 cannot reach (at most 61.48). R18 says so, naming the TPOT mean."""
+    name = "vllm0251-opt125m-seqs4-c2-run0.json"
+    obj = json.loads(read(name))
+    assert (obj["completed"], round(obj["mean_tpot_ms"], 4)) == (8, 8.2046)
+    obj["median_tpot_ms"] *= 0.8
+    report = _audit(name, None, json.dumps(obj).encode(), info)
+    r18 = [f.message for f in report.findings if f.rule == "R18" and f.severity == "error"]
+    assert r18 and "TPOT mean" in r18[0] and "at most 61.4" in r18[0], r18
