@@ -496,39 +496,61 @@ def _layer(rv: RunView, metric: str, source: str) -> tuple[Interval | None, list
     return (None if tool_mean is None else Interval.measured(tool_mean)), quantiles
 
 
+def _methods(ctx: Context, rv: RunView, source: str) -> list[str]:
+    """Percentile methods the layer's figures may have used: the tool's own, the declared one,
+    or, for published figures under undeclared definitions, either method the bound models."""
+    if source == "evidence":
+        tool = None if rv.summary is None else rv.summary.tool
+        return [_TOOL_METHOD[tool]] if tool in _TOOL_METHOD else []
+    if ctx.predicate.definitions_declared:
+        return [ctx.predicate.definitions.percentile_method]
+    return ["numpy-linear", "nearest-rank"]
+
+
 def _mean_vs_quantiles(ctx: Context, rv: RunView, metric: str, source: str) -> tuple[int, str]:
     """Is the mean one that n samples with these percentiles can have? (checks made, problem)
 
     The sum of n samples is bounded by their order statistics (``stats.sum_bounds``): a median
-    shrunk while the mean stays honest asks for a sum the percentiles cannot reach.
+    shrunk while the mean stays honest asks for a sum the percentiles cannot reach. With several
+    candidate methods, the mean is impossible only if it is impossible under each of them.
     """
-    method: str
-    if source == "published":
-        method = ctx.predicate.definitions.percentile_method
-    else:
-        tool = None if rv.summary is None else rv.summary.tool
-        method = _TOOL_METHOD.get(tool or "", "")
     n = _exact_n(rv, metric)
     mean_iv, quantiles = _layer(rv, metric, source)
-    if n is None or mean_iv is None or not quantiles or not method:
+    if n is None or mean_iv is None or not quantiles:
         return 0, ""
-    bounds = sum_bounds(n, quantiles, method)
-    if bounds is None:
+    problems = []
+    for method in _methods(ctx, rv, source):
+        bounds = sum_bounds(n, quantiles, method)
+        if bounds is None:
+            return 0, ""  # a method the bound does not model could explain the figures
+        problem = _impossible(mean_iv, n, quantiles, method, bounds)
+        if not problem:
+            return 1, ""
+        problems.append(problem)
+    if not problems:
         return 0, ""
+    return 1, f"{source} {LABELS[metric]} " + problems[0]
+
+
+def _impossible(
+    mean_iv: Interval,
+    n: int,
+    quantiles: list[Quantile],
+    method: str,
+    bounds: tuple[Fraction, Fraction | None],
+) -> str:
+    """Why n samples with these percentiles cannot have this mean ('' when they can)."""
     low, high = bounds
     total = mean_iv * Interval.exact(n)
     listed = ", ".join(f"p{num(q.p, 4)} {num(q.hi, 6)}" for q in quantiles)
-    label = LABELS[metric]
     if high is not None and total.lo > high:
-        return 1, (
-            f"{source} {label} mean {mean_iv.text()} ms is impossible with n = {n} and "
-            f"{listed} ({method}): the samples can sum to at most {num(high, 6)} ms, "
-            f"the mean needs {num(total.lo, 6)}"
+        return (
+            f"mean {mean_iv.text()} ms is impossible with n = {n} and {listed} ({method}): the "
+            f"samples can sum to at most {num(high, 6)} ms, the mean needs {num(total.lo, 6)}"
         )
     if total.hi < low:
-        return 1, (
-            f"{source} {label} mean {mean_iv.text()} ms is impossible with n = {n} and "
-            f"{listed} ({method}): the samples sum to at least {num(low, 6)} ms, "
-            f"the mean allows {num(total.hi, 6)}"
+        return (
+            f"mean {mean_iv.text()} ms is impossible with n = {n} and {listed} ({method}): the "
+            f"samples sum to at least {num(low, 6)} ms, the mean allows {num(total.hi, 6)}"
         )
-    return 1, ""
+    return ""
