@@ -12,7 +12,9 @@ What real reports (GuideLLM 0.5, ``tests/data/real``) showed, and how it is mapp
 
 * the statistics cover the requests of the measurement window (warmup and cooldown excluded):
   ``metrics.request_totals`` counts them (``scheduler_metrics.requests_made`` counts every request
-  sent, and is only the fallback); ``duration`` is that window;
+  sent, and is only the fallback); ``duration`` is that window. Requests straddle its edges
+  (19 requests of 39.6 s counted in a 720 s window at concurrency 1), so completed / duration
+  is no Little's-law rate for GuideLLM and no rule uses it as one;
 * ``requests_per_second`` and ``output_tokens_per_second`` are means of a rate *time series*
   (19 requests in 720 s reported as 0.025 req/s), not completed / duration as vLLM's are: they
   are left unmapped (listed) instead of being filed under vLLM's names; the token totals
