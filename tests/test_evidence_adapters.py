@@ -212,3 +212,38 @@ def test_non_finite_numbers_are_refused(text: bytes, why: str) -> None:
     with pytest.raises(K3kitError, match=why) as info:
         _parse(text)
     assert info.value.code == "EVIDENCE_MALFORMED"
+
+
+def test_real_guidellm_report_maps_its_measurement_window() -> None:
+    """GuideLLM 0.5 (tests/data/real): 23 requests sent, 19 inside the 720 s window the
+    statistics cover; its rates are time-series means and stay unmapped."""
+    from tests.realcorpus import read
+
+    run = parse_evidence(read("guidellm-qwen3-30b-a3b-tp4-sync.json.xz"), source="g", record=0)
+    v = run.values
+    assert (v["completed"], v["failed"], v["num_prompts"], v["duration"]) == (19, 0, 19, 720.0)
+    assert (v["total_output_tokens"], v["total_input_tokens"], v["max_concurrency"]) == (
+        19456,
+        1749,
+        1,
+    )
+    assert "request_throughput" not in v and "requests_per_second" in run.unmapped
+    assert run.stats["tpot"]["mean"] == pytest.approx(38.65124784686373)  # equal lengths: TPOT
+
+
+def test_real_aiperf_exports_map_itl_and_their_own_concurrency() -> None:
+    """AIPerf 0.10 (phases) and 0.8 (loadgen): inter_chunk_latency is ITL, the concurrency the
+    run was given is evidenced, failures are counted."""
+    from tests.realcorpus import read
+
+    new = parse_evidence(read("aiperf-qwen36-nvfp4-chatbot-c8.json"), source="a")
+    assert new.stats["itl"]["mean"] == pytest.approx(9.119257582828839)
+    assert new.stats["itl"]["p99"] == pytest.approx(109.83235371374994)
+    assert (new.values["max_concurrency"], new.values["total_output_tokens"]) == (8, 21911)
+    assert new.values["duration"] == pytest.approx(28.472207654)
+    old = parse_evidence(read("aiperf-llama32-3b-gguf-c1.json"), source="b")
+    assert (old.values["max_concurrency"], old.values["failed"], old.values["completed"]) == (
+        1,
+        10,
+        10,
+    )
