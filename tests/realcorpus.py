@@ -132,7 +132,14 @@ def case(
             "input_tokens": round(obj["input_sequence_length"]["avg"]),
             "output_tokens": round(obj["output_sequence_length"]["avg"]),
         }
-        row["concurrency"] = v["max_concurrency"]
+        profiling = [p for p in phases if p.get("name", "profiling") == "profiling"]
+        if profiling and profiling[0].get("rate") is not None:
+            # --request-rate with --arrival-pattern poisson: an open loop, no concurrency cap
+            wl["load"] = "open-loop"
+            row["offered_rate"] = Decimal(repr(profiling[0]["rate"]))
+            row["burstiness"] = Decimal("1.0")
+        else:
+            row["concurrency"] = v["max_concurrency"]
         row["requests"] = int(v["completed"] or 0) + int(v.get("failed") or 0)
         warmup = [p for p in phases if p.get("name") == "warmup"]
         if warmup:
@@ -238,6 +245,7 @@ ALL = [
     ("aiperf-qwen36-nvfp4-chatbot-c8.json", None),
     ("aiperf-qwen36-nvfp4-chatbot-c2.json", None),
     ("aiperf-llama32-3b-gguf-c1.json", None),
+    ("aiperf-qwen36-nvfp4-chatbot-r1.0.json", None),
     *[
         (f"vllm0251-opt125m-{n}.json", None)
         for n in ("seqs4-c2-run0", "seqs4-c2-run1", "seqs8-c2-run0", "seqs8-c2-run1", "c2")

@@ -97,10 +97,13 @@ def parse(doc: Document, record: int | None) -> RunData:
         if unit not in _TO_MS:
             raise r.fail("unit", f"unknown unit {unit!r}")
         values["duration"] = float(r.number("avg", duration["avg"])) * _TO_MS[unit] / 1000
-    concurrency = _concurrency(obj.get("input_config"), doc)
+    concurrency, rate = _load(obj.get("input_config"), doc)
     if concurrency is not None:
         values["max_concurrency"] = concurrency
         notes.append("concurrency read from the run's input_config")
+    if rate is not None:
+        values["request_rate"] = repr(rate)  # as the vLLM adapter files it (a string, "inf" too)
+        notes.append("request rate read from the run's profiling phase")
     count = metrics.get("request_count")
     if isinstance(count, dict) and count.get("avg") is not None:
         used.add("request_count")
@@ -134,18 +137,25 @@ def _totals(
         values[key] = r.count("avg", block["avg"])
 
 
-def _concurrency(config: Any, doc: Document) -> int | None:
-    """The concurrency the profiling run was given (None when the file does not say)."""
+def _load(config: Any, doc: Document) -> tuple[int | None, float | None]:
+    """The concurrency and the request rate the profiling run was given (None: not said).
+
+    AIPerf up to 0.8 writes ``input_config.loadgen.concurrency``; 0.10 writes ``phases``, whose
+    ``profiling`` phase has ``concurrency`` (type ``concurrency``) or ``rate`` (type
+    ``poisson``/``constant``: the offered requests per second).
+    """
     if not isinstance(config, dict):
-        return None
+        return None, None
     r = Reader(config, f"{doc.source}: input_config", doc.error, doc.code)
     loadgen = config.get("loadgen")
     if isinstance(loadgen, dict) and loadgen.get("concurrency") is not None:
-        return r.count("loadgen.concurrency", loadgen["concurrency"])
+        return r.count("loadgen.concurrency", loadgen["concurrency"]), None
     phases = config.get("phases")
-    if isinstance(phases, list):
-        for phase in phases:
-            if isinstance(phase, dict) and phase.get("name") == "profiling":
-                value = phase.get("concurrency")
-                return None if value is None else r.count("phases.concurrency", value)
-    return None
+    for phase in phases if isinstance(phases, list) else []:
+        if isinstance(phase, dict) and phase.get("name") == "profiling":
+            value, rate = phase.get("concurrency"), phase.get("rate")
+            return (
+                None if value is None else r.count("phases.concurrency", value),
+                None if rate is None else float(r.number("phases.rate", rate)),
+            )
+    return None, None
