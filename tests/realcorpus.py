@@ -249,6 +249,7 @@ ALL = [
     ("aiperf-qwen36-nvfp4-chatbot-c4.json", None),
     ("aiperf-qwen36-nvfp4-chatbot-c16.json", None),
     ("aiperf-qwen36-nvfp4-chatbot-c32.json", None),
+    ("aiperf-qwen36-nvfp4-chatbot-r0.8.json", None),
     *[
         (f"vllm0251-opt125m-{n}.json", None)
         for n in ("seqs4-c2-run0", "seqs4-c2-run1", "seqs8-c2-run0", "seqs8-c2-run1", "c2")

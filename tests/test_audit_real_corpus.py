@@ -160,7 +160,7 @@ def test_corpus_breadth() -> None:
     files = {name for name, _ in ALL}
     runs = len(ALL)
     tools = {_tool(name, record) for name, record in ALL}
-    assert len(files) >= 18 and runs >= 30 and len(tools) >= 5, (len(files), runs, tools)
+    assert len(files) >= 30 and runs >= 40 and len(tools) >= 5, (len(files), runs, tools)
 
 
 def _tpot_file(median: float, p99: float, mean: float, n: int = 8) -> bytes:
