@@ -26,43 +26,14 @@ from benchgen import GenRun, ServerModel, make_claims, simulate  # noqa: E402
 from k3kit.audit import run_rules  # noqa: E402
 from k3kit.audit.context import build_context  # noqa: E402
 from k3kit.evidence import parse_vllm_result  # noqa: E402
-from k3kit.kit import load_toml  # noqa: E402
-from k3kit.models import Claims, KitInfo, PackageDef, Statement, load  # noqa: E402
+from k3kit.models import Claims, KitInfo, Statement, load  # noqa: E402
 from k3kit.receipt import build_statement  # noqa: E402
 
 
 def _kit_info() -> KitInfo:
-    pkg = load_toml(ROOT / "examples" / "kimi-k3-b300x8" / "package.toml", PackageDef)
-    return load(
-        KitInfo,
-        {
-            "package": pkg.package.model_dump(),
-            "model": pkg.model.model_dump(),
-            "hardware": pkg.hardware.model_dump(),
-            "engine": pkg.engine.model_dump(),
-            "weights": {
-                "repo": pkg.model.repo,
-                "commit": "0" * 40,
-                "lock_sha256": "0" * 64,
-                "file_count": 1,
-                "total_bytes": 1,
-            },
-            "profiles": [
-                {
-                    "name": n,
-                    "topology": p.topology,
-                    "description": p.description,
-                    "served_model_name": p.served_model_name,
-                    "files": [],
-                }
-                for n, p in pkg.profiles.items()
-            ],
-            "price": pkg.price.model_dump(),
-            "limitations": pkg.limitations,
-            "built_with": "bench",
-        },
-        source="bench",
-    )
+    """The golden kit's kit.json (the example package rendered; its profiles carry topologies)."""
+    path = ROOT / "tests" / "vectors" / "golden" / "kit.json"
+    return load(KitInfo, json.loads(path.read_text()), source=str(path))
 
 
 def main() -> None:

@@ -91,20 +91,71 @@ def case(
         row["concurrency"] = v["max_concurrency"]
     elif run.tool == "sglang bench_serving":
         ratio = obj["random_range_ratio"]
+        random = obj["dataset_name"] == "random"
         wl = {
             "description": name,
             "dataset": obj["dataset_name"],
             "load": "open-loop",
-            "lengths": "fixed" if ratio == 1.0 else "variable",
+            "lengths": "variable" if not random else "fixed" if ratio == 1.0 else "ranged",
         }
-        if ratio == 1.0:
-            wl.update(
-                input_tokens=obj["random_input_len"],
-                output_tokens=obj["random_output_len"],
-                ignore_eos=True,
-            )
+        if random:
+            wl.update(input_tokens=obj["random_input_len"], output_tokens=obj["random_output_len"])
+        if random and ratio == 1.0:
+            wl.update(ignore_eos=True)
+        elif random:
+            # SGLang's ratio: each length uniform in [L r, L] (not vLLM's [L(1 - r), L(1 + r)]).
+            wl.update(range_ratio=Decimal(repr(ratio)), range_convention="sglang")
         if v["request_rate"] != "inf":
             row["offered_rate"] = Decimal(str(v["request_rate"]))
+    elif run.tool == "guidellm":
+        bench = obj["benchmarks"][record or 0]
+        counts = bench["metrics"]["output_token_count"]["successful"]
+        prompts = bench["metrics"]["prompt_token_count"]["successful"]
+        wl = {
+            "description": name,
+            "dataset": "aime_2024 (jsonl)",
+            "load": "closed-loop",
+            "lengths": "variable",
+            "input_tokens": round(prompts["mean"]),
+            "output_tokens": round(counts["mean"]),
+        }
+        row["concurrency"] = v["max_concurrency"]
+        row["requests"] = v["num_prompts"]
+    elif run.tool == "aiperf":
+        phases = obj["input_config"].get("phases") or [obj["input_config"].get("loadgen", {})]
+        dataset = (obj["input_config"].get("datasets") or [{}])[0].get("dataset", "custom")
+        wl = {
+            "description": name,
+            "dataset": dataset,
+            "load": "closed-loop",
+            "lengths": "variable",
+            "input_tokens": round(obj["input_sequence_length"]["avg"]),
+            "output_tokens": round(obj["output_sequence_length"]["avg"]),
+        }
+        profiling = [p for p in phases if p.get("name", "profiling") == "profiling"]
+        if profiling and profiling[0].get("rate") is not None:
+            # --request-rate with --arrival-pattern poisson: an open loop, no concurrency cap
+            wl["load"] = "open-loop"
+            row["offered_rate"] = Decimal(repr(profiling[0]["rate"]))
+            row["burstiness"] = Decimal("1.0")
+        else:
+            row["concurrency"] = v["max_concurrency"]
+        row["requests"] = int(v["completed"] or 0) + int(v.get("failed") or 0)
+        warmup = [p for p in phases if p.get("name") == "warmup"]
+        if warmup:
+            wl["warmups_per_point"] = warmup[0]["requests"]
+    elif name.startswith("vllm0251"):
+        # The repository's CI sweep: `vllm bench serve --dataset-name random --num-prompts 8
+        # --random-input-len 32 --random-output-len 16 --max-concurrency 2` (.github/workflows).
+        wl = {
+            "description": name,
+            "dataset": "random",
+            "load": "closed-loop",
+            "lengths": "fixed",
+            "input_tokens": 32,
+            "output_tokens": 16,
+        }
+        row["concurrency"] = v["max_concurrency"]
     else:
         wl = {
             "description": name,
@@ -119,10 +170,17 @@ def case(
 
 
 def claims_for(cases: list[tuple[dict[str, Any], dict[str, Any], bytes]]) -> Claims:
+    # GuideLLM reports nearest-rank percentiles; its publisher says so (every other tool here
+    # interpolates linearly, as numpy does).
+    method = (
+        "nearest-rank"
+        if any("guidellm" in wl["description"] for wl, _, _ in cases)
+        else ("numpy-linear")
+    )
     body = {
         "schema": "k3kit.claims/v1",
         "limitations": LIMITS,
-        "definitions": {"percentile_method": "numpy-linear", "per_gpu_throughput": "output"},
+        "definitions": {"percentile_method": method, "per_gpu_throughput": "output"},
         "environment": {
             "gpu": "NVIDIA B300",
             "gpu_count": 8,
@@ -166,6 +224,13 @@ def audit_cases(
     return AuditReport("memory", run_rules(ctx))
 
 
+GUIDELLM = [
+    "guidellm-qwen3-30b-a3b-tp4-sync.json.xz",
+    "guidellm-qwen3-4b-tp2-sync.json.xz",
+    "guidellm-qwen3-4b-tp4-sync.json.xz",
+    "guidellm-gpt-oss-20b-tp4-sync.json.xz",
+    "guidellm-qwen3-4b-tp4-c4.json.xz",
+]
 ALL = [
     ("vllm-llama70b-tp8-sharegpt-qps4.json.xz", None),
     ("sglang-deepseek-dp-mla.jsonl", None),
@@ -175,5 +240,18 @@ ALL = [
     *[
         (f"llmperf-{n}_70b.json", None)
         for n in ("groq", "anyscale", "fireworks", "together", "lepton", "replicate", "perplexity")
+    ],
+    *[(name, 0) for name in GUIDELLM],
+    ("aiperf-qwen36-nvfp4-chatbot-c8.json", None),
+    ("aiperf-qwen36-nvfp4-chatbot-c2.json", None),
+    ("aiperf-llama32-3b-gguf-c1.json", None),
+    ("aiperf-qwen36-nvfp4-chatbot-r1.0.json", None),
+    ("aiperf-qwen36-nvfp4-chatbot-c4.json", None),
+    ("aiperf-qwen36-nvfp4-chatbot-c16.json", None),
+    ("aiperf-qwen36-nvfp4-chatbot-c32.json", None),
+    ("aiperf-qwen36-nvfp4-chatbot-r0.8.json", None),
+    *[
+        (f"vllm0251-opt125m-{n}.json", None)
+        for n in ("seqs4-c2-run0", "seqs4-c2-run1", "seqs8-c2-run0", "seqs8-c2-run1", "c2")
     ],
 ]

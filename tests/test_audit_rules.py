@@ -140,3 +140,35 @@ def test_a_rule_that_cannot_compute_reports_not_checkable(
     r16 = [f for f in report.findings if f.rule == "R16"]
     assert [(f.severity, "too large" in f.message) for f in r16] == [("not-checkable", True)]
     assert any(f.rule == "R20" and f.severity == "warning" for f in report.findings)
+
+
+def _idle_slots(claims: Claims, runs: list[GenRun]) -> list[GenRun]:
+    """Every run offered 4x the slots it filled: evidence and claims agree on the cap."""
+    idle = []
+    for run in runs:
+        result = type(run.result)(run.result)
+        result.itl_samples = run.result.itl_samples
+        result["max_concurrency"] = run.concurrency * 4
+        idle.append(
+            GenRun(
+                run.id, run.profile, run.concurrency * 4, run.num_prompts, result, run.percentiles
+            )
+        )
+    for row in claims.runs:
+        row["concurrency"] = row["concurrency"] * 4
+    return idle
+
+
+def test_low_occupancy_is_blamed_on_ramp_or_client_only_outside_multi_turn(
+    golden: GoldenKit, claims: Claims, runs: list[GenRun]
+) -> None:
+    """A multi-turn workload's clients idle between turns by design: low occupancy is context
+    there (info), and a warning that names ramp-up/down or a client-bound run elsewhere."""
+    idle = _idle_slots(claims, runs)
+    single = [f for f in _audit(golden, claims, idle).findings if f.rule == "R15"]
+    assert single and all(f.severity == "warning" for f in single)
+    assert "ramp-up/down, a client-bound run, or think time" in single[0].message
+    claims.workload["multi_turn"] = True
+    multi = [f for f in _audit(golden, claims, idle).findings if f.rule == "R15"]
+    assert multi and all(f.severity == "info" for f in multi)
+    assert "idle between turns" in multi[0].message and "ramp" not in multi[0].message

@@ -321,11 +321,19 @@ def littles_law(ctx: Context, out: Out) -> None:
                 f"<= {c}",
                 occupancy.text(4),
             )
+        elif occupancy.hi < c * 0.8 and not rv.open_loop and rv.workload.multi_turn:
+            # Each client of a multi-turn run waits between its turns: slots idle by design.
+            out.info(
+                rv.id,
+                f"{detail}: {num(occupancy.mid / c, 3)} of concurrency {c} in use on average; "
+                "a multi-turn workload's clients idle between turns, so low occupancy is "
+                "expected",
+            )
         elif occupancy.hi < c * 0.8 and not rv.open_loop:
             out.warning(
                 rv.id,
                 f"{detail}: only {num(occupancy.mid / c, 3)} of concurrency {c} was in use on "
-                "average (ramp-up/down or a client-bound run)",
+                "average (ramp-up/down, a client-bound run, or think time between requests)",
                 f">= {num(c * 0.8)}",
                 occupancy.text(4),
             )

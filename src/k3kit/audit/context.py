@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
+from fractions import Fraction
 from functools import cached_property
 
 from k3kit.audit.numbers import Interval
@@ -121,6 +122,36 @@ class RunView:
         """True when some successful request's E2E comes from TTFT + sum(ITL)."""
         return any(r.latency_s is None for r in self.successes or [])
 
+    def rebuilt_bounds(self, metric: str) -> Bounds | None:
+        """Per-request lower and upper bounds (s) of a TPOT or E2E the tool measured.
+
+        Only for files without ``latencies``: each rebuilt E2E is TTFT + sum(ITL) plus an unknown
+        tail in [0, ``tail_s``] (see :func:`tail_s`); TPOT is that E2E minus TTFT over N - 1.
+        """
+        cache = self.__dict__.setdefault("_bounds_cache", {})
+        if metric not in cache:
+            cache[metric] = self._rebuilt_bounds(metric)
+        value: Bounds | None = cache[metric]
+        return value
+
+    def _rebuilt_bounds(self, metric: str) -> Bounds | None:
+        ok = self.successes
+        if ok is None or metric not in ("tpot", "e2el") or not self.rebuilt_e2e():
+            return None
+        lo: list[float] = []
+        hi: list[float] = []
+        for r in ok:
+            gaps, tail = sum(r.itl_s), tail_s(r)
+            early = 0.0 if r.latency_s is not None else TTFT_LAG_S
+            if metric == "e2el":
+                lo.append(r.ttft_s + gaps - early)
+                hi.append(r.ttft_s + gaps + tail)
+            elif r.output_len > 1:
+                lo.append((gaps - early) / (r.output_len - 1))
+                hi.append((gaps + tail) / (r.output_len - 1))
+        shift = max((h - low for low, h in zip(lo, hi, strict=True)), default=0.0)
+        return Bounds(sorted(lo), sorted(hi), shift)
+
     def n_requests(self) -> tuple[int | None, str]:
         """Successful requests behind the statistics, and where that count comes from."""
         if self.successes is not None:
@@ -168,7 +199,11 @@ class RunView:
     def fixed_length(self) -> bool:
         """Every request generates the workload's output_tokens (unless declared otherwise)."""
         wl = self.workload
-        return wl.lengths == "fixed" and wl.ignore_eos is not False and wl.output_tokens is not None
+        return (
+            wl.length_kind("output") == "fixed"
+            and wl.ignore_eos is not False
+            and wl.output_tokens is not None
+        )
 
     @property
     def open_loop(self) -> bool:
@@ -250,10 +285,69 @@ def statistic(sorted_s: list[float], key: str, method: str = "numpy-linear") -> 
     return percentile(sorted_s, p, method) * 1000
 
 
-# Older vLLM files have no per-request ``latencies``; E2E is then rebuilt as TTFT + sum(ITL), which
-# misses the microseconds between the last chunk and the end of the request that vLLM's own clock
-# included (1.5e-7 relative on the corpus): statistics built on it are compared to 1e-4 relative.
-REBUILT_REL = 1e-4
+# A text round trip moves a token count by a few tokens either way: vLLM's older clients count
+# output tokens by re-tokenizing the generated text, and its random dataset decodes random token
+# ids to a prompt the server re-tokenizes (64 declared arrives as 64..66). R10 and R17 allow this
+# many tokens per request before relative bounds take over.
+RETOKENIZE_ABS = 3
+
+# Older clients (vLLM 0.6's ``backend_request_func.py``) take the first chunk's ``timestamp`` and
+# then call ``perf_counter()`` again for TTFT, so TTFT + sum(ITL) exceeds their latency by the time
+# between two adjacent clock reads: microseconds (the corpus file: 1.5e-7 relative on mean TPOT).
+# 0.1 ms per request covers it a hundredfold and is far below any fabrication a rule must see.
+TTFT_LAG_S = 1e-4
+
+
+def tail_s(r: Request) -> float:
+    """How much later than its last text chunk the tool may have stopped a request's clock (s).
+
+    vLLM's client (``backend_request_func.py``, later ``vllm/benchmarks/lib/endpoint_request_func
+    .py``) appends an ITL only for a chunk with ``choices`` but moves ``most_recent_timestamp``
+    on *every* data chunk, and ``latency = most_recent_timestamp - st``: the clock stops at the
+    trailing usage chunk, sent after the last text chunk with no engine step between them, so
+    the tail is API-server and event-loop delay. It is bounded by the longest chunk gap the same
+    request saw (which is one engine step plus the same kind of delay); the real files of the
+    issue show tails of 0.02% to 0.55% of the request. Never negative: the clock cannot stop
+    before the last chunk arrived. A request with its own ``latencies`` has no tail to guess.
+    """
+    if r.latency_s is not None:
+        return 0.0
+    return max(r.itl_s, default=0.0)
+
+
+_REL, _ABS = Fraction(1, 10**9), Fraction(1, 10**12)  # float noise of two implementations
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Sorted per-request lower and upper bounds (s), and the largest gap between a pair."""
+
+    lo: list[float]
+    hi: list[float]
+    shift: float
+
+    def range_ms(self, key: str, method: str = "numpy-linear") -> Interval:
+        """Where a published mean, max or percentile of the requests can lie."""
+        low, high = statistic(self.lo, key, method), statistic(self.hi, key, method)
+        return Interval(Fraction(low) * (1 - _REL) - _ABS, Fraction(high) * (1 + _REL) + _ABS)
+
+    def admits(self, tool_ms: float, key: str) -> bool:
+        """Could the tool's statistic come from samples between the bounds?
+
+        Mean, median, every percentile and max are monotone in each sample, so the tool's value
+        lies between the statistic of the lower and of the upper bounds. Std is not monotone: it
+        moves by at most the std of the per-request shifts, which lie in [0, shift] (Popoviciu:
+        at most shift / 2).
+        """
+        if key == "std":
+            base = statistic(self.lo, "std")
+            return abs(tool_ms - base) <= self.shift / 2 * 1000 + 1e-9 * max(abs(base), 1.0)
+        return self.range_ms(key).contains(Fraction(tool_ms))
+
+    def text(self, key: str) -> str:
+        if key == "std":
+            return f"{statistic(self.lo, 'std'):.9g} ms ± {self.shift / 2 * 1000:.6g}"
+        return f"{statistic(self.lo, key):.9g}..{statistic(self.hi, key):.9g} ms"
 
 
 def close(a: float, b: float, scale: float | None = None, rel: float = 1e-9) -> bool:

@@ -86,14 +86,12 @@ def scope(ctx: Context, out: Out) -> None:
                 "a run per profile",
                 "none",
             )
-    longest = max(
-        (wl.input_tokens or 0) + (wl.output_tokens or 0) for wl in ctx.predicate.workloads.values()
-    )
+    longest, what = _longest_request(ctx)
     if info.model.max_context_tokens > longest:
         stated = _mentions(ctx, r"context")
         message = (
-            f"the model serves up to {info.model.max_context_tokens} tokens of context; the "
-            f"longest measured request is {longest} tokens"
+            f"the model serves up to {info.model.max_context_tokens} tokens of context; "
+            + what.format(n=longest)
         )
         if stated:
             out.info("kit", f"{message}; stated in limitations: {stated!r}")
@@ -104,6 +102,46 @@ def scope(ctx: Context, out: Out) -> None:
                 "a limitation on untested context lengths",
                 "none",
             )
+
+
+def _longest_request(ctx: Context) -> tuple[int, str]:
+    """The longest request (input + output tokens) the receipt shows, and what that number is.
+
+    Per-request evidence gives the longest measured request itself. Otherwise the workloads
+    say: a fixed length is every request's; a ranged one reaches L(1 + r); a variable-length
+    dataset states only its *mean*, which is not the longest request and is named as such.
+    """
+    measured = [
+        (r.input_len or 0) + r.output_len
+        for rv in ctx.runs
+        for r in rv.successes or []
+        if r.input_len is not None
+    ]
+    if measured:
+        return max(measured), "the longest measured request is {n} tokens (per-request evidence)"
+    sizes: list[tuple[int, str]] = []
+    for wl in ctx.predicate.workloads.values():
+        spans = [wl.length_range(what) for what in ("input", "output")]
+        if all(span is not None for span in spans):
+            total = int(sum(span[1] for span in spans if span is not None))
+            kinds = {wl.length_kind("input"), wl.length_kind("output")}
+            what = (
+                "the longest measured request is {n} tokens (fixed lengths)"
+                if kinds == {"fixed"}
+                else "the longest request the ranged workload allows is {n} tokens "
+                f"({wl.range_convention}'s range)"
+            )
+            sizes.append((total, what))
+        else:
+            total = (wl.input_tokens or 0) + (wl.output_tokens or 0)
+            sizes.append(
+                (
+                    total,
+                    "a variable-length workload declares a mean request of {n} tokens (a mean: "
+                    "its longest request was longer, and is not in the receipt)",
+                )
+            )
+    return max(sizes, key=lambda item: item[0], default=(0, "no request length is declared"))
 
 
 def _offered(out: Out, rv: RunView) -> None:

@@ -12,8 +12,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
@@ -227,3 +229,111 @@ def smallest_fraction(lo: Fraction, hi: Fraction, max_den: int = 100_000) -> tup
         if Fraction(k, n) <= hi and 0 <= k <= n:
             return k, n
     return None
+
+
+# --- What a mean can be, given n and some quantiles -------------------------------------------
+
+
+@dataclass(frozen=True)
+class Quantile:
+    """A reported percentile p (0-100) whose exact value lies in [lo, hi]."""
+
+    p: Fraction
+    lo: Fraction
+    hi: Fraction
+
+
+def _anchor(n: int, p: Fraction, method: str) -> tuple[int, Fraction] | None:
+    """(k, f): the reported value is (1 - f) x_k + f x_(k+1) of the sorted sample (0-based)."""
+    if method == "numpy-linear":
+        h = (n - 1) * p / 100
+        k = int(h)
+        return k, h - k
+    if method == "nearest-rank":
+        rank = max(1, -(-(p * n) // 100))  # ceil(p n / 100), at least the first
+        return int(rank) - 1, Fraction(0)
+    return None
+
+
+def sum_bounds(
+    n: int, quantiles: list[Quantile], method: str, floor: Fraction = Fraction(0)
+) -> tuple[Fraction, Fraction | None] | None:
+    """The smallest and largest sum n samples can have, given their reported quantiles.
+
+    Sorted samples x_0 <= ... <= x_(n-1). A quantile anchored at (k, f) bounds every x_i with
+    i <= k from above by its value v (x_k <= v), and every x_i with i >= k + (f > 0) from below.
+    Where f > 0 the pair (x_k, x_(k+1)) is tied by (1 - f) x_k + f x_(k+1) = v: its sum is linear
+    in x_k, so its extremes lie at the ends of x_k's feasible range (taken jointly, not one
+    position at a time, which would double-count). The largest sum is None when some position
+    has no upper bound (nothing anchors the top of the sample). Every bound here holds for any
+    sample with those quantiles, so a mean outside [smallest, largest] / n is impossible: sound
+    for any data, tight enough to rule out a shrunk median with a small n (issue example:
+    n = 8, median 6.66, p99 9.39 allow a sum of at most 61.47, a mean of 7.68).
+    Returns None for a method it does not model or for n < 1.
+    """
+    anchors: list[tuple[int, Fraction, Quantile]] = []
+    for q in quantiles:
+        at = _anchor(n, q.p, method) if n >= 1 else None
+        if at is None:
+            return None
+        anchors.append((at[0], at[1], q))
+
+    def upper(i: int) -> Fraction | None:
+        caps = [q.hi for k, _, q in anchors if i <= k]
+        return min(caps) if caps else None
+
+    def lower(i: int) -> Fraction:
+        floors = [q.lo for k, f, q in anchors if i >= k + (1 if f > 0 else 0)]
+        return max([floor, *floors])
+
+    pairs: dict[int, tuple[Fraction, Fraction | None]] = {}
+    for k, f, q in sorted(anchors, key=lambda a: a[0]):
+        if f == 0 or k + 1 >= n or k in pairs or k - 1 in pairs:
+            continue
+        pairs[k] = _pair_sum(f, q, lower(k), upper(k), lower(k + 1), upper(k + 1))
+    paired = {i for k in pairs for i in (k, k + 1)}
+    # Both bounds are constant between consecutive anchor positions (k and k + 1 of each).
+    cuts = sorted({0, n} | {i for k, _, _ in anchors for i in (k, k + 1) if 0 <= i <= n})
+    low_sum, high_sum, unbounded = Fraction(0), Fraction(0), False
+    for start, end in itertools.pairwise(cuts):
+        count = end - start - (1 if start in paired else 0)  # a paired position starts its cut
+        if count <= 0:
+            continue
+        low_sum += count * lower(start)
+        cap = upper(start)
+        if cap is None:
+            unbounded = True
+        else:
+            high_sum += count * cap
+    for lo_pair, hi_pair in pairs.values():
+        low_sum += lo_pair
+        high_sum += hi_pair if hi_pair is not None else 0
+        unbounded = unbounded or hi_pair is None
+    return low_sum, None if unbounded else high_sum
+
+
+def _pair_sum(
+    f: Fraction,
+    q: Quantile,
+    lo_k: Fraction,
+    hi_k: Fraction | None,
+    lo_next: Fraction,
+    hi_next: Fraction | None,
+) -> tuple[Fraction, Fraction | None]:
+    """Extremes of x_k + x_(k+1) given (1 - f) x_k + f x_(k+1) = v, v in [q.lo, q.hi]."""
+
+    def ends(v: Fraction) -> tuple[Fraction, Fraction] | None:
+        # x_k in [bottom, top]: x_k <= v <= x_(k+1), both within their own bounds.
+        top = min(v, (v - f * lo_next) / (1 - f), *([hi_k] if hi_k is not None else []))
+        bottom = lo_k if hi_next is None else max(lo_k, (v - f * hi_next) / (1 - f))
+        if bottom > top:
+            return None  # no room at this v (rounding of the reported values): no pair bound
+        sums = [x + (v - (1 - f) * x) / f for x in (bottom, top)]
+        return min(sums), max(sums)
+
+    low_end, high_end = ends(q.lo), ends(q.hi)
+    if low_end is None or high_end is None:
+        # One position at a time: looser, still true for every sample.
+        separate = None if hi_k is None or hi_next is None else hi_k + hi_next
+        return lo_k + max(lo_next, q.lo), separate
+    return low_end[0], high_end[1]

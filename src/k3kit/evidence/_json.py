@@ -17,7 +17,11 @@ from k3kit.errors import K3kitError
 from k3kit.evidence._base import Document
 
 MAX_EVIDENCE_BYTES = 256 * 1024 * 1024
-MAX_DEPTH = 8
+# Real reports nest deeper than k3kit's own documents: GuideLLM's ``benchmarks.json`` reaches 10
+# levels (report > benchmarks > [i] > requests > successful > [j] > info > timings ...), AIPerf's
+# export 5. 32 keeps a bound (the walk below is iterative, and json's own recursion is caught) with
+# room for the next tool version.
+MAX_DEPTH = 32
 
 
 class _Bad(ValueError):

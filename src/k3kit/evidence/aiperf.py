@@ -2,8 +2,12 @@
 
 Nested per-metric objects ``{unit, avg, p50, p90, p99, min, max, std}`` instead of flat keys.
 ``inter_token_latency`` there is ``(request_latency - ttft) / (output_tokens - 1)``, which is
-vLLM's TPOT, so it is filed as TPOT; ``request_latency`` is vLLM's E2E. Units are read from each
-metric's ``unit`` (ns, us, ms, s), never assumed. System metrics with only ``avg`` become scalars.
+vLLM's TPOT, so it is filed as TPOT; ``inter_chunk_latency`` is the gap between consecutive
+streamed responses, pooled over requests (its ``count`` is the number of gaps, not of requests):
+vLLM's ITL. ``request_latency`` is vLLM's E2E. Units are read from each metric's ``unit`` (ns,
+us, ms, s), never assumed. System metrics with only ``avg`` become scalars. The concurrency the
+tool was given is read from the run's own configuration (``input_config.loadgen.concurrency``
+up to AIPerf 0.8, the ``profiling`` phase of ``input_config.phases`` from 0.10).
 """
 
 from __future__ import annotations
@@ -13,10 +17,23 @@ from typing import Any
 
 from k3kit.evidence._base import Document, Reader, RunData, adapter
 
-_LATENCY = {"time_to_first_token": "ttft", "inter_token_latency": "tpot", "request_latency": "e2el"}
+_LATENCY = {
+    "time_to_first_token": "ttft",
+    "inter_token_latency": "tpot",
+    "inter_chunk_latency": "itl",
+    "request_latency": "e2el",
+}
 _SCALARS = {
     "request_throughput": "request_throughput",
     "output_token_throughput": "output_throughput",
+    "total_token_throughput": "total_token_throughput",
+}
+# Totals and the duration: ``{unit, avg}`` blocks whose unit must be the one named here.
+_TOTALS = {
+    "total_output_tokens": ("total_output_tokens", ("tokens",)),
+    "total_osl": ("total_output_tokens", ("tokens",)),
+    "total_isl": ("total_input_tokens", ("tokens",)),
+    "error_request_count": ("failed", ("requests",)),
 }
 _TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1000.0, "sec": 1000.0}
 # Throughputs are filed per second; a block in another unit is refused rather than misread.
@@ -40,7 +57,10 @@ def parse(doc: Document, record: int | None) -> RunData:
     metrics = _metrics(obj)
     outer = Reader(obj, doc.source, doc.error, doc.code)
     outer.get("records")
-    notes = ["AIPerf/GenAI-Perf export: inter_token_latency filed as TPOT (same formula)"]
+    notes = [
+        "AIPerf/GenAI-Perf export: inter_token_latency filed as TPOT (same formula), "
+        "inter_chunk_latency as ITL (gaps between streamed chunks, pooled)"
+    ]
     stats: dict[str, dict[str, float]] = {}
     used: set[str] = set()
     for name, metric in _LATENCY.items():
@@ -68,6 +88,22 @@ def parse(doc: Document, record: int | None) -> RunData:
             if unit not in _PER_S:
                 raise r.fail("unit", f"expected a per-second unit, got {unit!r}")
             values[key] = r.number("avg", block["avg"])
+    _totals(metrics, doc, values, used)
+    duration = metrics.get("benchmark_duration")
+    if isinstance(duration, dict) and duration.get("avg") is not None:
+        used.add("benchmark_duration")
+        r = Reader(duration, f"{doc.source}: benchmark_duration", doc.error, doc.code)
+        unit = r.text("unit", duration.get("unit"))
+        if unit not in _TO_MS:
+            raise r.fail("unit", f"unknown unit {unit!r}")
+        values["duration"] = float(r.number("avg", duration["avg"])) * _TO_MS[unit] / 1000
+    concurrency, rate = _load(obj.get("input_config"), doc)
+    if concurrency is not None:
+        values["max_concurrency"] = concurrency
+        notes.append("concurrency read from the run's input_config")
+    if rate is not None:
+        values["request_rate"] = repr(rate)  # as the vLLM adapter files it (a string, "inf" too)
+        notes.append("request rate read from the run's profiling phase")
     count = metrics.get("request_count")
     if isinstance(count, dict) and count.get("avg") is not None:
         used.add("request_count")
@@ -80,3 +116,46 @@ def parse(doc: Document, record: int | None) -> RunData:
     if metrics is not obj:
         unmapped += [k for k in obj if k != "records"]
     return RunData(doc.source, "aiperf", values, stats, None, None, notes, unmapped[:64], index)
+
+
+def _totals(
+    metrics: dict[str, Any],
+    doc: Document,
+    values: dict[str, float | int | str | None],
+    used: set[str],
+) -> None:
+    """Token totals and the failure count, each a ``{unit, avg}`` block with a whole number."""
+    for name, (key, units) in _TOTALS.items():
+        block = metrics.get(name)
+        if not isinstance(block, dict) or block.get("avg") is None:
+            continue
+        used.add(name)
+        r = Reader(block, f"{doc.source}: {name}", doc.error, doc.code)
+        unit = r.text("unit", block.get("unit"))
+        if unit not in units:
+            raise r.fail("unit", f"expected {units[0]!r}, got {unit!r}")
+        values[key] = r.count("avg", block["avg"])
+
+
+def _load(config: Any, doc: Document) -> tuple[int | None, float | None]:
+    """The concurrency and the request rate the profiling run was given (None: not said).
+
+    AIPerf up to 0.8 writes ``input_config.loadgen.concurrency``; 0.10 writes ``phases``, whose
+    ``profiling`` phase has ``concurrency`` (type ``concurrency``) or ``rate`` (type
+    ``poisson``/``constant``: the offered requests per second).
+    """
+    if not isinstance(config, dict):
+        return None, None
+    r = Reader(config, f"{doc.source}: input_config", doc.error, doc.code)
+    loadgen = config.get("loadgen")
+    if isinstance(loadgen, dict) and loadgen.get("concurrency") is not None:
+        return r.count("loadgen.concurrency", loadgen["concurrency"]), None
+    phases = config.get("phases")
+    for phase in phases if isinstance(phases, list) else []:
+        if isinstance(phase, dict) and phase.get("name") == "profiling":
+            value, rate = phase.get("concurrency"), phase.get("rate")
+            return (
+                None if value is None else r.count("phases.concurrency", value),
+                None if rate is None else float(r.number("phases.rate", rate)),
+            )
+    return None, None

@@ -7,6 +7,25 @@ Each benchmark's metrics are status distributions (``successful``/``errored``/``
 ``request_latency`` is E2E in **seconds**. Its percentiles are nearest-rank (no interpolation), so
 the receipt's definitions should say ``percentile_method = "nearest-rank"``. A run cites one
 benchmark with ``evidence_record``.
+
+What real reports (GuideLLM 0.5, ``tests/data/real``) showed, and how it is mapped:
+
+* the statistics cover the requests of the measurement window (warmup and cooldown excluded):
+  ``metrics.request_totals`` counts them (``scheduler_metrics.requests_made`` counts every request
+  sent, and is only the fallback); ``duration`` is that window. Requests straddle its edges
+  (19 requests of 39.6 s counted in a 720 s window at concurrency 1), so completed / duration
+  is no Little's-law rate for GuideLLM and no rule uses it as one;
+* ``requests_per_second`` and ``output_tokens_per_second`` are means of a rate *time series*
+  (19 requests in 720 s reported as 0.025 req/s), not completed / duration as vLLM's are: they
+  are left unmapped (listed) instead of being filed under vLLM's names; the token totals
+  (``total_sum`` of the token counts) and the duration are mapped, so rules recompute vLLM's
+  throughputs themselves;
+* ``inter_token_latency_ms`` is per request (latency - TTFT) / (tokens - 1), but its
+  distribution is weighted by tokens (``count`` = sum of tokens - 1). Only when every output has
+  the same length (``output_token_count`` std 0) is that vLLM's per-request TPOT distribution;
+  otherwise it is left unmapped;
+* the concurrency of a ``synchronous`` or ``concurrent`` strategy is
+  ``config.strategy.max_concurrency``.
 """
 
 from __future__ import annotations
@@ -78,28 +97,78 @@ def parse(doc: Document, record: int | None) -> RunData:
             if pct_kind is not None and value is not None:
                 stats.setdefault(metric, {})[pct_kind] = float(r.number(key, value)) * scale
     values: dict[str, float | int | str | None] = {}
-    for name, key in (
-        ("requests_per_second", "request_throughput"),
-        ("output_tokens_per_second", "output_throughput"),
-    ):
-        dist = _success(metrics.get(name))
-        if dist is not None and dist.get("mean") is not None:
-            used.add(name)
-            values[key] = Reader(dist, doc.source, doc.error, doc.code).number(name, dist["mean"])
-    sched = bench.get("scheduler_metrics")
-    made = sched.get("requests_made") if isinstance(sched, dict) else None
-    if isinstance(sched, dict) and isinstance(made, dict):
-        r = Reader(made, f"{doc.source}: requests_made", doc.error, doc.code)
-        values["completed"] = r.opt_count("successful")
-        values["failed"] = r.opt_count("errored")
-        values["num_prompts"] = r.opt_count("total")
-        # Checked like every number: an Infinity end time made an infinite duration.
-        times = Reader(sched, f"{doc.source}: scheduler_metrics", doc.error, doc.code)
-        start, end = times.opt_number("measure_start_time"), times.opt_number("measure_end_time")
-        if start is not None and end is not None and end > start:
-            values["duration"] = float(end - start)
-    notes = ["GuideLLM: percentiles are nearest-rank; inter_token_latency_ms filed as TPOT"]
+    notes = ["GuideLLM: percentiles are nearest-rank; rates are time-series means (unmapped)"]
+    if "tpot" in stats and not _fixed_outputs(metrics, doc):
+        del stats["tpot"]
+        used.discard("inter_token_latency_ms")
+        notes.append("inter_token_latency_ms is token-weighted over unequal outputs: not TPOT")
+    _counts(bench, metrics, doc, values, used)
+    strategy = (
+        bench.get("config", {}).get("strategy") if isinstance(bench.get("config"), dict) else None
+    )
+    if isinstance(strategy, dict) and strategy.get("type_") in ("synchronous", "concurrent"):
+        r = Reader(strategy, f"{doc.source}: config.strategy", doc.error, doc.code)
+        values["max_concurrency"] = r.opt_count("max_concurrency")
     if not stats and not values:
         raise doc.fail(f"benchmarks[{index or 0}]: no metric k3kit reads (not checked)")
     unmapped = [k for k in metrics if k not in used]
     return RunData(doc.source, "guidellm", values, stats, None, None, notes, unmapped[:64], index)
+
+
+def _fixed_outputs(metrics: dict[str, Any], doc: Document) -> bool:
+    """Every successful request generated as many tokens (so token weights are all equal)."""
+    dist = _success(metrics.get("output_token_count"))
+    if dist is None:
+        return True  # the schema-only reports carry no token counts: as before, TPOT
+    std = Reader(dist, f"{doc.source}: output_token_count", doc.error, doc.code).opt_number(
+        "std_dev"
+    )
+    return std == 0
+
+
+def _counts(
+    bench: dict[str, Any],
+    metrics: dict[str, Any],
+    doc: Document,
+    values: dict[str, float | int | str | None],
+    used: set[str],
+) -> None:
+    """Requests, token totals and the duration of the measurement window."""
+    totals = metrics.get("request_totals")
+    if isinstance(totals, dict):
+        used.add("request_totals")
+        r = Reader(totals, f"{doc.source}: request_totals", doc.error, doc.code)
+        values["completed"] = r.opt_count("successful")
+        values["failed"] = r.opt_count("errored")
+        values["num_prompts"] = r.opt_count("total")
+    for name, key in (
+        ("output_token_count", "total_output_tokens"),
+        ("prompt_token_count", "total_input_tokens"),
+    ):
+        dist = _success(metrics.get(name))
+        if dist is not None and dist.get("total_sum") is not None:
+            used.add(name)
+            r = Reader(dist, f"{doc.source}: {name}", doc.error, doc.code)
+            total = r.number("total_sum", dist["total_sum"])
+            # GuideLLM sums token counts as floats (1748.9999999999998 for 1749 tokens).
+            whole = round(total)
+            if abs(total - whole) > 1e-6 * max(1.0, abs(total)):
+                raise r.fail("total_sum", f"expected a whole number of tokens, got {total!r}")
+            values[key] = r.count("total_sum", whole)
+    b = Reader(bench, f"{doc.source}: benchmark", doc.error, doc.code)
+    duration = b.opt_number("duration")
+    sched = bench.get("scheduler_metrics")
+    made = sched.get("requests_made") if isinstance(sched, dict) else None
+    if isinstance(sched, dict) and isinstance(made, dict) and "completed" not in values:
+        r = Reader(made, f"{doc.source}: requests_made", doc.error, doc.code)
+        values["completed"] = r.opt_count("successful")
+        values["failed"] = r.opt_count("errored")
+        values["num_prompts"] = r.opt_count("total")
+    if isinstance(sched, dict) and duration is None:
+        # Checked like every number: an Infinity end time made an infinite duration.
+        times = Reader(sched, f"{doc.source}: scheduler_metrics", doc.error, doc.code)
+        start, end = times.opt_number("measure_start_time"), times.opt_number("measure_end_time")
+        if start is not None and end is not None and end > start:
+            duration = end - start
+    if duration is not None and duration > 0:
+        values["duration"] = float(duration)

@@ -8,6 +8,8 @@ and left for ``k3kit audit`` to find.
 
 from __future__ import annotations
 
+from decimal import Decimal
+from fractions import Fraction
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -46,6 +48,19 @@ class Workload(Frozen):
     output_tokens: int | None = Field(default=None, ge=1, description="fixed length or mean")
     lengths: Literal["fixed", "ranged", "variable"] = "fixed"
     range_ratio: Measured | None = Field(default=None, description="ranged: --random-range-ratio")
+    input_lengths: Literal["fixed", "ranged", "variable"] | None = Field(
+        default=None, description="prompts only; default: lengths"
+    )
+    output_lengths: Literal["fixed", "ranged", "variable"] | None = Field(
+        default=None, description="outputs only; default: lengths"
+    )
+    input_range_ratio: Measured | None = Field(default=None, description="default: range_ratio")
+    output_range_ratio: Measured | None = Field(default=None, description="default: range_ratio")
+    range_convention: Literal["vllm", "sglang"] = Field(
+        default="vllm",
+        description="vllm: [L(1 - r), L(1 + r)]; sglang: [max(floor(L r), 1), L] (outputs from "
+        "floor(L r))",
+    )
     dataset: str = Field(default="", max_length=200, description="random, sharegpt, burstgpt, ...")
     load: Literal["closed-loop", "open-loop"] = "closed-loop"
     multi_turn: bool = False
@@ -65,11 +80,63 @@ class Workload(Frozen):
 
     @model_validator(mode="after")
     def _lengths_stated(self) -> Workload:
-        if self.lengths != "variable" and (self.input_tokens is None or self.output_tokens is None):
-            raise ValueError(f"{self.lengths} lengths need input_tokens and output_tokens")
-        if (self.lengths == "ranged") != (self.range_ratio is not None):
-            raise ValueError("range_ratio is given exactly when lengths = ranged")
+        for what in ("input", "output"):
+            kind = self.length_kind(what)
+            if kind != "variable" and self.declared(what) is None:
+                raise ValueError(f"{kind} {what} lengths need {what}_tokens")
+            own = getattr(self, f"{what}_range_ratio")
+            if kind == "ranged" and self.ratio(what) is None:
+                raise ValueError(f"ranged {what} lengths need {what}_range_ratio or range_ratio")
+            if own is not None and kind != "ranged":
+                raise ValueError(f"{what}_range_ratio is given only for ranged {what} lengths")
+        if self.range_ratio is not None and "ranged" not in (
+            self.length_kind("input"),
+            self.length_kind("output"),
+        ):
+            raise ValueError("range_ratio is given only when some lengths are ranged")
         return self
+
+    def length_kind(self, what: str) -> Literal["fixed", "ranged", "variable"]:
+        """How the prompt (``input``) or output lengths were drawn; each defaults to ``lengths``."""
+        own: Literal["fixed", "ranged", "variable"] | None = getattr(self, f"{what}_lengths")
+        return own or self.lengths
+
+    def declared(self, what: str) -> int | None:
+        value: int | None = getattr(self, f"{what}_tokens")
+        return value
+
+    def ratio(self, what: str) -> Decimal | None:
+        own: Decimal | None = getattr(self, f"{what}_range_ratio")
+        return own if own is not None else self.range_ratio
+
+    def length_range(self, what: str) -> tuple[Fraction, Fraction] | None:
+        """Every request's length lies here (before re-tokenization), or None (variable).
+
+        The same flag means two things: vLLM's ``--random-range-ratio r`` draws uniformly from
+        [L(1 - r), L(1 + r)] (``RandomDataset``); SGLang's ``--random-range-ratio r`` draws from
+        [max(floor(L r), 1), L] for prompts and [floor(L r), L] for outputs
+        (``sample_random_requests``), so r = 1 is fixed there and r = 0 is anything up to L.
+        """
+        kind, length, r = self.length_kind(what), self.declared(what), self.ratio(what)
+        if kind == "variable" or length is None:
+            return None
+        if kind == "fixed" or r is None:
+            return Fraction(length), Fraction(length)
+        ratio = Fraction(r)
+        if self.range_convention == "sglang":
+            low = Fraction(int(length * ratio))
+            return (max(low, Fraction(1)) if what == "input" else low), Fraction(length)
+        return length * (1 - ratio), length * (1 + ratio)
+
+    def mean_length(self, what: str) -> Fraction | None:
+        """The mean length the workload implies: L, or the middle of SGLang's one-sided range."""
+        span = self.length_range(what)
+        length = self.declared(what)
+        if span is None:
+            return None if length is None else Fraction(length)  # a stated mean
+        if self.length_kind(what) == "ranged" and self.range_convention == "sglang":
+            return (span[0] + span[1]) / 2
+        return Fraction(length) if length is not None else None
 
 
 class Percentiles(Frozen):
