@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from k3kit.accept._http import Sample
-from k3kit.audit.consistency import RETOKENIZE_ABS, RETOKENIZE_REL
+from k3kit.audit.consistency import RETOKENIZE_REL
+from k3kit.audit.context import RETOKENIZE_ABS
 
 #: No decoding delivers a token faster than this (10,000 tokens/s for one stream; the fastest
 #: published single-stream rates are 2-3k tokens/s, i.e. 0.3-0.5 ms): a per-token time below it
