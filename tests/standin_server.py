@@ -71,6 +71,9 @@ class Knobs:
     #: Honest: send a chunk without text right before the first token, as vLLM's chat server
     #: sends its role-only delta (on /v1/completions: a chunk of empty text).
     lead_chunk: bool = False
+    #: A lie in time, not in bytes: wait this long after the last token before the usage chunk
+    #: and ``[DONE]``, holding the client's slot while E2E (to the last token) does not grow.
+    hold_s: float = 0.0
     seen: list[dict[str, Any]] = field(default_factory=list)
     count: int = 0
 
@@ -205,6 +208,8 @@ class StandInServer:
                     self._event(w, self._token_event("", chat))
                 self._event(w, self._token_event(text, chat))
                 await w.drain()
+        if k.hold_s:
+            await asyncio.sleep(k.hold_s)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens}
         raw = json.dumps({"choices": [], "usage": usage})
         if k.lie == "usage_x1e6":

@@ -289,3 +289,20 @@ def test_chat_role_only_delta_sent_at_once_does_not_start_the_ttft_clock(
     assert sample.ok, sample.error
     assert sample.ttft_s >= 0.3  # the server slept 0.3 s before its first content
     assert (sample.chunks, sample.text_chunks) == (17, 16)
+
+
+def test_holding_the_stream_open_after_the_last_token_is_no_free_throughput(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """At concurrency 4 the server streams 16 tokens fast, then holds each stream open 0.5 s
+    before ``[DONE]``: the client's slot is busy, so the node delivers a quarter of what E2E
+    suggests. Throughput from E2E (Little's law) counted the wait as free and reproduced the
+    signed 182.9 tok/s; the time each request held its slot does not."""
+    with _server(acceptkit, **FAST, hold_s=0.5) as server:
+        proc, result = _accept(
+            acceptkit, server.url, tmp_path / "out", "--points", "4", "--requests", "8"
+        )
+    assert proc.returncode == 1, proc.stderr
+    assert result["points"][0]["failed"] == 0, result["points"]
+    throughput = _by_claim(result)[("interactive-c4", "output_tok_s")]
+    assert throughput["verdict"] == "not reproduced", throughput

@@ -56,6 +56,10 @@ class Sample:
     ttft_s: float = 0.0
     itl_s: list[float] = field(default_factory=list)
     latency_s: float = 0.0
+    #: Send to the end of the stream (``[DONE]``): how long the request held its client slot.
+    #: Not E2E: a server that waits after its last token keeps the slot busy without it showing
+    #: in E2E, so throughput from E2E (Little's law) would count that wait as free.
+    held_s: float = 0.0
     output_len: int = 0
     error: str = ""
     #: What was asked (``max_tokens``, ``ignore_eos``) and what came back: the number of events
@@ -249,6 +253,7 @@ async def _consume(response: httpx.Response, sample: Sample, sent: float, clock:
     if sample.chunks == 0:
         raise ValueError("no token was streamed")
     sample.latency_s = last - sent
+    sample.held_s = clock() - sent
 
 
 async def stream_completion(
