@@ -34,7 +34,10 @@ from typing import Any
 #: ``empty_chunks`` streams ``max_tokens`` chunks of empty text and reports them all;
 #: ``usage_x1e6`` streams honestly and reports 10^6 times the tokens;
 #: ``usage_huge`` reports ``completion_tokens`` = 10^400, ``usage_2p53`` = 2^53 + 1 (both
-#: written as JSON integers); ``deep_event`` nests a chunk's ``logprobs`` 100,000 deep.
+#: written as JSON integers); ``deep_event`` nests a chunk's ``logprobs`` 100,000 deep;
+#: ``empty_first`` sends a chunk of empty text (a role-only delta on chat) at once and the first
+#: token only after ``ttft_s``; ``space_first`` does the same with a chunk of one space;
+#: ``empty_between`` sends an empty chunk in the middle of three gaps between tokens.
 LIES = (
     "short_stream",
     "one_write",
@@ -44,6 +47,9 @@ LIES = (
     "usage_huge",
     "usage_2p53",
     "deep_event",
+    "empty_first",
+    "space_first",
+    "empty_between",
 )
 WORDS = (" the", " of", " and", " to", " in", " is", " was", " for")
 DEEP = 100_000
@@ -62,6 +68,12 @@ class Knobs:
     reasoning: bool = True
     max_len: int | None = None
     tokenizer: Path | None = None
+    #: Honest: send a chunk without text right before the first token, as vLLM's chat server
+    #: sends its role-only delta (on /v1/completions: a chunk of empty text).
+    lead_chunk: bool = False
+    #: A lie in time, not in bytes: wait this long after the last token before the usage chunk
+    #: and ``[DONE]``, holding the client's slot while E2E (to the last token) does not grow.
+    hold_s: float = 0.0
     seen: list[dict[str, Any]] = field(default_factory=list)
     count: int = 0
 
@@ -133,7 +145,10 @@ class StandInServer:
     async def _respond(self, path: str, body: dict[str, Any], w: asyncio.StreamWriter) -> bool:
         k = self.knobs
         k.seen.append({key: v for key, v in body.items() if key != "prompt"})
-        if path == "/v1/chat/completions":
+        chat = path == "/v1/chat/completions"
+        if chat and body.get("stream"):
+            return await self._stream(body, w, chat=True, prompt_tokens=0)
+        if chat:
             self._plain(w, 200, self._chat(body))
             await w.drain()
             return True
@@ -155,6 +170,13 @@ class StandInServer:
             w.write(b"HTTP/1.1 500 X\r\nContent-Length: %d\r\n\r\n%s" % (len(data), data))
             await w.drain()
             return True
+        return await self._stream(body, w, chat=False, prompt_tokens=prompt_tokens)
+
+    async def _stream(
+        self, body: dict[str, Any], w: asyncio.StreamWriter, *, chat: bool, prompt_tokens: int
+    ) -> bool:
+        """One streamed answer: token chunks timed by the knobs, a usage chunk, ``[DONE]``."""
+        k = self.knobs
         k.count += 1
         drop = k.drop_every and k.count % k.drop_every == 0
         w.write(
@@ -170,12 +192,24 @@ class StandInServer:
             await w.drain()
         else:
             texts = self._texts(tokens)
+            if k.lie in ("empty_first", "space_first"):  # at once, before any prefill
+                self._event(w, self._token_event("" if k.lie == "empty_first" else " ", chat))
+                await w.drain()
             for i, text in enumerate(texts):
-                await asyncio.sleep((k.ttft_s if i == 0 else k.tpot_s) * k.slowdown)
+                delay = (k.ttft_s if i == 0 else k.tpot_s) * k.slowdown
+                if k.lie == "empty_between" and i in (4, 8, 12):
+                    await asyncio.sleep(delay / 2)
+                    self._event(w, self._token_event("", chat))
+                    delay /= 2
+                await asyncio.sleep(delay)
                 if drop and i == len(texts) // 2:
                     return False  # the connection closes mid-stream
-                self._event(w, self._token_event(text))
+                if i == 0 and k.lead_chunk:
+                    self._event(w, self._token_event("", chat))
+                self._event(w, self._token_event(text, chat))
                 await w.drain()
+        if k.hold_s:
+            await asyncio.sleep(k.hold_s)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens}
         raw = json.dumps({"choices": [], "usage": usage})
         if k.lie == "usage_x1e6":
@@ -203,8 +237,12 @@ class StandInServer:
             carry = ""
         return texts
 
-    def _token_event(self, text: str) -> dict[str, Any]:
-        return {"choices": [{"index": 0, "text": text}]}
+    def _token_event(self, text: str, chat: bool = False) -> dict[str, Any]:
+        if not chat:
+            return {"choices": [{"index": 0, "text": text}]}
+        # vLLM's chat stream: the first delta names the role and has empty content.
+        delta = {"content": text} if text else {"role": "assistant", "content": ""}
+        return {"choices": [{"index": 0, "delta": delta}]}
 
     def _frame(self, data: bytes) -> bytes:
         return f"{len(data):x}\r\n".encode() + data + b"\r\n"

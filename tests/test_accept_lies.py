@@ -16,12 +16,17 @@ server has a 2x margin.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tokenizers import Tokenizer
 
+from k3kit.accept._http import Sample, Timeouts, client, stream_completion
+from k3kit.accept.tokens import check_sample
 from k3kit.keys import load_public
 from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE
 from k3kit.sign import verify_envelope
@@ -167,3 +172,137 @@ def test_error_text_from_the_server_cannot_paint_the_terminal(
     assert "\\x1b[32maccept: reproduced" in error and "\x1b" not in error
     signed = _signed_predicate(acceptkit, tmp_path / "out")
     assert all("\x1b" not in key for key in signed["points"][0]["errors"])
+
+
+def _evidence(out: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "evidence" / "interactive-c1.json").read_text())
+    return data
+
+
+def _gaps_add_up(evidence: dict[str, Any]) -> None:
+    """Every timed gap lies between the first and last timed chunk: sum(ITL) = E2E - TTFT."""
+    for itls, ttft, e2e in zip(
+        evidence["itls"], evidence["ttfts"], evidence["latencies"], strict=True
+    ):
+        assert math.isclose(sum(itls), e2e - ttft, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_empty_first_chunk_does_not_start_the_ttft_clock(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """The attack pass's finding: a chunk of empty text at once, the first token 1 s later (5x
+    the signed 200 ms), then 5 ms per token. One padding chunk fits the chunk allowance, so the
+    requests complete; TTFT was 7.8 ms and every claim *reproduced*. Now TTFT is the first chunk
+    with text, which the server cannot send before its second of prefill."""
+    with _server(acceptkit, ttft_s=1.0, tpot_s=0.005, lie="empty_first") as server:
+        proc, result = _accept(acceptkit, server.url, tmp_path / "out", *ONE_POINT)
+    assert proc.returncode == 1, proc.stderr
+    assert result["points"][0]["failed"] == 0, result["points"]
+    ttft = _by_claim(result)[("interactive-c1", "ttft_ms.p50")]
+    assert ttft["verdict"] == "not reproduced", ttft
+    evidence = _evidence(tmp_path / "out")
+    assert min(evidence["ttfts"]) >= 1.0  # the server slept 1 s before its first token
+    assert [len(itls) + 1 for itls in evidence["itls"]] == [16] * 6  # the empty one is no gap
+    _gaps_add_up(evidence)
+    signed = _signed_predicate(acceptkit, tmp_path / "out")
+    assert any(
+        v["claim"] == "ttft_ms.p50" and v["verdict"] == "not reproduced" for v in signed["verdicts"]
+    )
+
+
+def test_a_space_before_the_first_token_is_a_padded_stream(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """The same lie with a chunk of one space, which is text: the tokenizer drops it, so the
+    count still agrees, but 17 chunks with text cannot carry 16 tokens one or more each."""
+    code, result, _ = _lying(acceptkit, tmp_path, lie="space_first")
+    assert code == 1
+    _all_failed(result, "17 chunks with text for 16 tokens")
+
+
+def test_empty_chunks_between_tokens_are_not_inter_token_gaps(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """Three empty chunks in the middle of three gaps (within the chunk allowance): counted as
+    gaps they would split three real gaps in two and pull ITL down. They are not timed: each
+    request has 15 gaps for 16 tokens, and the gaps add up to E2E - TTFT, the TPOT numerator."""
+    with _server(acceptkit, **FAST, lie="empty_between") as server:
+        proc, result = _accept(acceptkit, server.url, tmp_path / "out", *ONE_POINT)
+    assert proc.returncode in (0, 1), proc.stderr  # the verdicts are timing; this is structure
+    assert result["points"][0]["failed"] == 0, result["points"]
+    evidence = _evidence(tmp_path / "out")
+    assert evidence["output_lens"] == [16] * 6
+    assert [len(itls) + 1 for itls in evidence["itls"]] == [16] * 6
+    _gaps_add_up(evidence)
+
+
+def test_honest_chunk_without_text_before_the_first_token_still_reproduces(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """A chunk with no text sent together with the first token (as vLLM's chat server sends its
+    role-only delta) is no lie: 17 chunks for 16 tokens fits the allowance, 16 are timed."""
+    with _server(acceptkit, **FAST, lead_chunk=True) as server:
+        proc, result = _accept(acceptkit, server.url, tmp_path / "out", *ONE_POINT)
+    assert proc.returncode == 0, proc.stderr
+    assert result["verdict"] == "reproduced"
+    assert not [v for v in result["verdicts"] if v["claim"].startswith("audit")]
+    evidence = _evidence(tmp_path / "out")
+    assert [len(itls) + 1 for itls in evidence["itls"]] == [16] * 6
+
+
+def _chat_sample(kit: dict[str, Path], **knobs: Any) -> Sample:
+    """One streamed chat completion from a real server, read and checked as accept reads one."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16}
+    body |= {"stream": True, "ignore_eos": True}
+    with _server(kit, **knobs) as server:
+
+        async def one() -> Sample:
+            async with client(1, Timeouts()) as http:
+                url = f"{server.url}/v1/chat/completions"
+                return await stream_completion(http, url, body, 1, Timeouts())
+
+        sample = asyncio.run(one())
+    tokenizer = Tokenizer.from_file(str(kit["weights"] / "tokenizer.json"))
+    tokenizer.no_padding()  # MiniLM's file pads to 128, as accept's prompt builder knows
+    tokenizer.no_truncation()
+    check_sample(sample, lambda t: len(tokenizer.encode(t, add_special_tokens=False).ids))
+    return sample
+
+
+def test_honest_chat_stream_with_a_role_only_first_delta_is_counted_and_timed(
+    acceptkit: dict[str, Path],
+) -> None:
+    """vLLM's chat stream opens with ``{"role": "assistant", "content": ""}`` (vLLM's own client
+    starts TTFT there). It carries no token: it is counted as a chunk, not timed, and the
+    stream's 16 content deltas are the 16 tokens."""
+    sample = _chat_sample(acceptkit, **FAST, lead_chunk=True)
+    assert sample.ok, sample.error
+    assert (sample.output_len, sample.chunks, sample.text_chunks) == (16, 17, 16)
+    assert len(sample.itl_s) == 15 and sample.ttft_s >= 0.1
+
+
+def test_chat_role_only_delta_sent_at_once_does_not_start_the_ttft_clock(
+    acceptkit: dict[str, Path],
+) -> None:
+    """The chat form of the lie: the role-only delta at once, the first content 0.3 s later."""
+    sample = _chat_sample(acceptkit, ttft_s=0.3, tpot_s=0.005, lie="empty_first")
+    assert sample.ok, sample.error
+    assert sample.ttft_s >= 0.3  # the server slept 0.3 s before its first content
+    assert (sample.chunks, sample.text_chunks) == (17, 16)
+
+
+def test_holding_the_stream_open_after_the_last_token_is_no_free_throughput(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """At concurrency 4 the server streams 16 tokens fast, then holds each stream open 0.5 s
+    before ``[DONE]``: the client's slot is busy, so the node delivers a quarter of what E2E
+    suggests. Throughput from E2E (Little's law) counted the wait as free and reproduced the
+    signed 182.9 tok/s; the time each request held its slot does not."""
+    with _server(acceptkit, **FAST, hold_s=0.5) as server:
+        proc, result = _accept(
+            acceptkit, server.url, tmp_path / "out", "--points", "4", "--requests", "8"
+        )
+    assert proc.returncode == 1, proc.stderr
+    assert result["points"][0]["failed"] == 0, result["points"]
+    throughput = _by_claim(result)[("interactive-c4", "output_tok_s")]
+    assert throughput["verdict"] == "not reproduced", throughput

@@ -29,11 +29,13 @@ def builder() -> PromptBuilder:
 def _sample(
     words: int, usage: int | None, *, chunks: int | None = None, max_tokens: int = 16, eos: bool
 ) -> Sample:
+    chunks = words if chunks is None else chunks
     return Sample(
         input_len=8,
         max_tokens=max_tokens,
         ignore_eos=eos,
-        chunks=words if chunks is None else chunks,
+        chunks=chunks,
+        text_chunks=min(chunks, words),  # the chunks beyond the words carry no text
         text=[WORD] * words,
         usage=usage,
     )
@@ -84,3 +86,30 @@ def test_a_failed_request_stays_failed(builder: PromptBuilder) -> None:
 
 def test_allowance_is_the_audits() -> None:
     assert [allowance(n) for n in (1, 16, 60, 100, 1000)] == [3, 3, 3, 5, 50]
+
+
+TIMED = [
+    # (name, usage, chunks with text, max_tokens, error or "")
+    ("one timed chunk per token", 16, 16, 16, ""),
+    ("a padding chunk with text before the first token", 16, 17, 16, "17 chunks with text"),
+    ("no usage: never more than max_tokens", None, 17, 16, "(at most 16)"),
+    ("no usage, no max_tokens: the re-tokenization allowance", None, 19, 0, ""),
+]
+
+
+@pytest.mark.parametrize(
+    ("usage", "timed", "max_tokens", "error"), [c[1:] for c in TIMED], ids=[c[0] for c in TIMED]
+)
+def test_chunks_with_text_carry_a_token_each(
+    builder: PromptBuilder, usage: int | None, timed: int, max_tokens: int, error: str
+) -> None:
+    """Only chunks with text are timed (TTFT, ITL), so each must carry a generated token: with
+    a reported count there is no allowance (a one-space chunk before the first token is text the
+    tokenizer drops), and never more than ``max_tokens``."""
+    sample = _sample(16, usage, chunks=timed, max_tokens=max_tokens, eos=False)
+    sample.text_chunks = timed
+    check_sample(sample, builder.count)
+    if error:
+        assert error in sample.error
+    else:
+        assert sample.ok, sample.error

@@ -122,7 +122,8 @@ def _judge(m: Measured, policy: Policy) -> list[Verdict]:
                         run.id, f"{metric}_ms.{kind}", claimed, samples, policy, FLOORS_MS[metric]
                     )
                 )
-    rows = [(float(s.output_len), s.latency_s) for s in m.ok]
+    # Little's law over the time each request held its client slot, not its E2E (see Sample)
+    rows = [(float(s.output_len), s.held_s) for s in m.ok]
     c = m.point.concurrency
     for name, scale in (("output_tok_s", c), ("output_tok_s_per_gpu", c / m.point.gpus)):
         claimed = getattr(run.metrics, name)
@@ -222,7 +223,7 @@ def run_accept(
         partial = True
     for m in measured:
         if m.interrupted and m.samples:
-            m.duration_s = max(s.start_s + s.latency_s for s in m.samples) - min(
+            m.duration_s = max(s.start_s + max(s.latency_s, s.held_s) for s in m.samples) - min(
                 s.start_s for s in m.samples
             )
     kept = [m for m in measured if m.samples and m.duration_s > 0]

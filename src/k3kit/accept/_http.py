@@ -4,9 +4,13 @@ Why httpx: it is async, streams server-sent events line by line, has separate co
 timeouts (a stalled server is a read timeout, not a hang), a connection pool whose size is the
 concurrency, and ``trust_env=False`` so that no proxy from the environment sits between the buyer
 and their own server. Timing follows vLLM's client exactly (``lib/endpoint_request_func.py``) so
-that the numbers mean what the receipt's definitions say: TTFT is the first chunk carrying
-``choices`` minus the send time, each later chunk adds one inter-token gap, E2E is the last chunk,
-and the output token count is the server's ``usage.completion_tokens`` -- which this client only
+that the numbers mean what the receipt's definitions say -- with one difference that matters
+against a lying server: vLLM starts TTFT at the first chunk carrying ``choices``, even one with
+no text, so a server that sends an empty chunk at once and the first token a second later gets a
+TTFT of ~0. Here only a chunk that carries generated text (a token) is timed: TTFT is the first
+such chunk minus the send time, each later one adds one inter-token gap, E2E is the last one, and
+chunks without text (a chat role-only delta, padding) are counted but never timed. The output
+token count is the server's ``usage.completion_tokens`` -- which this client only
 records, with the streamed text and the chunk count, for :mod:`k3kit.accept.tokens` to hold
 against what was streamed (a server's self-report is never taken on its word). Server bytes are
 parsed by the one bounded strict parser (:func:`server_json`), per event, as they arrive, so a
@@ -52,14 +56,20 @@ class Sample:
     ttft_s: float = 0.0
     itl_s: list[float] = field(default_factory=list)
     latency_s: float = 0.0
+    #: Send to the end of the stream (``[DONE]``): how long the request held its client slot.
+    #: Not E2E: a server that waits after its last token keeps the slot busy without it showing
+    #: in E2E, so throughput from E2E (Little's law) would count that wait as free.
+    held_s: float = 0.0
     output_len: int = 0
     error: str = ""
     #: What was asked (``max_tokens``, ``ignore_eos``) and what came back: the number of events
-    #: carrying ``choices``, the streamed text (dropped once counted) and the server's own
-    #: ``usage.completion_tokens`` (``None`` when it sent none).
+    #: carrying ``choices`` and of those carrying text (the timed ones), the streamed text
+    #: (dropped once counted) and the server's own ``usage.completion_tokens`` (``None`` when it
+    #: sent none).
     max_tokens: int = 0
     ignore_eos: bool = False
     chunks: int = 0
+    text_chunks: int = 0
     text: list[str] = field(default_factory=list, repr=False)
     text_chars: int = 0
     usage: int | None = None
@@ -171,22 +181,49 @@ def _completion_tokens(usage: object) -> int | None:
     return tokens
 
 
-def _add_text(sample: Sample, choice: object) -> None:
-    text = choice.get("text") if isinstance(choice, dict) else None
-    if text is None:
-        return
-    if not isinstance(text, str):
-        raise ValueError("choices[0].text is not a string")
+#: Where a chunk's generated text is: ``text`` (completions), ``delta.content`` and the reasoning
+#: fields vLLM's reasoning parsers fill (chat). A chat delta with only ``role`` carries none.
+_DELTA_FIELDS = ("content", "reasoning_content", "reasoning")
+
+
+def _choice_text(choice: object) -> str:
+    """The generated text one ``choices[0]`` carries ("" for none); ``ValueError`` if a text
+    field is not a string."""
+    if not isinstance(choice, dict):
+        return ""
+    if "delta" in choice:
+        delta = choice["delta"]
+        if not isinstance(delta, dict):
+            raise ValueError("choices[0].delta is not an object")
+        values = [delta.get(name) for name in _DELTA_FIELDS]
+    else:
+        values = [choice.get("text")]
+    parts = [v for v in values if v is not None]
+    if not all(isinstance(v, str) for v in parts):
+        raise ValueError("a streamed text field is not a string")
+    return "".join(parts)
+
+
+def _add_text(sample: Sample, choice: object) -> str:
+    """Keep the chunk's text (capped) and return it."""
+    text = _choice_text(choice)
     sample.text_chars += len(text)
     if sample.text_chars > MAX_TEXT_CHARS:
         raise ValueError(f"over {MAX_TEXT_CHARS} characters of streamed text")
-    sample.text.append(text)
+    if text:
+        sample.text.append(text)
+    return text
 
 
 async def _consume(response: httpx.Response, sample: Sample, sent: float, clock: Clock) -> None:
+    """Read the stream into ``sample``, timing only the chunks that carry text.
+
+    A chunk without text is no token: timing it would let a server start the TTFT clock before
+    its prefill ends (an empty chunk at once, the first token a second later) or split a real
+    gap between tokens into several small ones (empty chunks in between).
+    """
     last = sent
     done = False
-    first = True
     async for line in _lines(response):
         if not line.startswith("data:"):
             continue
@@ -200,21 +237,23 @@ async def _consume(response: httpx.Response, sample: Sample, sent: float, clock:
         if choices:
             if not isinstance(choices, list):
                 raise ValueError("choices is not a list")
-            _add_text(sample, choices[0])
             sample.chunks += 1
-            if first:
-                sample.ttft_s, first = now - sent, False
-            else:
-                sample.itl_s.append(now - last)
-            last = now
+            if _add_text(sample, choices[0]):
+                if sample.text_chunks == 0:
+                    sample.ttft_s = now - sent
+                else:
+                    sample.itl_s.append(now - last)
+                sample.text_chunks += 1
+                last = now
         usage = _completion_tokens(obj.get("usage"))
         if usage is not None:
             sample.usage = usage
     if not done:
         raise ValueError("the stream ended without [DONE]")
-    if first:
+    if sample.chunks == 0:
         raise ValueError("no token was streamed")
     sample.latency_s = last - sent
+    sample.held_s = clock() - sent
 
 
 async def stream_completion(

@@ -170,7 +170,8 @@ def judge_throughput(
     scale: float,
     policy: Policy,
 ) -> Verdict:
-    """A throughput claim; ``rows`` are (output tokens, E2E s) of completed requests and
+    """A throughput claim; ``rows`` are (output tokens, seconds the request held its client
+    slot: send to end of stream) of completed requests and
     ``scale`` turns tokens per request-second into the claim's unit (concurrency / gpus)."""
     n = len(rows)
     base: dict[str, Any] = {"run": run, "claim": claim, "claimed": claimed, "n": n}
@@ -183,7 +184,7 @@ def judge_throughput(
         return scale * sum(r[0] for r in sample) / seconds if seconds > 0 else 0.0
 
     lo, hi = bootstrap(rows, little, policy)
-    method = "percentile bootstrap of concurrency x tokens / E2E (Little's law)"
+    method = "percentile bootstrap of concurrency x tokens / request time (Little's law)"
     return _judged(base, measured, lo, hi, c, False, method, policy)
 
 

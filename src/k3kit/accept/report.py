@@ -20,7 +20,15 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from k3kit._canonical import dumps, model_bytes
-from k3kit._fs import atomic_write, refuse_existing
+from k3kit._fs import (
+    MARKED,
+    atomic_write,
+    refuse_existing,
+    remove_tree,
+    replace_dir,
+    staging_dir,
+    write_output_marker,
+)
 from k3kit.accept._http import Sample
 from k3kit.accept.workload import PointPlan
 from k3kit.audit.acceptance import audit_measured
@@ -254,11 +262,33 @@ def sign_report(predicate: AcceptancePredicate, key: Ed25519PrivateKey) -> bytes
     return sign_envelope(model_bytes(checked), ACCEPTANCE_PAYLOAD_TYPE, key)
 
 
+def check_output(out_dir: Path, force: bool) -> None:
+    """Refuse ``-o`` before the first request, by the rule every folder output follows.
+
+    accept writes one whole folder (:func:`write_report`), so the folder is what is checked:
+    without ``--force`` it must not exist; with it, only an empty folder or one k3kit marked
+    (an earlier report) is replaced (``OUTPUT_NOT_OURS`` otherwise). Checked again when the
+    new folder takes its place, in case it changed during the measurement.
+    """
+    refuse_existing(out_dir, force=force, folder=MARKED)
+
+
 def write_report(out_dir: Path, envelope: bytes, evidence: dict[str, bytes], force: bool) -> Path:
-    """Evidence first, the signed report last: a report never names a file not yet written."""
-    target = out_dir / ACCEPTANCE_NAME
-    refuse_existing(target, force=force)
-    for run_id, data in evidence.items():
-        atomic_write(out_dir / "evidence" / f"{run_id}.json", data, force=force)
-    atomic_write(target, envelope, force=force)
-    return target
+    """Write the evidence, the signed report and the output marker as one new folder.
+
+    The files go into a staging folder beside ``out_dir`` that then replaces it whole, so no
+    evidence file of an earlier run (another run id) survives beside the new report, and a
+    failure part-way leaves the earlier folder as it was.
+    """
+    check_output(out_dir, force)
+    stage = staging_dir(out_dir)
+    try:
+        for run_id, data in evidence.items():
+            atomic_write(stage / "evidence" / f"{run_id}.json", data)
+        atomic_write(stage / ACCEPTANCE_NAME, envelope)
+        write_output_marker(stage, "accept")
+    except BaseException:
+        remove_tree(stage)
+        raise
+    replace_dir(stage, out_dir, force=force, folder=MARKED)
+    return out_dir / ACCEPTANCE_NAME

@@ -13,10 +13,15 @@ text the stream actually carried, before it counts:
 * never more than ``max_tokens``, and under ``ignore_eos`` exactly ``max_tokens`` (the engine
   was told to generate that many; vLLM stops early only at the context limit, which it refuses
   up front);
-* no more chunks than tokens (within the same allowance): each chunk carries at least one token,
-  so empty chunks that only add inter-token gaps are padding. Fewer chunks than tokens is
-  honest: vLLM V1 merges tokens into one chunk when its API server falls behind
-  (``RequestOutputCollector``) and speculative decoding emits several per step.
+* no more chunks than tokens (within the same allowance): each chunk carries at least one token
+  (a chat stream's role-only first delta fits the allowance), so more is padding. Fewer chunks
+  than tokens is honest: vLLM V1 merges tokens into one chunk when its API server falls behind
+  (``RequestOutputCollector``) and speculative decoding emits several per step;
+* at least one chunk with text, and no more chunks with text than tokens, with **no** allowance
+  when the server reports a count (each timed chunk carries at least one generated token, so a
+  server that pads the stream with a few-character chunk before its first real token cannot
+  stay within the count) and never more than ``max_tokens``. Only these chunks are timed
+  (:mod:`k3kit.accept._http`), so this is the bound that keeps the inter-token gaps honest.
 
 A request that fails a check is a failed request (``Sample.error``): it counts against the
 run's ``completed`` claim and adds nothing to any statistic. Without a usage block the count is
@@ -60,6 +65,19 @@ def _problem(sample: Sample, streamed: int) -> str:
         return f"{count} output tokens under ignore_eos (max_tokens {sample.max_tokens})"
     if sample.chunks > count + allowance(count):
         return f"{sample.chunks} chunks for {count} tokens: chunks without tokens"
+    return _timed_problem(sample, count)
+
+
+def _timed_problem(sample: Sample, count: int) -> str:
+    """Why the timed chunks (those with text) cannot each carry a token, or ""."""
+    timed = sample.text_chunks
+    if timed == 0:
+        return "no chunk carried text"
+    bound = count if sample.usage is not None else count + allowance(count)
+    if sample.max_tokens:
+        bound = min(bound, sample.max_tokens)
+    if timed > bound:
+        return f"{timed} chunks with text for {count} tokens (at most {bound}): padded stream"
     return ""
 
 

@@ -112,7 +112,11 @@ def _summary(result: Any, path: Path) -> dict[str, Any]:
     show_default=True,
     help="Folder for acceptance.dsse.json and evidence/.",
 )
-@click.option("--force", is_flag=True, help="Replace an existing report.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace the output folder if it is empty or an earlier accept report.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 @handle_errors
 def accept(
@@ -147,9 +151,9 @@ def accept(
     if not _URL.match(url):
         raise InputError("--url must be an http(s) URL without credentials", code="BAD_URL")
     private = load_private(key, read_passphrase(passphrase_env))
-    from k3kit._fs import refuse_existing
+    from k3kit.accept.report import check_output
 
-    refuse_existing(output / "acceptance.dsse.json", force=force)
+    check_output(output, force)  # every path accept writes, before the first request
     progress = sys.stderr.isatty()
     err("accept: verifying the kit and the weights")
     plan = load_plan(
