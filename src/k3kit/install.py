@@ -29,7 +29,7 @@ from k3kit._fs import (
     TreeEntry,
     foreign_entry,
     owned_staging,
-    replaceable_by_others,
+    swappable_on_the_way,
     walk,
 )
 from k3kit._pathpolicy import path_problem
@@ -191,27 +191,34 @@ def _destination_root(into: Path) -> Path:
     # above it) could swap the staging folder for their own in between, and an unverified kit
     # would be installed as verified. Checked on the nearest existing folder before anything is
     # created, and again on DIR itself once it exists (a umask of 002 makes it group-writable).
+    into = Path(os.path.abspath(into))  # absolute, links kept: the name as the operator wrote it
     existing = into
     while not (existing.exists() or existing.is_symlink()) and existing != existing.parent:
         existing = existing.parent
-    _refuse_replaceable(Path(os.path.realpath(existing)))
+    _refuse_replaceable(existing)
     try:
         into.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot create {into}: {exc.strerror or exc}") from exc
-    real = Path(os.path.realpath(into))
-    _refuse_replaceable(real)
-    return real
+    _refuse_replaceable(into)
+    return Path(os.path.realpath(into))
 
 
 def _refuse_replaceable(folder: Path) -> None:
-    unsafe = replaceable_by_others(folder)
+    """``folder`` and every folder above it, as written and as resolved, are out of other users'
+    reach (:func:`swappable_on_the_way`, the rule state folders use too): a link on the way owned
+    by a co-tenant is refused even when it points at a safe folder today, since its owner can
+    re-point it after the install, and whatever follows the name (the kit's ``run.sh``) would
+    follow them."""
+    unsafe = swappable_on_the_way(folder)
     if unsafe is not None:
         raise EnvironmentProblem(
-            f"{unsafe} can be written by another user, who could swap the kit between its "
-            "verification and the install",
+            f"{unsafe} can be written by another user (a folder they can write, or a link "
+            "they own and can re-point), who could swap the kit between its verification and "
+            "the install, or after it",
             code="INSTALL_DIR_UNSAFE",
-            hint="install into a folder owned by you or root and writable by no one else",
+            hint="install into a folder owned by you or root and writable by no one else, "
+            "named through no link another user owns",
         )
 
 
