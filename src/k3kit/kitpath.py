@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,16 +130,14 @@ def _not_a_kit(why: str) -> VerificationError:
 
 
 def admit_kit_archive(index: ArchiveIndex) -> None:
-    """Refuse, from the index alone, an archive whose members are not the kit its manifest lists.
+    """Refuse, from the index alone, an archive whose members are not the kit its manifest lists
+    (:func:`kit_members_problem`, ``ARCHIVE_NOT_A_KIT``).
 
     Why before extraction: a few kilobytes of gzip can declare 10,000 empty files or 100 MiB of
-    zeros; the verifier would refuse them after they were written. Here each regular member must
-    be a file MANIFEST.json lists, with the size it lists, or one of the documents a manifest
-    does not list (receipt, signature, ``evidence/<run>.json``, ``root/<N>.root.json``); each
-    listed file must be there and each folder must hold one of them (``evidence/`` and ``root/``
-    may be empty). The manifest is not yet
-    checked against the receipt, so a forger who writes a matching manifest still reaches the
-    caps (``MAX_MEMBERS``, ``MAX_TOTAL_BYTES``) before the signature check refuses the copy.
+    zeros; the verifier would refuse them after they were written. The manifest here is the
+    archive's own; ``install`` first checks it against the signed receipt
+    (:func:`k3kit.verify.check_signed_manifest`), so a forger who writes a matching manifest is
+    refused before anything is written too.
     """
     data = index.documents.get(MANIFEST_NAME)
     if data is None:
@@ -151,21 +149,41 @@ def admit_kit_archive(index: ArchiveIndex) -> None:
         max_bytes=MAX_MANIFEST_BYTES,
         code="ARCHIVE_NOT_A_KIT",
     )
+    why = kit_members_problem(((m.name, m.kind, m.size) for m in index.members), manifest)
+    if why is not None:
+        raise _not_a_kit(why)
+
+
+def kit_members_problem(members: Iterable[tuple[str, str, int]], manifest: Manifest) -> str | None:
+    """Why ``members`` (name, kind ``"file"``/``"dir"``/other, size) are not the kit ``manifest``
+    lists, or None: the one rule for "these entries are a kit", for an archive's index and for a
+    folder that ``build --force`` would replace.
+
+    Each file must be one MANIFEST.json lists, with the size it lists, or one of the documents a
+    manifest does not list (receipt, signature, ``evidence/<run>.json``, ``root/<N>.root.json``);
+    each listed file must be there and each folder must hold one of them (``evidence/`` and
+    ``root/`` may be empty); anything else (a link, a device) is not a kit's.
+    """
     listed = {entry.path: entry.size for entry in manifest.files}
     holders: set[str] = set()
-    for member in index.members:
-        if member.kind == "dir":
+    folders: list[str] = []
+    for name, kind, size in members:
+        if kind == "dir":
+            folders.append(name)
             continue
-        if member.name in listed:
-            if member.size != listed.pop(member.name):
-                raise _not_a_kit(f"{member.name!r} is not the size {MANIFEST_NAME} lists")
-        elif member.name not in UNLISTED and not _UNLISTED_NAMES.match(member.name):
-            raise _not_a_kit(f"{member.name!r} is not listed in {MANIFEST_NAME}")
-        parts = member.name.split("/")
+        if kind != "file":
+            return f"{name!r} is a {kind}, not a file of a kit"
+        if name in listed:
+            if size != listed.pop(name):
+                return f"{name!r} is not the size {MANIFEST_NAME} lists"
+        elif name not in UNLISTED and not _UNLISTED_NAMES.match(name):
+            return f"{name!r} is not listed in {MANIFEST_NAME}"
+        parts = name.split("/")
         holders.update("/".join(parts[:i]) for i in range(1, len(parts)))
     if listed:
-        raise _not_a_kit(f"{min(listed)!r} is listed in {MANIFEST_NAME} but missing")
+        return f"{min(listed)!r} is listed in {MANIFEST_NAME} but missing"
     holders |= {EVIDENCE_DIR, ROOT_DIR}  # a kit may carry them empty (the verifier allows it)
-    empty = [m.name for m in index.members if m.kind == "dir" and m.name not in holders]
+    empty = [name for name in folders if name not in holders]
     if empty:
-        raise _not_a_kit(f"folder {empty[0]!r} holds no file of the kit")
+        return f"folder {empty[0]!r} holds no file of the kit"
+    return None
