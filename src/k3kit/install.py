@@ -6,8 +6,10 @@ beside the destination, the staging copy is verified, and the same staging copy 
 ``DIR/<name>-<version>/``. The rename is atomic on one filesystem, so a reader of ``DIR`` sees no
 kit or the whole verified kit, never half of one; on any failure the staging copy is removed and
 an earlier installation is left as it was. An archive is admitted from its tar index before
-anything is written (:func:`k3kit.kitpath.extract_kit`), and a staging folder that a killed
-install left behind is removed by the next install into the same folder (:func:`owned_staging`).
+anything is written (:func:`k3kit.kitpath.extract_kit`): its receipt must be signed by a trusted
+key and sign its ``MANIFEST.json``, and its members must be what that manifest lists. A
+staging folder that a killed install left behind is removed by the next install into the same
+folder (:func:`owned_staging`).
 
 An installed kit of the same name and version is never replaced: the same kit, in a folder this
 user owns and nobody can write (as ``install`` leaves it) and that verifies again in full, makes
@@ -38,7 +40,7 @@ from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.kitpath import extract_kit
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME
 from k3kit.trust import RollbackPolicy
-from k3kit.verify import KitNotVerified, Report, TrustSource, verify_dir
+from k3kit.verify import KitNotVerified, Report, TrustSource, signed_manifest_check, verify_dir
 
 _STAGING_PREFIX = ".k3kit-install-"
 
@@ -258,7 +260,10 @@ def _install_via(
         _copy_kit_dir(kit, staging)
         archive_sha256 = None
     else:
-        staging, archive_sha256 = extract_kit(kit, holder)
+        # The receipt is checked against the trust source, and MANIFEST.json against the
+        # receipt, from the archive's index: a forged manifest cannot budget a byte of disk.
+        check = signed_manifest_check(trusted, label=str(kit))
+        staging, archive_sha256 = extract_kit(kit, holder, authenticate=check)
     report = verify_dir(staging, trusted, label=str(kit), rollback=rollback)
     if archive_sha256 is not None:
         report.facts["archive_sha256"] = archive_sha256

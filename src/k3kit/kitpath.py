@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,31 +94,61 @@ class OpenedKit:
 
 
 @contextmanager
-def open_kit(target: Path) -> Iterator[OpenedKit]:
+def open_kit(target: Path, *, authenticate: Authenticate | None = None) -> Iterator[OpenedKit]:
     """Open a kit directory or ``.kit.tar.gz`` for reading; an archive's copy lasts the block.
 
     Raises :class:`InputError` ``KIT_NOT_FOUND`` / ``KIT_NOT_RECOGNISED`` (see :func:`classify`;
     a lock or a receipt is not a kit), and the archive reader's ``VerificationError``
     (``ARCHIVE_FORMAT``, ``ARCHIVE_TOO_LARGE``, ``ARCHIVE_MEMBER_*``: exit 1) for an archive it
-    refuses.
+    refuses; ``authenticate`` as for :func:`extract_kit`.
     """
     kind = require(target, KIT_KINDS, verb="this command")
     if kind == "directory":
         yield OpenedKit(target, str(target), kind)
         return
-    staging, digest = extract_kit(target)
+    staging, digest = extract_kit(target, authenticate=authenticate)
     try:
         yield OpenedKit(staging, str(target), kind, digest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def extract_kit(archive: Path, dest_parent: Path | None = None) -> tuple[Path, str]:
-    """:func:`k3kit.archive.extract_safely` for a kit: admitted by :func:`admit_kit_archive`
-    from its index before anything is written; returns (staging folder, archive sha256)."""
-    return extract_safely(
-        archive, dest_parent, admit=admit_kit_archive, keep={MANIFEST_NAME: MAX_MANIFEST_BYTES}
-    )
+@dataclass(frozen=True)
+class Authenticate:
+    """How a caller with a trust source checks an archive's manifest before it is extracted.
+
+    ``documents`` names the small members to keep from the index pass (name -> most bytes kept:
+    the receipt, ``MANIFEST.json``, the root files a pinned root can reach); ``check`` is given
+    the kept bytes and raises unless the receipt is signed by a trusted key and signs exactly
+    that ``MANIFEST.json`` (:func:`k3kit.verify.signed_manifest_check` builds both; this layer
+    cannot import the verifier).
+    """
+
+    documents: Mapping[str, int]
+    check: Callable[[Mapping[str, bytes]], None]
+
+
+def extract_kit(
+    archive: Path, dest_parent: Path | None = None, *, authenticate: Authenticate | None = None
+) -> tuple[Path, str]:
+    """:func:`k3kit.archive.extract_safely` for a kit, admitted from its index before anything is
+    written; returns (staging folder, archive sha256).
+
+    The index must be the kit its own manifest lists (:func:`admit_kit_archive`), and, with
+    ``authenticate``, that manifest must be the one a trusted receipt signs: then a forger's
+    manifest (7 files of 64 MiB of zeros beside a genuine receipt of another kit) is refused with
+    nothing written. Without it (``audit``, ``pull`` without ``--trust``, ``card --unverified``:
+    nothing to check against) the manifest is the archive's own, and a forger who writes a
+    matching one reaches the caps before the verifier refuses the copy.
+    """
+    keep = {MANIFEST_NAME: MAX_MANIFEST_BYTES, **(authenticate.documents if authenticate else {})}
+
+    def admit(index: ArchiveIndex) -> None:
+        admit_kit_archive(index)
+        if authenticate is not None:
+            authenticate.check(index.documents)
+
+    return extract_safely(archive, dest_parent, admit=admit, keep=keep)
 
 
 def _not_a_kit(why: str) -> VerificationError:
