@@ -3,8 +3,9 @@
 One rule (:func:`k3kit._fs.refuse_existing`) for every output: a folder output is replaced only if
 it is empty or carries k3kit's own mark (``.k3kit-output`` for render-site's and demo's folders, a
 kit for build's: only the files its ``MANIFEST.json`` lists and a kit's unlisted documents), is
-owned by the user and does not hold the current folder; a file output only if it is a regular file. Each test is the mistake or the trap
-as a user would meet it, run through the real CLI, and checks that nothing of theirs was lost.
+owned by the user and does not hold the current folder; a file output only if it is a regular
+file. Each test is the mistake or the trap as a user would meet it, run through the real CLI, and
+checks that nothing of theirs was lost.
 """
 
 from __future__ import annotations
