@@ -98,7 +98,7 @@ def is_kit_folder(folder: Path) -> bool:
             folder / MANIFEST_NAME,
             MAX_MANIFEST_BYTES,
             what=MANIFEST_NAME,
-            error=VerificationError,
+            error=InputError,
             code="OUTPUT_NOT_A_KIT",
         )
         manifest = parse_document(
@@ -106,9 +106,10 @@ def is_kit_folder(folder: Path) -> bool:
             Manifest,
             what=MANIFEST_NAME,
             max_bytes=MAX_MANIFEST_BYTES,
+            error=InputError,
             code="OUTPUT_NOT_A_KIT",
         )
-    except VerificationError:
+    except (InputError, VerificationError):  # whatever is wrong with it, it is not a kit
         return False
     if not any(entry.path == "kit.json" for entry in manifest.files):
         return False
