@@ -44,8 +44,15 @@ def test_build_refuses_to_overwrite_without_force(golden: GoldenKit, tmp_path: P
     forced = run_k3kit(
         "build", EXAMPLE / "package.toml", "--lock", golden.lock, "-o", out, "--force"
     )
+    # A kit plus a file of the user's is not what k3kit wrote: --force keeps the user's file.
+    assert forced.returncode == 3 and "neither empty nor a k3kit kit" in forced.stderr
+    assert (out / "marker").read_text() == "keep me"
+    (out / "marker").unlink()
+    (out / "kit.json").chmod(0o600)  # changed in place: still the kit's entry, replaced
+    forced = run_k3kit(
+        "build", EXAMPLE / "package.toml", "--lock", golden.lock, "-o", out, "--force"
+    )
     assert forced.returncode == 0, forced.stderr
-    assert not (out / "marker").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".kit.")]
 
 

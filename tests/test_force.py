@@ -2,9 +2,10 @@
 
 One rule (:func:`k3kit._fs.refuse_existing`) for every output: a folder output is replaced only if
 it is empty or carries k3kit's own mark (``.k3kit-output`` for render-site's and demo's folders, a
-kit's ``kit.json`` + ``MANIFEST.json`` for build's), is owned by the user and does not hold the
-current folder; a file output only if it is a regular file. Each test is the mistake or the trap
-as a user would meet it, run through the real CLI, and checks that nothing of theirs was lost.
+kit for build's: only the files its ``MANIFEST.json`` lists and a kit's unlisted documents), is
+owned by the user and does not hold the current folder; a file output only if it is a regular
+file. Each test is the mistake or the trap as a user would meet it, run through the real CLI, and
+checks that nothing of theirs was lost.
 """
 
 from __future__ import annotations
@@ -135,6 +136,57 @@ def test_build_force_over_a_git_checkout_is_refused(golden: GoldenKit, tmp_path:
     assert proc.returncode == 3, proc.stderr
     assert "OUTPUT_NOT_A_KIT" in proc.stdout
     assert sorted(os.listdir(repo)) == [".git", "main.py"]
+
+
+def test_build_force_over_a_checkout_holding_a_kits_two_documents_is_refused(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The attack (finding 6 of the outside pass): a git checkout that holds a real kit's
+    ``kit.json`` and ``MANIFEST.json`` (committed for review) beside ``.git/`` and the user's own
+    notes. The two documents used to be the whole test of "a kit", so ``build --force`` wiped the
+    checkout. Now every entry must be one the manifest lists: refused, everything kept."""
+    repo = _git_checkout(tmp_path / "repo")
+    for name in ("kit.json", "MANIFEST.json"):
+        (repo / name).write_bytes((golden.kit / name).read_bytes())
+    (repo / "notes.txt").write_text("precious source\n")
+    head = (repo / ".git" / "HEAD").read_bytes()
+    proc = run_k3kit(
+        "build", EXAMPLE / "package.toml", "--lock", golden.lock, "-o", repo, "--force", "--json"
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert "OUTPUT_NOT_A_KIT" in proc.stdout
+    assert sorted(os.listdir(repo)) == [".git", "MANIFEST.json", "kit.json", "main.py", "notes.txt"]
+    assert (repo / ".git" / "HEAD").read_bytes() == head
+    assert (repo / "notes.txt").read_text() == "precious source\n"
+
+
+def test_build_force_over_a_kit_with_one_extra_file_is_refused(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A complete signed kit plus one file of the user's (a note dropped into the folder): not
+    what k3kit wrote, so not replaced."""
+    kit = tmp_path / "kit"
+    subprocess.run(["cp", "-a", str(golden.kit), str(kit)], check=True)
+    (kit / "TODO.md").write_text("mine\n")
+    proc = run_k3kit(
+        "build", EXAMPLE / "package.toml", "--lock", golden.lock, "-o", kit, "--force", "--json"
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert "OUTPUT_NOT_A_KIT" in proc.stdout
+    assert (kit / "TODO.md").read_text() == "mine\n"
+
+
+def test_build_force_replaces_a_signed_kit_it_wrote(golden: GoldenKit, tmp_path: Path) -> None:
+    """The other side of the rule: a signed kit (receipt, evidence and all) is k3kit's and is
+    replaced by the new build."""
+    kit = tmp_path / "kit"
+    subprocess.run(["cp", "-a", str(golden.kit), str(kit)], check=True)
+    assert (kit / "receipt.dsse.json").exists()
+    proc = run_k3kit(
+        "build", EXAMPLE / "package.toml", "--lock", golden.lock, "-o", kit, "--force", "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not (kit / "receipt.dsse.json").exists()  # the fresh build is not signed yet
 
 
 def test_a_file_output_behind_a_symlink_is_not_replaced_with_force(

@@ -335,3 +335,63 @@ def test_a_copy_of_the_genuine_kit_not_left_by_install_is_not_already_installed(
     rc, out, stderr = install(archive, golden.key.public, into)
     assert (rc, out["error"]["code"]) == (4, "INSTALL_TARGET_FOREIGN"), stderr
     assert "is writable" in out["error"]["message"]
+
+
+_LINK_INTO = """
+import os, sys
+os.symlink(sys.argv[1], sys.argv[2])
+"""
+
+
+@needs_root
+def test_an_into_named_through_a_cotenant_link_is_refused(
+    archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The attack (finding 5 of the outside pass): in a sticky shared folder the co-tenant
+    (uid 65534) makes ``into -> the operator's own folder``. Resolved, the name is safe, so the
+    kit used to install (exit 0); the co-tenant then re-points ``into`` at a copy of their own,
+    and the ``run.sh`` the operator runs by that name is theirs. Now the link itself is judged
+    (the one rule state folders use): refused, exit 4, nothing written in the real folder."""
+    real = tmp_path / "kits"
+    real.mkdir(mode=0o755)
+    tmp_path.chmod(0o755)  # so the co-tenant can see it, as in the attack
+    with shared_folder() as shared:
+        link = shared / "into"
+        cotenant_python(_LINK_INTO, str(real), str(link))
+        assert link.lstat().st_uid == COTENANT_UID and link.resolve() == real.resolve()
+
+        rc, out, stderr = install(archive, golden.key.public, link)
+
+        assert (rc, out["error"]["code"]) == (4, "INSTALL_DIR_UNSAFE"), stderr
+        assert f"{link} can be written by another user" in out["error"]["message"]
+        assert os.listdir(real) == []
+
+
+@needs_root
+def test_a_cotenant_link_above_into_is_refused(
+    archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The same link one level up (``--into shared/link/kits``): every folder on the way counts."""
+    real = tmp_path / "parent"
+    (real / "kits").mkdir(parents=True, mode=0o755)
+    tmp_path.chmod(0o755)
+    with shared_folder() as shared:
+        link = shared / "link"
+        cotenant_python(_LINK_INTO, str(real), str(link))
+        rc, out, stderr = install(archive, golden.key.public, link / "kits")
+        assert (rc, out["error"]["code"]) == (4, "INSTALL_DIR_UNSAFE"), stderr
+        assert f"{link} can be written by another user" in out["error"]["message"]
+        assert os.listdir(real / "kits") == []
+
+
+def test_an_into_through_ones_own_link_still_installs(
+    archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A link the operator owns (``~/kits -> /srv/kits``) is theirs to re-point: still allowed."""
+    real = tmp_path / "kits"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    rc, out, stderr = install(archive, golden.key.public, link)
+    assert rc == 0, stderr
+    assert out["installed"] == str((real / FOLDER).resolve())

@@ -14,6 +14,7 @@ k3kit did not make, or whose install is still running, is left alone.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -313,3 +314,107 @@ def test_a_cotenants_staging_look_alike_with_a_marker_is_kept(
         proc = run_k3kit("install", archive, "--trust", golden.key.public, "--into", into)
         assert proc.returncode == 0, proc.stderr
         assert (into / ".k3kit-install-bait" / "precious").read_text() == "theirs"
+
+
+def _forged_manifest(golden: GoldenKit, members: list[tuple[str, int]]) -> bytes:
+    """The genuine kit's MANIFEST.json with its file list replaced by ``members`` (zeros), in the
+    canonical form a real manifest has: the forger writes it, no key needed."""
+    manifest = json.loads((golden.kit / "MANIFEST.json").read_bytes())
+    zeros = {size: hashlib.sha256(bytes(size)).hexdigest() for _, size in members}
+    manifest["files"] = [
+        {"path": name, "sha256": zeros[size], "size": size} for name, size in members
+    ]
+    return json.dumps(manifest, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
+
+
+def _bomb_with_foreign_receipt(
+    golden: GoldenKit, out: Path, members: list[tuple[str, int]]
+) -> Path:
+    """The attack as the outside pass made it: the bomb's own MANIFEST.json lists exactly its
+    members (so the index admits them against it), and beside it sits a *genuine* receipt,
+    signed by the trusted key, of another kit (the publisher's own, from any public archive)."""
+    documents = {
+        "MANIFEST.json": _forged_manifest(golden, members),
+        "receipt.dsse.json": (golden.kit / "receipt.dsse.json").read_bytes(),
+    }
+    with (
+        open(out, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, filename="", mode="wb", compresslevel=9, mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar,
+    ):
+        for name, data in documents.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, size in members:
+            info = tarfile.TarInfo(name)
+            info.size = size
+            tar.addfile(info, _Zeros(size) if size else None)
+    return out
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        [(f"z{i}.bin", 64 * 1024 * 1024) for i in range(7)],
+        [(f"f{i:05d}.txt", 0) for i in range(9_990)],
+    ],
+    ids=["7 files of 64 MiB of zeros", "9,990 empty files"],
+)
+def test_a_bomb_whose_own_manifest_admits_it_beside_a_foreign_genuine_receipt_writes_nothing(
+    golden: GoldenKit, tmp_path: Path, members: list[tuple[str, int]]
+) -> None:
+    """Finding 2 of the outside pass: the bomb's budget used to be checked against the
+    attacker's own manifest, so 461 KB of archive put 448 MiB into --into before the receipt was
+    found to sign another kit. Now the receipt's signature and the signed kit checksum
+    (sha256 of MANIFEST.json) are checked from the index, by verify's own steps: the forged
+    manifest is refused (RECEIPT_KIT_MISMATCH, exit 1) with nothing beyond the staging holder
+    written."""
+    bomb = _bomb_with_foreign_receipt(golden, tmp_path / "bomb.kit.tar.gz", members)
+    assert bomb.stat().st_size < 1_000_000
+    into = tmp_path / "kits"
+    out, made = _install_watched(tmp_path, bomb, golden.key.public, into)
+    checks = {c["id"]: c for c in out["checks"]}
+    assert checks["receipt_signature"]["ok"] is True  # the receipt is genuine...
+    assert checks["kit_checksum"]["code"] == "RECEIPT_KIT_MISMATCH"  # ...but not this kit's
+    assert out["installed"] is None
+    assert _beyond_budget(made, into) == []
+    assert os.listdir(into) == []
+
+
+def test_a_bomb_with_no_receipt_is_refused_from_its_index(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Without a receipt there is nothing to check the manifest against: refused before a byte."""
+    members = [(f"z{i}.bin", 16 * 1024 * 1024) for i in range(4)]
+    bomb = _bomb_with_foreign_receipt(golden, tmp_path / "bomb.kit.tar.gz", members)
+    raw = io.BytesIO(gzip.decompress(bomb.read_bytes()))
+    stripped = io.BytesIO()
+    with (
+        tarfile.open(fileobj=raw, mode="r:") as src,
+        tarfile.open(fileobj=stripped, mode="w", format=tarfile.USTAR_FORMAT) as dst,
+    ):
+        for member in src.getmembers():
+            if member.name != "receipt.dsse.json":
+                dst.addfile(member, src.extractfile(member))
+    bomb.write_bytes(gzip.compress(stripped.getvalue(), compresslevel=9, mtime=0))
+    into = tmp_path / "kits"
+    out, made = _install_watched(tmp_path, bomb, golden.key.public, into)
+    checks = {c["id"]: c for c in out["checks"]}
+    assert checks["receipt_signature"]["code"] == "RECEIPT_MISSING"
+    assert _beyond_budget(made, into) == []
+
+
+def test_verify_of_the_same_bomb_reads_its_receipt_before_extracting(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """`verify` of an archive takes the same path as install: the forged manifest is refused from
+    the index (the report's archive check passed, the kit checksum names the mismatch)."""
+    members = [(f"z{i}.bin", 16 * 1024 * 1024) for i in range(4)]
+    bomb = _bomb_with_foreign_receipt(golden, tmp_path / "bomb.kit.tar.gz", members)
+    proc = run_k3kit("verify", bomb, "--trust", golden.key.public, "--json")
+    assert proc.returncode == 1, proc.stderr
+    checks = {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["archive"]["ok"] is True
+    assert checks["kit_checksum"]["code"] == "RECEIPT_KIT_MISMATCH"
+    assert "kit_files" not in checks  # never extracted, so never compared

@@ -259,18 +259,32 @@ def _unsafe_state(what: str, path: Path, why: str, fix: str, code: str) -> Envir
     return EnvironmentProblem(f"{what} {shown(path)} {why}", code=code, hint=fix)
 
 
-def _unsafe_above(path: Path) -> Path | None:
-    """The first folder above ``path`` that others could use to swap it: as written (a link on
-    the way owned by another user, or a folder they can rename entries of), then as resolved."""
+def swappable_on_the_way(path: Path) -> Path | None:
+    """The first of ``path`` and the folders above it that another user could use to swap what
+    the name leads to, else None: as written (a link on the way owned by another user, or a folder
+    they can rename entries of), then as resolved (:func:`replaceable_by_others`).
+
+    The one check for every folder k3kit trusts by name: state folders (:func:`private_dir`) and
+    ``install --into``. Checking only the resolved path misses a co-tenant's link in a sticky
+    ``/tmp``: it resolves to a safe folder today and is re-pointed by its owner tomorrow, and
+    everything that later follows the name the operator typed (``run.sh``) follows the co-tenant.
+    ``path`` must exist and be absolute (not resolved).
+    """
     me = os.geteuid()
-    for current in path.parents:
+    for current in (path, *path.parents):
         st = os.lstat(current)
         if stat.S_ISLNK(st.st_mode):
             if st.st_uid not in (0, me):
                 return current
         elif _lets_others_swap(st):
             return current
-    return replaceable_by_others(Path(os.path.realpath(path.parent)))
+    return replaceable_by_others(Path(os.path.realpath(path)))
+
+
+def _unsafe_above(path: Path) -> Path | None:
+    """:func:`swappable_on_the_way` for the folders above ``path`` (``path`` itself is judged
+    by its caller, with stricter rules for a state folder)."""
+    return swappable_on_the_way(path.parent)
 
 
 def _make_private_chain(path: Path, what: str, code: str) -> None:

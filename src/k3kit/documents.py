@@ -104,6 +104,33 @@ def read_document(
     """
     label = what or path.name
     data = read_bounded(path, max_bytes, what=label, error=error, code=code)
+    return check_document(
+        data,
+        model,
+        label=label,
+        max_bytes=max_bytes,
+        expected_sha256=expected_sha256,
+        code=code,
+        mismatch_code=mismatch_code,
+        mismatch_detail=mismatch_detail,
+        error=error,
+    )
+
+
+def check_document(
+    data: bytes,
+    model: type[M],
+    *,
+    label: str,
+    max_bytes: int,
+    expected_sha256: str | None = None,
+    code: str,
+    mismatch_code: str | None = None,
+    mismatch_detail: str = "",
+    error: type[K3kitError] = VerificationError,
+) -> Document[M]:
+    """:func:`read_document` for bytes already read (an archive member kept from its index):
+    hashed and compared with ``expected_sha256`` before it is parsed."""
     actual = hashlib.sha256(data).hexdigest()
     if expected_sha256 is not None and actual != expected_sha256:
         raise error(

@@ -6,8 +6,10 @@ beside the destination, the staging copy is verified, and the same staging copy 
 ``DIR/<name>-<version>/``. The rename is atomic on one filesystem, so a reader of ``DIR`` sees no
 kit or the whole verified kit, never half of one; on any failure the staging copy is removed and
 an earlier installation is left as it was. An archive is admitted from its tar index before
-anything is written (:func:`k3kit.kitpath.extract_kit`), and a staging folder that a killed
-install left behind is removed by the next install into the same folder (:func:`owned_staging`).
+anything is written (:func:`k3kit.kitpath.extract_kit`): its receipt must be signed by a trusted
+key and sign its ``MANIFEST.json``, and its members must be what that manifest lists. A
+staging folder that a killed install left behind is removed by the next install into the same
+folder (:func:`owned_staging`).
 
 An installed kit of the same name and version is never replaced: the same kit, in a folder this
 user owns and nobody can write (as ``install`` leaves it) and that verifies again in full, makes
@@ -29,7 +31,7 @@ from k3kit._fs import (
     TreeEntry,
     foreign_entry,
     owned_staging,
-    replaceable_by_others,
+    swappable_on_the_way,
     walk,
 )
 from k3kit._pathpolicy import path_problem
@@ -38,7 +40,7 @@ from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.kitpath import extract_kit
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME
 from k3kit.trust import RollbackPolicy
-from k3kit.verify import KitNotVerified, Report, TrustSource, verify_dir
+from k3kit.verify import KitNotVerified, Report, TrustSource, signed_manifest_check, verify_dir
 
 _STAGING_PREFIX = ".k3kit-install-"
 
@@ -191,27 +193,34 @@ def _destination_root(into: Path) -> Path:
     # above it) could swap the staging folder for their own in between, and an unverified kit
     # would be installed as verified. Checked on the nearest existing folder before anything is
     # created, and again on DIR itself once it exists (a umask of 002 makes it group-writable).
+    into = Path(os.path.abspath(into))  # absolute, links kept: the name as the operator wrote it
     existing = into
     while not (existing.exists() or existing.is_symlink()) and existing != existing.parent:
         existing = existing.parent
-    _refuse_replaceable(Path(os.path.realpath(existing)))
+    _refuse_replaceable(existing)
     try:
         into.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot create {into}: {exc.strerror or exc}") from exc
-    real = Path(os.path.realpath(into))
-    _refuse_replaceable(real)
-    return real
+    _refuse_replaceable(into)
+    return Path(os.path.realpath(into))
 
 
 def _refuse_replaceable(folder: Path) -> None:
-    unsafe = replaceable_by_others(folder)
+    """``folder`` and every folder above it, as written and as resolved, are out of other users'
+    reach (:func:`swappable_on_the_way`, the rule state folders use too): a link on the way owned
+    by a co-tenant is refused even when it points at a safe folder today, since its owner can
+    re-point it after the install, and whatever follows the name (the kit's ``run.sh``) would
+    follow them."""
+    unsafe = swappable_on_the_way(folder)
     if unsafe is not None:
         raise EnvironmentProblem(
-            f"{unsafe} can be written by another user, who could swap the kit between its "
-            "verification and the install",
+            f"{unsafe} can be written by another user (a folder they can write, or a link "
+            "they own and can re-point), who could swap the kit between its verification and "
+            "the install, or after it",
             code="INSTALL_DIR_UNSAFE",
-            hint="install into a folder owned by you or root and writable by no one else",
+            hint="install into a folder owned by you or root and writable by no one else, "
+            "named through no link another user owns",
         )
 
 
@@ -251,7 +260,10 @@ def _install_via(
         _copy_kit_dir(kit, staging)
         archive_sha256 = None
     else:
-        staging, archive_sha256 = extract_kit(kit, holder)
+        # The receipt is checked against the trust source, and MANIFEST.json against the
+        # receipt, from the archive's index: a forged manifest cannot budget a byte of disk.
+        check = signed_manifest_check(trusted, label=str(kit))
+        staging, archive_sha256 = extract_kit(kit, holder, authenticate=check)
     report = verify_dir(staging, trusted, label=str(kit), rollback=rollback)
     if archive_sha256 is not None:
         report.facts["archive_sha256"] = archive_sha256

@@ -31,9 +31,10 @@ from k3kit._fs import (
     walk,
 )
 from k3kit._version import __version__
-from k3kit.documents import read_bounded, read_document
+from k3kit.documents import parse_document, read_bounded, read_document
 from k3kit.errors import InputError, VerificationError
 from k3kit.evidence import MAX_EVIDENCE_BYTES
+from k3kit.kitpath import MAX_MANIFEST_BYTES, kit_members_problem
 from k3kit.manifest import (
     EVIDENCE_DIR,
     MANIFEST_NAME,
@@ -84,16 +85,42 @@ def load_lock(path: Path) -> WeightsLock:
 
 
 def is_kit_folder(folder: Path) -> bool:
-    """A kit is recognised by its own documents: ``kit.json`` and ``MANIFEST.json`` as regular
-    files (a kit carries no marker file: the manifest would have to list it)."""
-    return all(
-        (folder / name).is_file() and not (folder / name).is_symlink()
-        for name in ("kit.json", MANIFEST_NAME)
-    )
+    """A kit k3kit wrote is recognised by its own manifest: ``MANIFEST.json`` parses, and every
+    entry of the folder is a file it lists (with its size) or one a kit may hold unlisted, the
+    rule archives are admitted by (:func:`k3kit.kitpath.kit_members_problem`).
+
+    Why not "``kit.json`` and ``MANIFEST.json`` are there": a git checkout that merely holds those
+    two (a kit committed for review, a copy of its manifest) would be wiped, ``.git/`` included,
+    by ``build -o . --force``. A kit carries no marker file (the manifest would have to list it).
+    """
+    try:
+        data = read_capped(
+            folder / MANIFEST_NAME,
+            MAX_MANIFEST_BYTES,
+            what=MANIFEST_NAME,
+            error=InputError,
+            code="OUTPUT_NOT_A_KIT",
+        )
+        manifest = parse_document(
+            data,
+            Manifest,
+            what=MANIFEST_NAME,
+            max_bytes=MAX_MANIFEST_BYTES,
+            error=InputError,
+            code="OUTPUT_NOT_A_KIT",
+        )
+    except (InputError, VerificationError):  # whatever is wrong with it, it is not a kit
+        return False
+    if not any(entry.path == "kit.json" for entry in manifest.files):
+        return False
+    entries = ((e.rel, e.kind, e.size) for e in walk(folder))
+    return kit_members_problem(entries, manifest) is None
 
 
 KIT_FOLDER = FolderRule(
-    is_kit_folder, "OUTPUT_NOT_A_KIT", "a k3kit kit (kit.json and MANIFEST.json)"
+    is_kit_folder,
+    "OUTPUT_NOT_A_KIT",
+    "a k3kit kit (only the files its MANIFEST.json lists, and a kit's unlisted documents)",
 )
 
 

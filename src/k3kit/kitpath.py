@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,31 +94,61 @@ class OpenedKit:
 
 
 @contextmanager
-def open_kit(target: Path) -> Iterator[OpenedKit]:
+def open_kit(target: Path, *, authenticate: Authenticate | None = None) -> Iterator[OpenedKit]:
     """Open a kit directory or ``.kit.tar.gz`` for reading; an archive's copy lasts the block.
 
     Raises :class:`InputError` ``KIT_NOT_FOUND`` / ``KIT_NOT_RECOGNISED`` (see :func:`classify`;
     a lock or a receipt is not a kit), and the archive reader's ``VerificationError``
     (``ARCHIVE_FORMAT``, ``ARCHIVE_TOO_LARGE``, ``ARCHIVE_MEMBER_*``: exit 1) for an archive it
-    refuses.
+    refuses; ``authenticate`` as for :func:`extract_kit`.
     """
     kind = require(target, KIT_KINDS, verb="this command")
     if kind == "directory":
         yield OpenedKit(target, str(target), kind)
         return
-    staging, digest = extract_kit(target)
+    staging, digest = extract_kit(target, authenticate=authenticate)
     try:
         yield OpenedKit(staging, str(target), kind, digest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def extract_kit(archive: Path, dest_parent: Path | None = None) -> tuple[Path, str]:
-    """:func:`k3kit.archive.extract_safely` for a kit: admitted by :func:`admit_kit_archive`
-    from its index before anything is written; returns (staging folder, archive sha256)."""
-    return extract_safely(
-        archive, dest_parent, admit=admit_kit_archive, keep={MANIFEST_NAME: MAX_MANIFEST_BYTES}
-    )
+@dataclass(frozen=True)
+class Authenticate:
+    """How a caller with a trust source checks an archive's manifest before it is extracted.
+
+    ``documents`` names the small members to keep from the index pass (name -> most bytes kept:
+    the receipt, ``MANIFEST.json``, the root files a pinned root can reach); ``check`` is given
+    the kept bytes and raises unless the receipt is signed by a trusted key and signs exactly
+    that ``MANIFEST.json`` (:func:`k3kit.verify.signed_manifest_check` builds both; this layer
+    cannot import the verifier).
+    """
+
+    documents: Mapping[str, int]
+    check: Callable[[Mapping[str, bytes]], None]
+
+
+def extract_kit(
+    archive: Path, dest_parent: Path | None = None, *, authenticate: Authenticate | None = None
+) -> tuple[Path, str]:
+    """:func:`k3kit.archive.extract_safely` for a kit, admitted from its index before anything is
+    written; returns (staging folder, archive sha256).
+
+    The index must be the kit its own manifest lists (:func:`admit_kit_archive`), and, with
+    ``authenticate``, that manifest must be the one a trusted receipt signs: then a forger's
+    manifest (7 files of 64 MiB of zeros beside a genuine receipt of another kit) is refused with
+    nothing written. Without it (``audit``, ``pull`` without ``--trust``, ``card --unverified``:
+    nothing to check against) the manifest is the archive's own, and a forger who writes a
+    matching one reaches the caps before the verifier refuses the copy.
+    """
+    keep = {MANIFEST_NAME: MAX_MANIFEST_BYTES, **(authenticate.documents if authenticate else {})}
+
+    def admit(index: ArchiveIndex) -> None:
+        admit_kit_archive(index)
+        if authenticate is not None:
+            authenticate.check(index.documents)
+
+    return extract_safely(archive, dest_parent, admit=admit, keep=keep)
 
 
 def _not_a_kit(why: str) -> VerificationError:
@@ -130,16 +160,14 @@ def _not_a_kit(why: str) -> VerificationError:
 
 
 def admit_kit_archive(index: ArchiveIndex) -> None:
-    """Refuse, from the index alone, an archive whose members are not the kit its manifest lists.
+    """Refuse, from the index alone, an archive whose members are not the kit its manifest lists
+    (:func:`kit_members_problem`, ``ARCHIVE_NOT_A_KIT``).
 
     Why before extraction: a few kilobytes of gzip can declare 10,000 empty files or 100 MiB of
-    zeros; the verifier would refuse them after they were written. Here each regular member must
-    be a file MANIFEST.json lists, with the size it lists, or one of the documents a manifest
-    does not list (receipt, signature, ``evidence/<run>.json``, ``root/<N>.root.json``); each
-    listed file must be there and each folder must hold one of them (``evidence/`` and ``root/``
-    may be empty). The manifest is not yet
-    checked against the receipt, so a forger who writes a matching manifest still reaches the
-    caps (``MAX_MEMBERS``, ``MAX_TOTAL_BYTES``) before the signature check refuses the copy.
+    zeros; the verifier would refuse them after they were written. The manifest here is the
+    archive's own; ``install`` first checks it against the signed receipt
+    (:func:`k3kit.verify.check_signed_manifest`), so a forger who writes a matching manifest is
+    refused before anything is written too.
     """
     data = index.documents.get(MANIFEST_NAME)
     if data is None:
@@ -151,21 +179,41 @@ def admit_kit_archive(index: ArchiveIndex) -> None:
         max_bytes=MAX_MANIFEST_BYTES,
         code="ARCHIVE_NOT_A_KIT",
     )
+    why = kit_members_problem(((m.name, m.kind, m.size) for m in index.members), manifest)
+    if why is not None:
+        raise _not_a_kit(why)
+
+
+def kit_members_problem(members: Iterable[tuple[str, str, int]], manifest: Manifest) -> str | None:
+    """Why ``members`` (name, kind ``"file"``/``"dir"``/other, size) are not the kit ``manifest``
+    lists, or None: the one rule for "these entries are a kit", for an archive's index and for a
+    folder that ``build --force`` would replace.
+
+    Each file must be one MANIFEST.json lists, with the size it lists, or one of the documents a
+    manifest does not list (receipt, signature, ``evidence/<run>.json``, ``root/<N>.root.json``);
+    each listed file must be there and each folder must hold one of them (``evidence/`` and
+    ``root/`` may be empty); anything else (a link, a device) is not a kit's.
+    """
     listed = {entry.path: entry.size for entry in manifest.files}
     holders: set[str] = set()
-    for member in index.members:
-        if member.kind == "dir":
+    folders: list[str] = []
+    for name, kind, size in members:
+        if kind == "dir":
+            folders.append(name)
             continue
-        if member.name in listed:
-            if member.size != listed.pop(member.name):
-                raise _not_a_kit(f"{member.name!r} is not the size {MANIFEST_NAME} lists")
-        elif member.name not in UNLISTED and not _UNLISTED_NAMES.match(member.name):
-            raise _not_a_kit(f"{member.name!r} is not listed in {MANIFEST_NAME}")
-        parts = member.name.split("/")
+        if kind != "file":
+            return f"{name!r} is a {kind}, not a file of a kit"
+        if name in listed:
+            if size != listed.pop(name):
+                return f"{name!r} is not the size {MANIFEST_NAME} lists"
+        elif name not in UNLISTED and not _UNLISTED_NAMES.match(name):
+            return f"{name!r} is not listed in {MANIFEST_NAME}"
+        parts = name.split("/")
         holders.update("/".join(parts[:i]) for i in range(1, len(parts)))
     if listed:
-        raise _not_a_kit(f"{min(listed)!r} is listed in {MANIFEST_NAME} but missing")
+        return f"{min(listed)!r} is listed in {MANIFEST_NAME} but missing"
     holders |= {EVIDENCE_DIR, ROOT_DIR}  # a kit may carry them empty (the verifier allows it)
-    empty = [m.name for m in index.members if m.kind == "dir" and m.name not in holders]
+    empty = [name for name in folders if name not in holders]
     if empty:
-        raise _not_a_kit(f"folder {empty[0]!r} holds no file of the kit")
+        return f"folder {empty[0]!r} holds no file of the kit"
+    return None

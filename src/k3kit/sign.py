@@ -149,7 +149,13 @@ def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt
         code="RECEIPT_MISSING",
         too_large_code="RECEIPT_TOO_LARGE",
     )
-    verified = verify_envelope(data, trusted, expected_type=PAYLOAD_TYPE, source=path.name)
+    return parse_receipt(data, trusted, source=path.name)
+
+
+def parse_receipt(data: bytes, trusted: list[Ed25519PublicKey], *, source: str) -> VerifiedReceipt:
+    """:func:`read_receipt` for bytes already in memory (``install`` checks an archive's receipt
+    from its tar index, before anything is extracted): the signature first, then the payload."""
+    verified = verify_envelope(data, trusted, expected_type=PAYLOAD_TYPE, source=source)
     obj = strict_loads(
         verified.payload,
         source="receipt payload",

@@ -9,7 +9,7 @@ huggingface_hub, jinja2, ``pin`` or ``render`` (import-linter enforces it).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,14 +20,22 @@ from pydantic import BaseModel
 
 from k3kit.documents import (
     Document,
+    check_document,
     read_bounded,
     read_document,
     read_kit_documents,
     read_listed,
 )
 from k3kit.errors import InputError, VerificationError
-from k3kit.kitpath import KIT_KINDS, open_kit, require
-from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, ExpectedEvidence, diff_evidence, diff_tree
+from k3kit.kitpath import KIT_KINDS, Authenticate, open_kit, require
+from k3kit.manifest import (
+    MANIFEST_NAME,
+    RECEIPT_NAME,
+    ROOT_DIR,
+    ExpectedEvidence,
+    diff_evidence,
+    diff_tree,
+)
 from k3kit.models import (
     KIT_SUBJECT,
     WEIGHTS_SUBJECT,
@@ -36,10 +44,10 @@ from k3kit.models import (
     Statement,
     WeightsLock,
 )
-from k3kit.sign import read_receipt, subject_digest
+from k3kit.sign import MAX_ENVELOPE_BYTES, parse_receipt, read_receipt, subject_digest
 from k3kit.trust import RollbackPolicy, RootAnchor, Trust, sshsig
 from k3kit.trust import rollback as rollback_state
-from k3kit.trust.root import kit_roots
+from k3kit.trust.root import MAX_ROOT_BYTES, kit_roots
 from k3kit.vocab import CheckStatus, Problem
 from k3kit.weights import WeightsOptions, check_weights
 
@@ -117,16 +125,28 @@ class _State:
     manifest_data: bytes | None = None  # those bytes (what MANIFEST.json.sig signs)
     lock: WeightsLock | None = None
     lock_sha256: str | None = None
+    # An archive's receipt, manifest and roots kept from its tar index: the first checks then run
+    # on these bytes, before anything is extracted (:func:`signed_manifest_check`).
+    documents: Mapping[str, bytes] | None = None
+
+
+def _offered_roots(anchor: RootAnchor, documents: Mapping[str, bytes]) -> dict[int, bytes]:
+    names = {v: f"{ROOT_DIR}/{v}.root.json" for v in anchor.reachable_versions()}
+    return {v: documents[name] for v, name in names.items() if name in documents}
 
 
 def _step_trust(st: _State, check: Check) -> None:
     if isinstance(st.source, RootAnchor):  # walks the kit's root/ chain, persists new roots
-        st.trust, new = st.source.resolve(st.kit_dir)
+        if st.documents is None:
+            st.trust, new = st.source.resolve(st.kit_dir)
+        else:
+            st.trust, new = st.source.resolve(None, offered=_offered_roots(st.source, st.documents))
         check.detail = st.trust.description
         if new:
             check.detail += f"; accepted root version(s) {', '.join(map(str, new))} from the kit"
         return
-    kit_roots(st.kit_dir)  # unused without --root, but root/ may hold only root files
+    if st.documents is None:  # an archive's member names were admitted from its index
+        kit_roots(st.kit_dir)  # unused without --root, but root/ may hold only root files
     st.trust = st.source if isinstance(st.source, Trust) else Trust.from_keys(st.source)
     if not st.trust.keys:
         raise InputError("no trusted public key was given", code="TRUST_EMPTY")
@@ -138,7 +158,13 @@ def _step_trust(st: _State, check: Check) -> None:
 
 def _step_signature(st: _State, check: Check) -> None:
     assert st.trust is not None
-    receipt = read_receipt(st.kit_dir / RECEIPT_NAME, st.trust.verification_keys())
+    keys = st.trust.verification_keys()
+    if st.documents is None:
+        receipt = read_receipt(st.kit_dir / RECEIPT_NAME, keys)
+    else:
+        receipt = parse_receipt(
+            _kept(st.documents, RECEIPT_NAME, "RECEIPT_MISSING"), keys, source=RECEIPT_NAME
+        )
     pred = receipt.statement.predicate
     signers = st.trust.accept(receipt.signer_keyids, pred.issued_at)
     st.statement = receipt.statement
@@ -196,6 +222,17 @@ def _read_signed(
     *before* it is parsed (an unsigned document costs one bounded read, whatever it holds)."""
     assert st.statement is not None
     expected = _signed_digest(st.statement, subject, in_predicate, code=mismatch_code)
+    if st.documents is not None:
+        return check_document(
+            _kept(st.documents, name, code),
+            model,
+            label=name,
+            max_bytes=MAX_DOC_BYTES,
+            expected_sha256=expected,
+            code=code,
+            mismatch_code=mismatch_code,
+            mismatch_detail=detail,
+        )
     return read_document(
         st.kit_dir / name,
         model,
@@ -205,6 +242,16 @@ def _read_signed(
         mismatch_code=mismatch_code,
         mismatch_detail=detail,
     )
+
+
+def _kept(documents: Mapping[str, bytes], name: str, code: str) -> bytes:
+    data = documents.get(name)
+    if data is None:
+        raise VerificationError(
+            f"the archive holds no {name} small enough to be a kit's (read before extraction)",
+            code=code,
+        )
+    return data
 
 
 def _step_kit_checksum(st: _State, check: Check) -> None:
@@ -327,7 +374,8 @@ def _step_weights_lock(st: _State, check: Check) -> None:
     )
 
 
-STEPS: list[tuple[str, str, Callable[[_State, Check], None], tuple[str, ...]]] = [
+_Step = tuple[str, str, Callable[[_State, Check], None], tuple[str, ...]]
+STEPS: list[_Step] = [
     ("trust", "trusted keys loaded", _step_trust, ()),
     ("receipt_signature", "receipt signature and statement", _step_signature, ("trust",)),
     (
@@ -370,11 +418,23 @@ def verify_dir(
     st = _State(kit_dir, trusted, rollback)
     report = Report(label or str(kit_dir))
     tracked = rollback is not None or isinstance(trusted, RootAnchor)
-    for step_id, title, func, needs in STEPS:
-        if step_id == "rollback" and not tracked:
-            continue  # plain --trust keeps no state; docs/trust.md says what that leaves open
-        if step_id == "sshsig" and not os.path.lexists(kit_dir / SSHSIG_NAME):
-            continue  # optional: checked whenever it is there, never reported when it is not
+    steps = [
+        step
+        for step in STEPS
+        # plain --trust keeps no state (docs/trust.md says what that leaves open); sshsig is
+        # optional: checked whenever it is there, never reported when it is not
+        if not (step[0] == "rollback" and not tracked)
+        and not (step[0] == "sshsig" and not os.path.lexists(kit_dir / SSHSIG_NAME))
+    ]
+    _run_steps(st, report, steps)
+    report.checks.append(_weights_check(st, report, weights, weights_options or WeightsOptions()))
+    _add_facts(st, report)
+    return report
+
+
+def _run_steps(st: _State, report: Report, steps: list[_Step]) -> None:
+    """Run ``steps`` in order; a step whose prerequisite did not pass is reported not checked."""
+    for step_id, title, func, needs in steps:
         check = Check(step_id, title)
         report.checks.append(check)
         blocked = [c.id for c in report.checks if c.id in needs and c.status != PASSED]
@@ -389,7 +449,9 @@ def verify_dir(
         except OSError as exc:  # a kit file that cannot be read is a kit that does not verify
             check.status, check.code = FAILED, "KIT_UNREADABLE"
             check.detail = f"cannot read the kit: {exc}"
-    report.checks.append(_weights_check(st, report, weights, weights_options or WeightsOptions()))
+
+
+def _add_facts(st: _State, report: Report) -> None:
     if st.kit_sha256 is not None:  # lets `launch` and `install` tie the bytes they use to it
         report.facts["kit_sha256"] = st.kit_sha256
     if report.ok and st.decision is not None and st.rollback is not None:
@@ -410,7 +472,33 @@ def verify_dir(
             "sequence": pred.kit.sequence,
             "issued_at": pred.issued_at,
         }
-    return report
+
+
+_BEFORE_EXTRACTION = ("trust", "receipt_signature", "kit_checksum")
+
+
+def signed_manifest_check(trusted: TrustSource, *, label: str) -> Authenticate:
+    """What ``install`` (and ``verify`` of an archive) use to check an archive from its tar index,
+    before a byte is extracted: the first three steps of :func:`verify_dir` (trusted keys, the
+    receipt's signature, ``MANIFEST.json`` = the signed kit checksum), by the same functions, on
+    the receipt, manifest and root files kept in memory. Only then are the members admitted
+    against a manifest that is known to be the publisher's, so the caps are no longer the
+    attacker's to fill: a genuine receipt of another kit beside a forged manifest is refused
+    (``KitNotVerified``, its report naming ``RECEIPT_KIT_MISMATCH``) with nothing written."""
+    documents = {RECEIPT_NAME: MAX_ENVELOPE_BYTES, MANIFEST_NAME: MAX_DOC_BYTES}
+    if isinstance(trusted, RootAnchor):
+        for v in trusted.reachable_versions():
+            documents[f"{ROOT_DIR}/{v}.root.json"] = MAX_ROOT_BYTES
+
+    def check(kept: Mapping[str, bytes]) -> None:
+        st = _State(Path(label), trusted, documents=kept)  # no step reads the path
+        report = Report(label)
+        _run_steps(st, report, [s for s in STEPS if s[0] in _BEFORE_EXTRACTION])
+        _add_facts(st, report)
+        if not report.ok:
+            raise KitNotVerified(report)
+
+    return Authenticate(documents, check)
 
 
 def check_unsigned_statement(kit_dir: Path, statement: Statement) -> Report:
@@ -522,7 +610,13 @@ def verify_path(
     report = Report(str(kit))
     with ExitStack() as stack:
         try:
-            opened = stack.enter_context(open_kit(kit))
+            authenticate = signed_manifest_check(trusted, label=str(kit))
+            opened = stack.enter_context(open_kit(kit, authenticate=authenticate))
+        except KitNotVerified as exc:  # refused from its index: its receipt does not sign it
+            archive_check.status = PASSED
+            archive_check.detail = "members admitted from the index; not extracted"
+            exc.report.checks.insert(0, archive_check)
+            return exc.report
         except VerificationError as exc:
             archive_check.status, archive_check.code = FAILED, exc.code
             archive_check.detail = exc.message

@@ -53,3 +53,15 @@ def pack_force_through_a_symlink_to_a_user_file(w: Workbench) -> Argv:
     link = w.root / "out.kit.tar.gz"
     link.symlink_to(target)
     return ["pack", w.golden.kit, "-o", link, "--force"]
+
+
+@attack("OUTPUT_NOT_A_KIT", exit_code=3)
+def build_force_over_a_checkout_holding_a_kits_two_documents(w: Workbench) -> Argv:
+    """kit.json and MANIFEST.json of a real kit committed beside .git/ and the user's files: the
+    two documents alone used to pass for a kit, and --force wiped the checkout."""
+    repo = _checkout(w)
+    for name in ("kit.json", "MANIFEST.json"):
+        (repo / name).write_bytes((w.golden.kit / name).read_bytes())
+    return [
+        "build", EXAMPLE / "package.toml", "--lock", w.golden.lock, "-o", repo, "--force"
+    ]  # fmt: skip

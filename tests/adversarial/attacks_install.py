@@ -4,7 +4,9 @@ and the code; tests/test_install.py checks that the destination stays empty)."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
+import json
 import os
 import shutil
 import tarfile
@@ -111,3 +113,51 @@ def install_into_sticky_shared_folder_with_cotenant_genuine_copy(w: Workbench) -
     if os.geteuid() != 0:  # not root: our own writable-folder variant of the same refusal
         planted.chmod(0o755)
     return ["install", w.archive(), "--trust", w.trust, "--into", into]
+
+
+@attack("RECEIPT_KIT_MISMATCH")
+def install_bomb_with_its_own_manifest_and_a_foreign_genuine_receipt(w: Workbench) -> Argv:
+    """The bomb's own MANIFEST.json lists its 4 x 25 MiB of zeros (so the index admits them
+    against it) beside the genuine receipt of the real kit: the receipt is checked against the
+    trusted key and MANIFEST.json against the receipt from the index, before extraction
+    (tests/test_install_budget.py watches that nothing is written)."""
+    members = [(f"shard-{i}.bin", 25 * 1024 * 1024) for i in range(4)]
+    manifest = json.loads((w.golden.kit / "MANIFEST.json").read_bytes())
+    zeros = hashlib.sha256(bytes(members[0][1])).hexdigest()
+    manifest["files"] = [{"path": n, "sha256": zeros, "size": s} for n, s in members]
+    documents = {
+        "MANIFEST.json": json.dumps(manifest, separators=(",", ":"), sort_keys=True).encode(),
+        "receipt.dsse.json": (w.golden.kit / "receipt.dsse.json").read_bytes(),
+    }
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data in documents.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, size in members:
+            info = tarfile.TarInfo(name)
+            info.size = size
+            tar.addfile(info, io.BytesIO(bytes(size)))
+    bomb = w.root / "forged.kit.tar.gz"
+    bomb.write_bytes(gzip.compress(out.getvalue(), compresslevel=9, mtime=0))
+    return ["install", bomb, "--trust", w.trust, "--into", w.root / "kits"]
+
+
+@attack("INSTALL_DIR_UNSAFE", exit_code=4)
+def install_into_a_cotenant_link_to_ones_own_folder(w: Workbench) -> Argv:
+    """In a sticky shared folder, ``into -> the operator's own folder``, the link owned by another
+    user (uid 65534 as root): safe as resolved, but its owner can re-point it after the install.
+    (tests/test_install.py makes the link as that user.)"""
+    real = w.root / "kits"
+    real.mkdir()
+    shared = w.root / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    link = shared / "into"
+    link.symlink_to(real)
+    if os.geteuid() == 0:
+        os.lchown(link, 65534, 65534)
+    else:  # not root: a link in a group-writable folder, the same refusal by the same rule
+        shared.chmod(0o777)
+    return ["install", w.archive(), "--trust", w.trust, "--into", link]

@@ -27,11 +27,18 @@ from k3kit._text import shown
 from k3kit.audit import AuditReport, audit_receipt
 from k3kit.documents import read_bounded, read_document, read_listed
 from k3kit.errors import InputError, K3kitError, VerificationError
-from k3kit.kitpath import extract_kit
+from k3kit.kitpath import Authenticate, extract_kit
 from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME
 from k3kit.models import KitInfo, Manifest, Statement, load
 from k3kit.sign import MAX_ENVELOPE_BYTES, verify_envelope
-from k3kit.verify import KIT_INFO_NAME, MAX_DOC_BYTES, KitNotVerified, Report, verify_dir
+from k3kit.verify import (
+    KIT_INFO_NAME,
+    MAX_DOC_BYTES,
+    KitNotVerified,
+    Report,
+    signed_manifest_check,
+    verify_dir,
+)
 
 PROFILE_SETTINGS = ("serve.yaml", "engine.env")
 MAX_SETTINGS_BYTES = 1024 * 1024
@@ -183,7 +190,7 @@ def _read_view(
 
 
 @contextmanager
-def _kit_folder(kit: Path) -> Iterator[tuple[Path, str | None]]:
+def _kit_folder(kit: Path, authenticate: Authenticate | None) -> Iterator[tuple[Path, str | None]]:
     if not kit.exists():
         raise InputError(f"kit not found: {shown(kit)}", code="KIT_NOT_FOUND")
     if kit.is_dir():
@@ -194,7 +201,7 @@ def _kit_folder(kit: Path) -> Iterator[tuple[Path, str | None]]:
             f"{shown(kit)} is neither a kit directory nor an archive file",
             code="KIT_NOT_RECOGNISED",
         )
-    staging, digest = extract_kit(kit)
+    staging, digest = extract_kit(kit, authenticate=authenticate)
     try:
         yield staging, digest
     finally:
@@ -208,7 +215,10 @@ def load_view(kit: Path, trusted: list[Ed25519PublicKey], *, unverified: bool = 
     ``unverified`` a kit that fails is still shown, marked as such (``KitView.verified``).
     An archive whose members break the extraction policy is never shown: there is no folder.
     """
-    with _kit_folder(kit) as (kit_dir, digest):
+    # Unless an unverified kit is to be shown anyway, an archive's receipt and manifest are
+    # checked from its index, before anything is extracted (the rule install and verify use).
+    check = None if unverified else signed_manifest_check(trusted, label=str(kit))
+    with _kit_folder(kit, check) as (kit_dir, digest):
         report = verify_dir(kit_dir, trusted, label=str(kit))
         if not report.ok and not unverified:
             raise KitNotVerified(report)

@@ -20,7 +20,14 @@ from k3kit.documents import parse_document, read_bounded
 from k3kit.errors import InputError, VerificationError
 from k3kit.kitpath import classify, open_kit
 from k3kit.models import WeightsLock
-from k3kit.verify import LOCK_NAME, MAX_DOC_BYTES, Report, verify_dir
+from k3kit.verify import (
+    LOCK_NAME,
+    MAX_DOC_BYTES,
+    KitNotVerified,
+    Report,
+    signed_manifest_check,
+    verify_dir,
+)
 
 
 @dataclass(frozen=True)
@@ -87,7 +94,10 @@ def read_kit_lock(kit: Path, trusted: list[Ed25519PublicKey]) -> KitLock:
             )
         return KitLock(lock, digest, False, "not verified: no --trust key given")
     try:
-        with open_kit(kit) as opened:
+        # With --trust the archive's receipt and manifest are checked from its index, before a
+        # forged manifest can budget any disk (the rule install and verify use).
+        check = signed_manifest_check(trusted, label=str(kit)) if trusted else None
+        with open_kit(kit, authenticate=check) as opened:
             lock, digest = _read_lock(
                 opened.path / LOCK_NAME, label=f"{kit}: {LOCK_NAME}", missing_code="KIT_INCOMPLETE"
             )
@@ -95,6 +105,9 @@ def read_kit_lock(kit: Path, trusted: list[Ed25519PublicKey]) -> KitLock:
                 return KitLock(lock, digest, False, "not verified: no --trust key given")
             signer = _check_verified(kit, verify_dir(opened.path, trusted, label=str(kit)), digest)
             return KitLock(lock, digest, True, f"verified: {signer}")
+    except KitNotVerified as exc:  # refused from its index: said as a failed verify always is
+        _check_verified(kit, exc.report, "")
+        raise
     except VerificationError as exc:
         if exc.code != "ARCHIVE_FORMAT":
             raise

@@ -16,6 +16,7 @@ import base64
 import binascii
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -175,9 +176,20 @@ class RootAnchor:
         except ValueError as exc:
             raise InputError(f"the current time: {exc}", code="BAD_INPUT") from None
 
-    def resolve(self, kit_dir: Path | None) -> tuple[Trust, list[int]]:
+    def reachable_versions(self) -> range:
+        """The root versions a kit can contribute: the walk goes at most ``MAX_ROOTS`` steps past
+        the pinned root, so only these of a kit's ``root/<N>.root.json`` can ever be read."""
+        first = unverified_body(self.pinned, self.source).version + 1
+        return range(first, first + MAX_ROOTS)
+
+    def resolve(
+        self, kit_dir: Path | None, *, offered: Mapping[int, bytes] | None = None
+    ) -> tuple[Trust, list[int]]:
         """Walk pinned -> state -> kit roots; returns the trust of the final root and the
         versions newly accepted (persisted under the state folder before returning).
+
+        The kit's roots are read from ``kit_dir``, or given as ``offered`` (by version) when they
+        are still members of an archive that is checked before it is extracted.
 
         The roots this node accepted carry its revocation memory, so they sit in the private state
         folder, and the highest version accepted is also written in ``rollback.json``: a root
@@ -190,7 +202,9 @@ class RootAnchor:
             else (None, None)
         )
         known = read_roots(folder) if folder is not None else {}
-        offered = kit_roots(kit_dir) if kit_dir is not None else {}
+        if kit_dir is not None:
+            offered = kit_roots(kit_dir)
+        offered = dict(offered or {})
         current, new = _walk(current, known, offered)
         if accepted is not None and current.body.version < accepted:
             raise VerificationError(
