@@ -13,10 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from k3kit._canonical import sha256_of_model
 from k3kit._fs import atomic_write
 from k3kit.keys import load_private
-from k3kit.kit import sign
-from k3kit.manifest import build_manifest, manifest_bytes
+from k3kit.kit import load_toml
+from k3kit.manifest import RECEIPT_NAME, build_manifest, kit_checksum, manifest_bytes
+from k3kit.models import PAYLOAD_TYPE, Claims, KitInfo, WeightsLock, load
+from k3kit.receipt import build_statement
+from k3kit.sign import sign_envelope
 from tests.conftest import EXAMPLE, FIXED_TIME, KeyFiles, run_k3kit
 
 CLAIMS = EXAMPLE / "claims.toml"
@@ -91,7 +95,22 @@ def hand_signed(kit: Path, key: KeyFiles, rel: str, edit: Callable[[bytes], byte
     edited, MANIFEST.json rewritten over the new bytes and the whole signed with ``key`` again,
     so it verifies; only launch's own checks stand between it and the engine."""
     path = kit / rel
+    # The statement is built from kit.json as it was: a kit.json edited past what k3kit's own
+    # model accepts (the publisher's hostile pattern) is still signed, as a hand-made kit would be.
+    info = load(KitInfo, json.loads((kit / "kit.json").read_bytes()), source="kit.json")
     path.write_bytes(edit(path.read_bytes()))
-    atomic_write(kit / "MANIFEST.json", manifest_bytes(build_manifest(kit)), force=True)
-    sign(kit, load_private(key.private, None), CLAIMS, issued_at=FIXED_TIME, force=True)
+    manifest = build_manifest(kit)
+    atomic_write(kit / "MANIFEST.json", manifest_bytes(manifest), force=True)
+    lock = load(WeightsLock, json.loads((kit / "weights.lock.json").read_bytes()), source="lock")
+    statement = build_statement(
+        load_toml(CLAIMS, Claims),
+        info,
+        kit_sha256=kit_checksum(manifest),
+        lock_sha256=sha256_of_model(lock),
+        issued_at=FIXED_TIME,
+        source=str(CLAIMS),
+        evidence={},
+    )
+    envelope = sign_envelope(statement, PAYLOAD_TYPE, load_private(key.private, None))
+    atomic_write(kit / RECEIPT_NAME, envelope, force=True)
     return kit

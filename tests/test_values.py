@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from k3kit._canonical import dumps, model_bytes
+from k3kit._canonical import dumps
 from k3kit._values import (
     add_days,
     ascii_decimal,
@@ -29,10 +29,10 @@ from k3kit._values import (
     parse_timestamp,
     pattern_matches,
 )
-from k3kit.manifest import build_manifest
 from k3kit.sign import sign_envelope
 from k3kit.trust.model import ROOT_PAYLOAD_TYPE
 from tests.conftest import ROOT, GoldenKit, KeyFiles, run_k3kit
+from tests.launchkit import hand_signed
 from tests.ledgerkit import sign_licence
 from tests.trustkit import keypair, root_v1, signer
 
@@ -168,23 +168,28 @@ def test_source_date_epoch_with_a_superscript_digit_falls_back_to_the_clock(
 def test_preflight_with_a_hostile_gpu_pattern_in_kit_json_is_an_input_error(
     golden: GoldenKit, tmp_path: Path, pattern: str
 ) -> None:
-    """Whoever edits kit.json (preflight reads the folder as it stands) writes a pattern that
-    does not compile or backtracks exponentially; it was exit 70 (or a hang)."""
+    """The publisher signs a pattern that does not compile or backtracks exponentially (preflight
+    judges only a kit that verified); it was exit 70 (or a hang)."""
     kit = tmp_path / "kit"
     shutil.copytree(golden.kit, kit)
-    doc = json.loads((kit / "kit.json").read_text())
-    doc["hardware"]["gpu_name_pattern"] = pattern
-    (kit / "kit.json").write_bytes(dumps(doc))
-    (kit / "MANIFEST.json").write_bytes(model_bytes(build_manifest(kit)))  # entry matches again
+
+    def hostile(data: bytes) -> bytes:
+        doc = json.loads(data)
+        doc["hardware"]["gpu_name_pattern"] = pattern
+        return dumps(doc)
+
+    hand_signed(kit, golden.key, "kit.json", hostile)
     proc = run_k3kit(
-        "preflight", kit, "--profile", "interactive", "--json",
+        "preflight", kit, "--trust", golden.key.public, "--profile", "interactive", "--json",
         "--nvidia-smi-xml", PREFLIGHT / "b300x8.synthetic.xml",
         "--os-facts", PREFLIGHT / "node-os.synthetic.json",
     )  # fmt: skip
     assert "Traceback" not in proc.stderr, proc.stderr
-    assert proc.returncode not in (0, 70), proc.stdout + proc.stderr
-    assert json.loads(proc.stdout)["error"]["code"] == "KIT_INFO_MALFORMED", proc.stdout
-    assert "gpu_name_pattern" in proc.stdout
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    refused = [
+        c for c in json.loads(proc.stdout)["checks"] if c.get("code") == "KIT_INFO_MALFORMED"
+    ]
+    assert refused and "gpu_name_pattern" in refused[0]["detail"], proc.stdout
 
 
 def test_preflight_requirements_refuse_a_pattern_that_slipped_past_the_model() -> None:

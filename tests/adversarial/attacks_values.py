@@ -12,15 +12,15 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from k3kit._canonical import dumps, model_bytes
+from k3kit._canonical import dumps
 from k3kit.ledger import migrate, open_engine
 from k3kit.licence import licence_body, sign_licence
-from k3kit.manifest import build_manifest
 from k3kit.models.commerce import AFFIRMATIONS, LICENCE_PAYLOAD_TYPE
 from k3kit.sign import pae, sign_envelope
 from k3kit.signers import PemSigner
 from k3kit.trust.model import ROOT_PAYLOAD_TYPE
 from tests.adversarial.corpus import Argv, Workbench, attack
+from tests.launchkit import hand_signed
 from tests.ledgerkit import TERMS
 from tests.trustkit import keypair, root_v1, signer
 
@@ -149,13 +149,17 @@ def ledger_purchase_amount_in_fullwidth_digits(w: Workbench) -> Argv:
 
 @attack("KIT_INFO_MALFORMED")
 def preflight_gpu_pattern_that_backtracks_for_ever(w: Workbench) -> Argv:
-    kit = w.kit()
-    doc = json.loads((kit / "kit.json").read_bytes())
-    doc["hardware"]["gpu_name_pattern"] = "(B+)+$"
-    (kit / "kit.json").write_bytes(dumps(doc))
-    (kit / "MANIFEST.json").write_bytes(model_bytes(build_manifest(kit)))
+    """Signed by the publisher (preflight judges only a kit that verified against its receipt):
+    the pattern is the publisher's own, and still may not hang the node check."""
+
+    def hostile(data: bytes) -> bytes:
+        doc = json.loads(data)
+        doc["hardware"]["gpu_name_pattern"] = "(B+)+$"
+        return dumps(doc)
+
+    kit = hand_signed(w.kit(), w.golden.key, "kit.json", hostile)
     return [
-        "preflight", kit, "--profile", "interactive",
+        "preflight", kit, "--trust", w.trust, "--profile", "interactive",
         "--nvidia-smi-xml", PREFLIGHT / "b300x8.synthetic.xml",
         "--os-facts", PREFLIGHT / "node-os.synthetic.json",
     ]  # fmt: skip
