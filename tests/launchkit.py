@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from k3kit._fs import atomic_write
+from k3kit.formats.manifest import build_manifest, manifest_bytes
 from k3kit.keys import load_private
 from k3kit.kit import sign
-from k3kit.manifest import build_manifest, manifest_bytes
 from tests.conftest import EXAMPLE, FIXED_TIME, KeyFiles, run_k3kit
 
 CLAIMS = EXAMPLE / "claims.toml"

@@ -29,7 +29,7 @@ from k3kit._values import (
     parse_timestamp,
     pattern_matches,
 )
-from k3kit.manifest import build_manifest
+from k3kit.formats.manifest import build_manifest
 from k3kit.sign import sign_envelope
 from k3kit.trust.model import ROOT_PAYLOAD_TYPE
 from tests.conftest import ROOT, GoldenKit, KeyFiles, run_k3kit

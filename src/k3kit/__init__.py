@@ -35,14 +35,14 @@ if TYPE_CHECKING:
     from k3kit.errors import InputError as InputError
     from k3kit.errors import K3kitError as K3kitError
     from k3kit.errors import VerificationError as VerificationError
+    from k3kit.formats.kitpath import OpenedKit as OpenedKit
+    from k3kit.formats.kitpath import classify as classify
+    from k3kit.formats.kitpath import open_kit as open_kit
     from k3kit.install import Installed as Installed
     from k3kit.keys import load_private as load_private
     from k3kit.keys import load_public as load_public
     from k3kit.keys import write_keypair as write_keypair
     from k3kit.kitpack import Packed as Packed
-    from k3kit.kitpath import OpenedKit as OpenedKit
-    from k3kit.kitpath import classify as classify
-    from k3kit.kitpath import open_kit as open_kit
     from k3kit.launch import LaunchPlan as LaunchPlan
     from k3kit.models import Manifest as Manifest
     from k3kit.models import WeightsLock as WeightsLock
@@ -87,9 +87,9 @@ _HOMES: dict[str, str] = {
     "Manifest": "k3kit.models",
     "WeightsLock": "k3kit.models",
     "PullReport": "k3kit.pull",
-    "OpenedKit": "k3kit.kitpath",
-    "classify": "k3kit.kitpath",
-    "open_kit": "k3kit.kitpath",
+    "OpenedKit": "k3kit.formats.kitpath",
+    "classify": "k3kit.formats.kitpath",
+    "open_kit": "k3kit.formats.kitpath",
     "RollbackPolicy": "k3kit.trust",
     "RootAnchor": "k3kit.trust",
     "Trust": "k3kit.trust",

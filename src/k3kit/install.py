@@ -6,7 +6,7 @@ beside the destination, the staging copy is verified, and the same staging copy 
 ``DIR/<name>-<version>/``. The rename is atomic on one filesystem, so a reader of ``DIR`` sees no
 kit or the whole verified kit, never half of one; on any failure the staging copy is removed and
 an earlier installation is left as it was. An archive is admitted from its tar index before
-anything is written (:func:`k3kit.kitpath.extract_kit`), and a staging folder that a killed
+anything is written (:func:`k3kit.formats.kitpath.extract_kit`), and a staging folder that a killed
 install left behind is removed by the next install into the same folder (:func:`owned_staging`).
 
 An installed kit of the same name and version is never replaced: the same kit, in a folder this
@@ -35,8 +35,8 @@ from k3kit._fs import (
 from k3kit._pathpolicy import path_problem
 from k3kit.archive import MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
-from k3kit.kitpath import extract_kit
-from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME
+from k3kit.formats.kitpath import extract_kit
+from k3kit.formats.manifest import MANIFEST_NAME, RECEIPT_NAME
 from k3kit.trust import RollbackPolicy
 from k3kit.verify import KitNotVerified, Report, TrustSource, verify_dir
 

@@ -31,10 +31,10 @@ from k3kit._fs import (
     walk,
 )
 from k3kit._version import __version__
-from k3kit.documents import read_bounded, read_document
 from k3kit.errors import InputError, VerificationError
 from k3kit.evidence import MAX_EVIDENCE_BYTES
-from k3kit.manifest import (
+from k3kit.formats.documents import read_bounded, read_document
+from k3kit.formats.manifest import (
     EVIDENCE_DIR,
     MANIFEST_NAME,
     RECEIPT_NAME,
@@ -42,9 +42,9 @@ from k3kit.manifest import (
     diff_tree,
     kit_checksum,
 )
+from k3kit.formats.receipt import build_statement, evidence_kit_path
 from k3kit.modelconfig import read_model_config
 from k3kit.models import PAYLOAD_TYPE, Claims, KitInfo, Manifest, PackageDef, WeightsLock, load
-from k3kit.receipt import build_statement, evidence_kit_path
 from k3kit.render import make_environment, render
 from k3kit.sign import MAX_ENVELOPE_BYTES, sign_envelope
 from k3kit.targets import check_model, plan_targets, render_target, site_example

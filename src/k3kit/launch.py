@@ -44,9 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from k3kit._fs import atomic_write, placeable_by_others, private_dir
-from k3kit.documents import parse_serve_config, read_bounded, read_kit_documents, read_listed
 from k3kit.engines import ADAPTERS, EngineAdapter, Parallel, Runtime, review_profile, snapshot
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
+from k3kit.formats.documents import (
+    parse_serve_config,
+    read_bounded,
+    read_kit_documents,
+    read_listed,
+)
 from k3kit.models import KitInfo, KitProfile
 from k3kit.site import HOST_PATTERN, site_values
 from k3kit.trust import RollbackPolicy

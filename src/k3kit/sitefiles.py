@@ -29,9 +29,9 @@ from k3kit._fs import (
     staging_dir,
     write_output_marker,
 )
-from k3kit.documents import read_bounded, read_listed
 from k3kit.engines import adapter
 from k3kit.errors import InputError
+from k3kit.formats.documents import read_bounded, read_listed
 from k3kit.models import KitInfo, Manifest
 from k3kit.site import LAUNCH_KEYS, SITE_KEYS, env_name, parse_site
 from k3kit.trust import RollbackPolicy

@@ -18,16 +18,23 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel
 
-from k3kit.documents import (
+from k3kit.errors import InputError, VerificationError
+from k3kit.formats.documents import (
     Document,
     read_bounded,
     read_document,
     read_kit_documents,
     read_listed,
 )
-from k3kit.errors import InputError, VerificationError
-from k3kit.kitpath import KIT_KINDS, open_kit, require
-from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME, ExpectedEvidence, diff_evidence, diff_tree
+from k3kit.formats.kitpath import KIT_KINDS, open_kit, require
+from k3kit.formats.manifest import (
+    MANIFEST_NAME,
+    RECEIPT_NAME,
+    ExpectedEvidence,
+    diff_evidence,
+    diff_tree,
+)
+from k3kit.formats.vocab import CheckStatus, Problem
 from k3kit.models import (
     KIT_SUBJECT,
     WEIGHTS_SUBJECT,
@@ -40,7 +47,6 @@ from k3kit.sign import read_receipt, subject_digest
 from k3kit.trust import RollbackPolicy, RootAnchor, Trust, sshsig
 from k3kit.trust import rollback as rollback_state
 from k3kit.trust.root import kit_roots
-from k3kit.vocab import CheckStatus, Problem
 from k3kit.weights import WeightsOptions, check_weights
 
 MAX_DOC_BYTES = 16 * 1024 * 1024
@@ -511,8 +517,9 @@ def verify_path(
 ) -> Report:
     """Verify a kit directory or a ``.kit.tar.gz`` (extracted under policy into a temp dir).
 
-    What ``kit`` is comes from :func:`k3kit.kitpath.classify` (a lock or a receipt is refused,
-    ``KIT_NOT_RECOGNISED``); an archive the strict reader refuses is a failed ``archive`` check.
+    What ``kit`` is comes from :func:`k3kit.formats.kitpath.classify` (a lock or a receipt is
+    refused, ``KIT_NOT_RECOGNISED``); an archive the strict reader refuses is a failed ``archive``
+    check.
     """
     if require(kit, KIT_KINDS, verb="verify") == "directory":
         return verify_dir(

@@ -26,6 +26,7 @@ from k3kit._canonical import sha256_of_model
 from k3kit._digest import FileStamp, hash_file
 from k3kit._fs import display_name, walk
 from k3kit.errors import InputError, K3kitError, VerificationError
+from k3kit.formats.vocab import Problem
 from k3kit.hashpool import HashJob, JobResult, default_workers, run_jobs
 from k3kit.layouts import (
     Layout,
@@ -38,9 +39,10 @@ from k3kit.layouts import (
 )
 from k3kit.models import LockedFile, WeightsLock
 from k3kit.vcache import VerifyCache
-from k3kit.vocab import Problem
 
-WeightsProblem = Problem  # the one problem record (k3kit.vocab); the old name stays importable
+WeightsProblem = (
+    Problem  # the one problem record (k3kit.formats.vocab); the old name stays importable
+)
 
 
 @dataclass(frozen=True)

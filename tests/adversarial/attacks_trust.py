@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from k3kit._fs import atomic_write
+from k3kit.formats.manifest import RECEIPT_NAME
 from k3kit.keys import load_private
-from k3kit.manifest import RECEIPT_NAME
 from k3kit.sign import sign_envelope
 from k3kit.trust import RootAnchor, rollback
 from k3kit.trust.edit import add_key, revoke, rotate, set_floor

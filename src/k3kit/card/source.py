@@ -25,10 +25,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from k3kit._canonical import strict_loads
 from k3kit._text import shown
 from k3kit.audit import AuditReport, audit_receipt
-from k3kit.documents import read_bounded, read_document, read_listed
 from k3kit.errors import InputError, K3kitError, VerificationError
-from k3kit.kitpath import extract_kit
-from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME
+from k3kit.formats.documents import read_bounded, read_document, read_listed
+from k3kit.formats.kitpath import extract_kit
+from k3kit.formats.manifest import MANIFEST_NAME, RECEIPT_NAME
 from k3kit.models import KitInfo, Manifest, Statement, load
 from k3kit.sign import MAX_ENVELOPE_BYTES, verify_envelope
 from k3kit.verify import KIT_INFO_NAME, MAX_DOC_BYTES, KitNotVerified, Report, verify_dir

@@ -77,7 +77,7 @@ def preflight(
     (--trust or --root, as `verify`); a kit that does not verify is not judged (exit 1).
     """
     from k3kit.cli._shared import default_state_dir
-    from k3kit.documents import read_bounded
+    from k3kit.formats.documents import read_bounded
     from k3kit.preflight import from_nvidia_smi_xml, os_facts_from_json, run_preflight
 
     state = state_dir if state_dir is not None else default_state_dir()

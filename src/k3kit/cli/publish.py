@@ -241,8 +241,8 @@ def build(
     types, choices, registries, environment variables), parallel sizes against each topology's
     GPUs, and model facts against the lock; every problem names the file, the key and a fix.
     """
+    from k3kit.formats.manifest import kit_checksum
     from k3kit.kit import build as build_kit
-    from k3kit.manifest import kit_checksum
 
     allowed = None
     if ssh_signer is not None:

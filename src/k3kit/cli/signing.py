@@ -50,7 +50,7 @@ def load_signer(path: Path, passphrase_env: str | None) -> Any:
 def countersign(kit: Path, key: Path, passphrase_env: str | None) -> None:
     """Add a signature to KIT's receipt in place, for a release threshold above 1."""
     from k3kit._fs import atomic_write, read_capped
-    from k3kit.manifest import RECEIPT_NAME
+    from k3kit.formats.manifest import RECEIPT_NAME
     from k3kit.sign import MAX_ENVELOPE_BYTES, add_signature
 
     path = kit / RECEIPT_NAME
@@ -78,7 +78,7 @@ def countersign(kit: Path, key: Path, passphrase_env: str | None) -> None:
 def sshsig(kit: Path, key: Path, principal: str, passphrase_env: str | None, force: bool) -> None:
     """Write KIT/MANIFEST.json.sig (SSHSIG, namespace k3kit) for `ssh-keygen -Y verify`."""
     from k3kit._fs import atomic_write, read_capped
-    from k3kit.manifest import MANIFEST_NAME
+    from k3kit.formats.manifest import MANIFEST_NAME
     from k3kit.trust import sshsig as ssh
 
     manifest = read_capped(

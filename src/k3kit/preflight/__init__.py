@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from k3kit.documents import parse_serve_config
 from k3kit.engines import adapter
 from k3kit.errors import InputError
+from k3kit.formats.documents import parse_serve_config
 from k3kit.models import KitInfo, KitProfile
 from k3kit.preflight._budget import budget_checks
 from k3kit.preflight._checks import Check, Requirements, gpu_checks, os_checks

@@ -17,10 +17,10 @@ from k3kit._digest import hash_file, sha256_hex
 from k3kit._fs import walk
 from k3kit._pathpolicy import path_problem
 from k3kit._text import shown
-from k3kit.documents import read_bounded
 from k3kit.errors import InputError, VerificationError
+from k3kit.formats.documents import read_bounded
+from k3kit.formats.vocab import Problem
 from k3kit.models import Manifest, ManifestEntry
-from k3kit.vocab import Problem
 
 MANIFEST_NAME = "MANIFEST.json"
 RECEIPT_NAME = "receipt.dsse.json"
@@ -69,7 +69,7 @@ def kit_checksum(manifest: Manifest) -> str:
     return sha256_of_model(manifest)
 
 
-Difference = Problem  # the one problem record (k3kit.vocab); the old name stays importable
+Difference = Problem  # the one problem record (k3kit.formats.vocab); the old name stays importable
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,9 @@ from typing import Literal
 
 from k3kit._text import shown
 from k3kit.archive import ArchiveIndex, extract_safely
-from k3kit.documents import parse_document
 from k3kit.errors import InputError, VerificationError
-from k3kit.manifest import EVIDENCE_DIR, MANIFEST_NAME, ROOT_DIR, UNLISTED
+from k3kit.formats.documents import parse_document
+from k3kit.formats.manifest import EVIDENCE_DIR, MANIFEST_NAME, ROOT_DIR, UNLISTED
 from k3kit.models import Manifest
 
 TargetKind = Literal["directory", "archive", "lock", "receipt"]

@@ -132,7 +132,7 @@ def read_kit_documents(
     ``kit.json`` is hashed against the manifest's entry before it is parsed.
     """
     manifest = read_document(
-        kit_dir / "MANIFEST.json",  # k3kit.manifest.MANIFEST_NAME (a level above this one)
+        kit_dir / "MANIFEST.json",  # k3kit.formats.manifest.MANIFEST_NAME (a level above this one)
         Manifest,
         max_bytes=max_bytes,
         expected_sha256=kit_sha256,
