@@ -27,7 +27,7 @@ from k3kit.models import (
     WeightsLock,
 )
 from k3kit.models.commerce import BuyerReceiptBody, LedgerCheckpointBody, LicenceBody
-from k3kit.trust.model import RootBody
+from k3kit.signing.trust.model import RootBody
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 SCHEMAS = {

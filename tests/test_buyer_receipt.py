@@ -169,8 +169,8 @@ def test_buyer_receipt_anchors_the_entitlement_it_was_issued_under(
     it. They then also delete the receipt row and
     its entry (the tail) and recompute again: the database alone reads consistent, unanchored;
     the copy the buyer holds still names the head, and the chain no longer extends it."""
-    from k3kit.keys import load_public
     from k3kit.ledger import open_engine, read_anchor, verify_ledger
+    from k3kit.signing.keys import load_public
 
     db = str(setup["db"])
     ent = str(buy(db, Path(setup["licence"]), Path(setup["terms"]), "P1")["entitlement"])

@@ -433,8 +433,8 @@ def test_stretched_term_and_cut_payment_break_the_licence_binding(
 def test_untouched_ledger_is_intact_through_the_signed_head(
     tmp_path: Path, signing_key: KeyFiles, other_key: KeyFiles
 ) -> None:
-    from k3kit.keys import load_public
     from k3kit.ledger import open_engine, read_anchor, verify_ledger
+    from k3kit.signing.keys import load_public
 
     db = str(tmp_path / "ledger.sqlite")
     assert run_k3kit("ledger", "init", "--db", db).returncode == 0
@@ -454,8 +454,8 @@ def test_rows_removed_at_or_before_the_signed_head_found(
 ) -> None:
     """Cutting the last purchase (its rows and entries) leaves a consistent, shorter chain; the
     head signed after that purchase names a seq that is gone."""
-    from k3kit.keys import load_public
     from k3kit.ledger import open_engine, read_anchor, verify_ledger
+    from k3kit.signing.keys import load_public
 
     db = str(tmp_path / "ledger.sqlite")
     assert run_k3kit("ledger", "init", "--db", db).returncode == 0

@@ -11,9 +11,9 @@ import pytest
 
 from k3kit._canonical import dumps
 from k3kit.errors import VerificationError
-from k3kit.keys import load_private
 from k3kit.models.commerce import LICENCE_PAYLOAD_TYPE
-from k3kit.sign import sign_envelope
+from k3kit.signing.keys import load_private
+from k3kit.signing.sign import sign_envelope
 from tests.conftest import KeyFiles, run_k3kit
 from tests.ledgerkit import ALL, sign_licence
 

@@ -30,8 +30,8 @@ from k3kit._values import (
     pattern_matches,
 )
 from k3kit.formats.manifest import build_manifest
-from k3kit.sign import sign_envelope
-from k3kit.trust.model import ROOT_PAYLOAD_TYPE
+from k3kit.signing.sign import sign_envelope
+from k3kit.signing.trust.model import ROOT_PAYLOAD_TYPE
 from tests.conftest import ROOT, GoldenKit, KeyFiles, run_k3kit
 from tests.ledgerkit import sign_licence
 from tests.trustkit import keypair, root_v1, signer

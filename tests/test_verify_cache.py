@@ -26,10 +26,10 @@ import pytest
 
 from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
-from k3kit.keys import load_private
 from k3kit.kit import build, sign
 from k3kit.models import WeightsLock
 from k3kit.pin import pin_local
+from k3kit.signing.keys import load_private
 from k3kit.vcache import COARSE_SETTLE_NS, SETTLE_NS
 from tests.conftest import EXAMPLE, REPO, GoldenKit, run_k3kit
 

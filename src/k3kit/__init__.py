@@ -39,17 +39,17 @@ if TYPE_CHECKING:
     from k3kit.formats.kitpath import classify as classify
     from k3kit.formats.kitpath import open_kit as open_kit
     from k3kit.install import Installed as Installed
-    from k3kit.keys import load_private as load_private
-    from k3kit.keys import load_public as load_public
-    from k3kit.keys import write_keypair as write_keypair
     from k3kit.kitpack import Packed as Packed
     from k3kit.launch import LaunchPlan as LaunchPlan
     from k3kit.models import Manifest as Manifest
     from k3kit.models import WeightsLock as WeightsLock
     from k3kit.pull import PullReport as PullReport
-    from k3kit.trust import RollbackPolicy as RollbackPolicy
-    from k3kit.trust import RootAnchor as RootAnchor
-    from k3kit.trust import Trust as Trust
+    from k3kit.signing.keys import load_private as load_private
+    from k3kit.signing.keys import load_public as load_public
+    from k3kit.signing.keys import write_keypair as write_keypair
+    from k3kit.signing.trust import RollbackPolicy as RollbackPolicy
+    from k3kit.signing.trust import RootAnchor as RootAnchor
+    from k3kit.signing.trust import Trust as Trust
     from k3kit.verify import KitNotVerified as KitNotVerified
     from k3kit.verify import Report as Report
     from k3kit.weights import WeightsOptions as WeightsOptions
@@ -79,9 +79,9 @@ _HOMES: dict[str, str] = {
     "K3kitError": "k3kit.errors",
     "VerificationError": "k3kit.errors",
     "Installed": "k3kit.install",
-    "load_private": "k3kit.keys",
-    "load_public": "k3kit.keys",
-    "write_keypair": "k3kit.keys",
+    "load_private": "k3kit.signing.keys",
+    "load_public": "k3kit.signing.keys",
+    "write_keypair": "k3kit.signing.keys",
     "Packed": "k3kit.kitpack",
     "LaunchPlan": "k3kit.launch",
     "Manifest": "k3kit.models",
@@ -90,9 +90,9 @@ _HOMES: dict[str, str] = {
     "OpenedKit": "k3kit.formats.kitpath",
     "classify": "k3kit.formats.kitpath",
     "open_kit": "k3kit.formats.kitpath",
-    "RollbackPolicy": "k3kit.trust",
-    "RootAnchor": "k3kit.trust",
-    "Trust": "k3kit.trust",
+    "RollbackPolicy": "k3kit.signing.trust",
+    "RootAnchor": "k3kit.signing.trust",
+    "Trust": "k3kit.signing.trust",
     "KitNotVerified": "k3kit.verify",
     "Report": "k3kit.verify",
     "WeightsOptions": "k3kit.weights",

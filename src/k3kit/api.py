@@ -35,7 +35,7 @@ from k3kit.pin import HubClient
 from k3kit.pin import pin_hub as _pin_hub
 from k3kit.pin import pin_local as _pin_local
 from k3kit.pull import Downloader, PullReport, pull, read_kit_lock
-from k3kit.trust import RollbackPolicy
+from k3kit.signing.trust import RollbackPolicy
 from k3kit.verify import KitNotVerified, Report, TrustSource, verify_path
 from k3kit.weights import WeightsOptions, WeightsReport
 from k3kit.weights import check_weights as _check_weights
@@ -237,7 +237,7 @@ def sign_kit(
 ) -> None:
     """Sign the built kit ``kit``: write ``receipt.dsse.json`` and ``evidence/`` into it.
 
-    ``key``: the publisher's private key (``k3kit.keys.load_private``); ``claims``: the
+    ``key``: the publisher's private key (``k3kit.signing.keys.load_private``); ``claims``: the
     benchmark claims TOML (its evidence files are read relative to it). Raises ``InputError``
     (exit 3): ``KIT_FILES_DIFFER`` (the kit changed since it was built), ``OUTPUT_EXISTS``
     without ``force``, ``RECEIPT_TOO_LARGE``, ``EVIDENCE_MISSING``, ``BAD_INPUT``.

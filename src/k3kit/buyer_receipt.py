@@ -20,8 +20,8 @@ from k3kit.errors import InputError, VerificationError
 from k3kit.licence import sha256_tag, verify_licence
 from k3kit.models import load
 from k3kit.models.commerce import BUYER_RECEIPT_PAYLOAD_TYPE, BuyerReceiptBody
-from k3kit.sign import MAX_ENVELOPE_BYTES, sign_envelope, verify_envelope
-from k3kit.signers import Signer
+from k3kit.signing.sign import MAX_ENVELOPE_BYTES, sign_envelope, verify_envelope
+from k3kit.signing.signers import Signer
 from k3kit.verify import FAILED, NOT_CHECKED, PASSED, Check, Report
 
 MAX_INPUT_BYTES = 256 * 1024

@@ -46,7 +46,7 @@ from k3kit.formats.receipt import build_statement, evidence_kit_path
 from k3kit.modelconfig import read_model_config
 from k3kit.models import PAYLOAD_TYPE, Claims, KitInfo, Manifest, PackageDef, WeightsLock, load
 from k3kit.render import make_environment, render
-from k3kit.sign import MAX_ENVELOPE_BYTES, sign_envelope
+from k3kit.signing.sign import MAX_ENVELOPE_BYTES, sign_envelope
 from k3kit.targets import check_model, plan_targets, render_target, site_example
 
 M = TypeVar("M", bound=BaseModel)
@@ -115,8 +115,8 @@ def build(
     """Render and write a kit directory; returns its manifest.
 
     ``allowed_signers`` is the publisher's OpenSSH ``allowed_signers`` line
-    (:func:`k3kit.trust.sshsig.allowed_signers_line`): the README then shows a buyer how to check
-    the kit's ``MANIFEST.json.sig`` with ``ssh-keygen -Y verify`` alone. It has to be known at
+    (:func:`k3kit.signing.trust.sshsig.allowed_signers_line`): the README then shows a buyer how to
+    check the kit's ``MANIFEST.json.sig`` with ``ssh-keygen -Y verify`` alone. It has to be known at
     build time because the README is one of the signed files.
 
     ``model_config`` is the weights' ``config.json``: accepted only when its sha256 is the one

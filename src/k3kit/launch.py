@@ -53,8 +53,8 @@ from k3kit.formats.documents import (
     read_listed,
 )
 from k3kit.models import KitInfo, KitProfile
+from k3kit.signing.trust import RollbackPolicy
 from k3kit.site import HOST_PATTERN, site_values
-from k3kit.trust import RollbackPolicy
 from k3kit.verify import KitNotVerified, Report, TrustSource, verify_dir
 from k3kit.weights import WeightsOptions
 

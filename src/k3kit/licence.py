@@ -19,11 +19,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import dumps, require_canonical, strict_loads
 from k3kit.errors import InputError, VerificationError
-from k3kit.keys import keyid, public_from_hex, raw_public
 from k3kit.models import load
 from k3kit.models.commerce import AFFIRMATIONS, LICENCE_PAYLOAD_TYPE, LicenceBody
-from k3kit.sign import MAX_ENVELOPE_BYTES, sign_envelope, verify_envelope
-from k3kit.signers import Signer
+from k3kit.signing.keys import keyid, public_from_hex, raw_public
+from k3kit.signing.sign import MAX_ENVELOPE_BYTES, sign_envelope, verify_envelope
+from k3kit.signing.signers import Signer
 
 MAX_TERMS_BYTES = 1024 * 1024
 BAD = "LICENCE_MALFORMED"

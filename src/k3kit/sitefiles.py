@@ -33,8 +33,8 @@ from k3kit.engines import adapter
 from k3kit.errors import InputError
 from k3kit.formats.documents import read_bounded, read_listed
 from k3kit.models import KitInfo, Manifest
+from k3kit.signing.trust import RollbackPolicy
 from k3kit.site import LAUNCH_KEYS, SITE_KEYS, env_name, parse_site
-from k3kit.trust import RollbackPolicy
 from k3kit.verify import TrustSource, open_verified
 
 MAX_DOC_BYTES = 16 * 1024 * 1024

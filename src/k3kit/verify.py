@@ -43,10 +43,10 @@ from k3kit.models import (
     Statement,
     WeightsLock,
 )
-from k3kit.sign import read_receipt, subject_digest
-from k3kit.trust import RollbackPolicy, RootAnchor, Trust, sshsig
-from k3kit.trust import rollback as rollback_state
-from k3kit.trust.root import kit_roots
+from k3kit.signing.sign import read_receipt, subject_digest
+from k3kit.signing.trust import RollbackPolicy, RootAnchor, Trust, sshsig
+from k3kit.signing.trust import rollback as rollback_state
+from k3kit.signing.trust.root import kit_roots
 from k3kit.weights import WeightsOptions, check_weights
 
 MAX_DOC_BYTES = 16 * 1024 * 1024

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from k3kit.buyer_receipt import build_body, sign_buyer_receipt
-from k3kit.keys import load_private
 from k3kit.licence import licence_body, sign_licence
 from k3kit.models.commerce import AFFIRMATIONS
-from k3kit.signers import PemSigner
+from k3kit.signing.keys import load_private
+from k3kit.signing.signers import PemSigner
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.conftest import run_k3kit
 

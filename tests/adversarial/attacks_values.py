@@ -17,9 +17,9 @@ from k3kit.formats.manifest import build_manifest
 from k3kit.ledger import migrate, open_engine
 from k3kit.licence import licence_body, sign_licence
 from k3kit.models.commerce import AFFIRMATIONS, LICENCE_PAYLOAD_TYPE
-from k3kit.sign import pae, sign_envelope
-from k3kit.signers import PemSigner
-from k3kit.trust.model import ROOT_PAYLOAD_TYPE
+from k3kit.signing.sign import pae, sign_envelope
+from k3kit.signing.signers import PemSigner
+from k3kit.signing.trust.model import ROOT_PAYLOAD_TYPE
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.ledgerkit import TERMS
 from tests.trustkit import keypair, root_v1, signer

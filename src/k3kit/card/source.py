@@ -30,7 +30,7 @@ from k3kit.formats.documents import read_bounded, read_document, read_listed
 from k3kit.formats.kitpath import extract_kit
 from k3kit.formats.manifest import MANIFEST_NAME, RECEIPT_NAME
 from k3kit.models import KitInfo, Manifest, Statement, load
-from k3kit.sign import MAX_ENVELOPE_BYTES, verify_envelope
+from k3kit.signing.sign import MAX_ENVELOPE_BYTES, verify_envelope
 from k3kit.verify import KIT_INFO_NAME, MAX_DOC_BYTES, KitNotVerified, Report, verify_dir
 
 PROFILE_SETTINGS = ("serve.yaml", "engine.env")

@@ -34,7 +34,7 @@ from k3kit.errors import InputError
 @handle_errors
 def keygen(out: str, passphrase_env: str | None, as_json: bool) -> None:
     """Generate an Ed25519 signing key pair. Never overwrites an existing key."""
-    from k3kit.keys import key_prefix, keyid, ssh_fingerprint, write_keypair
+    from k3kit.signing.keys import key_prefix, keyid, ssh_fingerprint, write_keypair
 
     paths, pub = write_keypair(key_prefix(out), read_passphrase(passphrase_env))
     result = {
@@ -246,8 +246,8 @@ def build(
 
     allowed = None
     if ssh_signer is not None:
-        from k3kit.keys import load_public
-        from k3kit.trust.sshsig import allowed_signers_line
+        from k3kit.signing.keys import load_public
+        from k3kit.signing.trust.sshsig import allowed_signers_line
 
         try:
             allowed = allowed_signers_line(load_public(ssh_signer), principal)
@@ -280,8 +280,8 @@ def sign(
     kit: Path, key: Path, claims: Path, passphrase_env: str | None, force: bool, as_json: bool
 ) -> None:
     """Sign KIT's benchmark receipt (DSSE + in-toto Statement, Ed25519)."""
-    from k3kit.keys import keyid, load_private
     from k3kit.kit import sign as sign_kit
+    from k3kit.signing.keys import keyid, load_private
 
     private = load_private(key, read_passphrase(passphrase_env))
     sign_kit(kit, private, claims, issued_at=now_utc(), force=force)

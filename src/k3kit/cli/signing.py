@@ -23,7 +23,7 @@ def now_for_verification() -> str:
 
 def load_signer(path: Path, passphrase_env: str | None) -> Any:
     """A PEM signer; the passphrase comes from $VAR, else a prompt when stdin is a terminal."""
-    from k3kit.signers import PemSigner
+    from k3kit.signing.signers import PemSigner
 
     passphrase = None
     if passphrase_env is not None:
@@ -51,7 +51,7 @@ def countersign(kit: Path, key: Path, passphrase_env: str | None) -> None:
     """Add a signature to KIT's receipt in place, for a release threshold above 1."""
     from k3kit._fs import atomic_write, read_capped
     from k3kit.formats.manifest import RECEIPT_NAME
-    from k3kit.sign import MAX_ENVELOPE_BYTES, add_signature
+    from k3kit.signing.sign import MAX_ENVELOPE_BYTES, add_signature
 
     path = kit / RECEIPT_NAME
     data = read_capped(
@@ -79,7 +79,7 @@ def sshsig(kit: Path, key: Path, principal: str, passphrase_env: str | None, for
     """Write KIT/MANIFEST.json.sig (SSHSIG, namespace k3kit) for `ssh-keygen -Y verify`."""
     from k3kit._fs import atomic_write, read_capped
     from k3kit.formats.manifest import MANIFEST_NAME
-    from k3kit.trust import sshsig as ssh
+    from k3kit.signing.trust import sshsig as ssh
 
     manifest = read_capped(
         kit / MANIFEST_NAME,
@@ -115,7 +115,7 @@ def trust_source(
 ) -> tuple[Any, Any]:
     """What ``verify`` trusts: --trust keys, or --root with rollback state in STATE_DIR."""
     from k3kit.cli._shared import trusted_keys
-    from k3kit.trust import RollbackPolicy, RootAnchor
+    from k3kit.signing.trust import RollbackPolicy, RootAnchor
 
     if root_file is None:
         if allow_rollback:
@@ -138,7 +138,7 @@ def trust_source(
 
 def _read_root(path: Path) -> bytes:
     from k3kit._fs import read_capped
-    from k3kit.trust.root import MAX_ROOT_BYTES
+    from k3kit.signing.trust.root import MAX_ROOT_BYTES
 
     return read_capped(path, MAX_ROOT_BYTES, what="root", error=InputError, code="ROOT_INVALID")
 

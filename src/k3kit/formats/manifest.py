@@ -25,9 +25,9 @@ from k3kit.models import Manifest, ManifestEntry
 MANIFEST_NAME = "MANIFEST.json"
 RECEIPT_NAME = "receipt.dsse.json"
 EVIDENCE_DIR = "evidence"
-# The root chain (root/<N>.root.json, checked by k3kit.trust.root) and the SSHSIG of MANIFEST.json
-# are signed documents of their own, added after the build: listing them would change the kit
-# checksum each time the publisher rotates a key.
+# The root chain (root/<N>.root.json, checked by k3kit.signing.trust.root) and the SSHSIG of
+# MANIFEST.json are signed documents of their own, added after the build: listing them would change
+# the kit checksum each time the publisher rotates a key.
 ROOT_DIR = "root"
 UNLISTED = frozenset({MANIFEST_NAME, RECEIPT_NAME, "MANIFEST.json.sig"})
 
@@ -171,7 +171,7 @@ def diff_tree(root: Path, manifest: Manifest) -> TreeDiff:
     } | {EVIDENCE_DIR, ROOT_DIR}
     for entry in walk(root):
         if entry.rel.startswith(ROOT_DIR + "/"):
-            continue  # k3kit.trust.root.kit_roots admits only regular <N>.root.json files
+            continue  # k3kit.signing.trust.root.kit_roots admits only regular <N>.root.json files
         if entry.kind == "dir":
             if entry.rel not in expected_dirs and not entry.rel.startswith(EVIDENCE_DIR + "/"):
                 diffs.append(

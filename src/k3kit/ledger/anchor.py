@@ -27,8 +27,8 @@ from k3kit.models.commerce import (
     LedgerCheckpointBody,
     LedgerHead,
 )
-from k3kit.sign import MAX_ENVELOPE_BYTES, sign_envelope, verify_envelope
-from k3kit.signers import Signer
+from k3kit.signing.sign import MAX_ENVELOPE_BYTES, sign_envelope, verify_envelope
+from k3kit.signing.signers import Signer
 
 KIND = "LEDGER_CHECKPOINT"
 BAD = f"{KIND}_MALFORMED"

@@ -18,7 +18,6 @@ from sqlalchemy import Engine, text
 
 from k3kit.buyer_receipt import read_buyer_receipt
 from k3kit.errors import K3kitError, VerificationError
-from k3kit.keys import keyid, public_from_hex
 from k3kit.ledger import chain
 from k3kit.ledger.anchor import CODE as ANCHOR_BROKEN
 from k3kit.ledger.anchor import Anchor, anchor_problem
@@ -26,6 +25,7 @@ from k3kit.ledger.db import reading, require_current
 from k3kit.ledger.purchase import term_days_of
 from k3kit.licence import require_bound, sha256_tag, verify_licence
 from k3kit.models.commerce import LicenceBody
+from k3kit.signing.keys import keyid, public_from_hex
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine
 
 from k3kit.errors import InputError, VerificationError
-from k3kit.keys import keyid
 from k3kit.ledger.anchor import Anchor, sign_checkpoint
 from k3kit.ledger.audit import LedgerReport, verify_ledger
-from k3kit.signers import Signer
+from k3kit.signing.keys import keyid
+from k3kit.signing.signers import Signer
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,12 @@ from sqlalchemy import Engine, text
 from k3kit._values import parse_timestamp
 from k3kit.buyer_receipt import build_body, sign_buyer_receipt
 from k3kit.errors import InputError, VerificationError
-from k3kit.keys import raw_public
 from k3kit.ledger import chain
 from k3kit.ledger.db import require_current, transaction
 from k3kit.ledger.purchase import term_days_of
 from k3kit.licence import require_bound, sha256_tag, verify_licence
-from k3kit.signers import Signer
+from k3kit.signing.keys import raw_public
+from k3kit.signing.signers import Signer
 from k3kit.verify import KitNotVerified, verify_path
 
 

@@ -29,7 +29,7 @@ from k3kit.preflight._facts import (
     os_facts,
     os_facts_from_json,
 )
-from k3kit.trust import RollbackPolicy
+from k3kit.signing.trust import RollbackPolicy
 from k3kit.verify import TrustSource, open_verified
 
 MAX_DOC_BYTES = 16 * 1024 * 1024

@@ -4,8 +4,8 @@ The signed message is ``MANIFEST.json``, whose sha256 *is* the kit checksum: a b
 ``ssh-keygen -Y verify -f allowed_signers -I <principal> -n k3kit -s MANIFEST.json.sig
 < MANIFEST.json`` and then compares each file with the sha256 it lists. The wire format
 (OpenSSH ``PROTOCOL.sshsig``) is written here with ``cryptography`` rather than by running
-ssh-keygen, so the publisher's key stays a k3kit key (any :class:`~k3kit.signers.Signer`); the
-tests check the result with the real ssh-keygen binary.
+ssh-keygen, so the publisher's key stays a k3kit key (any :class:`~k3kit.signing.signers.Signer`);
+the tests check the result with the real ssh-keygen binary.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import re
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit.errors import VerificationError
-from k3kit.keys import raw_public, verify_signature
-from k3kit.signers import Signer
+from k3kit.signing.keys import raw_public, verify_signature
+from k3kit.signing.signers import Signer
 
 NAMESPACE = "k3kit"
 MAGIC = b"SSHSIG"

@@ -5,9 +5,9 @@ See docs/trust.md. ``verify`` consumes a :class:`Trust` (or a :class:`RootAnchor
 the kit's own root chain); ``install`` and ``launch`` call :func:`check_and_record`.
 """
 
-from k3kit.trust.policy import Revoked, Trust, TrustedKey
-from k3kit.trust.rollback import Decision, RollbackPolicy, check, check_and_record, record
-from k3kit.trust.root import RootAnchor, VerifiedRoot, kit_roots, trust_of, verify_root
+from k3kit.signing.trust.policy import Revoked, Trust, TrustedKey
+from k3kit.signing.trust.rollback import Decision, RollbackPolicy, check, check_and_record, record
+from k3kit.signing.trust.root import RootAnchor, VerifiedRoot, kit_roots, trust_of, verify_root
 
 __all__ = [
     "Decision",

@@ -14,10 +14,10 @@ The file also remembers, per pinned root, the highest root version this node acc
 losing the accepted roots under ``roots/`` (which carry revocations) is noticed rather than
 silently undoing a revocation (:func:`accepted_root`, :func:`note_root`).
 
-On disk (:mod:`k3kit.trust._memory`) the memory sits in a folder that passed the private-state
-check, is read and written under an exclusive ``flock`` (atomically, mode 0600), and a half of it
-that vanished is ``STATE_LOST``, never a first run. Whoever owns the state folder (and root) can
-still reset it by removing the whole folder; docs/trust.md says so.
+On disk (:mod:`k3kit.signing.trust._memory`) the memory sits in a folder that passed the
+private-state check, is read and written under an exclusive ``flock`` (atomically, mode 0600), and a
+half of it that vanished is ``STATE_LOST``, never a first run. Whoever owns the state folder (and
+root) can still reset it by removing the whole folder; docs/trust.md says so.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 from k3kit._fs import atomic_write, private_dir
 from k3kit.errors import VerificationError
 from k3kit.models import Statement
-from k3kit.trust._memory import ROOTS_NAME, Memory, locked
+from k3kit.signing.trust._memory import ROOTS_NAME, Memory, locked
 
 
 @dataclass(frozen=True)

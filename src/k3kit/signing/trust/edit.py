@@ -15,12 +15,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import model_bytes
 from k3kit.errors import InputError, K3kitError
-from k3kit.keys import key_object, keyid
 from k3kit.models import load
-from k3kit.sign import add_signature, sign_envelope
-from k3kit.signers import Signer
-from k3kit.trust.model import ROLES, ROOT_PAYLOAD_TYPE, RootBody
-from k3kit.trust.root import MAX_ROOT_BYTES, unverified_body
+from k3kit.signing.keys import key_object, keyid
+from k3kit.signing.sign import add_signature, sign_envelope
+from k3kit.signing.signers import Signer
+from k3kit.signing.trust.model import ROLES, ROOT_PAYLOAD_TYPE, RootBody
+from k3kit.signing.trust.root import MAX_ROOT_BYTES, unverified_body
 
 
 def _body(obj: dict[str, object], source: str) -> RootBody:

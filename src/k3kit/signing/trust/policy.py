@@ -2,10 +2,10 @@
 
 Built either from plain ``--trust KEY.pub`` files (threshold 1, no windows, no floors) or from the
 release role of a verified root of trust. Keeping the decision here, separate from the signature
-arithmetic in :mod:`k3kit.sign`, means a receipt is judged by one rule whatever the trust came
-from: count the **distinct** trusted keys (key ids recomputed from key material) whose signature
-verified and whose validity window contains the receipt's ``issued_at``; revoked keys never count,
-whatever date the receipt claims, because whoever stole a key can also backdate.
+arithmetic in :mod:`k3kit.signing.sign`, means a receipt is judged by one rule whatever the trust
+came from: count the **distinct** trusted keys (key ids recomputed from key material) whose
+signature verified and whose validity window contains the receipt's ``issued_at``; revoked keys
+never count, whatever date the receipt claims, because whoever stole a key can also backdate.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._values import parse_timestamp
 from k3kit.errors import VerificationError
-from k3kit.keys import keyid
+from k3kit.signing.keys import keyid
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Modelled on TUF's root role, trimmed to what one publisher of deploy kits needs: a ``root`` role
 that signs the next root and a ``release`` role that signs receipts. Everything here is structure;
 the rules that need key material or a clock (key ids recomputed, signatures, thresholds, expiry)
-live in :mod:`k3kit.trust.root`, so a document that parses is not yet a document that is trusted.
+live in :mod:`k3kit.signing.trust.root`, so a document that parses is not yet a document that is
+trusted.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 written only under an exclusive lock, in a folder that passed the private-state check.
 
 What the memory means (high-water marks, kits per version, root versions) is decided in
-:mod:`k3kit.trust.rollback`; this module only keeps it honest on disk. The state folder passes
+:mod:`k3kit.signing.trust.rollback`; this module only keeps it honest on disk. The state folder
+passes
 :func:`k3kit._fs.private_dir` (this user's, 0700, nothing above it that another user can write)
 before anything in it is read. A fresh folder gets ``roots/`` and then ``rollback.json`` under the
 lock, so one of them missing while the other is there means state was lost, and is refused

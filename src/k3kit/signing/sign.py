@@ -20,9 +20,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from k3kit._canonical import dumps, require_canonical, strict_loads
 from k3kit._fs import read_capped
 from k3kit.errors import InputError, VerificationError
-from k3kit.keys import keyid, verify_signature
 from k3kit.models import PAYLOAD_TYPE, DsseEnvelope, Statement, load
-from k3kit.signers import Signer
+from k3kit.signing.keys import keyid, verify_signature
+from k3kit.signing.signers import Signer
 
 MAX_ENVELOPE_BYTES = 1024 * 1024
 _B64 = re.compile(r"^[A-Za-z0-9+/_-]*={0,2}$")

@@ -6,9 +6,10 @@ only things a DSSE envelope, a root of trust or an SSHSIG need from a key are it
 a signature over exact bytes. A PEM file on disk is the first implementation; an Ed25519 private
 key object from ``cryptography`` satisfies the protocol as it is. A PKCS#11 token or a cloud KMS
 is added by writing a class with these two methods (for example one that calls the device with
-``CKM_EDDSA`` or KMS ``Sign`` with ``ED25519``) and handing it to :func:`k3kit.sign.sign_envelope`
-or :func:`k3kit.trust.edit.sign_root`: nothing else changes, because every caller recomputes the
-key id from :meth:`Signer.public_key` and never trusts what the signer says about itself.
+``CKM_EDDSA`` or KMS ``Sign`` with ``ED25519``) and handing it to
+:func:`k3kit.signing.sign.sign_envelope` or :func:`k3kit.signing.trust.edit.sign_root`: nothing else
+changes, because every caller recomputes the key id from :meth:`Signer.public_key` and never trusts
+what the signer says about itself.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from k3kit.keys import keyid, load_private
+from k3kit.signing.keys import keyid, load_private
 
 
 @runtime_checkable

@@ -26,12 +26,12 @@ from k3kit._canonical import require_canonical, strict_loads
 from k3kit._fs import atomic_write, read_capped, walk
 from k3kit._values import parse_timestamp
 from k3kit.errors import InputError, VerificationError
-from k3kit.keys import keyid, public_from_hex
 from k3kit.models import DsseEnvelope, load
-from k3kit.sign import verify_envelope
-from k3kit.trust import rollback
-from k3kit.trust.model import ROOT_PAYLOAD_TYPE, RootBody
-from k3kit.trust.policy import Revoked, Trust, TrustedKey
+from k3kit.signing.keys import keyid, public_from_hex
+from k3kit.signing.sign import verify_envelope
+from k3kit.signing.trust import rollback
+from k3kit.signing.trust.model import ROOT_PAYLOAD_TYPE, RootBody
+from k3kit.signing.trust.policy import Revoked, Trust, TrustedKey
 
 MAX_ROOT_BYTES = 64 * 1024
 MAX_ROOTS = 64
