@@ -25,7 +25,7 @@ from pathlib import Path
 from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
 from k3kit.demo import stand_in_files
-from k3kit.pin import pin_local
+from k3kit.weights.pin import pin_local
 
 CHILD = r"""
 import json, sys, time

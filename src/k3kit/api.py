@@ -31,14 +31,14 @@ from k3kit.kitpack import pack_kit as _pack_kit
 from k3kit.launch import LaunchPlan, Site
 from k3kit.launch import plan_launch as _plan_launch
 from k3kit.models import Manifest, WeightsLock
-from k3kit.pin import HubClient
-from k3kit.pin import pin_hub as _pin_hub
-from k3kit.pin import pin_local as _pin_local
 from k3kit.pull import Downloader, PullReport, pull, read_kit_lock
 from k3kit.signing.trust import RollbackPolicy
 from k3kit.verify import KitNotVerified, Report, TrustSource, verify_path
 from k3kit.weights import WeightsOptions, WeightsReport
 from k3kit.weights import check_weights as _check_weights
+from k3kit.weights.pin import HubClient
+from k3kit.weights.pin import pin_hub as _pin_hub
+from k3kit.weights.pin import pin_local as _pin_local
 
 
 def _now() -> str:
@@ -160,7 +160,7 @@ def pin_hub(
 ) -> WeightsLock:
     """Pin ``repo`` at the commit ``revision`` resolves to now, from the hub's metadata.
 
-    ``client``: any :class:`k3kit.pin.HubClient` (default: huggingface_hub against
+    ``client``: any :class:`k3kit.weights.pin.HubClient` (default: huggingface_hub against
     ``endpoint``, the public Hub when None, with ``token``). No LFS byte is downloaded unless
     ``hash_local`` names a local copy to check the hub's sha256 values against. Returns the
     :class:`WeightsLock`; write it with :func:`write_lock`. Raises ``InputError``

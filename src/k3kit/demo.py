@@ -36,10 +36,10 @@ from k3kit.install import install
 from k3kit.kit import build, load_toml, sign
 from k3kit.launch import LaunchPlan, plan_launch
 from k3kit.models import PackageDef
-from k3kit.pin import pin_local
 from k3kit.signing.keys import load_private, load_public, write_keypair
 from k3kit.verify import Report, verify_path
 from k3kit.weights import WeightsOptions
+from k3kit.weights.pin import pin_local
 
 EXAMPLE = "kimi-k3-b300x8"
 STAND_IN_SHARDS = 4

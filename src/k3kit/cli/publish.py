@@ -126,7 +126,7 @@ def pin(
     refuse_existing(output, force=force)  # before hashing, not after
     progress = file_progress("hashing")
     if local is not None:
-        from k3kit.pin import pin_local
+        from k3kit.weights.pin import pin_local
 
         lock = pin_local(
             local,
@@ -140,7 +140,7 @@ def pin(
         )
     else:
         from k3kit.hub import HfHub
-        from k3kit.pin import pin_hub
+        from k3kit.weights.pin import pin_hub
 
         url = resolve_endpoint(endpoint)
         token = read_token(token_env)

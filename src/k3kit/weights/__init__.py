@@ -1,11 +1,11 @@
 """Check a folder of weights against ``weights.lock.json``.
 
-Accepts the layouts of :mod:`k3kit.layouts` (a plain folder, a Hugging Face cache snapshot, its
-repo folder or a cache root holding the repo; an ambiguous folder is refused). The file set must
+Accepts the layouts of :mod:`k3kit.weights.layouts` (a plain folder, a Hugging Face cache snapshot,
+its repo folder or a cache root holding the repo; an ambiguous folder is refused). The file set must
 equal the lock's; sizes are compared before any byte is hashed, so a truncated or missing shard
-fails in milliseconds; then digests are computed in parallel threads (:mod:`k3kit.hashpool`),
-skipping files the verification cache proves unchanged (:mod:`k3kit.vcache`,
-docs/verification-cache.md).
+fails in milliseconds; then digests are computed in parallel threads
+(:mod:`k3kit.weights.hashpool`), skipping files the verification cache proves unchanged
+(:mod:`k3kit.weights.vcache`, docs/verification-cache.md).
 
 A folder that cannot be walked (a tree deeper than PATH_MAX, a folder without permission) or a
 name that is not UTF-8 is a named problem in the report (exit 1), never an environment error with
@@ -27,8 +27,9 @@ from k3kit._digest import FileStamp, hash_file
 from k3kit._fs import display_name, walk
 from k3kit.errors import InputError, K3kitError, VerificationError
 from k3kit.formats.vocab import Problem
-from k3kit.hashpool import HashJob, JobResult, default_workers, run_jobs
-from k3kit.layouts import (
+from k3kit.models import LockedFile, WeightsLock
+from k3kit.weights.hashpool import HashJob, JobResult, default_workers, run_jobs
+from k3kit.weights.layouts import (
     Layout,
     LinkPolicyViolation,
     is_hf_local_metadata,
@@ -37,12 +38,10 @@ from k3kit.layouts import (
     repo_folder_name,
     resolve_file,
 )
-from k3kit.models import LockedFile, WeightsLock
-from k3kit.vcache import VerifyCache
+from k3kit.weights.vcache import VerifyCache
 
-WeightsProblem = (
-    Problem  # the one problem record (k3kit.formats.vocab); the old name stays importable
-)
+# the one problem record (k3kit.formats.vocab); the old name stays importable
+WeightsProblem = Problem
 
 
 @dataclass(frozen=True)
@@ -219,7 +218,7 @@ def check_weights(
     """Check file set and sizes, then digests in parallel; stop at the first mismatch by default.
 
     With ``state_dir``, files whose verification-cache record still matches are not read (see
-    :mod:`k3kit.vcache`); ``full`` re-hashes them anyway and refreshes the records.
+    :mod:`k3kit.weights.vcache`); ``full`` re-hashes them anyway and refreshes the records.
     ``on_progress(bytes_done, bytes_to_hash)`` is called from this thread a few times a second.
     """
     layout = locate(path, lock)

@@ -7,8 +7,8 @@ later run trusts a record only if the lock checksum, the algorithm, the expected
 stamp field are equal; anything else, or ``--full``, re-hashes the file. What that does and does not
 protect against is spelled out in docs/verification-cache.md.
 
-A record is written only for a file read under an unbroken read lease (:mod:`k3kit._lease`): no
-process had it open for writing while it was read, so any later change must move its timestamps.
+A record is written only for a file read under an unbroken read lease (:mod:`k3kit.weights._lease`):
+no process had it open for writing while it was read, so any later change must move its timestamps.
 
 The file is state, not evidence: it is never trusted blindly. Its folder must pass
 :func:`k3kit._fs.private_dir` (this user's, not writable by others, nothing above it that another

@@ -40,7 +40,7 @@ from k3kit._digest import (
     digest_file,
     read_size,
 )
-from k3kit._lease import ReadLease
+from k3kit.weights._lease import ReadLease
 
 PROGRESS_INTERVAL_S = 0.2
 

@@ -31,9 +31,9 @@ from k3kit._digest import sha256_hex
 from k3kit._pathpolicy import path_problem
 from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
-from k3kit.layouts import Layout, repo_folder_name
 from k3kit.models import PinSource, WeightsLock, load
 from k3kit.weights import hash_tree, local_layout
+from k3kit.weights.layouts import Layout, repo_folder_name
 
 # The Hub refuses non-LFS files over 10 MB; anything bigger listed as non-LFS is a bad answer.
 MAX_SMALL_FILE_BYTES = 16 * 1024 * 1024
