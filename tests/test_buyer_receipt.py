@@ -262,7 +262,7 @@ def test_kit_that_does_not_verify_gets_no_receipt(
 
 def test_verify_node_never_imports_a_database() -> None:
     code = (
-        "import sys, k3kit.verify, k3kit.buyer_receipt, k3kit.licence; "
+        "import sys, k3kit.node.verify, k3kit.buyer_receipt, k3kit.licence; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('sqlalchemy', 'psycopg') or m.startswith('k3kit.ledger')))"
     )

@@ -398,10 +398,10 @@ def test_verify_imports_neither_huggingface_hub_nor_jinja2(
     )
     assert proc.returncode == 0, proc.stderr
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
-    assert "k3kit.verify" in imported and "k3kit.weights.hashpool" in imported
+    assert "k3kit.node.verify" in imported and "k3kit.weights.hashpool" in imported
     assert not {m for m in imported if m.split(".")[0] in ("huggingface_hub", "jinja2")}
     code = (
-        "import sys, k3kit.verify; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "import sys, k3kit.node.verify; print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('huggingface_hub', 'jinja2', 'k3kit.weights.pin', 'k3kit.render')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -3,7 +3,7 @@
 Why this module knows nothing of the ledger: ``k3kit verify --buyer-receipt`` runs on the buyer's
 GPU node, which has no database and must not import a database driver. Issuing (which needs the
 ledger's entitlement) lives in :mod:`k3kit.ledger.issue`; this module only builds, signs and
-checks the document, from bytes and a verification :class:`~k3kit.verify.Report`.
+checks the document, from bytes and a verification :class:`~k3kit.node.verify.Report`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from k3kit.errors import InputError, VerificationError
 from k3kit.licence import sha256_tag, verify_licence
 from k3kit.models import load
 from k3kit.models.commerce import BUYER_RECEIPT_PAYLOAD_TYPE, BuyerReceiptBody
+from k3kit.node.verify import FAILED, NOT_CHECKED, PASSED, Check, Report
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES, sign_envelope, verify_envelope
 from k3kit.signing.signers import Signer
-from k3kit.verify import FAILED, NOT_CHECKED, PASSED, Check, Report
 
 MAX_INPUT_BYTES = 256 * 1024
 BAD = "BUYER_RECEIPT_MALFORMED"

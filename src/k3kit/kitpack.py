@@ -25,8 +25,14 @@ from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import read_bounded, read_document
 from k3kit.formats.manifest import MANIFEST_NAME, RECEIPT_NAME, diff_tree
 from k3kit.models import PAYLOAD_TYPE, DsseEnvelope, KitInfo, Manifest, Statement, load
+from k3kit.node.verify import (
+    KIT_INFO_NAME,
+    MAX_DOC_BYTES,
+    Report,
+    check_unsigned_statement,
+    verify_dir,
+)
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES
-from k3kit.verify import KIT_INFO_NAME, MAX_DOC_BYTES, Report, check_unsigned_statement, verify_dir
 
 ARCHIVE_SUFFIX = ".kit.tar.gz"
 UNSIGNED_SUFFIX = ".unsigned.kit.tar.gz"

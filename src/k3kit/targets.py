@@ -31,8 +31,8 @@ from k3kit.engines import (
 from k3kit.models.kit import ModelConfigFacts
 from k3kit.models.lock import WeightsLock
 from k3kit.models.package import PackageDef, TopologyDef
+from k3kit.node.site import SITE_KEYS
 from k3kit.render import render
-from k3kit.site import SITE_KEYS
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 #: Share of the published approximate size the lock's weight bytes may differ by.

@@ -29,8 +29,8 @@ from k3kit.formats.manifest import (
     read_bound_evidence,
 )
 from k3kit.models import KIT_SUBJECT, KitInfo, ReceiptPredicate
+from k3kit.node.verify import LOCK_NAME, MAX_DOC_BYTES
 from k3kit.signing.sign import read_receipt
-from k3kit.verify import LOCK_NAME, MAX_DOC_BYTES
 
 
 @dataclass

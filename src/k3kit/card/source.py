@@ -1,10 +1,10 @@
 """What a card, ``show`` and release notes are made from: the verified kit, read once.
 
-Verification is :func:`k3kit.verify.verify_dir`, never re-implemented here. What this module adds
-is *where the bytes come from*: an archive is extracted once into a private staging folder, that
-folder is verified, and every document shown is read from the same folder, hashed against the
+Verification is :func:`k3kit.node.verify.verify_dir`, never re-implemented here. What this module
+adds is *where the bytes come from*: an archive is extracted once into a private staging folder,
+that folder is verified, and every document shown is read from the same folder, hashed against the
 digests the verified receipt and manifest sign, before the folder is removed. A kit that does not
-verify raises :class:`~k3kit.verify.KitNotVerified` (exit 1), unless the caller asked for an
+verify raises :class:`~k3kit.node.verify.KitNotVerified` (exit 1), unless the caller asked for an
 ``unverified`` view: then the receipt's payload is decoded without its signature, kit documents
 are read without their digests, and the view says so on every page that shows it.
 """
@@ -30,8 +30,8 @@ from k3kit.formats.documents import read_bounded, read_document, read_listed
 from k3kit.formats.kitpath import extract_kit
 from k3kit.formats.manifest import MANIFEST_NAME, RECEIPT_NAME
 from k3kit.models import KitInfo, Manifest, Statement, load
+from k3kit.node.verify import KIT_INFO_NAME, MAX_DOC_BYTES, KitNotVerified, Report, verify_dir
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES, verify_envelope
-from k3kit.verify import KIT_INFO_NAME, MAX_DOC_BYTES, KitNotVerified, Report, verify_dir
 
 PROFILE_SETTINGS = ("serve.yaml", "engine.env")
 MAX_SETTINGS_BYTES = 1024 * 1024

@@ -246,7 +246,7 @@ def verify(
     root/ chain may move forward, and a kit older than (or conflicting with) one this node
     accepted is refused (ROLLBACK, EQUIVOCATION; docs/trust.md).
     """
-    from k3kit.verify import verify_path
+    from k3kit.node.verify import verify_path
     from k3kit.weights import WeightsOptions
 
     state, cache = state_and_cache(state_dir)

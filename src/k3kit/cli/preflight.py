@@ -128,7 +128,7 @@ def preflight(
 def _verified_preflight(run: Callable[[], PreflightReport], *, as_json: bool) -> PreflightReport:
     """``run``, with a kit that does not verify shown as its report (exit 1), not judged."""
     from k3kit.cli._shared import print_report
-    from k3kit.verify import KitNotVerified
+    from k3kit.node.verify import KitNotVerified
 
     try:
         return run()
@@ -197,8 +197,8 @@ def render_site(
     and the key (exit 3). Node rank and leader address stay runtime.
     """
     from k3kit.cli._shared import default_state_dir, print_report
-    from k3kit.sitefiles import render_site as render
-    from k3kit.verify import KitNotVerified
+    from k3kit.node.sitefiles import render_site as render
+    from k3kit.node.verify import KitNotVerified
 
     state = state_dir if state_dir is not None else default_state_dir()
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)

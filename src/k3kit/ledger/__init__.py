@@ -2,7 +2,7 @@
 SQLite (default) or PostgreSQL (by URL), insert-only and hash-chained, enforced by the database.
 
 This package is the only importer of SQLAlchemy and the PostgreSQL driver, and nothing on the
-verification path (``k3kit.verify``, ``k3kit.buyer_receipt``) imports it. See docs/ledger.md.
+verification path (``k3kit.node.verify``, ``k3kit.buyer_receipt``) imports it. See docs/ledger.md.
 """
 
 from k3kit.ledger.anchor import Anchor, read_anchor

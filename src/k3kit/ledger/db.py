@@ -1,7 +1,8 @@
 """Opening the ledger database (SQLite by default, PostgreSQL by URL) and migrating it.
 
 This package is the one home of SQLAlchemy and the PostgreSQL driver (import-linter forbids them
-elsewhere), and ``k3kit.verify`` never imports it: a buyer's node verifies kits without a database.
+elsewhere), and ``k3kit.node.verify`` never imports it: a buyer's node verifies kits without a
+database.
 
 Why these connection settings: SQLite runs in WAL mode (readers never block the writer), with
 foreign keys on (they are off by default, per connection) and ``BEGIN IMMEDIATE`` so that a

@@ -23,9 +23,9 @@ from k3kit.ledger import chain
 from k3kit.ledger.db import require_current, transaction
 from k3kit.ledger.purchase import term_days_of
 from k3kit.licence import require_bound, sha256_tag, verify_licence
+from k3kit.node.verify import KitNotVerified, verify_path
 from k3kit.signing.keys import raw_public
 from k3kit.signing.signers import Signer
-from k3kit.verify import KitNotVerified, verify_path
 
 
 def _in_term(released_at: str, valid_from: str, valid_until: str) -> bool:

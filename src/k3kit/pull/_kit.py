@@ -20,7 +20,7 @@ from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import parse_document, read_bounded
 from k3kit.formats.kitpath import classify, open_kit
 from k3kit.models import WeightsLock
-from k3kit.verify import LOCK_NAME, MAX_DOC_BYTES, Report, verify_dir
+from k3kit.node.verify import LOCK_NAME, MAX_DOC_BYTES, Report, verify_dir
 
 
 @dataclass(frozen=True)

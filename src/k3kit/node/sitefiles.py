@@ -1,7 +1,7 @@
 """``k3kit render-site``: the buyer's deploy files, site values filled in and checked.
 
 The kit's compose, systemd and Kubernetes files carry ``${KEY}`` placeholders for site values.
-This fills them from a site file that passed :func:`k3kit.site.parse_site`: only schema keys,
+This fills them from a site file that passed :func:`k3kit.node.site.parse_site`: only schema keys,
 each matching its pattern (no quotes, spaces or newlines can reach a YAML or unit file), and none
 that names a value the kit locks. Runtime values (``NODE_RANK``, ``$(LWS_WORKER_INDEX)``) stay as
 they are. Nothing in the kit is modified.
@@ -9,8 +9,8 @@ they are. Nothing in the kit is modified.
 The files rendered here become a systemd unit that runs as root, a compose file, Kubernetes
 objects: a line added to a kit file (an ``ExecStartPre=``) would run before the unit's own
 ``k3kit verify``. So the kit is verified against its signed receipt first
-(:func:`k3kit.verify.open_verified`: ``--trust`` or ``--root`` like ``verify``), and every file is
-rendered from the bytes compared in memory with the verified manifest, never re-read unchecked.
+(:func:`k3kit.node.verify.open_verified`: ``--trust`` or ``--root`` like ``verify``), and every file
+is rendered from the bytes compared in memory with the verified manifest, never re-read unchecked.
 The output folder carries k3kit's marker file, so ``--force`` replaces it, and only it: a folder
 k3kit did not write (a git checkout, a home folder) is refused even with ``--force``.
 """
@@ -33,9 +33,9 @@ from k3kit.engines import adapter
 from k3kit.errors import InputError
 from k3kit.formats.documents import read_bounded, read_listed
 from k3kit.models import KitInfo, Manifest
+from k3kit.node.site import LAUNCH_KEYS, SITE_KEYS, env_name, parse_site
+from k3kit.node.verify import TrustSource, open_verified
 from k3kit.signing.trust import RollbackPolicy
-from k3kit.site import LAUNCH_KEYS, SITE_KEYS, env_name, parse_site
-from k3kit.verify import TrustSource, open_verified
 
 MAX_DOC_BYTES = 16 * 1024 * 1024
 MAX_SITE_BYTES = 64 * 1024
@@ -84,7 +84,7 @@ def render_site(
 ) -> list[str]:
     """Verify ``kit_dir`` against ``trusted``, then write the filled-in files under ``out``;
     returns their relative paths. A kit that does not verify raises
-    :class:`k3kit.verify.KitNotVerified` (exit 1) before anything is written."""
+    :class:`k3kit.node.verify.KitNotVerified` (exit 1) before anything is written."""
     verified = open_verified(kit_dir, trusted, rollback=rollback)
     manifest, info = verified.manifest, verified.info
     text = read_bounded(

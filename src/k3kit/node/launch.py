@@ -53,9 +53,9 @@ from k3kit.formats.documents import (
     read_listed,
 )
 from k3kit.models import KitInfo, KitProfile
+from k3kit.node.site import HOST_PATTERN, site_values
+from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_dir
 from k3kit.signing.trust import RollbackPolicy
-from k3kit.site import HOST_PATTERN, site_values
-from k3kit.verify import KitNotVerified, Report, TrustSource, verify_dir
 from k3kit.weights import WeightsOptions
 
 MAX_KIT_DOC_BYTES = 16 * 1024 * 1024
@@ -125,8 +125,8 @@ class LaunchPlan:
 
 def read_site(path: Path) -> Site:
     """The launcher's values from a site file: the same file, schema and refusals as
-    ``render-site`` (:func:`k3kit.site.site_values`); only :data:`k3kit.site.LAUNCH_KEYS` are
-    used, the deploy-only keys are accepted and left to the other targets.
+    ``render-site`` (:func:`k3kit.node.site.site_values`); only :data:`k3kit.node.site.LAUNCH_KEYS`
+    are used, the deploy-only keys are accepted and left to the other targets.
 
     Raises ``InputError`` ``SITE_INVALID`` / ``SITE_LOCKED_VALUE`` (exit 3) naming the line: a
     site file is the operator's own input, and no value may pass for an option.
@@ -281,7 +281,7 @@ def fixed_env(base_env: Mapping[str, str], executable: str, tmp: Path) -> dict[s
 
 
 def check_address(site: Site) -> None:
-    """The listen address by the site file's rule (:data:`k3kit.site.HOST_PATTERN`, never a
+    """The listen address by the site file's rule (:data:`k3kit.node.site.HOST_PATTERN`, never a
     leading ``-``), from ``--site`` or ``--host`` alike: it becomes an engine argv word."""
     if not re.fullmatch(HOST_PATTERN, site.host) or not 1 <= site.port <= 65535:
         raise InputError(

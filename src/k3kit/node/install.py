@@ -37,8 +37,8 @@ from k3kit.archive import MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.formats.kitpath import extract_kit
 from k3kit.formats.manifest import MANIFEST_NAME, RECEIPT_NAME
+from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_dir
 from k3kit.signing.trust import RollbackPolicy
-from k3kit.verify import KitNotVerified, Report, TrustSource, verify_dir
 
 _STAGING_PREFIX = ".k3kit-install-"
 
