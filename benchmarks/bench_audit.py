@@ -27,8 +27,8 @@ from k3kit.audit import run_rules  # noqa: E402
 from k3kit.audit.context import build_context  # noqa: E402
 from k3kit.evidence import parse_vllm_result  # noqa: E402
 from k3kit.formats.receipt import build_statement  # noqa: E402
-from k3kit.kit import load_toml  # noqa: E402
 from k3kit.models import Claims, KitInfo, PackageDef, Statement, load  # noqa: E402
+from k3kit.publish.kit import load_toml  # noqa: E402
 
 
 def _kit_info() -> KitInfo:

@@ -30,7 +30,7 @@ from k3kit.weights.pin import pin_local
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from k3kit.kit import load_lock
+from k3kit.publish.kit import load_lock
 from k3kit.weights import check_weights
 
 def rchar():

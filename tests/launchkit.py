@@ -15,7 +15,7 @@ from pathlib import Path
 
 from k3kit._fs import atomic_write
 from k3kit.formats.manifest import build_manifest, manifest_bytes
-from k3kit.kit import sign
+from k3kit.publish.kit import sign
 from k3kit.signing.keys import load_private
 from tests.conftest import EXAMPLE, FIXED_TIME, KeyFiles, run_k3kit
 

@@ -18,8 +18,8 @@ import pytest
 from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
 from k3kit.audit import audit_path
-from k3kit.kit import build, sign
 from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE
+from k3kit.publish.kit import build, sign
 from k3kit.signing.keys import load_private, load_public, write_keypair
 from k3kit.signing.sign import verify_envelope
 from k3kit.weights.pin import pin_local

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from k3kit.errors import VerificationError
-from k3kit.kit import load_lock
 from k3kit.models import WeightsLock
+from k3kit.publish.kit import load_lock
 from k3kit.weights import check_file_set
 from k3kit.weights.layouts import Layout, LinkPolicyViolation, locate, resolve_file
 from tests.conftest import GoldenKit, run_k3kit

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from k3kit.archive import pack
-from k3kit.kit import build, sign
+from k3kit.publish.kit import build, sign
 from k3kit.pull import quarantine_dir
 from k3kit.signing.keys import load_private
 from k3kit.weights import repo_folder_name

@@ -26,8 +26,8 @@ import pytest
 
 from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
-from k3kit.kit import build, sign
 from k3kit.models import WeightsLock
+from k3kit.publish.kit import build, sign
 from k3kit.signing.keys import load_private
 from k3kit.weights.pin import pin_local
 from k3kit.weights.vcache import COARSE_SETTLE_NS, SETTLE_NS

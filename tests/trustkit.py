@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from k3kit._fs import atomic_write
-from k3kit.kit import build, sign
+from k3kit.publish.kit import build, sign
 from k3kit.signing.keys import keyid, load_private, write_keypair
 from k3kit.signing.sign import sign_envelope
 from k3kit.signing.signers import PemSigner

@@ -38,13 +38,13 @@ if TYPE_CHECKING:
     from k3kit.formats.kitpath import OpenedKit as OpenedKit
     from k3kit.formats.kitpath import classify as classify
     from k3kit.formats.kitpath import open_kit as open_kit
-    from k3kit.kitpack import Packed as Packed
     from k3kit.models import Manifest as Manifest
     from k3kit.models import WeightsLock as WeightsLock
     from k3kit.node.install import Installed as Installed
     from k3kit.node.launch import LaunchPlan as LaunchPlan
     from k3kit.node.verify import KitNotVerified as KitNotVerified
     from k3kit.node.verify import Report as Report
+    from k3kit.publish.kitpack import Packed as Packed
     from k3kit.pull import PullReport as PullReport
     from k3kit.signing.keys import load_private as load_private
     from k3kit.signing.keys import load_public as load_public
@@ -82,7 +82,7 @@ _HOMES: dict[str, str] = {
     "load_private": "k3kit.signing.keys",
     "load_public": "k3kit.signing.keys",
     "write_keypair": "k3kit.signing.keys",
-    "Packed": "k3kit.kitpack",
+    "Packed": "k3kit.publish.kitpack",
     "LaunchPlan": "k3kit.node.launch",
     "Manifest": "k3kit.models",
     "WeightsLock": "k3kit.models",

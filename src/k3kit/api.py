@@ -24,14 +24,14 @@ from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._fs import atomic_write
 from k3kit.audit import AuditReport, Policy, audit_path
 from k3kit.errors import VerificationError
-from k3kit.kit import build, load_lock, sign
-from k3kit.kitpack import Packed
-from k3kit.kitpack import pack_kit as _pack_kit
 from k3kit.models import Manifest, WeightsLock
 from k3kit.node.install import Installed, install
 from k3kit.node.launch import LaunchPlan, Site
 from k3kit.node.launch import plan_launch as _plan_launch
 from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_path
+from k3kit.publish.kit import build, load_lock, sign
+from k3kit.publish.kitpack import Packed
+from k3kit.publish.kitpack import pack_kit as _pack_kit
 from k3kit.pull import Downloader, PullReport, pull, read_kit_lock
 from k3kit.signing.trust import RollbackPolicy
 from k3kit.weights import WeightsOptions, WeightsReport

@@ -149,7 +149,7 @@ def release_notes(
     from k3kit._fs import atomic_write
     from k3kit.card import load_view
     from k3kit.node.verify import KitNotVerified
-    from k3kit.releasenotes import compare, render_markdown
+    from k3kit.publish.releasenotes import compare, render_markdown
 
     trusted = trusted_keys(trust)
     views = []

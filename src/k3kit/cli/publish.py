@@ -242,7 +242,7 @@ def build(
     GPUs, and model facts against the lock; every problem names the file, the key and a fix.
     """
     from k3kit.formats.manifest import kit_checksum
-    from k3kit.kit import build as build_kit
+    from k3kit.publish.kit import build as build_kit
 
     allowed = None
     if ssh_signer is not None:
@@ -280,7 +280,7 @@ def sign(
     kit: Path, key: Path, claims: Path, passphrase_env: str | None, force: bool, as_json: bool
 ) -> None:
     """Sign KIT's benchmark receipt (DSSE + in-toto Statement, Ed25519)."""
-    from k3kit.kit import sign as sign_kit
+    from k3kit.publish.kit import sign as sign_kit
     from k3kit.signing.keys import keyid, load_private
 
     private = load_private(key, read_passphrase(passphrase_env))
@@ -331,7 +331,7 @@ def pack(
     weights folder or any other folder is refused.
     """
     from k3kit.cli._shared import trusted_keys
-    from k3kit.kitpack import pack_kit
+    from k3kit.publish.kitpack import pack_kit
 
     packed = pack_kit(
         kit,

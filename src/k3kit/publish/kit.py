@@ -44,9 +44,9 @@ from k3kit.formats.manifest import (
 )
 from k3kit.formats.receipt import build_statement, evidence_kit_path
 from k3kit.models import PAYLOAD_TYPE, Claims, KitInfo, Manifest, PackageDef, WeightsLock, load
+from k3kit.publish.targets import check_model, plan_targets, render_target, site_example
 from k3kit.render import make_environment, render
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES, sign_envelope
-from k3kit.targets import check_model, plan_targets, render_target, site_example
 from k3kit.weights.modelconfig import read_model_config
 
 M = TypeVar("M", bound=BaseModel)
