@@ -183,7 +183,7 @@ def test_signer_key_swapped_or_untrusted(
 
 def _purchase(db: str, lic: Path, terms: Path, **change: Any) -> Any:
     """In process (the CLI path is covered once below): the ledger's own purchase call."""
-    from k3kit.ledger import open_engine, purchase
+    from k3kit.commerce.ledger import open_engine, purchase
 
     args: dict[str, Any] = {
         "payment_ref": "P1",

@@ -269,8 +269,9 @@ def verify(
             progress.finish()
     if licence is not None and buyer_receipt is None:
         raise click.UsageError("--licence is checked against a --buyer-receipt; give both")
-    if buyer_receipt is not None:  # no database here: k3kit.buyer_receipt never imports one
-        from k3kit.buyer_receipt import check_buyer_receipt
+    if buyer_receipt is not None:
+        # no database here: k3kit.commerce.buyer_receipt never imports one
+        from k3kit.commerce.buyer_receipt import check_buyer_receipt
 
         keys = trusted if isinstance(trusted, list) else None
         report.checks.append(check_buyer_receipt(report, buyer_receipt, keys, licence=licence))

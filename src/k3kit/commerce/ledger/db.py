@@ -21,8 +21,8 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
+from k3kit.commerce.ledger.schema import LATEST, MIGRATIONS
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
-from k3kit.ledger.schema import LATEST, MIGRATIONS
 
 BUSY_TIMEOUT_S = 60
 _ADVISORY_KEY = 0x6B336B6974  # "k3kit": the one lock every appender takes on PostgreSQL

@@ -2,8 +2,8 @@
 
 Why this module knows nothing of the ledger: ``k3kit verify --buyer-receipt`` runs on the buyer's
 GPU node, which has no database and must not import a database driver. Issuing (which needs the
-ledger's entitlement) lives in :mod:`k3kit.ledger.issue`; this module only builds, signs and
-checks the document, from bytes and a verification :class:`~k3kit.node.verify.Report`.
+ledger's entitlement) lives in :mod:`k3kit.commerce.ledger.issue`; this module only builds, signs
+and checks the document, from bytes and a verification :class:`~k3kit.node.verify.Report`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import dumps, require_canonical, strict_loads
 from k3kit._fs import read_capped
+from k3kit.commerce.licence import sha256_tag, verify_licence
 from k3kit.errors import InputError, VerificationError
-from k3kit.licence import sha256_tag, verify_licence
 from k3kit.models import load
 from k3kit.models.commerce import BUYER_RECEIPT_PAYLOAD_TYPE, BuyerReceiptBody
 from k3kit.node.verify import FAILED, NOT_CHECKED, PASSED, Check, Report

@@ -91,8 +91,8 @@ def head(conn: Connection) -> tuple[int, str]:
 def append(conn: Connection, kind: str, row: Mapping[str, Any]) -> int:
     """Insert ``row`` into table ``kind`` with its chain entry; returns the entry's ``seq``.
 
-    Must run inside :func:`k3kit.ledger.db.transaction`, which holds the writer lock, so the head
-    read here is still the head when the entry is inserted.
+    Must run inside :func:`k3kit.commerce.ledger.db.transaction`, which holds the writer lock, so
+    the head read here is still the head when the entry is inserted.
     """
     last, prev = head(conn)
     seq = last + 1

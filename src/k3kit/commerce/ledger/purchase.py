@@ -18,10 +18,10 @@ from datetime import timedelta
 from sqlalchemy import Engine
 
 from k3kit._values import add_days, canonical_timestamp, parse_timestamp
+from k3kit.commerce.ledger import chain
+from k3kit.commerce.ledger.db import require_current, transaction
+from k3kit.commerce.licence import VerifiedLicence, require_bound, sha256_tag, verify_licence
 from k3kit.errors import InputError
-from k3kit.ledger import chain
-from k3kit.ledger.db import require_current, transaction
-from k3kit.licence import VerifiedLicence, require_bound, sha256_tag, verify_licence
 
 _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
 # The largest amount recorded, in minor units: 10^15 (ten trillion in a 2-decimal currency) keeps

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import dumps, require_canonical, strict_loads
-from k3kit.buyer_receipt import read_buyer_receipt
+from k3kit.commerce.buyer_receipt import read_buyer_receipt
 from k3kit.errors import InputError, VerificationError
 from k3kit.models import load
 from k3kit.models.commerce import (

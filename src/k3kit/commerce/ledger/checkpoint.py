@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine
 
+from k3kit.commerce.ledger.anchor import Anchor, sign_checkpoint
+from k3kit.commerce.ledger.audit import LedgerReport, verify_ledger
 from k3kit.errors import InputError, VerificationError
-from k3kit.ledger.anchor import Anchor, sign_checkpoint
-from k3kit.ledger.audit import LedgerReport, verify_ledger
 from k3kit.signing.keys import keyid
 from k3kit.signing.signers import Signer
 

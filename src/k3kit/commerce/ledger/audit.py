@@ -16,14 +16,14 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine, text
 
-from k3kit.buyer_receipt import read_buyer_receipt
+from k3kit.commerce.buyer_receipt import read_buyer_receipt
+from k3kit.commerce.ledger import chain
+from k3kit.commerce.ledger.anchor import CODE as ANCHOR_BROKEN
+from k3kit.commerce.ledger.anchor import Anchor, anchor_problem
+from k3kit.commerce.ledger.db import reading, require_current
+from k3kit.commerce.ledger.purchase import term_days_of
+from k3kit.commerce.licence import require_bound, sha256_tag, verify_licence
 from k3kit.errors import K3kitError, VerificationError
-from k3kit.ledger import chain
-from k3kit.ledger.anchor import CODE as ANCHOR_BROKEN
-from k3kit.ledger.anchor import Anchor, anchor_problem
-from k3kit.ledger.db import reading, require_current
-from k3kit.ledger.purchase import term_days_of
-from k3kit.licence import require_bound, sha256_tag, verify_licence
 from k3kit.models.commerce import LicenceBody
 from k3kit.signing.keys import keyid, public_from_hex
 
@@ -185,7 +185,7 @@ _ORPHANS = {
 
 
 def _check_anchors(entries: list[Any], report: LedgerReport) -> None:
-    """Every signed head must still be on the chain (see :mod:`k3kit.ledger.anchor`)."""
+    """Every signed head must still be on the chain (see :mod:`k3kit.commerce.ledger.anchor`)."""
     row_hashes = {int(e[0]): str(e[5]) for e in entries}
     for anchor in report.anchors:
         problem = anchor_problem(anchor, row_hashes)
@@ -200,8 +200,8 @@ def verify_ledger(
 ) -> LedgerReport:
     """Check everything; never raises for what it finds (that is the report), only for a
     database that cannot be read or is not a k3kit ledger. ``anchors`` are signed heads from
-    outside the database (already verified, see :func:`k3kit.ledger.anchor.read_anchor`); the
-    heads in buyer receipts whose issuer is ``trusted`` are added to them."""
+    outside the database (already verified, see :func:`k3kit.commerce.ledger.anchor.read_anchor`);
+    the heads in buyer receipts whose issuer is ``trusted`` are added to them."""
     report = LedgerReport(issuers_checked=trusted is not None, anchors=list(anchors))
     with reading(engine) as conn:
         require_current(conn)

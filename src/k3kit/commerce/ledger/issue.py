@@ -17,12 +17,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine, text
 
 from k3kit._values import parse_timestamp
-from k3kit.buyer_receipt import build_body, sign_buyer_receipt
+from k3kit.commerce.buyer_receipt import build_body, sign_buyer_receipt
+from k3kit.commerce.ledger import chain
+from k3kit.commerce.ledger.db import require_current, transaction
+from k3kit.commerce.ledger.purchase import term_days_of
+from k3kit.commerce.licence import require_bound, sha256_tag, verify_licence
 from k3kit.errors import InputError, VerificationError
-from k3kit.ledger import chain
-from k3kit.ledger.db import require_current, transaction
-from k3kit.ledger.purchase import term_days_of
-from k3kit.licence import require_bound, sha256_tag, verify_licence
 from k3kit.node.verify import KitNotVerified, verify_path
 from k3kit.signing.keys import raw_public
 from k3kit.signing.signers import Signer
