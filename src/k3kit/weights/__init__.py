@@ -1,4 +1,10 @@
-"""Check a folder of weights against ``weights.lock.json``.
+"""Check a folder of weights against ``weights.lock.json``; the weights folder's other modules.
+
+This package holds the check itself (this module) and what it stands on: ``layouts`` (what a
+weights folder is), ``hashpool`` (parallel hashing), ``vcache`` (the verification cache) with
+``_lease`` (its read lease), ``pin`` (write a lock from a folder or a Hub repo) and ``modelconfig``
+(a model's config.json, read for the kit). Used by ``node`` (verify, launch), ``pull``, ``accept``,
+``publish`` and the CLI; it imports nothing above ``formats``.
 
 Accepts the layouts of :mod:`k3kit.weights.layouts` (a plain folder, a Hugging Face cache snapshot,
 its repo folder or a cache root holding the repo; an ambiguous folder is refused). The file set must
