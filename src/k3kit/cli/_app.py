@@ -1,6 +1,6 @@
 """The click group, the error-to-exit-code mapping, and output helpers shared by every command.
 
-Exit codes (DESIGN.md): 0 all checks hold; 1 something checked does not hold; 2 usage error;
+Exit codes (docs/design.md): 0 all checks hold; 1 something checked does not hold; 2 usage error;
 3 bad input; 4 environment (I/O, network, key file); 70 internal error (a bug; traceback only with
 ``--debug``); 130 interrupted (Ctrl-C; every file k3kit writes is atomic, so nothing is left
 half-written). With ``--json`` a command prints exactly one JSON object on stdout and its human

@@ -1,9 +1,10 @@
-"""The verifier: DESIGN.md's numbered checklist, run in order, failing closed.
+"""The verifier: the numbered checklist of docs/design.md, run in order, failing closed.
 
-Each step either passes, fails with a stable error code, or is *not checked* because a step it
-depends on failed or its input was not given; a step that could not run is never reported as
-passed. This module is the small trusted base that runs on the GPU node: it must not import
-huggingface_hub, jinja2, ``pin`` or ``render`` (import-linter enforces it).
+The checklist in detail, with every code, is docs/verification.md. Each step either passes,
+fails with a stable error code, or is *not checked* because a step it depends on failed or its
+input was not given; a step that could not run is never reported as passed. This module is the
+small trusted base that runs on the GPU node: it must not import huggingface_hub, jinja2,
+``weights.pin``, ``render``, ``publish`` or ``commerce`` (import-linter enforces it).
 """
 
 from __future__ import annotations
