@@ -78,12 +78,13 @@ def countersign(kit: Path, key: Path, passphrase_env: str | None) -> None:
 def sshsig(kit: Path, key: Path, principal: str, passphrase_env: str | None, force: bool) -> None:
     """Write KIT/MANIFEST.json.sig (SSHSIG, namespace k3kit) for `ssh-keygen -Y verify`."""
     from k3kit._fs import atomic_write, read_capped
+    from k3kit.formats.documents import MAX_DOCUMENT_BYTES
     from k3kit.formats.manifest import MANIFEST_NAME
     from k3kit.signing.trust import sshsig as ssh
 
     manifest = read_capped(
         kit / MANIFEST_NAME,
-        16 * 1024 * 1024,
+        MAX_DOCUMENT_BYTES,
         what="manifest",
         error=InputError,
         code="KIT_INCOMPLETE",

@@ -34,6 +34,11 @@ from k3kit._text import shown
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.models import KitInfo, Manifest, load
 
+# The one cap on a document k3kit reads whole into memory: a kit's manifest, kit.json, lock and
+# deploy files, and a publisher's inputs. Every reader names this constant rather than its own
+# copy of the number, so the verifier, the launcher and the builder can never disagree on it.
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+
 M = TypeVar("M", bound=BaseModel)
 _SERVE_KEY = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 

@@ -31,14 +31,14 @@ from typing import Literal
 from k3kit._text import shown
 from k3kit.archive import ArchiveIndex, extract_safely
 from k3kit.errors import InputError, VerificationError
-from k3kit.formats.documents import parse_document
+from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_document
 from k3kit.formats.manifest import EVIDENCE_DIR, MANIFEST_NAME, ROOT_DIR, UNLISTED
 from k3kit.models import Manifest
 
 TargetKind = Literal["directory", "archive", "lock", "receipt"]
 KIT_KINDS: tuple[TargetKind, ...] = ("directory", "archive")
 RECEIPT_SUFFIX = ".dsse.json"
-MAX_MANIFEST_BYTES = 16 * 1024 * 1024  # as verify reads it
+MAX_MANIFEST_BYTES = MAX_DOCUMENT_BYTES  # as verify reads it
 # The unlisted files a kit may carry besides UNLISTED: evidence/<run id>.json, root/<N>.root.json.
 _UNLISTED_NAMES = re.compile(
     rf"^(?:{EVIDENCE_DIR}/[a-z0-9][a-z0-9._-]{{0,63}}\.json|{ROOT_DIR}/[1-9][0-9]{{0,8}}\.root\.json)$"

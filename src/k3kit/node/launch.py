@@ -47,6 +47,7 @@ from k3kit._fs import atomic_write, placeable_by_others, private_dir
 from k3kit.engines import ADAPTERS, EngineAdapter, Parallel, Runtime, review_profile, snapshot
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.formats.documents import (
+    MAX_DOCUMENT_BYTES,
     parse_serve_config,
     read_bounded,
     read_kit_documents,
@@ -58,7 +59,7 @@ from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_dir
 from k3kit.signing.trust import RollbackPolicy
 from k3kit.weights import WeightsOptions
 
-MAX_KIT_DOC_BYTES = 16 * 1024 * 1024
+MAX_KIT_DOC_BYTES = MAX_DOCUMENT_BYTES
 MAX_SITE_BYTES = 64 * 1024
 ENGINE_VERSION_TIMEOUT_S = 120.0
 

@@ -31,13 +31,13 @@ from k3kit._fs import (
 )
 from k3kit.engines import adapter
 from k3kit.errors import InputError
-from k3kit.formats.documents import read_bounded, read_listed
+from k3kit.formats.documents import MAX_DOCUMENT_BYTES, read_bounded, read_listed
 from k3kit.models import KitInfo, Manifest
 from k3kit.node.site import LAUNCH_KEYS, SITE_KEYS, env_name, parse_site
 from k3kit.node.verify import TrustSource, open_verified
 from k3kit.signing.trust import RollbackPolicy
 
-MAX_DOC_BYTES = 16 * 1024 * 1024
+MAX_DOC_BYTES = MAX_DOCUMENT_BYTES
 MAX_SITE_BYTES = 64 * 1024
 FILLED = ("compose.yaml", "systemd/", "k8s/")
 

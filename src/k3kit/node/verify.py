@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import (
+    MAX_DOCUMENT_BYTES,
     Document,
     read_bounded,
     read_document,
@@ -50,7 +51,7 @@ from k3kit.signing.trust import rollback as rollback_state
 from k3kit.signing.trust.root import kit_roots
 from k3kit.weights import WeightsOptions, check_weights
 
-MAX_DOC_BYTES = 16 * 1024 * 1024
+MAX_DOC_BYTES = MAX_DOCUMENT_BYTES
 LOCK_NAME = "weights.lock.json"
 KIT_INFO_NAME = "kit.json"
 SSHSIG_NAME = sshsig.SIG_NAME

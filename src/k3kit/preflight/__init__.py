@@ -17,7 +17,7 @@ from typing import Any
 
 from k3kit.engines import adapter
 from k3kit.errors import InputError
-from k3kit.formats.documents import parse_serve_config
+from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_serve_config
 from k3kit.models import KitInfo, KitProfile
 from k3kit.node.verify import TrustSource, open_verified
 from k3kit.preflight._budget import budget_checks
@@ -32,7 +32,7 @@ from k3kit.preflight._facts import (
 )
 from k3kit.signing.trust import RollbackPolicy
 
-MAX_DOC_BYTES = 16 * 1024 * 1024
+MAX_DOC_BYTES = MAX_DOCUMENT_BYTES
 GB = 1_000_000_000
 
 

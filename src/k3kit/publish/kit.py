@@ -33,7 +33,7 @@ from k3kit._fs import (
 from k3kit._version import __version__
 from k3kit.errors import InputError, VerificationError
 from k3kit.evidence import MAX_EVIDENCE_BYTES
-from k3kit.formats.documents import read_bounded, read_document
+from k3kit.formats.documents import MAX_DOCUMENT_BYTES, read_bounded, read_document
 from k3kit.formats.manifest import (
     EVIDENCE_DIR,
     MANIFEST_NAME,
@@ -50,7 +50,7 @@ from k3kit.signing.sign import MAX_ENVELOPE_BYTES, sign_envelope
 from k3kit.weights.modelconfig import read_model_config
 
 M = TypeVar("M", bound=BaseModel)
-MAX_INPUT_BYTES = 16 * 1024 * 1024
+MAX_INPUT_BYTES = MAX_DOCUMENT_BYTES
 
 
 def load_toml(path: Path, model: type[M]) -> M:
