@@ -13,7 +13,6 @@ with a stable ``code`` and an ``exit_code`` (1 check failed, 3 bad input, 4 envi
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
@@ -22,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._fs import atomic_write
+from k3kit._values import utc_timestamp
 from k3kit.audit import AuditReport, Policy, audit_path
 from k3kit.errors import VerificationError
 from k3kit.models import Manifest, WeightsLock
@@ -42,7 +42,7 @@ from k3kit.weights.pin import pin_local as _pin_local
 
 
 def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return utc_timestamp()
 
 
 def check_kit(

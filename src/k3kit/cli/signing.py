@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 
+from k3kit._values import utc_timestamp
 from k3kit.cli._app import EXIT_CODES_HELP, cli, handle_errors
 from k3kit.errors import InputError, K3kitError, VerificationError
 
 
 def now_for_verification() -> str:
     """The real clock, read once per run (never SOURCE_DATE_EPOCH: that is for builds)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return utc_timestamp()
 
 
 def load_signer(path: Path, passphrase_env: str | None) -> Any:

@@ -22,12 +22,12 @@ root) can still reset it by removing the whole folder; docs/trust.md says so.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from k3kit._fs import atomic_write, private_dir
+from k3kit._values import utc_timestamp
 from k3kit.errors import VerificationError
 from k3kit.models import Statement
 from k3kit.signing.trust._memory import ROOTS_NAME, Memory, locked
@@ -162,7 +162,7 @@ def record(state_dir: Path, decision: Decision, *, now: str | None = None) -> De
             memory.entries[decision.key] = {
                 "sequence": decision.sequence,
                 "kit_sha256": decision.kit_sha256,
-                "accepted_at": now or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "accepted_at": now or utc_timestamp(),
                 "override": fresh.override,
             }
         if decision.version_key is not None:
