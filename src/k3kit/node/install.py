@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from k3kit._fs import (
+    NotRegularFile,
     TreeEntry,
     foreign_entry,
+    open_regular,
     owned_staging,
     replaceable_by_others,
     walk,
@@ -97,11 +99,13 @@ def _budgeted_entries(source: Path) -> list[TreeEntry]:
 
 
 def _copy_file(src: Path, dst: Path, size: int) -> None:
-    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise VerificationError(f"{src.name!r} is not a regular file", code="KIT_NOT_REGULAR")
+        fd, st = open_regular(src)
+    except NotRegularFile as exc:
+        raise VerificationError(
+            f"{src.name!r} is not a regular file", code="KIT_NOT_REGULAR"
+        ) from exc
+    try:
         mode = 0o755 if st.st_mode & stat.S_IXUSR else 0o644
         out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
         try:

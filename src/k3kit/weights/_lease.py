@@ -15,8 +15,9 @@ import errno
 import fcntl
 import os
 import signal
-import stat
 from pathlib import Path
+
+from k3kit._fs import NotRegularFile, open_regular
 
 # The lease-break notice goes to a signal whose default action is to ignore it (never SIGIO, whose
 # default kills the process); the lease is polled with F_GETLEASE instead, between reads.
@@ -41,17 +42,15 @@ class ReadLease:
             self.note = "this OS has no file leases"
             return
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd, st = open_regular(path)
+        except NotRegularFile:
+            # Said as it is: EINVAL from F_SETLEASE would read as "the filesystem cannot".
+            self.note = "no lease: not a regular file"
+            return
         except OSError as exc:
             self.note = f"cannot open for a lease: {exc.strerror}"
             return
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                # Said as it is: EINVAL from F_SETLEASE would read as "the filesystem cannot".
-                os.close(fd)
-                self.note = "no lease: not a regular file"
-                return
             fcntl.fcntl(fd, _F_SETSIG, _BREAK_SIGNAL)
             fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
         except OSError as exc:

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from k3kit._canonical import dumps, strict_loads
 from k3kit._digest import ALGORITHMS, FileDigest, FileStamp
-from k3kit._fs import atomic_write, private_dir
+from k3kit._fs import NotRegularFile, atomic_write, open_regular, private_dir
 from k3kit.errors import EnvironmentProblem, K3kitError
 
 SCHEMA = "k3kit.verify-cache/v1"
@@ -93,16 +92,15 @@ def _parse(data: bytes, lock_sha256: str) -> dict[str, Record]:
 def _read_trusted(path: Path, lock_sha256: str) -> dict[str, Record]:
     """Records from ``path``; FileNotFoundError when absent, _Distrust when not to be trusted."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO must not block
+        fd, st = open_regular(path)  # a FIFO must not block
     except FileNotFoundError:
         raise
+    except NotRegularFile as exc:
+        raise _Distrust("not a regular file") from exc
     except OSError as exc:
         raise _Distrust(f"cannot open: {exc.strerror}") from exc
     try:
         with os.fdopen(fd, "rb") as handle:
-            st = os.fstat(handle.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise _Distrust("not a regular file")
             if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
                 raise _Distrust("owned by another user")
             if st.st_mode & 0o022:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from k3kit._canonical import dumps, strict_loads
-from k3kit._fs import atomic_write, private_dir
+from k3kit._fs import NotRegularFile, atomic_write, open_regular, private_dir
 from k3kit.errors import EnvironmentProblem, VerificationError
 
 STATE_NAME = "rollback.json"
@@ -80,15 +79,14 @@ def _lost(folder: Path, why: str) -> VerificationError:
 
 def _open_state(path: Path) -> bytes | None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd, st = open_regular(path)
     except FileNotFoundError:
         return None
+    except NotRegularFile as exc:
+        raise _invalid(path, "not a regular file") from exc
     except OSError as exc:
         raise _invalid(path, exc.strerror or str(exc)) from exc
     with os.fdopen(fd, "rb") as handle:
-        st = os.fstat(handle.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise _invalid(path, "not a regular file")
         if st.st_uid != os.geteuid() or st.st_mode & 0o022:
             raise _invalid(path, "owned by another user or writable by group/others")
         return handle.read(MAX_STATE_BYTES + 1)
