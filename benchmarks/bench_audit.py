@@ -26,8 +26,8 @@ from benchgen import GenRun, ServerModel, make_claims, simulate  # noqa: E402
 from k3kit.audit import run_rules  # noqa: E402
 from k3kit.audit.context import build_context  # noqa: E402
 from k3kit.evidence import parse_vllm_result  # noqa: E402
+from k3kit.formats.receipt import build_statement  # noqa: E402
 from k3kit.models import Claims, KitInfo, Statement, load  # noqa: E402
-from k3kit.receipt import build_statement  # noqa: E402
 
 
 def _kit_info() -> KitInfo:

@@ -38,7 +38,7 @@ from tests.auditkit import sign_generated  # noqa: E402
 from tests.benchgen import make_claims, standard_runs  # noqa: E402
 from tests.conftest import KeyFiles, make_kit, make_snapshot  # noqa: E402
 
-from k3kit.keys import write_keypair  # noqa: E402
+from k3kit.signing.keys import write_keypair  # noqa: E402
 
 
 def _codes(obj: object) -> list[str]:

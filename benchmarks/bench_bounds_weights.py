@@ -25,12 +25,12 @@ from pathlib import Path
 from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
 from k3kit.demo import stand_in_files
-from k3kit.pin import pin_local
+from k3kit.weights.pin import pin_local
 
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from k3kit.kit import load_lock
+from k3kit.publish.kit import load_lock
 from k3kit.weights import check_weights
 
 def rchar():

@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 from tests.ledgerkit import TERMS, pg_bin, start_cluster  # noqa: E402
 
-from k3kit.ledger import migrate, open_engine, purchase, verify_ledger  # noqa: E402
-from k3kit.licence import licence_body, sign_licence  # noqa: E402
+from k3kit.commerce.ledger import migrate, open_engine, purchase, verify_ledger  # noqa: E402
+from k3kit.commerce.licence import licence_body, sign_licence  # noqa: E402
 from k3kit.models.commerce import AFFIRMATIONS  # noqa: E402
 
 PROCS = 16

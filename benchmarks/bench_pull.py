@@ -45,9 +45,9 @@ import huggingface_hub  # noqa: E402
 from huggingface_hub import hf_hub_download, snapshot_download  # noqa: E402
 
 from k3kit.hub import HfHub  # noqa: E402
-from k3kit.pin import pin_hub  # noqa: E402
 from k3kit.pull import pull  # noqa: E402
 from k3kit.weights import check_weights  # noqa: E402
+from k3kit.weights.pin import pin_hub  # noqa: E402
 
 REPO = "bench/synthetic-shards"
 

@@ -50,7 +50,7 @@ from verify_data import (
     shard_sizes,
 )
 
-from k3kit.vcache import COARSE_SETTLE_NS
+from k3kit.weights.vcache import COARSE_SETTLE_NS
 
 MIB, GIB = 1 << 20, 1 << 30
 RESULTS = Path(__file__).resolve().parent / "results"

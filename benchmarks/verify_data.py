@@ -26,10 +26,10 @@ import blake3
 
 from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
-from k3kit.keys import load_private, write_keypair
-from k3kit.kit import build, sign
 from k3kit.models import WeightsLock
-from k3kit.pin import pin_local
+from k3kit.publish.kit import build, sign
+from k3kit.signing.keys import load_private, write_keypair
+from k3kit.weights.pin import pin_local
 
 REPO = "moonshotai/Kimi-K3"  # the built-in example package pins this repo name
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,7 @@
 """Regenerate the generated parts of docs/: JSON Schemas from the models, the CLI reference, the
-error-code list (from k3kit.codes) and the audit rule index in docs/audit.md (from the rules the
-audit package discovers).
+error-code list (from k3kit.codes), the audit rule index in docs/audit.md (from the rules the
+audit package discovers) and the folder map in docs/design.md and docs/development.md (from the
+import-linter contracts in pyproject.toml and each folder's docstring).
 
 Run ``python scripts/gen_docs.py`` after changing a model or a command; ``--check`` exits 1 when
 docs/ is stale (the test suite runs it), so the documentation cannot drift from the code.
@@ -8,8 +9,11 @@ docs/ is stale (the test suite runs it), so the documentation cannot drift from 
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import sys
+import tomllib
 from pathlib import Path
 
 import click
@@ -27,9 +31,10 @@ from k3kit.models import (
     WeightsLock,
 )
 from k3kit.models.commerce import BuyerReceiptBody, LedgerCheckpointBody, LicenceBody
-from k3kit.trust.model import RootBody
+from k3kit.signing.trust.model import RootBody
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
 SCHEMAS = {
     "package.schema.json": PackageDef,
     "claims.schema.json": Claims,
@@ -140,12 +145,63 @@ def audit_doc() -> str:
     return head + RULES_BEGIN + "\n".join(table) + "\n\n" + RULES_END + tail
 
 
+MAP_BEGIN = "<!-- BEGIN generated folder map (scripts/gen_docs.py) -->"
+MAP_END = "<!-- END generated folder map -->"
+
+
+def _summary(unit: str) -> str:
+    """The first paragraph of a top-level module's or folder's docstring, on one line."""
+    src = ROOT / "src" / "k3kit"
+    path = src / unit / "__init__.py" if (src / unit).is_dir() else src / f"{unit}.py"
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    text = " ".join(doc.split("\n\n", 1)[0].split()).replace("|", "\\|")
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"``\1``", text)  # reST roles read as plain code
+    return text.replace("``", "`")
+
+
+def folder_map() -> str:
+    """The folder map: the layers contract top to bottom, each unit with its docstring's first
+    paragraph, then every other contract by name. The contracts are the source of truth, so the
+    map cannot drift from what import-linter enforces."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"][
+        "contracts"
+    ]
+    top = next(c for c in contracts if c["type"] == "layers" and c["containers"] == ["k3kit"])
+    lines = [
+        "",
+        f"Top to bottom, as the contract *{top['name']}* in `pyproject.toml` states it: a",
+        "folder or module imports only from rows below its own, and names on one row never import",
+        "each other. Each description is the first paragraph of that folder's `__init__.py` (or",
+        "that module's) docstring.",
+        "",
+        "| row | folder or module | what lives there |",
+        "|---|---|---|",
+    ]
+    for row, layer in enumerate(top["layers"], start=1):
+        for name in (n.strip().strip("()") for n in layer.split("|")):
+            shown = f"`{name}/`" if (ROOT / "src" / "k3kit" / name).is_dir() else f"`{name}`"
+            lines.append(f"| {row} | {shown} | {_summary(name)} |")
+    lines += ["", "The other contracts:", ""]
+    lines += [f"- {c['name']}" for c in contracts if c is not top]
+    return "\n".join(lines) + "\n\n"
+
+
+def with_folder_map(name: str) -> str:
+    """docs/NAME with its folder map regenerated between the markers."""
+    text = (DOCS / name).read_text()
+    head, rest = text.split(MAP_BEGIN, 1)
+    _, tail = rest.split(MAP_END, 1)
+    return head + MAP_BEGIN + "\n" + folder_map() + MAP_END + tail
+
+
 def generated() -> dict[Path, str]:
     return {
         **schema_files(),
         DOCS / "cli.md": cli_reference(),
         DOCS / "error-codes.md": error_codes(),
         DOCS / "audit.md": audit_doc(),
+        DOCS / "design.md": with_folder_map("design.md"),
+        DOCS / "development.md": with_folder_map("development.md"),
     }
 
 

@@ -11,11 +11,11 @@ from k3kit._canonical import strict_loads
 from k3kit.audit import AuditReport, audit_path, run_rules
 from k3kit.audit.context import build_context
 from k3kit.evidence import parse_vllm_result
-from k3kit.keys import load_private, load_public
-from k3kit.kit import sign
+from k3kit.formats.receipt import build_statement
 from k3kit.models import Claims as ClaimsModel
 from k3kit.models import KitInfo, Statement, load
-from k3kit.receipt import build_statement
+from k3kit.publish.kit import sign
+from k3kit.signing.keys import load_private, load_public
 from tests.benchgen import Claims, GenRun, write_bundle
 from tests.conftest import FIXED_TIME, KeyFiles
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
-from k3kit.keys import load_private
-from k3kit.kit import build, sign
-from k3kit.pin import pin_local
+from k3kit.publish.kit import build, sign
+from k3kit.signing.keys import load_private
+from k3kit.weights.pin import pin_local
 from tests.conftest import EXAMPLE, REPO, KeyFiles, make_snapshot
 
 V110 = EXAMPLE / "v1.1.0"

@@ -45,9 +45,9 @@ import pytest
 from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
 from k3kit.demo import stand_in_files, write_hf_cache
-from k3kit.keys import load_private, write_keypair
-from k3kit.kit import build, sign
-from k3kit.pin import pin_local
+from k3kit.publish.kit import build, sign
+from k3kit.signing.keys import load_private, write_keypair
+from k3kit.weights.pin import pin_local
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "kimi-k3-b300x8"

@@ -23,11 +23,11 @@ from k3kit._fs import atomic_write
 from k3kit.cli import cli
 from k3kit.errors import VerificationError
 from k3kit.hub import HfHub
-from k3kit.keys import load_private
-from k3kit.kit import build, sign
 from k3kit.models import WeightsLock
-from k3kit.pin import pin_hub
+from k3kit.publish.kit import build, sign
+from k3kit.signing.keys import load_private
 from k3kit.weights import check_weights
+from k3kit.weights.pin import pin_hub
 from tests.conftest import EXAMPLE, FIXED_TIME, KeyFiles
 from tests.testhub.server import TestHub
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from k3kit._canonical import sha256_of_model
 from k3kit._fs import atomic_write
-from k3kit.keys import load_private
-from k3kit.kit import load_toml
-from k3kit.manifest import RECEIPT_NAME, build_manifest, kit_checksum, manifest_bytes
+from k3kit.formats.manifest import RECEIPT_NAME, build_manifest, kit_checksum, manifest_bytes
+from k3kit.formats.receipt import build_statement
 from k3kit.models import PAYLOAD_TYPE, Claims, KitInfo, WeightsLock, load
-from k3kit.receipt import build_statement
-from k3kit.sign import sign_envelope
+from k3kit.publish.kit import load_toml
+from k3kit.signing.keys import load_private
+from k3kit.signing.sign import sign_envelope
 from tests.conftest import EXAMPLE, FIXED_TIME, KeyFiles, run_k3kit
 
 CLAIMS = EXAMPLE / "claims.toml"

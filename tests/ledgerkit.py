@@ -235,7 +235,7 @@ def attacker_rewrite(db: str, cluster: Cluster | None, edits: list[str]) -> None
     """What whoever can write the database does: turn the guards off, edit rows, then recompute
     every body and entry hash with the project's own chain functions, so the chain is consistent
     again (nothing k3kit keeps in the database can tell)."""
-    from k3kit.ledger import chain
+    from k3kit.commerce.ledger import chain
 
     conn: Any
     if db.startswith("postgresql"):

@@ -17,8 +17,8 @@ from k3kit._canonical import strict_loads
 from k3kit.audit import AuditReport, run_rules
 from k3kit.audit.context import build_context
 from k3kit.evidence import parse_evidence
+from k3kit.formats.receipt import build_statement
 from k3kit.models import Claims, KitInfo, Statement, load
-from k3kit.receipt import build_statement
 from tests.conftest import FIXED_TIME
 
 REAL = Path(__file__).parent / "data" / "real"

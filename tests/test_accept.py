@@ -18,11 +18,11 @@ import pytest
 from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
 from k3kit.audit import audit_path
-from k3kit.keys import load_private, load_public, write_keypair
-from k3kit.kit import build, sign
 from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE
-from k3kit.pin import pin_local
-from k3kit.sign import verify_envelope
+from k3kit.publish.kit import build, sign
+from k3kit.signing.keys import load_private, load_public, write_keypair
+from k3kit.signing.sign import verify_envelope
+from k3kit.weights.pin import pin_local
 from tests.conftest import EXAMPLE, FIXED_TIME, REPO, GoldenKit, KeyFiles, run_k3kit
 from tests.standin_server import Knobs, StandInServer
 

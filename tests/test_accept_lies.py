@@ -27,9 +27,9 @@ from tokenizers import Tokenizer
 
 from k3kit.accept._http import Sample, Timeouts, client, stream_completion
 from k3kit.accept.tokens import check_sample
-from k3kit.keys import load_public
 from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE
-from k3kit.sign import verify_envelope
+from k3kit.signing.keys import load_public
+from k3kit.signing.sign import verify_envelope
 from tests.standin_server import DEEP
 from tests.test_accept import _accept, _by_claim, _server
 from tests.test_accept import acceptkit as acceptkit  # the shared signed kit (a fixture)

@@ -96,7 +96,7 @@ def test_every_public_name_is_documented_and_names_real_codes() -> None:
 
 def test_import_stays_lazy() -> None:
     probe = (
-        "import sys, k3kit, k3kit.verify\n"
+        "import sys, k3kit, k3kit.node.verify\n"
         "print(sorted(m for m in ('k3kit.api', 'huggingface_hub', 'jinja2') if m in sys.modules))"
     )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)

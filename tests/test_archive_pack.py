@@ -12,8 +12,8 @@ import pytest
 from k3kit._canonical import dumps
 from k3kit.archive import extract_safely
 from k3kit.errors import K3kitError
-from k3kit.keys import load_public
-from k3kit.kitpack import pack_kit
+from k3kit.publish.kitpack import pack_kit
+from k3kit.signing.keys import load_public
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
 
 NAME = "kimi-k3-b300x8-1.0.0"

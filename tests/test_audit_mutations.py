@@ -245,7 +245,7 @@ def test_small_sample_percentile_is_a_warning_unless_policy_is_strict(
     """A p99 from 40 samples is weakly supported, not false: a warning by default; the strict
     policy (MLPerf's minimum samples as a requirement) makes it an error."""
     from k3kit.audit import Policy, audit_path
-    from k3kit.keys import load_public
+    from k3kit.signing.keys import load_public
 
     claims, mutated = p99_from_40_samples()
     kit = signed(claims, mutated)

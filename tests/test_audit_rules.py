@@ -130,7 +130,7 @@ def test_a_rule_that_cannot_compute_reports_not_checkable(
 
     from k3kit.audit import audit_path
     from k3kit.audit.findings import RULES
-    from k3kit.keys import load_public
+    from k3kit.signing.keys import load_public
 
     def overflow(ctx: object, out: object) -> None:
         raise OverflowError("integer division result too large for a float")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from k3kit.archive import pack
-from k3kit.layouts import repo_folder_name
+from k3kit.weights.layouts import repo_folder_name
 from tests.conftest import KeyFiles, run_k3kit
 from tests.hubkit import REPO, ServedKit, make_served_kit, serve
 from tests.launchkit import engine_env, make_fake_engine

@@ -169,8 +169,8 @@ def test_buyer_receipt_anchors_the_entitlement_it_was_issued_under(
     it. They then also delete the receipt row and
     its entry (the tail) and recompute again: the database alone reads consistent, unanchored;
     the copy the buyer holds still names the head, and the chain no longer extends it."""
-    from k3kit.keys import load_public
-    from k3kit.ledger import open_engine, read_anchor, verify_ledger
+    from k3kit.commerce.ledger import open_engine, read_anchor, verify_ledger
+    from k3kit.signing.keys import load_public
 
     db = str(setup["db"])
     ent = str(buy(db, Path(setup["licence"]), Path(setup["terms"]), "P1")["entitlement"])
@@ -262,9 +262,9 @@ def test_kit_that_does_not_verify_gets_no_receipt(
 
 def test_verify_node_never_imports_a_database() -> None:
     code = (
-        "import sys, k3kit.verify, k3kit.buyer_receipt, k3kit.licence; "
+        "import sys, k3kit.node.verify, k3kit.commerce.buyer_receipt, k3kit.commerce.licence; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('sqlalchemy', 'psycopg') or m.startswith('k3kit.ledger')))"
+        "('sqlalchemy', 'psycopg') or m.startswith('k3kit.commerce.ledger')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

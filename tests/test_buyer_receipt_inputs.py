@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from k3kit.buyer_receipt import read_build_record, read_serve_command
+from k3kit.commerce.buyer_receipt import read_build_record, read_serve_command
 from k3kit.errors import InputError
 
 SERVE = ["vllm", "serve", "/models/k3", "--config", "serve.yaml"]

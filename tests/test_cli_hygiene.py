@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from k3kit.errors import InputError
-from k3kit.pin import pin_local
+from k3kit.weights.pin import pin_local
 from tests.adversarial.attacks_kit import PAINT_NAME
 from tests.conftest import EXAMPLE, FIXED_TIME, REPO, GoldenKit, run_k3kit
 

@@ -160,7 +160,7 @@ class _Stdin(io.StringIO):
 
 @pytest.fixture(scope="module")
 def encrypted_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from k3kit.keys import write_keypair
+    from k3kit.signing.keys import write_keypair
 
     paths, _ = write_keypair(tmp_path_factory.mktemp("keys") / "publisher", b"s3cret pass")
     return paths.private

@@ -16,8 +16,8 @@ import pytest
 from k3kit import codes
 from k3kit.audit import ordered_rules
 from k3kit.errors import EnvironmentProblem, ExitCode, InputError, K3kitError, VerificationError
-from k3kit.verify import Report
-from k3kit.vocab import CheckStatus, Problem, ReportLike, Severity
+from k3kit.formats.vocab import CheckStatus, Problem, ReportLike, Severity
+from k3kit.node.verify import Report
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "k3kit"

@@ -13,9 +13,9 @@ from securesystemslib.dsse import Envelope
 from securesystemslib.exceptions import VerificationError as SslibVerificationError
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
-from k3kit.keys import load_private
 from k3kit.models import PAYLOAD_TYPE
-from k3kit.sign import pae, sign_envelope, verify_envelope
+from k3kit.signing.keys import load_private
+from k3kit.signing.sign import pae, sign_envelope, verify_envelope
 from tests.conftest import GoldenKit, KeyFiles
 
 

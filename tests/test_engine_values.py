@@ -21,7 +21,7 @@ import pytest
 from k3kit.engines import review_profile, shipped_versions, snapshot
 from k3kit.engines._argv import config_words, value_problems
 from k3kit.engines._loads import SUSPECT, setting_loads
-from k3kit.launch import SYSTEM_PATH
+from k3kit.node.launch import SYSTEM_PATH
 from tests.conftest import EXAMPLE, ROOT, GoldenKit, run_k3kit
 from tests.cotenant import cotenant_python, needs_root, shared_folder
 from tests.launchkit import CLAIMS, FakeEngine, hand_signed, launch, make_fake_engine

@@ -13,9 +13,9 @@ import pytest
 
 from k3kit.errors import InputError
 from k3kit.evidence import parse_vllm_result, summarize
-from k3kit.keys import load_public
-from k3kit.sign import read_receipt
-from k3kit.verify import verify_path
+from k3kit.node.verify import verify_path
+from k3kit.signing.keys import load_public
+from k3kit.signing.sign import read_receipt
 from tests.auditkit import sign_generated
 from tests.benchgen import GenRun, Result, make_claims, simulate, write_bundle
 from tests.conftest import EXAMPLE, GoldenKit, run_k3kit

@@ -227,6 +227,44 @@ def test_read_capped_reads_exactly_the_cap(tmp_path: Path) -> None:
     assert _fs.read_capped(path, 64, what="doc", error=InputError, code="C") == b"y" * 64
 
 
+OPEN_REFUSALS = [
+    ("missing", _missing, FileNotFoundError),
+    ("symlink (ELOOP, never followed)", _symlink, OSError),
+    ("fifo (must not hang)", _fifo, _fs.NotRegularFile),
+    ("folder", _folder, _fs.NotRegularFile),
+]
+
+
+@pytest.mark.parametrize(
+    ("make", "refusal"),
+    [case[1:] for case in OPEN_REFUSALS],
+    ids=[case[0] for case in OPEN_REFUSALS],
+)
+def test_open_regular_refuses(
+    tmp_path: Path, make: Callable[[Path], Path], refusal: type[OSError]
+) -> None:
+    """The one safe open every reader of a planted file uses (read_capped, install's copy, the
+    trust memory, the verification cache, the read lease, pull's SafeDir)."""
+    path = make(tmp_path / "doc.json")
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(refusal) as info:
+        _fs.open_regular(path)
+    assert refusal is _fs.NotRegularFile or not isinstance(info.value, _fs.NotRegularFile)
+    assert len(os.listdir("/proc/self/fd")) == before  # a refused file leaves no descriptor open
+
+
+def test_open_regular_gives_the_descriptor_and_its_stat(tmp_path: Path) -> None:
+    path = tmp_path / "doc.json"
+    path.write_bytes(b"{}")
+    fd, st = _fs.open_regular(path)
+    try:
+        assert os.read(fd, 10) == b"{}"
+        assert (st.st_ino, st.st_size) == (path.stat().st_ino, 2)
+        assert not os.get_inheritable(fd)  # close-on-exec: never leaks into a launched engine
+    finally:
+        os.close(fd)
+
+
 def test_walk_of_an_unlistable_root(tmp_path: Path) -> None:
     missing = tmp_path / "gone"
     with pytest.raises(EnvironmentProblem, match="cannot list"):

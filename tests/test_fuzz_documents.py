@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from k3kit._canonical import dumps, measurement_loads, strict_loads
 from k3kit.errors import K3kitError
 from k3kit.models import PAYLOAD_TYPE
-from k3kit.sign import sign_envelope, verify_envelope
+from k3kit.signing.sign import sign_envelope, verify_envelope
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
 TRUSTED = [KEY.public_key()]

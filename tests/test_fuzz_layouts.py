@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from k3kit.errors import VerificationError
-from k3kit.kit import load_lock
 from k3kit.models import WeightsLock
+from k3kit.publish.kit import load_lock
 from k3kit.weights import check_file_set
 from tests.conftest import GoldenKit
 

@@ -27,8 +27,8 @@ from k3kit._digest import (
     hash_fd,
     read_size,
 )
-from k3kit.hashpool import HashJob, plan, run_jobs
-from k3kit.vcache import COARSE_SETTLE_NS, SETTLE_NS, settled
+from k3kit.weights.hashpool import HashJob, plan, run_jobs
+from k3kit.weights.vcache import COARSE_SETTLE_NS, SETTLE_NS, settled
 
 SMALL = 4096  # a small buffer makes multi-read paths cheap to exercise
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from k3kit.keys import load_private
-from k3kit.kit import build, sign
+from k3kit.publish.kit import build, sign
+from k3kit.signing.keys import load_private
 from k3kit.weights import repo_folder_name
 from tests.conftest import EXAMPLE, KeyFiles, run_k3kit
 from tests.testhub.gitobjects import folder_files

@@ -14,7 +14,7 @@ import pytest
 from k3kit.errors import EnvironmentProblem, InputError
 from k3kit.hub import HfHub, HubFile
 from k3kit.models import PinSource
-from k3kit.pin import git_blob_sha1, pin_hub, select
+from k3kit.weights.pin import git_blob_sha1, pin_hub, select
 from tests.conftest import FIXED_TIME, run_k3kit
 from tests.hubkit import REPO, SHARD, SHARD2, NoSleep, files_v1, invoke, serve, sha256, skip_sleeps
 from tests.testhub.server import TestHub

@@ -166,7 +166,7 @@ def test_the_api_refuses_a_file_as_into(archive: Path, golden: GoldenKit, tmp_pa
     """Through the API (no click check in front) a file is bad input, not an I/O problem."""
     from k3kit.api import install_kit
     from k3kit.errors import InputError
-    from k3kit.keys import load_public
+    from k3kit.signing.keys import load_public
 
     (tmp_path / "kits").write_bytes(b"x")
     with pytest.raises(InputError) as info:
@@ -187,7 +187,7 @@ def test_an_install_that_loses_the_race_is_a_conflict_and_leaves_no_staging(
     the other install is untouched, and the staging copy is gone."""
     from k3kit.api import install_kit
     from k3kit.errors import VerificationError
-    from k3kit.keys import load_public
+    from k3kit.signing.keys import load_public
 
     real_rename = os.rename
     into = tmp_path / "kits"

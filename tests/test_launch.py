@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from k3kit.errors import VerificationError
-from k3kit.launch import parse_engine_env
+from k3kit.node.launch import parse_engine_env
 from tests.conftest import GoldenKit
 from tests.launchkit import FakeEngine, launch, make_fake_engine
 

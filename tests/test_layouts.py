@@ -1,4 +1,5 @@
-"""What a weights folder is (k3kit.layouts): one meaning per folder, a canonical root, link policy.
+"""What a weights folder is (k3kit.weights.layouts): one meaning per folder, a canonical root, link
+policy.
 
 Refusals through the real CLI live in the adversarial corpus (tests/adversarial/attacks_weights.py);
 these tests pin the accepted cases and the guarantees other modules rely on, on real folders.
@@ -14,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from k3kit.errors import VerificationError
-from k3kit.kit import load_lock
-from k3kit.layouts import Layout, LinkPolicyViolation, locate, resolve_file
 from k3kit.models import WeightsLock
+from k3kit.publish.kit import load_lock
 from k3kit.weights import check_file_set
+from k3kit.weights.layouts import Layout, LinkPolicyViolation, locate, resolve_file
 from tests.conftest import GoldenKit, run_k3kit
 
 

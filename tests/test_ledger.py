@@ -182,7 +182,7 @@ def test_payment_without_entitlement_refused_at_commit(
 _KILLED = """
 import sys, time
 from pathlib import Path
-from k3kit.ledger import open_engine, purchase
+from k3kit.commerce.ledger import open_engine, purchase
 db, lic, terms, marker = sys.argv[1:5]
 def pause():
     Path(marker).write_text("payment inserted")
@@ -416,7 +416,7 @@ def test_stretched_term_and_cut_payment_break_the_licence_binding(
     """The issue's attack (1 year stretched to 10, the payment cut to 1, chain recomputed): the
     licence the buyer signed names the price and term, so even with no signed head at hand the
     rewritten rows no longer agree with it."""
-    from k3kit.ledger import open_engine, verify_ledger
+    from k3kit.commerce.ledger import open_engine, verify_ledger
 
     db = str(tmp_path / "ledger.sqlite")
     assert run_k3kit("ledger", "init", "--db", db).returncode == 0
@@ -434,8 +434,8 @@ def test_stretched_term_and_cut_payment_break_the_licence_binding(
 def test_untouched_ledger_is_intact_through_the_signed_head(
     tmp_path: Path, signing_key: KeyFiles, other_key: KeyFiles
 ) -> None:
-    from k3kit.keys import load_public
-    from k3kit.ledger import open_engine, read_anchor, verify_ledger
+    from k3kit.commerce.ledger import open_engine, read_anchor, verify_ledger
+    from k3kit.signing.keys import load_public
 
     db = str(tmp_path / "ledger.sqlite")
     assert run_k3kit("ledger", "init", "--db", db).returncode == 0
@@ -455,8 +455,8 @@ def test_rows_removed_at_or_before_the_signed_head_found(
 ) -> None:
     """Cutting the last purchase (its rows and entries) leaves a consistent, shorter chain; the
     head signed after that purchase names a seq that is gone."""
-    from k3kit.keys import load_public
-    from k3kit.ledger import open_engine, read_anchor, verify_ledger
+    from k3kit.commerce.ledger import open_engine, read_anchor, verify_ledger
+    from k3kit.signing.keys import load_public
 
     db = str(tmp_path / "ledger.sqlite")
     assert run_k3kit("ledger", "init", "--db", db).returncode == 0
@@ -584,7 +584,7 @@ def bought_ledger(tmp_path_factory: pytest.TempPathFactory, signing_key: KeyFile
 def test_a_value_of_a_type_k3kit_never_writes_is_a_broken_row(
     bought_ledger: Path, tmp_path: Path, statement: str, table: str
 ) -> None:
-    from k3kit.ledger import open_engine, verify_ledger
+    from k3kit.commerce.ledger import open_engine, verify_ledger
 
     db = tmp_path / "ledger.sqlite"
     shutil.copyfile(bought_ledger, db)

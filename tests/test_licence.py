@@ -11,9 +11,9 @@ import pytest
 
 from k3kit._canonical import dumps
 from k3kit.errors import VerificationError
-from k3kit.keys import load_private
 from k3kit.models.commerce import LICENCE_PAYLOAD_TYPE
-from k3kit.sign import sign_envelope
+from k3kit.signing.keys import load_private
+from k3kit.signing.sign import sign_envelope
 from tests.conftest import KeyFiles, run_k3kit
 from tests.ledgerkit import ALL, sign_licence
 
@@ -183,7 +183,7 @@ def test_signer_key_swapped_or_untrusted(
 
 def _purchase(db: str, lic: Path, terms: Path, **change: Any) -> Any:
     """In process (the CLI path is covered once below): the ledger's own purchase call."""
-    from k3kit.ledger import open_engine, purchase
+    from k3kit.commerce.ledger import open_engine, purchase
 
     args: dict[str, Any] = {
         "payment_ref": "P1",

@@ -246,7 +246,7 @@ def test_xml_parser_refuses_entities_and_garbage() -> None:
 def _lower_the_bar(kit: Path) -> None:
     """What an attacker who can write the kit folder does: kit.json asks for any one GPU, and
     the manifest is recomputed so the folder is self-consistent."""
-    from k3kit.manifest import build_manifest, manifest_bytes
+    from k3kit.formats.manifest import build_manifest, manifest_bytes
 
     info = kit / "kit.json"
     data = info.read_bytes().replace(b'"gpus_per_node":8', b'"gpus_per_node":1')

@@ -239,7 +239,7 @@ def test_env_value_quotes_for_the_shell(value: str, quoted: str) -> None:
     "value", [True, False, 0, 262144, "kimi_k3", {"method": "mtp", "num_speculative_tokens": 2}]
 )
 def test_serve_config_reads_back_what_render_writes(value: object) -> None:
-    from k3kit.documents import parse_serve_config
+    from k3kit.formats.documents import parse_serve_config
     from k3kit.render import yaml_scalar
 
     line = f"# comment\n\nmax-model-len: {yaml_scalar(value)}\n".encode()
@@ -258,7 +258,7 @@ def test_serve_config_reads_back_what_render_writes(value: object) -> None:
     ],
 )
 def test_serve_config_refuses_what_render_never_writes(line: bytes) -> None:
-    from k3kit.documents import parse_serve_config
+    from k3kit.formats.documents import parse_serve_config
 
     with pytest.raises(VerificationError) as exc:
         parse_serve_config(line, source="serve.yaml")

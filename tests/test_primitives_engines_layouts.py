@@ -16,8 +16,8 @@ import pytest
 
 from k3kit.engines import adapter, snapshot, validate_env, validate_settings
 from k3kit.errors import VerificationError
-from k3kit.layouts import locate
 from k3kit.models import WeightsLock
+from k3kit.weights.layouts import locate
 
 # -- engine flags --------------------------------------------------------------------------------
 

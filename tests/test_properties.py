@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from k3kit._canonical import dumps, strict_loads
 from k3kit.errors import VerificationError
-from k3kit.keys import load_public
-from k3kit.verify import verify_path
+from k3kit.node.verify import verify_path
+from k3kit.signing.keys import load_public
 from tests.conftest import GoldenKit
 
 

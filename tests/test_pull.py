@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from k3kit.archive import pack
-from k3kit.keys import load_private
-from k3kit.kit import build, sign
+from k3kit.publish.kit import build, sign
 from k3kit.pull import quarantine_dir
+from k3kit.signing.keys import load_private
 from k3kit.weights import repo_folder_name
 from tests.conftest import EXAMPLE, FIXED_TIME, KeyFiles, run_k3kit
 from tests.hubkit import (

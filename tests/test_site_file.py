@@ -2,8 +2,8 @@
 reason and per accepted form.
 
 It is the one launch input that is not signed, so it is parsed as data, against the same schema
-``render-site`` uses (``k3kit.site``): launch takes four keys, no value can pass for an option, a
-port is a port and a host a host; anything else is exit 3 naming the line, never a silent default.
+``render-site`` uses (``k3kit.node.site``): launch takes four keys, no value can pass for an option,
+a port is a port and a host a host; anything else is exit 3 naming the line, never a silent default.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from k3kit.errors import InputError
-from k3kit.launch import read_site
+from k3kit.node.launch import read_site
 
 ACCEPTED = [
     ("defaults", b"", (None, None, "127.0.0.1", 8000)),

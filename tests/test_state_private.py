@@ -23,7 +23,7 @@ import pytest
 
 from k3kit._fs import private_dir
 from k3kit.errors import EnvironmentProblem
-from k3kit.trust.edit import revoke
+from k3kit.signing.trust.edit import revoke
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
 from tests.cotenant import COTENANT_UID, cotenant_python, needs_root, shared_folder
 from tests.trustkit import attach, build_kit, keypair, kid, root_v1, write_root

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from k3kit.errors import VerificationError
-from k3kit.trust import rollback
+from k3kit.signing.trust import rollback
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
 from tests.trustkit import keypair
 
@@ -95,7 +95,7 @@ def test_group_writable_state_file_is_refused_not_ignored(tmp_path: Path) -> Non
 
 
 def test_check_and_record_for_install_and_launch(golden: GoldenKit, tmp_path: Path) -> None:
-    from k3kit.sign import read_receipt
+    from k3kit.signing.sign import read_receipt
     from tests.trustkit import pub
 
     statement = read_receipt(golden.kit / "receipt.dsse.json", [pub(golden.key)]).statement
@@ -113,7 +113,7 @@ def test_check_and_record_for_install_and_launch(golden: GoldenKit, tmp_path: Pa
 
 def test_archive_carries_the_root_chain(golden: GoldenKit, tmp_path: Path) -> None:
     from k3kit.archive import pack
-    from k3kit.trust.edit import add_key
+    from k3kit.signing.trust.edit import add_key
     from tests.trustkit import attach, build_kit, pub, root_v1, write_root
 
     root_key, new_key = keypair(tmp_path, "root"), keypair(tmp_path, "rel-2027")

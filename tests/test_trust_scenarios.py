@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from k3kit.trust.edit import add_key, revoke, rotate
+from k3kit.signing.trust.edit import add_key, revoke, rotate
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
 from tests.trustkit import (
     attach,

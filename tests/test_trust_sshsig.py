@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from k3kit.errors import VerificationError
-from k3kit.trust import sshsig
+from k3kit.signing.trust import sshsig
 from tests.conftest import EXAMPLE, GoldenKit, KeyFiles, run_k3kit
 from tests.trustkit import signer
 

@@ -29,8 +29,8 @@ from k3kit._values import (
     parse_timestamp,
     pattern_matches,
 )
-from k3kit.sign import sign_envelope
-from k3kit.trust.model import ROOT_PAYLOAD_TYPE
+from k3kit.signing.sign import sign_envelope
+from k3kit.signing.trust.model import ROOT_PAYLOAD_TYPE
 from tests.conftest import ROOT, GoldenKit, KeyFiles, run_k3kit
 from tests.launchkit import hand_signed
 from tests.ledgerkit import sign_licence

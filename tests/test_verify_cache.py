@@ -26,11 +26,11 @@ import pytest
 
 from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
-from k3kit.keys import load_private
-from k3kit.kit import build, sign
 from k3kit.models import WeightsLock
-from k3kit.pin import pin_local
-from k3kit.vcache import COARSE_SETTLE_NS, SETTLE_NS
+from k3kit.publish.kit import build, sign
+from k3kit.signing.keys import load_private
+from k3kit.weights.pin import pin_local
+from k3kit.weights.vcache import COARSE_SETTLE_NS, SETTLE_NS
 from tests.conftest import EXAMPLE, REPO, GoldenKit, run_k3kit
 
 N_FILES = 5  # the golden stand-in weights: three shards, config.json, STAND_IN_README.txt
@@ -398,11 +398,11 @@ def test_verify_imports_neither_huggingface_hub_nor_jinja2(
     )
     assert proc.returncode == 0, proc.stderr
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
-    assert "k3kit.verify" in imported and "k3kit.hashpool" in imported
+    assert "k3kit.node.verify" in imported and "k3kit.weights.hashpool" in imported
     assert not {m for m in imported if m.split(".")[0] in ("huggingface_hub", "jinja2")}
     code = (
-        "import sys, k3kit.verify; print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('huggingface_hub', 'jinja2', 'k3kit.pin', 'k3kit.render')))"
+        "import sys, k3kit.node.verify; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('huggingface_hub', 'jinja2', 'k3kit.weights.pin', 'k3kit.render')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -464,7 +464,7 @@ def test_concurrent_runs_merge_their_records_and_never_resurrect_a_failure(
     """Two runs over one state file (unit level: the settle rule is satisfied by passing a later
     start time, which the CLI tests cannot do without sleeping)."""
     from k3kit._digest import digest_file
-    from k3kit.vcache import VerifyCache
+    from k3kit.weights.vcache import VerifyCache
 
     files = {}
     for name in ("a", "b", "c"):
@@ -530,7 +530,7 @@ def test_a_file_a_writer_holds_open_is_verified_but_never_recorded(
 
 
 def test_a_lease_is_broken_by_a_writer_that_opens_during_the_read(tmp_path: Path) -> None:
-    from k3kit._lease import ReadLease
+    from k3kit.weights._lease import ReadLease
 
     path = tmp_path / "f"
     path.write_bytes(b"x" * 1024)
@@ -583,7 +583,7 @@ def test_a_lease_is_refused_with_its_reason(
     tmp_path: Path, make: Callable[[Path], Path], note: str
 ) -> None:
     """Every lease refusal is a note that keeps the file out of the cache, never a crash."""
-    from k3kit._lease import ReadLease
+    from k3kit.weights._lease import ReadLease
 
     lease = ReadLease(make(tmp_path / "f"))
     assert lease.fd is None and lease.note == note
@@ -592,7 +592,7 @@ def test_a_lease_is_refused_with_its_reason(
 
 
 def test_no_lease_while_this_process_holds_the_file_open_for_writing(tmp_path: Path) -> None:
-    from k3kit._lease import ReadLease
+    from k3kit.weights._lease import ReadLease
 
     path = tmp_path / "f"
     path.write_bytes(b"x")
@@ -609,7 +609,7 @@ def test_no_lease_while_this_process_holds_the_file_open_for_writing(tmp_path: P
 def test_an_os_without_leases_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import fcntl
 
-    from k3kit._lease import ReadLease
+    from k3kit.weights._lease import ReadLease
 
     monkeypatch.delattr(fcntl, "F_SETLEASE")
     (tmp_path / "f").write_bytes(b"x")
@@ -629,7 +629,7 @@ def test_an_os_without_leases_says_so(tmp_path: Path, monkeypatch: pytest.Monkey
     ids=["EAGAIN", "EACCES", "EPERM", "EINVAL", "EIO"],
 )
 def test_each_lease_refusal_errno_has_its_reason(err: int, note: str) -> None:
-    from k3kit._lease import _lease_refusal
+    from k3kit.weights._lease import _lease_refusal
 
     assert _lease_refusal(OSError(err, os.strerror(err))) == note
 
@@ -675,14 +675,14 @@ STATE_DISTRUSTED = [
 )
 def test_a_state_file_that_is_not_exactly_ours_is_distrusted(data: bytes, why: str) -> None:
     """A distrusted state file costs a re-hash, never a verdict: every departure is named."""
-    from k3kit.vcache import _Distrust, _parse
+    from k3kit.weights.vcache import _Distrust, _parse
 
     with pytest.raises(_Distrust, match=re.escape(why)):
         _parse(data, _LOCK)
 
 
 def test_a_well_formed_state_file_is_read() -> None:
-    from k3kit.vcache import Record, _parse
+    from k3kit.weights.vcache import Record, _parse
 
     assert _parse(_state(), _LOCK) == {
         "/w/model.safetensors": Record("sha256", "d" * 64, "1:2:3:4:5")

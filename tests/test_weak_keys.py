@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from k3kit.errors import VerificationError
-from k3kit.keys import public_from_hex, public_from_raw, verify_signature
+from k3kit.signing.keys import public_from_hex, public_from_raw, verify_signature
 from tests.adversarial.attacks_values import forged_licence
 from tests.conftest import KeyFiles, run_k3kit
 

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from k3kit._fs import atomic_write
-from k3kit.keys import keyid, load_private, write_keypair
-from k3kit.kit import build, sign
-from k3kit.sign import sign_envelope
-from k3kit.signers import PemSigner
-from k3kit.trust.edit import create, sign_root
-from k3kit.trust.model import RootBody
+from k3kit.publish.kit import build, sign
+from k3kit.signing.keys import keyid, load_private, write_keypair
+from k3kit.signing.sign import sign_envelope
+from k3kit.signing.signers import PemSigner
+from k3kit.signing.trust.edit import create, sign_root
+from k3kit.signing.trust.model import RootBody
 from tests.conftest import EXAMPLE, FIXED_TIME, KeyFiles
 
 FAR = "2099-01-01T00:00:00Z"

@@ -1,7 +1,7 @@
 """k3kit: pin, build, sign, verify and audit deployment kits for frontier LLMs.
 
 The public API is the names in ``__all__`` (docs/api.md; semantic versioning applies to them
-and to nothing else). They are loaded on first use (PEP 562), so ``import k3kit.verify`` on a
+and to nothing else). They are loaded on first use (PEP 562), so ``import k3kit.node.verify`` on a
 GPU node, or the CLI's start-up, does not pay for huggingface_hub and jinja2 that only pinning
 and building need; type checkers see the imports below.
 """
@@ -35,23 +35,23 @@ if TYPE_CHECKING:
     from k3kit.errors import InputError as InputError
     from k3kit.errors import K3kitError as K3kitError
     from k3kit.errors import VerificationError as VerificationError
-    from k3kit.install import Installed as Installed
-    from k3kit.keys import load_private as load_private
-    from k3kit.keys import load_public as load_public
-    from k3kit.keys import write_keypair as write_keypair
-    from k3kit.kitpack import Packed as Packed
-    from k3kit.kitpath import OpenedKit as OpenedKit
-    from k3kit.kitpath import classify as classify
-    from k3kit.kitpath import open_kit as open_kit
-    from k3kit.launch import LaunchPlan as LaunchPlan
+    from k3kit.formats.kitpath import OpenedKit as OpenedKit
+    from k3kit.formats.kitpath import classify as classify
+    from k3kit.formats.kitpath import open_kit as open_kit
     from k3kit.models import Manifest as Manifest
     from k3kit.models import WeightsLock as WeightsLock
+    from k3kit.node.install import Installed as Installed
+    from k3kit.node.launch import LaunchPlan as LaunchPlan
+    from k3kit.node.verify import KitNotVerified as KitNotVerified
+    from k3kit.node.verify import Report as Report
+    from k3kit.publish.kitpack import Packed as Packed
     from k3kit.pull import PullReport as PullReport
-    from k3kit.trust import RollbackPolicy as RollbackPolicy
-    from k3kit.trust import RootAnchor as RootAnchor
-    from k3kit.trust import Trust as Trust
-    from k3kit.verify import KitNotVerified as KitNotVerified
-    from k3kit.verify import Report as Report
+    from k3kit.signing.keys import load_private as load_private
+    from k3kit.signing.keys import load_public as load_public
+    from k3kit.signing.keys import write_keypair as write_keypair
+    from k3kit.signing.trust import RollbackPolicy as RollbackPolicy
+    from k3kit.signing.trust import RootAnchor as RootAnchor
+    from k3kit.signing.trust import Trust as Trust
     from k3kit.weights import WeightsOptions as WeightsOptions
     from k3kit.weights import WeightsReport as WeightsReport
 
@@ -78,23 +78,23 @@ _HOMES: dict[str, str] = {
     "InputError": "k3kit.errors",
     "K3kitError": "k3kit.errors",
     "VerificationError": "k3kit.errors",
-    "Installed": "k3kit.install",
-    "load_private": "k3kit.keys",
-    "load_public": "k3kit.keys",
-    "write_keypair": "k3kit.keys",
-    "Packed": "k3kit.kitpack",
-    "LaunchPlan": "k3kit.launch",
+    "Installed": "k3kit.node.install",
+    "load_private": "k3kit.signing.keys",
+    "load_public": "k3kit.signing.keys",
+    "write_keypair": "k3kit.signing.keys",
+    "Packed": "k3kit.publish.kitpack",
+    "LaunchPlan": "k3kit.node.launch",
     "Manifest": "k3kit.models",
     "WeightsLock": "k3kit.models",
     "PullReport": "k3kit.pull",
-    "OpenedKit": "k3kit.kitpath",
-    "classify": "k3kit.kitpath",
-    "open_kit": "k3kit.kitpath",
-    "RollbackPolicy": "k3kit.trust",
-    "RootAnchor": "k3kit.trust",
-    "Trust": "k3kit.trust",
-    "KitNotVerified": "k3kit.verify",
-    "Report": "k3kit.verify",
+    "OpenedKit": "k3kit.formats.kitpath",
+    "classify": "k3kit.formats.kitpath",
+    "open_kit": "k3kit.formats.kitpath",
+    "RollbackPolicy": "k3kit.signing.trust",
+    "RootAnchor": "k3kit.signing.trust",
+    "Trust": "k3kit.signing.trust",
+    "KitNotVerified": "k3kit.node.verify",
+    "Report": "k3kit.node.verify",
     "WeightsOptions": "k3kit.weights",
     "WeightsReport": "k3kit.weights",
 }

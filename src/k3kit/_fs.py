@@ -514,12 +514,11 @@ def _remove_if_abandoned(folder: Path) -> bool:
     try:
         if not _owned(os.lstat(folder), stat.S_IFDIR):
             return False
-        marker = folder / STAGING_MARKER
-        fd = os.open(marker, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, st = open_regular(folder / STAGING_MARKER)
     except OSError:
         return False
     try:
-        if not _owned(os.fstat(fd), stat.S_IFREG):
+        if not _owned(st, stat.S_IFREG):
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -548,6 +547,34 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+class NotRegularFile(OSError):
+    """What :func:`open_regular` raises for a folder, FIFO, device or socket: an ``OSError``,
+    so a caller that maps every failure to open one way still does, and one that names this case
+    can."""
+
+
+def open_regular(path: Path | str, *, dir_fd: int | None = None) -> tuple[int, os.stat_result]:
+    """The one safe open of a file someone else may have planted: a read descriptor and its stat.
+
+    Opened without following a link (a link is ``ELOOP``) and without blocking (a FIFO planted
+    where a file belongs must not hang the reader), close-on-exec, then checked with ``fstat`` on
+    that same descriptor, so nothing can be swapped in between the check and the read. Returns
+    ``(fd, stat)`` of a regular file; the caller closes ``fd``. Raises ``FileNotFoundError``,
+    :class:`NotRegularFile` (the descriptor already closed), or the ``OSError`` of the open.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise NotRegularFile(f"{shown(Path(path))} is not a regular file")
+    return fd, st
+
+
 def read_capped(
     path: Path,
     max_bytes: int,
@@ -568,15 +595,14 @@ def read_capped(
     """
     name = shown(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd, st = open_regular(path)
     except FileNotFoundError as exc:
         raise error(f"{what} not found: {name}", code=code) from exc
+    except NotRegularFile as exc:
+        raise error(f"{what} is not a regular file: {name}", code=code) from exc
     except OSError as exc:
         raise error(f"{what} cannot be opened (symlink or unreadable): {name}", code=code) from exc
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise error(f"{what} is not a regular file: {name}", code=code)
         if st.st_size > max_bytes:
             raise error(
                 f"{what} is {st.st_size} bytes, more than the {max_bytes}-byte limit: {name}",

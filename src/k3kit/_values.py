@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import time
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -67,6 +68,12 @@ def parse_timestamp(text: object) -> datetime:
 def format_timestamp(value: datetime) -> str:
     """The canonical k3kit form of an aware datetime (UTC, whole seconds)."""
     return value.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
+
+
+def utc_timestamp(seconds: float | None = None) -> str:
+    """The canonical k3kit form of ``seconds`` since the epoch (the clock now when None): the one
+    place a timestamp is written, so every document and state file spells an instant one way."""
+    return time.strftime(TIMESTAMP_FORMAT, time.gmtime(seconds))
 
 
 def canonical_timestamp(text: object) -> str:

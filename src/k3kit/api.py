@@ -13,7 +13,6 @@ with a stable ``code`` and an ``exit_code`` (1 check failed, 3 bad input, 4 envi
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
@@ -22,27 +21,28 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._fs import atomic_write
+from k3kit._values import utc_timestamp
 from k3kit.audit import AuditReport, Policy, audit_path
 from k3kit.errors import VerificationError
-from k3kit.install import Installed, install
-from k3kit.kit import build, load_lock, sign
-from k3kit.kitpack import Packed
-from k3kit.kitpack import pack_kit as _pack_kit
-from k3kit.launch import LaunchPlan, Site
-from k3kit.launch import plan_launch as _plan_launch
 from k3kit.models import Manifest, WeightsLock
-from k3kit.pin import HubClient
-from k3kit.pin import pin_hub as _pin_hub
-from k3kit.pin import pin_local as _pin_local
+from k3kit.node.install import Installed, install
+from k3kit.node.launch import LaunchPlan, Site
+from k3kit.node.launch import plan_launch as _plan_launch
+from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_path
+from k3kit.publish.kit import build, load_lock, sign
+from k3kit.publish.kitpack import Packed
+from k3kit.publish.kitpack import pack_kit as _pack_kit
 from k3kit.pull import Downloader, PullReport, pull, read_kit_lock
-from k3kit.trust import RollbackPolicy
-from k3kit.verify import KitNotVerified, Report, TrustSource, verify_path
+from k3kit.signing.trust import RollbackPolicy
 from k3kit.weights import WeightsOptions, WeightsReport
 from k3kit.weights import check_weights as _check_weights
+from k3kit.weights.pin import HubClient
+from k3kit.weights.pin import pin_hub as _pin_hub
+from k3kit.weights.pin import pin_local as _pin_local
 
 
 def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return utc_timestamp()
 
 
 def check_kit(
@@ -160,7 +160,7 @@ def pin_hub(
 ) -> WeightsLock:
     """Pin ``repo`` at the commit ``revision`` resolves to now, from the hub's metadata.
 
-    ``client``: any :class:`k3kit.pin.HubClient` (default: huggingface_hub against
+    ``client``: any :class:`k3kit.weights.pin.HubClient` (default: huggingface_hub against
     ``endpoint``, the public Hub when None, with ``token``). No LFS byte is downloaded unless
     ``hash_local`` names a local copy to check the hub's sha256 values against. Returns the
     :class:`WeightsLock`; write it with :func:`write_lock`. Raises ``InputError``
@@ -237,7 +237,7 @@ def sign_kit(
 ) -> None:
     """Sign the built kit ``kit``: write ``receipt.dsse.json`` and ``evidence/`` into it.
 
-    ``key``: the publisher's private key (``k3kit.keys.load_private``); ``claims``: the
+    ``key``: the publisher's private key (``k3kit.signing.keys.load_private``); ``claims``: the
     benchmark claims TOML (its evidence files are read relative to it). Raises ``InputError``
     (exit 3): ``KIT_FILES_DIFFER`` (the kit changed since it was built), ``OUTPUT_EXISTS``
     without ``force``, ``RECEIPT_TOO_LARGE``, ``EVIDENCE_MISSING``, ``BAD_INPUT``.

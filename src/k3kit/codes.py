@@ -216,7 +216,7 @@ class TrustCode(ErrorCode):
 
 
 class WeightsCode(ErrorCode):
-    """A weights folder against its lock (``k3kit.weights``, ``k3kit.layouts``)."""
+    """A weights folder against its lock (``k3kit.weights``, ``k3kit.weights.layouts``)."""
 
     WEIGHTS_AMBIGUOUS = "WEIGHTS_AMBIGUOUS", _FAIL, "the folder has more than one meaning"
     WEIGHTS_BAD_NAME = "WEIGHTS_BAD_NAME", _FAIL, "a file name is not printable UTF-8"
@@ -244,7 +244,7 @@ class WeightsCode(ErrorCode):
     LOCK_REPO_MISMATCH = "LOCK_REPO_MISMATCH", _INPUT, "the lock pins another repo"
     HASH_LOCAL_FILE_SET = "HASH_LOCAL_FILE_SET", _INPUT, "the local folder's file set differs"
     HASH_LOCAL_MISMATCH = "HASH_LOCAL_MISMATCH", _FAIL, "local bytes != hub's sha256"
-    # Per-file outcomes of k3kit.hashpool, mapped to WEIGHTS_* by its callers.
+    # Per-file outcomes of k3kit.weights.hashpool, mapped to WEIGHTS_* by its callers.
     TRUNCATED = "TRUNCATED", _FAIL, "hash pool: fewer bytes read than locked"
     DIGEST_MISMATCH = "DIGEST_MISMATCH", _FAIL, "hash pool: digest differs"
     NOT_REGULAR = "NOT_REGULAR", _FAIL, "hash pool: not a regular file"

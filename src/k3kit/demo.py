@@ -32,14 +32,14 @@ from k3kit._resources import shipped_dir
 from k3kit.archive import pack
 from k3kit.audit import AuditReport, audit_path
 from k3kit.errors import EnvironmentProblem, InputError
-from k3kit.install import install
-from k3kit.keys import load_private, load_public, write_keypair
-from k3kit.kit import build, load_toml, sign
-from k3kit.launch import LaunchPlan, plan_launch
 from k3kit.models import PackageDef
-from k3kit.pin import pin_local
-from k3kit.verify import Report, verify_path
+from k3kit.node.install import install
+from k3kit.node.launch import LaunchPlan, plan_launch
+from k3kit.node.verify import Report, verify_path
+from k3kit.publish.kit import build, load_toml, sign
+from k3kit.signing.keys import load_private, load_public, write_keypair
 from k3kit.weights import WeightsOptions
+from k3kit.weights.pin import pin_local
 
 EXAMPLE = "kimi-k3-b300x8"
 STAND_IN_SHARDS = 4

@@ -15,7 +15,7 @@ from k3kit.codes import lookup
 
 
 class ExitCode(enum.IntEnum):
-    """The CLI contract of DESIGN.md; scripts depend on these numbers."""
+    """The CLI contract of docs/design.md; scripts depend on these numbers."""
 
     OK = 0
     CHECK_FAILED = 1

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from k3kit.buyer_receipt import build_body, sign_buyer_receipt
-from k3kit.keys import load_private
-from k3kit.licence import licence_body, sign_licence
+from k3kit.commerce.buyer_receipt import build_body, sign_buyer_receipt
+from k3kit.commerce.licence import licence_body, sign_licence
 from k3kit.models.commerce import AFFIRMATIONS
-from k3kit.signers import PemSigner
+from k3kit.signing.keys import load_private
+from k3kit.signing.signers import PemSigner
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.conftest import run_k3kit
 
@@ -112,7 +112,7 @@ def _licence(w: Workbench, package: str = "kimi-k3-b300x8") -> tuple[Path, Path]
 
 def _ledger(w: Workbench) -> str:
     """A ledger with one honest purchase of the golden package."""
-    from k3kit.ledger import migrate, open_engine, purchase
+    from k3kit.commerce.ledger import migrate, open_engine, purchase
 
     db = str(w.root / "ledger.sqlite")
     migrate(open_engine(db), "2026-01-01T00:00:00Z")
@@ -134,7 +134,7 @@ def _ledger(w: Workbench) -> str:
 
 
 def _checkpoint(w: Workbench, db: str, key: Path) -> Path:
-    from k3kit.ledger import checkpoint, open_engine
+    from k3kit.commerce.ledger import checkpoint, open_engine
 
     done = checkpoint(open_engine(db), PemSigner.from_file(key, None), now="2026-01-02T00:00:00Z")
     out = w.root / "head.json"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from k3kit.manifest import build_manifest, manifest_bytes
+from k3kit.formats.manifest import build_manifest, manifest_bytes
 from tests.adversarial.corpus import Argv, Workbench, attack
 
 UNIT = "profiles/interactive/single-node-8gpu/systemd/k3kit-kimi-k3-b300x8-interactive.service"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from k3kit.trust import rollback
+from k3kit.signing.trust import rollback
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.trustkit import keypair, root_v1, write_root
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from k3kit._fs import atomic_write
-from k3kit.keys import load_private
-from k3kit.manifest import RECEIPT_NAME
-from k3kit.sign import sign_envelope
-from k3kit.trust import RootAnchor, rollback
-from k3kit.trust.edit import add_key, revoke, rotate, set_floor
-from k3kit.trust.model import ROOT_PAYLOAD_TYPE, RootBody
+from k3kit.formats.manifest import RECEIPT_NAME
+from k3kit.signing.keys import load_private
+from k3kit.signing.sign import sign_envelope
+from k3kit.signing.trust import RootAnchor, rollback
+from k3kit.signing.trust.edit import add_key, revoke, rotate, set_floor
+from k3kit.signing.trust.model import ROOT_PAYLOAD_TYPE, RootBody
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.conftest import KeyFiles
 from tests.trustkit import FAR, attach, duplicate_signature, keypair, kid, pub, root_v1, write_root

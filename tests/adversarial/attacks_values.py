@@ -13,12 +13,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import dumps
-from k3kit.ledger import migrate, open_engine
-from k3kit.licence import licence_body, sign_licence
+from k3kit.commerce.ledger import migrate, open_engine
+from k3kit.commerce.licence import licence_body, sign_licence
 from k3kit.models.commerce import AFFIRMATIONS, LICENCE_PAYLOAD_TYPE
-from k3kit.sign import pae, sign_envelope
-from k3kit.signers import PemSigner
-from k3kit.trust.model import ROOT_PAYLOAD_TYPE
+from k3kit.signing.sign import pae, sign_envelope
+from k3kit.signing.signers import PemSigner
+from k3kit.signing.trust.model import ROOT_PAYLOAD_TYPE
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.launchkit import hand_signed
 from tests.ledgerkit import TERMS

@@ -20,8 +20,8 @@ from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
 from k3kit.archive import pack
 from k3kit.demo import stand_in_files, write_hf_cache
-from k3kit.kit import build, sign
-from k3kit.pin import pin_local
+from k3kit.publish.kit import build, sign
+from k3kit.weights.pin import pin_local
 
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parents[1] / "examples" / "kimi-k3-b300x8"

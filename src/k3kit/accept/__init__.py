@@ -38,8 +38,8 @@ from k3kit.accept.report import (
 )
 from k3kit.accept.tokens import MIN_TOKEN_TIME_MS, check_sample
 from k3kit.accept.workload import Plan, PointPlan, load_plan
-from k3kit.keys import keyid
 from k3kit.models.acceptance import AcceptancePredicate, PointOutcome, ReceiptRef, Verdict
+from k3kit.signing.keys import keyid
 
 __all__ = [
     "ACCEPTANCE_NAME",

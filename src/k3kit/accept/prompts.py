@@ -18,8 +18,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from k3kit.documents import read_bounded
 from k3kit.errors import InputError, VerificationError
+from k3kit.formats.documents import read_bounded
 from k3kit.models import WeightsLock
 
 TOKENIZER_FILE = "tokenizer.json"

@@ -44,7 +44,7 @@ from k3kit.models.acceptance import (
     AcceptanceStatement,
     Verdict,
 )
-from k3kit.sign import sign_envelope
+from k3kit.signing.sign import sign_envelope
 
 ACCEPTANCE_NAME = "acceptance.dsse.json"
 TOOL_NOTE = "k3kit accept (client timed as vllm bench serve)"

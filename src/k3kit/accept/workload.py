@@ -16,13 +16,13 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from k3kit.documents import parse_serve_config, read_kit_documents, read_listed
 from k3kit.errors import InputError, VerificationError
-from k3kit.launch import MAX_KIT_DOC_BYTES, pick_profile
-from k3kit.manifest import RECEIPT_NAME
+from k3kit.formats.documents import parse_serve_config, read_kit_documents, read_listed
+from k3kit.formats.manifest import RECEIPT_NAME
 from k3kit.models import Run, Statement, WeightsLock, Workload
-from k3kit.sign import MAX_ENVELOPE_BYTES, read_receipt
-from k3kit.verify import KitNotVerified, verify_dir
+from k3kit.node.launch import MAX_KIT_DOC_BYTES, pick_profile
+from k3kit.node.verify import KitNotVerified, verify_dir
+from k3kit.signing.sign import MAX_ENVELOPE_BYTES, read_receipt
 from k3kit.weights import WeightsOptions
 
 

@@ -25,7 +25,8 @@ def pack(kit_dir: Path, out: Path, *, force: bool = False) -> tuple[str, int]:
     """Write a deterministic archive of ``kit_dir``; returns (sha256 hex, size in bytes).
 
     This only writes bytes; whether the directory is a kit worth packing (it verifies against
-    its own manifest and receipt) is decided by ``k3kit.kit.pack_kit`` before it calls this.
+    its own manifest and receipt) is decided by ``k3kit.publish.kitpack.pack_kit`` before it calls
+    this.
     """
     entries = sorted(walk(kit_dir), key=lambda e: e.rel)
     for entry in entries:

@@ -1,9 +1,9 @@
 """``k3kit audit``: check what a signed receipt claims, offline, rule by rule.
 
-Level 5: imports ``verify`` (for the signature), ``evidence``, ``archive`` and the models; never
-click, never numpy. Rule modules are discovered, not listed: every module of this package is
-imported here, and each registers its rules with :func:`k3kit.audit.findings.rule`; the engine
-runs them in id order. Rules are documented in ``docs/audit.md``; :func:`rule_span` names the
+Above ``node``: imports ``node.verify`` (for the signature), ``evidence``, ``archive`` and the
+models; never click, never numpy. Rule modules are discovered, not listed: every module of this
+package is imported here, and each registers its rules with :func:`k3kit.audit.findings.rule`; the
+engine runs them in id order. Rules are documented in ``docs/audit.md``; :func:`rule_span` names the
 range ("R01-R37") wherever it must be shown.
 """
 

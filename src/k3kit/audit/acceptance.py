@@ -24,7 +24,7 @@ from k3kit.errors import VerificationError
 from k3kit.evidence import RunData, parse_evidence
 from k3kit.models import ReceiptPredicate, load
 from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE, AcceptanceStatement
-from k3kit.sign import MAX_ENVELOPE_BYTES, verify_envelope
+from k3kit.signing.sign import MAX_ENVELOPE_BYTES, verify_envelope
 
 ACCEPTANCE_NAME = "acceptance.dsse.json"
 

@@ -17,11 +17,11 @@ from k3kit._digest import sha256_hex
 from k3kit._fs import walk
 from k3kit.audit.context import Context, KitFacts, Policy, build_context
 from k3kit.audit.findings import ERROR, RANK, SEVERITIES, Finding, Out, ordered_rules
-from k3kit.documents import read_bounded, read_kit_info
 from k3kit.errors import InputError, K3kitError, VerificationError
 from k3kit.evidence import MAX_EVIDENCE_BYTES, RunData, parse_evidence, summarize
-from k3kit.kitpath import classify, open_kit
-from k3kit.manifest import (
+from k3kit.formats.documents import read_bounded, read_kit_info
+from k3kit.formats.kitpath import classify, open_kit
+from k3kit.formats.manifest import (
     EVIDENCE_DIR,
     MANIFEST_NAME,
     RECEIPT_NAME,
@@ -29,8 +29,8 @@ from k3kit.manifest import (
     read_bound_evidence,
 )
 from k3kit.models import KIT_SUBJECT, KitInfo, ReceiptPredicate
-from k3kit.sign import read_receipt
-from k3kit.verify import LOCK_NAME, MAX_DOC_BYTES
+from k3kit.node.verify import LOCK_NAME, MAX_DOC_BYTES
+from k3kit.signing.sign import read_receipt
 
 
 @dataclass
@@ -208,7 +208,7 @@ def audit_path(
     """Audit a kit directory, a ``.kit.tar.gz``, a lone ``*.dsse.json`` receipt, or a buyer's
     acceptance report (``acceptance.dsse.json``, written by ``k3kit accept``).
 
-    What ``target`` is comes from :func:`k3kit.kitpath.classify`; a lock is refused.
+    What ``target`` is comes from :func:`k3kit.formats.kitpath.classify`; a lock is refused.
     """
     kind = classify(target)
     if kind == "lock":

@@ -12,12 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from k3kit.vocab import Severity
+from k3kit.formats.vocab import Severity
 
 if TYPE_CHECKING:
     from k3kit.audit.context import Context
 
-ERROR, WARNING, INFO, NOT_CHECKABLE, PASS = Severity  # k3kit.vocab: str values, as in the JSON
+ERROR, WARNING, INFO, NOT_CHECKABLE, PASS = (
+    Severity  # k3kit.formats.vocab: str values, as in the JSON
+)
 SEVERITIES = (ERROR, WARNING, INFO, NOT_CHECKABLE, PASS)
 RANK: dict[str, int] = {PASS: 0, NOT_CHECKABLE: 1, INFO: 2, WARNING: 3, ERROR: 4}
 

@@ -2,7 +2,8 @@
 
 ``source`` verifies a kit and reads what is shown from the verified bytes; ``data`` gathers the
 card's content; ``cost`` holds the cost-per-token arithmetic; ``charts``, ``html``, ``markdown``
-and ``text`` render it. Level 5 and above: imports ``verify`` and ``audit``, never click.
+and ``text`` render it. Above ``audit`` and ``node``: imports ``node.verify`` and ``audit``, never
+click; used by the CLI and ``publish.releasenotes``.
 """
 
 from k3kit.card.cost import FORMULA, PointCost, point_costs, usd_per_million

@@ -1,10 +1,10 @@
 """What a card, ``show`` and release notes are made from: the verified kit, read once.
 
-Verification is :func:`k3kit.verify.verify_dir`, never re-implemented here. What this module adds
-is *where the bytes come from*: an archive is extracted once into a private staging folder, that
-folder is verified, and every document shown is read from the same folder, hashed against the
+Verification is :func:`k3kit.node.verify.verify_dir`, never re-implemented here. What this module
+adds is *where the bytes come from*: an archive is extracted once into a private staging folder,
+that folder is verified, and every document shown is read from the same folder, hashed against the
 digests the verified receipt and manifest sign, before the folder is removed. A kit that does not
-verify raises :class:`~k3kit.verify.KitNotVerified` (exit 1), unless the caller asked for an
+verify raises :class:`~k3kit.node.verify.KitNotVerified` (exit 1), unless the caller asked for an
 ``unverified`` view: then the receipt's payload is decoded without its signature, kit documents
 are read without their digests, and the view says so on every page that shows it.
 """
@@ -25,13 +25,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from k3kit._canonical import strict_loads
 from k3kit._text import shown
 from k3kit.audit import AuditReport, audit_receipt
-from k3kit.documents import read_bounded, read_document, read_listed
 from k3kit.errors import InputError, K3kitError, VerificationError
-from k3kit.kitpath import Authenticate, extract_kit
-from k3kit.manifest import MANIFEST_NAME, RECEIPT_NAME
+from k3kit.formats.documents import read_bounded, read_document, read_listed
+from k3kit.formats.kitpath import Authenticate, extract_kit
+from k3kit.formats.manifest import MANIFEST_NAME, RECEIPT_NAME
 from k3kit.models import KitInfo, Manifest, Statement, load
-from k3kit.sign import MAX_ENVELOPE_BYTES, verify_envelope
-from k3kit.verify import (
+from k3kit.node.verify import (
     KIT_INFO_NAME,
     MAX_DOC_BYTES,
     KitNotVerified,
@@ -39,6 +38,7 @@ from k3kit.verify import (
     signed_manifest_check,
     verify_dir,
 )
+from k3kit.signing.sign import MAX_ENVELOPE_BYTES, verify_envelope
 
 PROFILE_SETTINGS = ("serve.yaml", "engine.env")
 MAX_SETTINGS_BYTES = 1024 * 1024

@@ -1,6 +1,6 @@
 """The click group, the error-to-exit-code mapping, and output helpers shared by every command.
 
-Exit codes (DESIGN.md): 0 all checks hold; 1 something checked does not hold; 2 usage error;
+Exit codes (docs/design.md): 0 all checks hold; 1 something checked does not hold; 2 usage error;
 3 bad input; 4 environment (I/O, network, key file); 70 internal error (a bug; traceback only with
 ``--debug``); 130 interrupted (Ctrl-C; every file k3kit writes is atomic, so nothing is left
 half-written). With ``--json`` a command prints exactly one JSON object on stdout and its human
@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import click
 
 from k3kit._text import shown_lines
-from k3kit._values import ascii_int
+from k3kit._values import ascii_int, utc_timestamp
 from k3kit._version import __version__
 from k3kit.errors import ExitCode, K3kitError
 
@@ -48,7 +48,7 @@ def now_utc() -> str:
     # value leaves the clock, as before.
     with contextlib.suppress(ValueError):
         t = ascii_int(epoch or "", lo=0, hi=253402300799)  # up to 9999-12-31T23:59:59Z
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+    return utc_timestamp(t)
 
 
 def err(text: str) -> None:

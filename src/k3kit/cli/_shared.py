@@ -69,7 +69,7 @@ def resolve_endpoint(value: str | None, fallback: str | None = None) -> str:
 
 def trusted_keys(paths: tuple[Path, ...]) -> list[Any]:
     """Load the --trust keys; the same key given twice is a caller mistake (exit 3)."""
-    from k3kit.keys import keyid, load_public
+    from k3kit.signing.keys import keyid, load_public
 
     keys = [load_public(p) for p in paths]
     ids = [keyid(k) for k in keys]

@@ -146,7 +146,7 @@ def accept(
     """
     from k3kit.accept import Policy, Timeouts, load_plan, run_accept, write_report
     from k3kit.accept.prompts import load_builder
-    from k3kit.keys import load_private
+    from k3kit.signing.keys import load_private
 
     if not _URL.match(url):
         raise InputError("--url must be an http(s) URL without credentials", code="BAD_URL")

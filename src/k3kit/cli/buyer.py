@@ -246,7 +246,7 @@ def verify(
     root/ chain may move forward, and a kit older than (or conflicting with) one this node
     accepted is refused (ROLLBACK, EQUIVOCATION; docs/trust.md).
     """
-    from k3kit.verify import verify_path
+    from k3kit.node.verify import verify_path
     from k3kit.weights import WeightsOptions
 
     state, cache = state_and_cache(state_dir)
@@ -269,8 +269,9 @@ def verify(
             progress.finish()
     if licence is not None and buyer_receipt is None:
         raise click.UsageError("--licence is checked against a --buyer-receipt; give both")
-    if buyer_receipt is not None:  # no database here: k3kit.buyer_receipt never imports one
-        from k3kit.buyer_receipt import check_buyer_receipt
+    if buyer_receipt is not None:
+        # no database here: k3kit.commerce.buyer_receipt never imports one
+        from k3kit.commerce.buyer_receipt import check_buyer_receipt
 
         keys = trusted if isinstance(trusted, list) else None
         report.checks.append(check_buyer_receipt(report, buyer_receipt, keys, licence=licence))

@@ -81,7 +81,12 @@ def licence_sign(
     Exit 3 when one is missing (nothing is written).
     """
     from k3kit._fs import atomic_write, refuse_existing
-    from k3kit.licence import MAX_TERMS_BYTES, check_affirmations, licence_body, sign_licence
+    from k3kit.commerce.licence import (
+        MAX_TERMS_BYTES,
+        check_affirmations,
+        licence_body,
+        sign_licence,
+    )
     from k3kit.models.commerce import AFFIRMATIONS
 
     for aid, text in AFFIRMATIONS.items():
@@ -104,7 +109,7 @@ def licence_sign(
     )
     envelope = sign_licence(body, signer)
     atomic_write(output, envelope, force=force)
-    from k3kit.licence import sha256_tag, verify_licence
+    from k3kit.commerce.licence import sha256_tag, verify_licence
 
     lic = verify_licence(envelope, source=output.name, terms=data)
     if as_json:
@@ -134,8 +139,8 @@ def licence_sign(
 def licence_verify(licence_file: Path, terms: Path, trust: tuple[Path, ...], as_json: bool) -> None:
     """Check a licence: signature, each affirmation, the terms text's sha256 (exit 1 if not)."""
     from k3kit._fs import read_capped
+    from k3kit.commerce.licence import verify_licence
     from k3kit.errors import VerificationError
-    from k3kit.licence import verify_licence
 
     data = read_capped(
         licence_file, 1024 * 1024, what="licence", error=VerificationError, code="LICENCE_MISSING"
@@ -182,7 +187,7 @@ def ledger() -> None:
 @handle_errors
 def ledger_init(db: str, as_json: bool) -> None:
     """Create the ledger's tables and triggers, or bring an older schema up to date."""
-    from k3kit.ledger import migrate, open_engine
+    from k3kit.commerce.ledger import migrate, open_engine
 
     applied = migrate(open_engine(db), now_utc())
     if as_json:
@@ -215,7 +220,7 @@ def ledger_purchase(
     as_json: bool,
 ) -> None:
     """Record a payment and its entitlement, bound to a verified licence, in one transaction."""
-    from k3kit.ledger import MAX_AMOUNT_MINOR, open_engine, purchase, term_end
+    from k3kit.commerce.ledger import MAX_AMOUNT_MINOR, open_engine, purchase, term_end
 
     amount_minor = whole_number("--amount", amount, lo=1, hi=MAX_AMOUNT_MINOR)
     days = whole_number("--term-days", term_days, lo=1, hi=3660)
@@ -256,7 +261,7 @@ def ledger_purchase(
 
 def _anchors(files: tuple[Path, ...], trusted: list[Any] | None) -> list[Any]:
     """The signed heads in ``--checkpoint`` files (checkpoints or buyer receipts), verified."""
-    from k3kit.ledger import read_anchor
+    from k3kit.commerce.ledger import read_anchor
 
     if files and trusted is None:
         raise InputError(
@@ -310,7 +315,7 @@ def ledger_verify(
     """Check the hash chain, every row against it, every signature, that no entitlement lacks
     its payment or licence, and that the chain extends every signed head given (--checkpoint)
     or found (trusted buyer receipts). Exit 1 names the first broken row."""
-    from k3kit.ledger import open_engine, verify_ledger
+    from k3kit.commerce.ledger import open_engine, verify_ledger
 
     trusted = trusted_keys(trust) if trust else None
     anchors = _anchors(checkpoints, trusted)
@@ -377,7 +382,7 @@ def ledger_checkpoint(
     written) when the ledger does not verify against the --checkpoint files given.
     """
     from k3kit._fs import atomic_write, refuse_existing
-    from k3kit.ledger import checkpoint, open_engine
+    from k3kit.commerce.ledger import checkpoint, open_engine
 
     refuse_existing(output, force=force)
     signer = load_signer(key, passphrase_env)
@@ -447,8 +452,8 @@ def buyer_receipt_issue(
     Refused (exit 1) when KIT does not verify, or was released outside the entitlement's term.
     """
     from k3kit._fs import atomic_write, refuse_existing
-    from k3kit.buyer_receipt import read_build_record, read_serve_command
-    from k3kit.ledger import issue, open_engine
+    from k3kit.commerce.buyer_receipt import read_build_record, read_serve_command
+    from k3kit.commerce.ledger import issue, open_engine
 
     refuse_existing(output, force=force)
     issued = issue(

@@ -66,8 +66,8 @@ def install(
     (ROLLBACK, EQUIVOCATION) and the accepted sequence is recorded in the state folder.
     Weights are checked by `pull` and `launch`.
     """
-    from k3kit.install import install as install_kit
-    from k3kit.verify import KitNotVerified
+    from k3kit.node.install import install as install_kit
+    from k3kit.node.verify import KitNotVerified
 
     state, _cache = state_and_cache(state_dir)
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
@@ -190,7 +190,7 @@ def launch(
     import dataclasses
 
     from k3kit.engines import Runtime
-    from k3kit.launch import Site, plan_launch, read_site
+    from k3kit.node.launch import Site, plan_launch, read_site
 
     if (node_rank is None) != (leader is None):
         raise InputError("--node-rank and --leader go together", code="RUNTIME_VALUES_MISSING")
@@ -199,7 +199,7 @@ def launch(
         if node_rank is not None and leader is not None
         else None
     )
-    from k3kit.verify import KitNotVerified
+    from k3kit.node.verify import KitNotVerified
     from k3kit.weights import WeightsOptions
 
     site_values = read_site(site) if site is not None else Site()

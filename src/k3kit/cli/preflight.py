@@ -77,7 +77,7 @@ def preflight(
     (--trust or --root, as `verify`); a kit that does not verify is not judged (exit 1).
     """
     from k3kit.cli._shared import default_state_dir
-    from k3kit.documents import read_bounded
+    from k3kit.formats.documents import read_bounded
     from k3kit.preflight import from_nvidia_smi_xml, os_facts_from_json, run_preflight
 
     state = state_dir if state_dir is not None else default_state_dir()
@@ -128,7 +128,7 @@ def preflight(
 def _verified_preflight(run: Callable[[], PreflightReport], *, as_json: bool) -> PreflightReport:
     """``run``, with a kit that does not verify shown as its report (exit 1), not judged."""
     from k3kit.cli._shared import print_report
-    from k3kit.verify import KitNotVerified
+    from k3kit.node.verify import KitNotVerified
 
     try:
         return run()
@@ -197,8 +197,8 @@ def render_site(
     and the key (exit 3). Node rank and leader address stay runtime.
     """
     from k3kit.cli._shared import default_state_dir, print_report
-    from k3kit.sitefiles import render_site as render
-    from k3kit.verify import KitNotVerified
+    from k3kit.node.sitefiles import render_site as render
+    from k3kit.node.verify import KitNotVerified
 
     state = state_dir if state_dir is not None else default_state_dir()
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)

@@ -27,7 +27,7 @@ def show(kit: Path, trust: tuple[Path, ...], as_json: bool) -> None:
     (exit 1, with the failed check).
     """
     from k3kit.card import card_data, load_view, show_lines
-    from k3kit.verify import KitNotVerified
+    from k3kit.node.verify import KitNotVerified
 
     try:
         view = load_view(kit, trusted_keys(trust))
@@ -98,7 +98,7 @@ def card(
     from k3kit._fs import atomic_write
     from k3kit.card import card_data, load_view, render_html, render_markdown
     from k3kit.card.cost import parse_price
-    from k3kit.verify import KitNotVerified
+    from k3kit.node.verify import KitNotVerified
 
     price = parse_price(gpu_hour_usd) if gpu_hour_usd is not None else None
     try:
@@ -148,8 +148,8 @@ def release_notes(
     """
     from k3kit._fs import atomic_write
     from k3kit.card import load_view
-    from k3kit.releasenotes import compare, render_markdown
-    from k3kit.verify import KitNotVerified
+    from k3kit.node.verify import KitNotVerified
+    from k3kit.publish.releasenotes import compare, render_markdown
 
     trusted = trusted_keys(trust)
     views = []

@@ -34,7 +34,7 @@ from k3kit.errors import InputError
 @handle_errors
 def keygen(out: str, passphrase_env: str | None, as_json: bool) -> None:
     """Generate an Ed25519 signing key pair. Never overwrites an existing key."""
-    from k3kit.keys import key_prefix, keyid, ssh_fingerprint, write_keypair
+    from k3kit.signing.keys import key_prefix, keyid, ssh_fingerprint, write_keypair
 
     paths, pub = write_keypair(key_prefix(out), read_passphrase(passphrase_env))
     result = {
@@ -126,7 +126,7 @@ def pin(
     refuse_existing(output, force=force)  # before hashing, not after
     progress = file_progress("hashing")
     if local is not None:
-        from k3kit.pin import pin_local
+        from k3kit.weights.pin import pin_local
 
         lock = pin_local(
             local,
@@ -140,7 +140,7 @@ def pin(
         )
     else:
         from k3kit.hub import HfHub
-        from k3kit.pin import pin_hub
+        from k3kit.weights.pin import pin_hub
 
         url = resolve_endpoint(endpoint)
         token = read_token(token_env)
@@ -241,13 +241,13 @@ def build(
     types, choices, registries, environment variables), parallel sizes against each topology's
     GPUs, and model facts against the lock; every problem names the file, the key and a fix.
     """
-    from k3kit.kit import build as build_kit
-    from k3kit.manifest import kit_checksum
+    from k3kit.formats.manifest import kit_checksum
+    from k3kit.publish.kit import build as build_kit
 
     allowed = None
     if ssh_signer is not None:
-        from k3kit.keys import load_public
-        from k3kit.trust.sshsig import allowed_signers_line
+        from k3kit.signing.keys import load_public
+        from k3kit.signing.trust.sshsig import allowed_signers_line
 
         try:
             allowed = allowed_signers_line(load_public(ssh_signer), principal)
@@ -280,8 +280,8 @@ def sign(
     kit: Path, key: Path, claims: Path, passphrase_env: str | None, force: bool, as_json: bool
 ) -> None:
     """Sign KIT's benchmark receipt (DSSE + in-toto Statement, Ed25519)."""
-    from k3kit.keys import keyid, load_private
-    from k3kit.kit import sign as sign_kit
+    from k3kit.publish.kit import sign as sign_kit
+    from k3kit.signing.keys import keyid, load_private
 
     private = load_private(key, read_passphrase(passphrase_env))
     sign_kit(kit, private, claims, issued_at=now_utc(), force=force)
@@ -331,7 +331,7 @@ def pack(
     weights folder or any other folder is refused.
     """
     from k3kit.cli._shared import trusted_keys
-    from k3kit.kitpack import pack_kit
+    from k3kit.publish.kitpack import pack_kit
 
     packed = pack_kit(
         kit,

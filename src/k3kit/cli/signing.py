@@ -6,24 +6,24 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 
+from k3kit._values import utc_timestamp
 from k3kit.cli._app import EXIT_CODES_HELP, cli, handle_errors
 from k3kit.errors import InputError, K3kitError, VerificationError
 
 
 def now_for_verification() -> str:
     """The real clock, read once per run (never SOURCE_DATE_EPOCH: that is for builds)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return utc_timestamp()
 
 
 def load_signer(path: Path, passphrase_env: str | None) -> Any:
     """A PEM signer; the passphrase comes from $VAR, else a prompt when stdin is a terminal."""
-    from k3kit.signers import PemSigner
+    from k3kit.signing.signers import PemSigner
 
     passphrase = None
     if passphrase_env is not None:
@@ -50,8 +50,8 @@ def load_signer(path: Path, passphrase_env: str | None) -> Any:
 def countersign(kit: Path, key: Path, passphrase_env: str | None) -> None:
     """Add a signature to KIT's receipt in place, for a release threshold above 1."""
     from k3kit._fs import atomic_write, read_capped
-    from k3kit.manifest import RECEIPT_NAME
-    from k3kit.sign import MAX_ENVELOPE_BYTES, add_signature
+    from k3kit.formats.manifest import RECEIPT_NAME
+    from k3kit.signing.sign import MAX_ENVELOPE_BYTES, add_signature
 
     path = kit / RECEIPT_NAME
     data = read_capped(
@@ -78,12 +78,13 @@ def countersign(kit: Path, key: Path, passphrase_env: str | None) -> None:
 def sshsig(kit: Path, key: Path, principal: str, passphrase_env: str | None, force: bool) -> None:
     """Write KIT/MANIFEST.json.sig (SSHSIG, namespace k3kit) for `ssh-keygen -Y verify`."""
     from k3kit._fs import atomic_write, read_capped
-    from k3kit.manifest import MANIFEST_NAME
-    from k3kit.trust import sshsig as ssh
+    from k3kit.formats.documents import MAX_DOCUMENT_BYTES
+    from k3kit.formats.manifest import MANIFEST_NAME
+    from k3kit.signing.trust import sshsig as ssh
 
     manifest = read_capped(
         kit / MANIFEST_NAME,
-        16 * 1024 * 1024,
+        MAX_DOCUMENT_BYTES,
         what="manifest",
         error=InputError,
         code="KIT_INCOMPLETE",
@@ -115,7 +116,7 @@ def trust_source(
 ) -> tuple[Any, Any]:
     """What ``verify`` trusts: --trust keys, or --root with rollback state in STATE_DIR."""
     from k3kit.cli._shared import trusted_keys
-    from k3kit.trust import RollbackPolicy, RootAnchor
+    from k3kit.signing.trust import RollbackPolicy, RootAnchor
 
     if root_file is None:
         if allow_rollback:
@@ -138,7 +139,7 @@ def trust_source(
 
 def _read_root(path: Path) -> bytes:
     from k3kit._fs import read_capped
-    from k3kit.trust.root import MAX_ROOT_BYTES
+    from k3kit.signing.trust.root import MAX_ROOT_BYTES
 
     return read_capped(path, MAX_ROOT_BYTES, what="root", error=InputError, code="ROOT_INVALID")
 

@@ -29,14 +29,14 @@ def _signers(paths: tuple[Path, ...], passphrase_env: str | None) -> list[Any]:
 
 
 def _pubs(paths: tuple[Path, ...]) -> list[Any]:
-    from k3kit.keys import load_public
+    from k3kit.signing.keys import load_public
 
     return [load_public(p) for p in paths]
 
 
 def _read(path: Path) -> bytes:
     from k3kit._fs import read_capped
-    from k3kit.trust.root import MAX_ROOT_BYTES
+    from k3kit.signing.trust.root import MAX_ROOT_BYTES
 
     return read_capped(path, MAX_ROOT_BYTES, what="root", error=InputError, code="ROOT_INVALID")
 
@@ -50,7 +50,7 @@ def _write_root(
     as_json: bool,
 ) -> None:
     from k3kit._fs import atomic_write
-    from k3kit.trust.edit import sign_root
+    from k3kit.signing.trust.edit import sign_root
 
     signers = _signers(sign_keys, passphrase_env)
     atomic_write(out, sign_root(body, signers), force=force)
@@ -163,7 +163,7 @@ def root_create(
     as_json: bool,
 ) -> None:
     """Write root version 1: the root and release roles with their thresholds."""
-    from k3kit.trust.edit import create
+    from k3kit.signing.trust.edit import create
 
     body = create(
         root_keys=_pubs(root_keys),
@@ -197,7 +197,7 @@ def root_add_key(
     not_after: str | None,
     threshold: int | None,
 ) -> None:
-    from k3kit.trust.edit import add_key, read_root
+    from k3kit.signing.trust.edit import add_key, read_root
 
     body = add_key(
         read_root(_read(prev), source=str(prev)),
@@ -229,8 +229,8 @@ def root_revoke(
     reason: str,
     since: str | None,
 ) -> None:
-    from k3kit.keys import keyid
-    from k3kit.trust.edit import read_root, revoke
+    from k3kit.signing.keys import keyid
+    from k3kit.signing.trust.edit import read_root, revoke
 
     body = revoke(
         read_root(_read(prev), source=str(prev)),
@@ -265,7 +265,7 @@ def root_rotate(
     keys: tuple[Path, ...],
     threshold: int,
 ) -> None:
-    from k3kit.trust.edit import read_root, rotate
+    from k3kit.signing.trust.edit import read_root, rotate
 
     body = rotate(
         read_root(_read(prev), source=str(prev)), role, _pubs(keys), threshold, expires=expires
@@ -292,7 +292,7 @@ def root_floor(
     as_json: bool,
     floors: tuple[str, ...],
 ) -> None:
-    from k3kit.trust.edit import read_root, set_floor
+    from k3kit.signing.trust.edit import read_root, set_floor
 
     parsed: dict[str, int] = {}
     for item in floors:
@@ -313,7 +313,7 @@ def root_floor(
 def root_sign(root_file: Path, key: Path, passphrase_env: str | None) -> None:
     """Add one signature to ROOT_FILE in place (its payload is unchanged)."""
     from k3kit._fs import atomic_write
-    from k3kit.trust.edit import add_root_signature
+    from k3kit.signing.trust.edit import add_root_signature
 
     data = add_root_signature(
         _read(root_file), load_signer(key, passphrase_env), source=str(root_file)
@@ -330,7 +330,7 @@ def root_sign(root_file: Path, key: Path, passphrase_env: str | None) -> None:
 def root_attach(kit: Path, roots: tuple[Path, ...], force: bool) -> None:
     """Copy a chain of roots (consecutive versions, oldest first) into KIT/root/."""
     from k3kit._fs import atomic_write
-    from k3kit.trust.root import ROOT_DIR, VerifiedRoot, verify_root
+    from k3kit.signing.trust.root import ROOT_DIR, VerifiedRoot, verify_root
 
     chain: list[VerifiedRoot] = []
     for path in roots:  # the whole chain verifies before anything is written

@@ -1,4 +1,8 @@
-"""Pydantic models of every k3kit document (level 1: imports only ``errors`` and pydantic)."""
+"""Pydantic models of every k3kit document, one module per family of documents.
+
+Near the bottom of the layers: imports only ``errors``, ``_values``, ``_pathpolicy`` and pydantic,
+so every folder above (formats, signing, weights, node, publish, commerce, the tools) can use them.
+"""
 
 from k3kit.models._base import describe_validation_error, load
 from k3kit.models.claims import (

@@ -4,8 +4,8 @@ Reads the node (NVML, else ``nvidia-smi -q -x``, or a recorded XML file) and the
 against what the kit says the profile needs: GPU count, model, memory, MIG, CUDA driver API,
 compute capability, NVLink, ``/dev/shm``, memlock, disk, and the memory budget. What the profile
 needs is read from the kit only after the kit verified against its signed receipt
-(:func:`k3kit.verify.open_verified`): a kit.json edited to ask for one small GPU, or a regex that
-matches anything, would otherwise turn an unverified file into a PASS.
+(:func:`k3kit.node.verify.open_verified`): a kit.json edited to ask for one small GPU, or a regex
+that matches anything, would otherwise turn an unverified file into a PASS.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from k3kit.documents import parse_serve_config
 from k3kit.engines import adapter
 from k3kit.errors import InputError
+from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_serve_config
 from k3kit.models import KitInfo, KitProfile
+from k3kit.node.verify import TrustSource, open_verified
 from k3kit.preflight._budget import budget_checks
 from k3kit.preflight._checks import Check, Requirements, gpu_checks, os_checks
 from k3kit.preflight._facts import (
@@ -29,10 +30,9 @@ from k3kit.preflight._facts import (
     os_facts,
     os_facts_from_json,
 )
-from k3kit.trust import RollbackPolicy
-from k3kit.verify import TrustSource, open_verified
+from k3kit.signing.trust import RollbackPolicy
 
-MAX_DOC_BYTES = 16 * 1024 * 1024
+MAX_DOC_BYTES = MAX_DOCUMENT_BYTES
 GB = 1_000_000_000
 
 
@@ -113,7 +113,8 @@ def run_preflight(
     weights: Path | None = None,
 ) -> PreflightReport:
     """Verify the kit against ``trusted``, then judge ``node`` (default: the live node) against
-    one profile of it. A kit that does not verify raises :class:`k3kit.verify.KitNotVerified`."""
+    one profile of it. A kit that does not verify raises
+    :class:`k3kit.node.verify.KitNotVerified`."""
     kit = open_verified(kit_dir, trusted, rollback=rollback)
     chosen = _profile(kit.info, profile, topology)
     info = kit.info

@@ -34,13 +34,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from k3kit.errors import EnvironmentProblem
-from k3kit.hashpool import default_workers
 from k3kit.models import WeightsLock
 from k3kit.pull._engine import Puller
 from k3kit.pull._kit import KitLock, read_kit_lock
 from k3kit.pull._parts import Downloader
 from k3kit.pull._quarantine import QuarantineRecord, quarantine_dir
 from k3kit.pull._report import LayoutName, PullError, PullReport
+from k3kit.weights.hashpool import default_workers
 
 __all__ = [
     "Downloader",

@@ -16,11 +16,11 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._digest import sha256_hex
-from k3kit.documents import parse_document, read_bounded
 from k3kit.errors import InputError, VerificationError
-from k3kit.kitpath import classify, open_kit
+from k3kit.formats.documents import parse_document, read_bounded
+from k3kit.formats.kitpath import classify, open_kit
 from k3kit.models import WeightsLock
-from k3kit.verify import (
+from k3kit.node.verify import (
     LOCK_NAME,
     MAX_DOC_BYTES,
     KitNotVerified,
@@ -75,8 +75,8 @@ def _check_verified(kit: Path, report: Report, digest: str) -> str:
 def read_kit_lock(kit: Path, trusted: list[Ed25519PublicKey]) -> KitLock:
     """The lock of ``kit``; with ``trusted`` keys, only after the kit verifies against them.
 
-    What ``kit`` is comes from :func:`k3kit.kitpath.classify`: a kit directory or archive, or a
-    bare lock (``*.json``); a receipt is refused. An archive is extracted once, and the lock
+    What ``kit`` is comes from :func:`k3kit.formats.kitpath.classify`: a kit directory or archive,
+    or a bare lock (``*.json``); a receipt is refused. An archive is extracted once, and the lock
     is read from the very staging copy that is verified.
     """
     kind = classify(kit)

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from k3kit._fs import NotRegularFile, open_regular
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -144,12 +146,11 @@ class SafeDir:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             if not stat.S_ISREG(st.st_mode):
                 raise PathBlocked(rel, "is not a regular file; not opened")
-            # O_NONBLOCK: should a FIFO be swapped in after the check, opening it cannot hang.
-            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-            out = os.open(name, flags, dir_fd=fd)
-        if not stat.S_ISREG(os.fstat(out).st_mode):
-            os.close(out)
-            raise PathBlocked(rel, "is not a regular file")
+            # Non-blocking: should a FIFO be swapped in after the check, opening it cannot hang.
+            try:
+                out, _ = open_regular(name, dir_fd=fd)
+            except NotRegularFile as exc:
+                raise PathBlocked(rel, "is not a regular file") from exc
         return out
 
     def symlink(self, rel: str, target: str) -> None:

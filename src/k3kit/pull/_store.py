@@ -22,9 +22,9 @@ import threading
 from dataclasses import dataclass
 from typing import Literal
 
-from k3kit.layouts import repo_folder_name
 from k3kit.models import LockedFile, WeightsLock
 from k3kit.pull._safedir import PathBlocked, SafeDir, not_ours, split
+from k3kit.weights.layouts import repo_folder_name
 
 State = Literal["absent", "present", "blocked"]
 

@@ -1,0 +1,239 @@
+"""One home for reading a k3kit JSON document from attacker-controlled storage.
+
+The order is the point. A verifier that parses a document before comparing its digest with the
+signed one does the attacker's work: an unsigned 16 MiB ``MANIFEST.json`` of empty objects cost
+850 MB and 16 s to parse and canonicalise, only to be refused afterwards. So
+:func:`read_document` does the cheap, certain things first and the expensive ones last:
+
+1. open without following links and without blocking (a FIFO planted where a document belongs
+   must not hang the verifier), ``fstat`` that same descriptor: only a regular file, and its size
+   is compared with the cap *before* a byte is read;
+2. read at most the cap, hash, and compare with the signed digest when there is one: a document
+   the signer did not sign is refused here, in milliseconds, whatever it contains;
+3. only then parse strictly (:func:`k3kit._canonical.strict_loads`: bounded numbers, strings,
+   depth and containers), require the canonical (RFC 8785) encoding, and validate the model.
+
+Every failure is the caller's ``error``/``code``, so a bad document is the artifact's fault
+(verification, exit 1) and never an internal error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from k3kit._canonical import require_canonical, strict_loads
+from k3kit._fs import read_capped
+from k3kit._text import shown
+from k3kit.errors import K3kitError, VerificationError
+from k3kit.models import KitInfo, Manifest, load
+
+# The one cap on a document k3kit reads whole into memory: a kit's manifest, kit.json, lock and
+# deploy files, and a publisher's inputs. Every reader names this constant rather than its own
+# copy of the number, so the verifier, the launcher and the builder can never disagree on it.
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+
+M = TypeVar("M", bound=BaseModel)
+_SERVE_KEY = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class Document(Generic[M]):
+    """A document that passed every step: its exact bytes, their sha256 and the model."""
+
+    data: bytes
+    sha256: str
+    model: M
+
+
+def read_bounded(
+    path: Path,
+    max_bytes: int,
+    *,
+    what: str,
+    error: type[K3kitError] = VerificationError,
+    code: str,
+    too_large_code: str | None = None,
+) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (:func:`k3kit._fs.read_capped`, the
+    one bounded reader), with the artifact's fault (exit 1) as the default."""
+    return read_capped(
+        path, max_bytes, what=what, error=error, code=code, too_large_code=too_large_code
+    )
+
+
+def parse_document(
+    data: bytes,
+    model: type[M],
+    *,
+    what: str,
+    max_bytes: int,
+    error: type[K3kitError] = VerificationError,
+    code: str,
+    canonical_code: str | None = None,
+) -> M:
+    """Strict parse, canonical-bytes check and model validation of bytes already trusted.
+
+    ``canonical_code`` names bytes that parse but are not RFC 8785 (default ``JSON_NOT_CANONICAL``).
+    """
+    obj = strict_loads(data, source=what, max_bytes=max_bytes, error=error, code=code)
+    try:
+        require_canonical(data, obj, source=what)
+    except VerificationError as exc:
+        raise error(exc.message, code=canonical_code or exc.code) from exc
+    return load(model, obj, source=what, error=error, code=code)
+
+
+def read_document(
+    path: Path,
+    model: type[M],
+    *,
+    max_bytes: int,
+    expected_sha256: str | None = None,
+    code: str,
+    mismatch_code: str | None = None,
+    mismatch_detail: str = "",
+    error: type[K3kitError] = VerificationError,
+    what: str | None = None,
+) -> Document[M]:
+    """Read, hash (and compare with ``expected_sha256``), then parse a document; see the module.
+
+    ``mismatch_code`` names a digest that differs (default ``code``); ``mismatch_detail`` says
+    what that means for the caller ("the receipt belongs to another kit").
+    """
+    label = what or path.name
+    data = read_bounded(path, max_bytes, what=label, error=error, code=code)
+    return check_document(
+        data,
+        model,
+        label=label,
+        max_bytes=max_bytes,
+        expected_sha256=expected_sha256,
+        code=code,
+        mismatch_code=mismatch_code,
+        mismatch_detail=mismatch_detail,
+        error=error,
+    )
+
+
+def check_document(
+    data: bytes,
+    model: type[M],
+    *,
+    label: str,
+    max_bytes: int,
+    expected_sha256: str | None = None,
+    code: str,
+    mismatch_code: str | None = None,
+    mismatch_detail: str = "",
+    error: type[K3kitError] = VerificationError,
+) -> Document[M]:
+    """:func:`read_document` for bytes already read (an archive member kept from its index):
+    hashed and compared with ``expected_sha256`` before it is parsed."""
+    actual = hashlib.sha256(data).hexdigest()
+    if expected_sha256 is not None and actual != expected_sha256:
+        raise error(
+            f"{shown(label)}: sha256 {actual[:16]}… is not the signed {expected_sha256[:16]}…"
+            + (f": {mismatch_detail}" if mismatch_detail else ""),
+            code=mismatch_code or code,
+        )
+    parsed = parse_document(
+        data, model, what=shown(label), max_bytes=max_bytes, error=error, code=code
+    )
+    return Document(data, actual, parsed)
+
+
+def read_kit_documents(
+    kit_dir: Path,
+    *,
+    max_bytes: int,
+    kit_sha256: str | None = None,
+    mismatch_code: str = "RECEIPT_KIT_MISMATCH",
+) -> tuple[Manifest, KitInfo]:
+    """``MANIFEST.json`` and the ``kit.json`` it lists, each read once by the one reader.
+
+    With ``kit_sha256`` (the signed kit checksum) the manifest must hash to it (else
+    ``mismatch_code``); without it the manifest is only parsed strictly, which is what the
+    node-local commands (preflight, render-site) that take an unverified kit can do. Either way
+    ``kit.json`` is hashed against the manifest's entry before it is parsed.
+    """
+    manifest = read_document(
+        kit_dir / "MANIFEST.json",  # k3kit.formats.manifest.MANIFEST_NAME (a level above this one)
+        Manifest,
+        max_bytes=max_bytes,
+        expected_sha256=kit_sha256,
+        code="MANIFEST_MALFORMED",
+        mismatch_code=mismatch_code,
+    ).model
+    entry = next((e for e in manifest.files if e.path == "kit.json"), None)
+    if entry is None:
+        raise VerificationError("MANIFEST.json does not list kit.json", code="KIT_INFO_MALFORMED")
+    info = read_document(
+        kit_dir / "kit.json",
+        KitInfo,
+        max_bytes=max_bytes,
+        expected_sha256=entry.sha256,
+        code="KIT_INFO_MALFORMED",
+        mismatch_code="KIT_FILE_CHANGED",
+    ).model
+    return manifest, info
+
+
+def read_kit_info(kit_dir: Path, kit_sha256: str, *, max_bytes: int) -> KitInfo:
+    """``kit.json``, only if it is the one a manifest with the signed ``kit_sha256`` lists.
+
+    ``audit`` reads the engine image digest from kit.json; trusting an unverified kit.json would
+    let an edited digest turn a warning into a pass.
+    """
+    return read_kit_documents(kit_dir, max_bytes=max_bytes, kit_sha256=kit_sha256)[1]
+
+
+def read_listed(kit_dir: Path, manifest: Manifest, rel: str, *, max_bytes: int) -> bytes:
+    """The bytes of a file ``manifest`` lists, read once and compared in memory with its entry.
+
+    Why one home: launch, preflight, render-site, accept and the card each use a kit file's bytes
+    after a verdict; reading them again by path and comparing size and sha256 is what makes the
+    bytes used the bytes verified (``KIT_FILE_MISSING`` / ``KIT_FILE_CHANGED``, exit 1).
+    """
+    entry = next((e for e in manifest.files if e.path == rel), None)
+    if entry is None:
+        raise VerificationError(f"{rel} is not listed in MANIFEST.json", code="KIT_FILE_MISSING")
+    data = read_bounded(kit_dir / rel, max_bytes, what=rel, code="KIT_FILE_CHANGED")
+    if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
+        raise VerificationError(
+            f"{rel} is not the file MANIFEST.json lists", code="KIT_FILE_CHANGED"
+        )
+    return data
+
+
+def parse_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
+    """A profile's ``serve.yaml`` as ``build`` renders it: ``flag-name: <JSON value>`` lines,
+    ``#`` comments and blank lines; anything else is refused (``SERVE_CONFIG_MALFORMED``).
+
+    ``render.yaml_scalar`` writes every value as JSON (which is YAML), so this strict reader
+    needs no YAML library and reads exactly what the engine reads.
+    """
+    out: dict[str, Any] = {}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise VerificationError(f"{source}: not UTF-8", code="SERVE_CONFIG_MALFORMED") from None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, sep, value = line.partition(": ")
+        try:
+            if not sep or not _SERVE_KEY.match(key):
+                raise ValueError(key)
+            out[key] = json.loads(value, parse_float=float)
+        except ValueError:
+            raise VerificationError(
+                f"{source}:{number}: not a line k3kit renders", code="SERVE_CONFIG_MALFORMED"
+            ) from None
+    return out

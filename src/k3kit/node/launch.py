@@ -1,0 +1,497 @@
+"""Plan an engine launch that runs exactly what was verified.
+
+``verify`` answers "do these bytes match what the publisher signed?"; a launcher must make sure the
+engine then runs on *those* bytes, not on something a path can also mean. So a launch plan is made
+only from:
+
+- the kit documents the plan needs (``kit.json``, the profile's ``serve.yaml`` and
+  ``engine.env``), read once into memory and each compared with the sha256 that the verified
+  ``MANIFEST.json`` lists (whose own sha256 is the kit checksum the receipt signs);
+- the weights folder as the verifier resolved and hashed it (``Layout.root``, a real path with no
+  link left in it), never the path the caller typed;
+- the engine found on the caller's ``PATH`` once, by absolute path, whose ``--version`` must be the
+  kit's engine version, and which is the same file the plan executes;
+- an environment built from scratch: a short allow-list of the caller's variables, a fixed
+  ``PATH`` (the engine's own folder, then the system folders: never the caller's ``PATH`` as is),
+  ``TMPDIR`` set to a private folder under the runtime folder, the profile's ``engine.env`` parsed
+  as data (never sourced by a shell), and the site's host and port (checked like a site file's);
+- the engine's settings judged by their values as the engine reads them
+  (:func:`k3kit.engines.review_profile`): a value its config loader would turn into an option, or a
+  setting that loads code or files from outside the kit and the weights which the publisher did not
+  declare in ``kit.json`` (``engine.loads``), is refused even in a kit an older k3kit signed;
+- a fixed working directory (the private runtime folder), so nothing relative in the signed
+  settings resolves in whatever folder the caller stands in.
+
+The serve configuration reaches the engine as a private copy of the verified bytes, written
+read-only under the caller's runtime folder and named by its sha256. What can still change between
+this check and the engine opening its files is stated in ``docs/threat-model.md``.
+
+This module plans; the CLI executes the plan (``os.execve``), because levels below the CLI never
+exit or replace the process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from k3kit._fs import atomic_write, placeable_by_others, private_dir
+from k3kit.engines import (
+    ADAPTERS,
+    EngineAdapter,
+    Parallel,
+    Runtime,
+    review_profile,
+    snapshot,
+    validate_env,
+    validate_settings,
+)
+from k3kit.errors import EnvironmentProblem, InputError, VerificationError
+from k3kit.formats.documents import (
+    MAX_DOCUMENT_BYTES,
+    parse_serve_config,
+    read_bounded,
+    read_kit_documents,
+    read_listed,
+)
+from k3kit.models import KitInfo, KitProfile
+from k3kit.node.site import HOST_PATTERN, site_values
+from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_dir
+from k3kit.signing.trust import RollbackPolicy
+from k3kit.weights import WeightsOptions
+
+MAX_KIT_DOC_BYTES = MAX_DOCUMENT_BYTES
+MAX_SITE_BYTES = 64 * 1024
+ENGINE_VERSION_TIMEOUT_S = 120.0
+
+#: The caller's variables a launched engine may see; everything else (LD_PRELOAD, PYTHONPATH,
+#: VLLM_*, HF_*, CUDA_*) is dropped, so the engine's behaviour comes from signed files. PATH and
+#: TMPDIR are set by the launcher (:func:`fixed_env`), not passed through.
+PASSTHROUGH = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TERM")
+#: The system folders after the engine's own on the engine's PATH (programs it runs by name).
+SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+#: How each engine is asked its version, told to serve and wired across nodes (issue 11).
+ENGINES: dict[str, EngineAdapter] = ADAPTERS
+
+
+@dataclass(frozen=True)
+class Site:
+    """The buyer's own values (not signed): weights folder, trust key, listen address."""
+
+    model_dir: Path | None = None
+    trust_key: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything the CLI needs to ``execve`` the engine, plus what it was derived from."""
+
+    executable: str
+    argv: list[str]
+    env: dict[str, str]
+    config_path: Path
+    config_sha256: str
+    kit_sha256: str
+    weights_root: Path
+    profile: str
+    topology: str
+    engine: str
+    engine_version: str
+    report: Report = field(repr=False)
+    #: The working directory the engine must start in (the private runtime folder).
+    cwd: Path = Path("/")
+    #: What the kit makes the engine load from outside it, each with the publisher's reason.
+    loads: dict[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "executable": self.executable,
+            "argv": self.argv,
+            "env": self.env,
+            "config": {"path": str(self.config_path), "sha256": self.config_sha256},
+            "kit_sha256": self.kit_sha256,
+            "weights_root": str(self.weights_root),
+            "profile": self.profile,
+            "topology": self.topology,
+            "engine": {"name": self.engine, "version": self.engine_version},
+            "cwd": str(self.cwd),
+            "loads": self.loads,
+        }
+
+
+def read_site(path: Path) -> Site:
+    """The launcher's values from a site file: the same file, schema and refusals as
+    ``render-site`` (:func:`k3kit.node.site.site_values`); only :data:`k3kit.node.site.LAUNCH_KEYS`
+    are used, the deploy-only keys are accepted and left to the other targets.
+
+    Raises ``InputError`` ``SITE_INVALID`` / ``SITE_LOCKED_VALUE`` (exit 3) naming the line: a
+    site file is the operator's own input, and no value may pass for an option.
+    """
+    data = read_bounded(
+        path, MAX_SITE_BYTES, what="site file", error=InputError, code="SITE_INVALID"
+    )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8", code="SITE_INVALID") from exc
+    values = site_values(text, source=str(path), locked={})
+    return Site(
+        model_dir=Path(values["MODEL_DIR"]) if "MODEL_DIR" in values else None,
+        trust_key=Path(values["K3KIT_TRUST_KEY"]) if "K3KIT_TRUST_KEY" in values else None,
+        host=values.get("HOST", "127.0.0.1"),
+        port=int(values.get("PORT", "8000")),
+    )
+
+
+def parse_engine_env(data: bytes, *, source: str) -> dict[str, str]:
+    """Parse a signed ``engine.env`` as data.
+
+    Each value must be written exactly as ``shlex.quote`` writes it (what ``build`` renders), so
+    the one file means the same to this parser, to systemd, to Docker and to a shell; anything
+    else is refused (``ENGINE_ENV_MALFORMED``, exit 1) rather than interpreted.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise VerificationError(f"{source}: not UTF-8", code="ENGINE_ENV_MALFORMED") from exc
+    env: dict[str, str] = {}
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, sep, quoted = line.partition("=")
+        try:
+            words = shlex.split(quoted, posix=True)
+        except ValueError:
+            words = []
+        if (
+            not sep
+            or not _ENV_KEY.match(key)
+            or len(words) != 1
+            or shlex.quote(words[0]) != quoted
+            or key in env
+        ):
+            raise VerificationError(
+                f"{source}:{number}: not a KEY=value line in the form k3kit renders",
+                code="ENGINE_ENV_MALFORMED",
+            )
+        env[key] = words[0]
+    return env
+
+
+def pick_profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile:
+    names = sorted({p.name for p in info.profiles})
+    matches = [p for p in info.profiles if p.name == profile]
+    if not matches:
+        raise InputError(
+            f"the kit has no profile {profile!r} (it has: {', '.join(names)})",
+            code="PROFILE_UNKNOWN",
+        )
+    if topology is not None:
+        matches = [p for p in matches if p.topology == topology]
+        if not matches:
+            raise InputError(
+                f"profile {profile!r} has no topology {topology!r}", code="TOPOLOGY_UNKNOWN"
+            )
+    if len(matches) > 1 and topology is None:
+        # A multi-node topology needs node wiring; the plain invocation means one node.
+        single = [p for p in matches if p.nodes == 1]
+        matches = single if len(single) == 1 else matches
+    if len(matches) > 1:
+        raise InputError(
+            f"profile {profile!r} has several topologies; pass --topology", code="TOPOLOGY_UNKNOWN"
+        )
+    return matches[0]
+
+
+def _engine_path(engine: EngineAdapter, base_env: Mapping[str, str]) -> str:
+    """The engine, looked up once on the caller's PATH (the only use of that PATH)."""
+    found = shutil.which(engine.executable, path=base_env.get("PATH", os.defpath))
+    if found is None:
+        raise EnvironmentProblem(
+            f"engine {engine.executable!r} not found on PATH", code="ENGINE_NOT_FOUND"
+        )
+    real = os.path.realpath(found)
+    _check_engine_file(Path(real))
+    return real
+
+
+def _check_engine_file(real: Path) -> None:
+    """The caller's PATH may lead through a folder others write (``/tmp/bin``, ``.``): the
+    engine found there must be a file only root or this user can have put or changed, in
+    folders nobody else can swap it in, or it is not run (not even for ``--version``)."""
+    unsafe = placeable_by_others(real)
+    if unsafe is not None:
+        raise EnvironmentProblem(
+            f"the engine found on PATH, {real}, could have been put or changed by another user "
+            f"({unsafe} is not owned by root or you, or others can write it)",
+            code="ENGINE_PATH_UNSAFE",
+            hint="put the engine's folder first on PATH from a location only root or you can "
+            "write (its venv's bin)",
+        )
+
+
+def check_engine_version(
+    engine: EngineAdapter,
+    path: str,
+    expected: str,
+    base_env: Mapping[str, str],
+    cwd: Path | None = None,
+) -> None:
+    """The kit was measured with one engine version; another one is a different product."""
+    try:
+        proc = subprocess.run(
+            engine.version_argv(path),
+            env=dict(base_env),
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=ENGINE_VERSION_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(
+            f"cannot ask {path} for its version: {exc}", code="ENGINE_NOT_FOUND"
+        ) from exc
+    found = engine.parse_version(proc.stdout) if proc.returncode == 0 else ""
+    if found != expected:
+        shown = found[:80] if found.isprintable() else repr(found[:80])
+        raise VerificationError(
+            f"this kit was measured with {engine.executable} {expected}; {path} reports "
+            f"{shown or 'no version'}",
+            code="ENGINE_VERSION_MISMATCH",
+        )
+
+
+def fixed_env(base_env: Mapping[str, str], executable: str, tmp: Path) -> dict[str, str]:
+    """The environment every launched engine starts from, whatever the caller's was.
+
+    The caller's :data:`PASSTHROUGH` variables; ``PATH`` = the engine's own folder (its venv's
+    ``bin``, so the interpreter and tools installed with it) then :data:`SYSTEM_PATH`, because a
+    caller's ``PATH`` may lead through folders others can write; ``TMPDIR`` = ``tmp``, a private
+    folder, because compile caches live under the temporary folder (``/tmp/torchinductor_USER``)
+    and a shared ``/tmp`` lets another user plant them."""
+    folders = dict.fromkeys((os.path.dirname(executable), *SYSTEM_PATH))
+    clean = {k: base_env[k] for k in PASSTHROUGH if k in base_env}
+    return {**clean, "PATH": os.pathsep.join(folders), "TMPDIR": str(tmp)}
+
+
+def check_address(site: Site) -> None:
+    """The listen address by the site file's rule (:data:`k3kit.node.site.HOST_PATTERN`, never a
+    leading ``-``), from ``--site`` or ``--host`` alike: it becomes an engine argv word."""
+    if not re.fullmatch(HOST_PATTERN, site.host) or not 1 <= site.port <= 65535:
+        raise InputError(
+            f"listen address {site.host[:80]!r} port {site.port} is not usable",
+            code="LAUNCH_ADDRESS_INVALID",
+            hint="give a host name or IP address (no leading '-') and a port in 1-65535",
+        )
+
+
+def check_settings(
+    info: KitInfo, config: bytes, engine_env: Mapping[str, str], folder: str
+) -> dict[str, str]:
+    """The verified profile judged by the build's value rules (a kit signed by an older k3kit
+    never was); returns what it loads from outside the kit, with the publisher's reasons.
+
+    Raises ``VerificationError`` ``ENGINE_SETTING_REFUSED`` / ``ENGINE_VALUE_IS_OPTION`` /
+    ``ENGINE_LOADS_UNDECLARED`` (exit 1).
+    """
+    snap = snapshot(info.engine.name, info.engine.version)
+    settings = parse_serve_config(config, source=f"{folder}/serve.yaml")
+    where = f"{folder}/serve.yaml"
+    # The build's own rules first: a flag k3kit's launcher sets (``load-format``, paths, binding),
+    # one this engine version does not have, or a value of the wrong type is refused here too,
+    # so a kit built by an older k3kit (or by hand) cannot carry what build would refuse.
+    engine = ADAPTERS[info.engine.name]
+    typed = {k: Decimal(repr(v)) if isinstance(v, float) else v for k, v in settings.items()}
+    problems = validate_settings(engine, snap, typed, where)
+    problems += validate_env(engine, snap, engine_env, f"{folder}/engine.env")
+    if problems:
+        raise VerificationError(
+            "; ".join(problems[:3]),
+            code="ENGINE_SETTING_REFUSED",
+            hint="the kit's signed settings break the rules build applies; ask the publisher for "
+            "a kit built by a current k3kit",
+        )
+    review = review_profile(snap, settings, engine_env, where)
+    if review.smuggled:
+        raise VerificationError(
+            "; ".join(review.smuggled[:3]),
+            code="ENGINE_VALUE_IS_OPTION",
+            hint="the kit's signed config would make the engine read a value as an option; "
+            "ask the publisher for a kit built by a current k3kit",
+        )
+    declared = info.engine.loads or {}
+    undeclared = review.undeclared(declared)
+    if undeclared:
+        shown = "; ".join(f"{name} {why}" for name, why in sorted(undeclared.items())[:3])
+        raise VerificationError(
+            f"{folder}: the kit makes {info.engine.name} load code or files from outside the kit "
+            f"and the weights, and its publisher did not declare it: {shown}",
+            code="ENGINE_LOADS_UNDECLARED",
+            hint="ask the publisher to declare it under [engine.loads] (shown before launch) or "
+            "to remove it",
+        )
+    return {name: declared[name] for name in sorted(review.loads)}
+
+
+def plan_launch(
+    kit_dir: Path,
+    trusted: TrustSource,
+    *,
+    profile: str,
+    weights: Path,
+    runtime_dir: Path,
+    base_env: Mapping[str, str],
+    topology: str | None = None,
+    site: Site | None = None,
+    runtime: Runtime | None = None,
+    weights_options: WeightsOptions | None = None,
+    rollback: RollbackPolicy | None = None,
+    on_step: Callable[[str], None] | None = None,
+    check_node: Callable[[KitProfile], None] | None = None,
+) -> LaunchPlan:
+    """Verify ``kit_dir`` and ``weights`` and return the plan that runs what was verified.
+
+    Order: kit and receipt (cheap), the profile's signed files read into memory, the engine's
+    version (before hours of hashing a wrong node), the weights, and finally a check that the kit
+    checksum did not change while the weights were hashed. Raises :class:`KitNotVerified` (exit 1)
+    when a check fails, ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` / ``KIT_FILE_CHANGED``
+    / ``ENGINE_VALUE_IS_OPTION`` / ``ENGINE_LOADS_UNDECLARED`` (:func:`check_settings`, before the
+    engine is run at all), ``InputError`` for an unknown profile or topology or an unusable listen
+    address, ``EnvironmentProblem`` when the engine is missing or the runtime folder is unsafe.
+    With a root of trust and ``rollback``, an older or conflicting kit is refused before anything
+    else runs.
+    """
+    say = on_step or (lambda _text: None)
+    site = site or Site()
+    # Checked before any work: the folder the engine will read its config from must be this
+    # user's alone, as must every folder above it (the one private-state check, k3kit._fs).
+    runtime_real = private_dir(runtime_dir, what="runtime folder", code="RUNTIME_DIR_UNSAFE")
+    check_address(site)
+    kit_dir = Path(os.path.realpath(kit_dir))
+    say("verifying the kit and its receipt")
+    first = verify_dir(kit_dir, trusted, rollback=rollback)
+    if not first.ok:
+        raise KitNotVerified(first)
+    kit_sha256 = str(first.facts["kit_sha256"])
+    # Read once and compared with what was just verified; a file swapped since is refused.
+    manifest, info = read_kit_documents(
+        kit_dir,
+        max_bytes=MAX_KIT_DOC_BYTES,
+        kit_sha256=kit_sha256,
+        mismatch_code="KIT_FILE_CHANGED",
+    )
+    chosen = pick_profile(info, profile, topology)
+    if check_node is not None:
+        # The node check reads the kit's profile: only now, once the kit has verified, and
+        # before hours of hashing on a node that cannot run the profile. It can only refuse.
+        say("checking the node (preflight)")
+        check_node(chosen)
+    folder = f"profiles/{chosen.name}/{chosen.topology}"
+    config = read_listed(kit_dir, manifest, f"{folder}/serve.yaml", max_bytes=MAX_KIT_DOC_BYTES)
+    engine_env = parse_engine_env(
+        read_listed(kit_dir, manifest, f"{folder}/engine.env", max_bytes=MAX_KIT_DOC_BYTES),
+        source=f"{folder}/engine.env",
+    )
+    engine = ENGINES.get(info.engine.name)
+    if engine is None:
+        raise VerificationError(
+            f"no launcher for engine {info.engine.name!r}", code="ENGINE_NO_LAUNCHER"
+        )
+    loads = check_settings(info, config, engine_env, folder)
+    executable = _engine_path(engine, base_env)
+    private = runtime_real
+    tmp = private_dir(private / "tmp", what="runtime folder", code="RUNTIME_DIR_UNSAFE")
+    clean = fixed_env(base_env, executable, tmp)
+    say(f"checking {engine.executable} {info.engine.version} at {executable}")
+    check_engine_version(engine, executable, info.engine.version, clean, cwd=private)
+    say("verifying the weights")
+    report = verify_dir(
+        kit_dir, trusted, weights=weights, weights_options=weights_options, rollback=rollback
+    )
+    if not report.ok:
+        raise KitNotVerified(report)
+    if report.facts.get("kit_sha256") != kit_sha256:
+        raise VerificationError(
+            "the kit changed while the weights were verified", code="KIT_FILE_CHANGED"
+        )
+    weights_root = Path(str(report.facts["weights"]["root"]))
+    if os.path.realpath(weights_root) != str(weights_root):
+        # The verifier hashes under the real path it resolved; a path that still resolves through
+        # a link could now lead somewhere else, so it is never handed to the engine.
+        raise VerificationError(
+            f"the verified weights folder {weights_root} is not a real path",
+            code="WEIGHTS_ROOT_NOT_REAL",
+        )
+    config_sha256 = hashlib.sha256(config).hexdigest()
+    # Checked again right before the write: the folder must still be this user's alone.
+    config_path = private_dir(runtime_real, what="runtime folder", code="RUNTIME_DIR_UNSAFE")
+    config_path /= f"serve-{config_sha256}.yaml"
+    atomic_write(config_path, config, mode=0o400, force=True)
+    env = {**clean, **engine_env}
+    argv = engine.serve_argv(executable, weights_root, config_path, site.host, site.port)
+    argv += _runtime_argv(engine, chosen, runtime)
+    return LaunchPlan(
+        executable=executable,
+        argv=argv,
+        env=env,
+        config_path=config_path,
+        config_sha256=config_sha256,
+        kit_sha256=kit_sha256,
+        weights_root=weights_root,
+        profile=chosen.name,
+        topology=chosen.topology,
+        engine=info.engine.name,
+        engine_version=info.engine.version,
+        report=report,
+        cwd=private,
+        loads=loads,
+    )
+
+
+def _runtime_argv(engine: EngineAdapter, chosen: KitProfile, runtime: Runtime | None) -> list[str]:
+    """A multi-node topology needs this node's rank and the leader's address, and nothing else
+    may add them: they are the only values not taken from signed files."""
+    if chosen.nodes == 1:
+        if runtime is not None:
+            raise InputError(
+                f"{chosen.topology} is a single-node topology; --node-rank and --leader are "
+                "for multi-node topologies",
+                code="RUNTIME_NOT_MULTI_NODE",
+            )
+        return []
+    if runtime is None:
+        raise InputError(
+            f"{chosen.topology} runs on {chosen.nodes} nodes: pass --node-rank and --leader",
+            code="RUNTIME_VALUES_MISSING",
+        )
+    if not 0 <= runtime.node_rank < chosen.nodes:
+        raise InputError(
+            f"--node-rank {runtime.node_rank} is outside 0..{chosen.nodes - 1}",
+            code="RUNTIME_VALUES_INVALID",
+        )
+    if not re.fullmatch(HOST_PATTERN, runtime.leader):
+        raise InputError(
+            f"--leader {runtime.leader!r} is not an address", code="RUNTIME_VALUES_INVALID"
+        )
+    p = chosen.parallel
+    par = Parallel(
+        p.get("tp", 1), p.get("pp", 1), p.get("dp", 1), 0, chosen.nodes, chosen.gpus_per_node or 1
+    )
+    return engine.runtime_argv(par, runtime)

@@ -1,0 +1,202 @@
+"""DSSE v1.0.2 envelopes with Ed25519, and reading a signed receipt's in-toto Statement.
+
+The signature covers PAE(payloadType, payload) and the payload is RFC 8785 bytes, so the same
+statement always yields the same bytes and (Ed25519 being deterministic) the same signature. The
+verifier checks a signature against every trusted key (the ``keyid`` in the envelope is only an
+unauthenticated hint) and hands back exactly the bytes it verified, never a re-encoding.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from k3kit._canonical import dumps, require_canonical, strict_loads
+from k3kit._fs import read_capped
+from k3kit.errors import InputError, VerificationError
+from k3kit.models import PAYLOAD_TYPE, DsseEnvelope, Statement, load
+from k3kit.signing.keys import keyid, verify_signature
+from k3kit.signing.signers import Signer
+
+MAX_ENVELOPE_BYTES = 1024 * 1024
+_B64 = re.compile(r"^[A-Za-z0-9+/_-]*={0,2}$")
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE pre-authentication encoding."""
+    t = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
+
+
+def sign_envelope(payload: bytes, payload_type: str, signers: Signer | Sequence[Signer]) -> bytes:
+    """A DSSE envelope with one signature per signer, as canonical JSON bytes.
+
+    Several signers make a threshold envelope (two people signing one release); the same key
+    twice is refused here, and verifiers count distinct key material anyway.
+    """
+    group = [signers] if isinstance(signers, Signer) else list(signers)
+    ids = [keyid(s.public_key()) for s in group]
+    if not group or len(set(ids)) != len(ids):
+        raise ValueError("sign_envelope needs one or more distinct signers")
+    message = pae(payload_type, payload)
+    envelope = {
+        "payload": base64.b64encode(payload).decode("ascii"),
+        "payloadType": payload_type,
+        "signatures": [
+            {"keyid": kid, "sig": base64.b64encode(s.sign(message)).decode()}
+            for kid, s in zip(ids, group, strict=True)
+        ],
+    }
+    return dumps(envelope)
+
+
+def _b64decode(text: str, what: str) -> bytes:
+    """Standard or URL-safe base64 (DSSE requires accepting both); anything else is refused."""
+    if not _B64.match(text):
+        raise VerificationError(f"{what} is not base64", code="RECEIPT_MALFORMED")
+    try:
+        return base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise VerificationError(f"{what} is not valid base64", code="RECEIPT_MALFORMED") from exc
+
+
+@dataclass(frozen=True)
+class VerifiedPayload:
+    payload: bytes
+    payload_type: str
+    signer_keyid: str
+    # Every distinct trusted key (by key id, recomputed from key material) with a valid signature:
+    # a threshold counts these, so one key signing twice or under two hints counts once.
+    signer_keyids: tuple[str, ...] = ()
+
+
+def verify_envelope(
+    data: bytes,
+    trusted: list[Ed25519PublicKey],
+    *,
+    expected_type: str,
+    source: str,
+    kind: str = "RECEIPT",
+) -> VerifiedPayload:
+    """Verify a DSSE envelope against the trusted keys; returns the verified payload bytes.
+
+    ``kind`` prefixes the error codes (``RECEIPT_…``, ``ROOT_…``) so a root of trust and a
+    receipt fail with codes that say which document was at fault.
+    """
+    bad = f"{kind}_MALFORMED"
+    if not trusted:
+        raise VerificationError("no trusted keys were given", code=f"{kind}_UNTRUSTED_KEY")
+    obj = strict_loads(data, source=source, max_bytes=MAX_ENVELOPE_BYTES, code=bad)
+    if not isinstance(obj, dict):
+        raise VerificationError(f"{source}: not a JSON object", code=bad)
+    # DSSE: unknown envelope fields must be ignored, so keep only the ones the spec defines.
+    known = {k: obj[k] for k in ("payload", "payloadType", "signatures") if k in obj}
+    if isinstance(known.get("signatures"), list):
+        known["signatures"] = [
+            {k: s[k] for k in ("keyid", "sig") if k in s} if isinstance(s, dict) else s
+            for s in known["signatures"]
+        ]
+    env = load(DsseEnvelope, known, source=source, error=VerificationError, code=bad)
+    payload = _b64decode(env.payload, f"{source}: payload")
+    message = pae(env.payload_type, payload)
+    signers: dict[str, None] = {}  # insertion-ordered set of distinct key ids
+    for entry in env.signatures:
+        sig = _b64decode(entry.sig, f"{source}: signature")
+        if len(sig) != 64:
+            continue
+        for key in trusted:
+            if verify_signature(key, sig, message):
+                signers[keyid(key)] = None
+    if not signers:
+        raise VerificationError(
+            f"{source}: no signature verifies with a trusted key",
+            code=f"{kind}_UNTRUSTED_KEY",
+            hint="check --trust: is this the publisher's public key?",
+        )
+    if env.payload_type != expected_type:
+        raise VerificationError(
+            f"{source}: signed payloadType {env.payload_type!r}, expected {expected_type!r}",
+            code=f"{kind}_WRONG_TYPE",
+        )
+    ids = tuple(signers)
+    return VerifiedPayload(payload, env.payload_type, ids[0], ids)
+
+
+@dataclass(frozen=True)
+class VerifiedReceipt:
+    statement: Statement
+    signer_keyid: str
+    signer_keyids: tuple[str, ...] = ()
+
+
+def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt:
+    """Read, verify and parse a receipt: the signature first, then only the bytes it covers.
+
+    Shared by ``verify`` and ``audit``: whatever an auditor checks must come from exactly the
+    bytes the publisher signed, parsed by the same strict rules.
+    """
+    data = read_capped(
+        path,
+        MAX_ENVELOPE_BYTES,
+        what="receipt",
+        error=VerificationError,
+        code="RECEIPT_MISSING",
+        too_large_code="RECEIPT_TOO_LARGE",
+    )
+    return parse_receipt(data, trusted, source=path.name)
+
+
+def parse_receipt(data: bytes, trusted: list[Ed25519PublicKey], *, source: str) -> VerifiedReceipt:
+    """:func:`read_receipt` for bytes already in memory (``install`` checks an archive's receipt
+    from its tar index, before anything is extracted): the signature first, then the payload."""
+    verified = verify_envelope(data, trusted, expected_type=PAYLOAD_TYPE, source=source)
+    obj = strict_loads(
+        verified.payload,
+        source="receipt payload",
+        max_bytes=len(verified.payload),
+        code="RECEIPT_MALFORMED",
+    )
+    require_canonical(verified.payload, obj, source="receipt payload")
+    statement = load(
+        Statement, obj, source="receipt payload", error=VerificationError, code="RECEIPT_MALFORMED"
+    )
+    return VerifiedReceipt(statement, verified.signer_keyid, verified.signer_keyids)
+
+
+def subject_digest(statement: Statement, name: str) -> str:
+    """The sha256 a Statement records for subject ``name``; a receipt without it is malformed."""
+    for subject in statement.subject:
+        if subject.name == name and "sha256" in subject.digest:
+            return subject.digest["sha256"]
+    raise VerificationError(
+        f"the receipt has no sha256 subject named {name!r}", code="RECEIPT_MALFORMED"
+    )
+
+
+def add_signature(envelope: bytes, signer: Signer, *, source: str) -> bytes:
+    """The same envelope with one more signature over its unchanged payload (a co-signature).
+
+    The payload is never re-encoded: the new signature covers the exact bytes the first signers
+    covered. A key that already signed is refused, since it would add nothing to a threshold.
+    """
+    obj = strict_loads(envelope, source=source, max_bytes=MAX_ENVELOPE_BYTES, code="BAD_INPUT")
+    env = load(DsseEnvelope, obj, source=source, code="BAD_INPUT")
+    payload = _b64decode(env.payload, f"{source}: payload")
+    message = pae(env.payload_type, payload)
+    pub = signer.public_key()
+    for entry in env.signatures:
+        if not verify_signature(pub, _b64decode(entry.sig, f"{source}: signature"), message):
+            continue
+        raise InputError(f"{source}: this key already signed", code="ALREADY_SIGNED")
+    signatures = [s.model_dump(exclude_defaults=False) for s in env.signatures]
+    sig = base64.b64encode(signer.sign(message)).decode()
+    signatures.append({"keyid": keyid(pub), "sig": sig})
+    return dumps(
+        {"payload": env.payload, "payloadType": env.payload_type, "signatures": signatures}
+    )
