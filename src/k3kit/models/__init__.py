@@ -1,4 +1,5 @@
-"""Pydantic models of every k3kit document (level 1: imports only ``errors`` and pydantic)."""
+"""Pydantic models of every k3kit document (level 1: imports only ``errors``, pydantic and
+``packaging.version``)."""
 
 from k3kit.models._base import describe_validation_error, load
 from k3kit.models.claims import (
@@ -17,7 +18,7 @@ from k3kit.models.claims import (
 from k3kit.models.evidence import Definitions, EvidenceLevel, EvidenceSummary, LatencyStats
 from k3kit.models.kit import KitInfo, KitProfile, KitWeights, Manifest, ManifestEntry
 from k3kit.models.lock import LockedFile, PinSource, WeightsLock
-from k3kit.models.package import PackageDef, Profile
+from k3kit.models.package import EnginePin, PackageDef, Profile
 from k3kit.models.receipt import (
     KIT_SUBJECT,
     PAYLOAD_TYPE,
@@ -48,6 +49,7 @@ __all__ = [
     "Definitions",
     "DsseEnvelope",
     "DsseSignature",
+    "EnginePin",
     "Environment",
     "EvidenceLevel",
     "EvidenceSummary",

@@ -17,6 +17,13 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from k3kit.models._base import Frozen, Measured, Name, NonNegInt, RepoId
+from k3kit.models.engine_version import (
+    MAX_VERSION_CHARS,
+    VersionMatch,
+    parse_engine_version,
+    release_of,
+    version_matches,
+)
 
 ScalarSetting = bool | int | str | Decimal
 EngineSetting = ScalarSetting | dict[str, ScalarSetting] | list[str]
@@ -82,8 +89,18 @@ class HardwareTarget(Frozen):
 
 
 class EnginePin(Frozen):
+    """The engine the kit was measured with, as the engine itself reports its version."""
+
     name: EngineName
-    version: str = Field(pattern=r"^\d+\.\d+\.\d+(\.post\d+)?$")
+    version: str = Field(
+        max_length=MAX_VERSION_CHARS,
+        description="PEP 440, as the engine prints it: 0.32.0, 0.32.0+cpu, 0.5.2.post1",
+    )
+    version_match: VersionMatch | None = Field(
+        default=None,
+        description="how the engine found at launch must match: exact (the default; local label "
+        "included) or same-release (the same version before '+', any local label)",
+    )
     image: str | None = Field(
         default=None,
         pattern=r"^[a-z0-9./_-]+(:[A-Za-z0-9._-]+)?@sha256:[0-9a-f]{64}$",
@@ -96,6 +113,25 @@ class EnginePin(Frozen):
         "each with the publisher's reason; shown to the buyer before launch. Undeclared ones are "
         "refused at build and at launch",
     )
+
+    @field_validator("version")
+    @classmethod
+    def _pep440(cls, version: str) -> str:
+        parse_engine_version(version)
+        return version
+
+    @property
+    def match_rule(self) -> VersionMatch:
+        return self.version_match or "exact"
+
+    @property
+    def release(self) -> str:
+        """The version without its local label: the key of the engine's flag snapshot."""
+        return release_of(self.version)
+
+    def accepts(self, found: str) -> bool:
+        """Whether an engine (or evidence) reporting ``found`` is this pin, by its rule."""
+        return version_matches(self.version, found, self.match_rule)
 
     @field_validator("loads")
     @classmethod
