@@ -69,13 +69,23 @@ class ModelInfo(Frozen):
 
 
 class HardwareTarget(Frozen):
-    """The node the kit was measured on (and what preflight expects of a node)."""
+    """The node the kit was measured on (and what preflight expects of a node).
 
-    gpu: str = Field(min_length=1, max_length=100)
-    gpu_memory_gb: int = Field(ge=1)
+    A GPU node (the default) states the GPU model, memory and compute capability. A node that
+    serves on its CPUs (``accelerator = "cpu"``: vLLM's CPU backend, small models at the edge)
+    states what preflight can check on such a node instead: usable cores, memory in GiB and the
+    instruction-set features the engine build needs (``/proc/cpuinfo`` flag names such as
+    ``avx2`` or ``avx512f``; a build for an instruction the CPU lacks dies by SIGILL). A CPU node
+    runs one engine process: ``gpus_per_node`` is 1 and per-GPU figures are per node."""
+
+    accelerator: Literal["gpu", "cpu"] | None = Field(
+        default=None, description="gpu (the default) or cpu: the node serves on its CPUs"
+    )
+    gpu: str | None = Field(default=None, min_length=1, max_length=100)
+    gpu_memory_gb: int | None = Field(default=None, ge=1)
     gpus_per_node: int = Field(ge=1, le=64)
     nodes: int = Field(ge=1, le=1024)
-    min_compute_capability: str = Field(pattern=r"^\d+\.\d+$")
+    min_compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
     gpu_name_pattern: str | None = Field(
         default=None,
         min_length=1,
@@ -86,6 +96,57 @@ class HardwareTarget(Frozen):
         default=None, ge=1000, description="e.g. 13000 for an engine built against CUDA 13"
     )
     min_shm_gib: int = Field(default=16, ge=0, le=4096)
+    cpu_cores: int | None = Field(
+        default=None, ge=1, le=65536, description="cpu: CPUs this process may run on, at least"
+    )
+    memory_gib: int | None = Field(
+        default=None, ge=1, le=1048576, description="cpu: the node's memory (MemTotal), at least"
+    )
+    cpu_features: list[str] | None = Field(
+        default=None,
+        max_length=64,
+        description="cpu: /proc/cpuinfo flags the engine build needs, e.g. avx2, avx512f",
+    )
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.accelerator == "cpu"
+
+    @property
+    def device(self) -> str:
+        """The target in a few words, for cards and release notes."""
+        if self.is_cpu:
+            features = ", ".join(self.cpu_features or []) or "no ISA feature stated"
+            return f"CPU ({self.cpu_cores}+ cores, {self.memory_gib}+ GiB, {features})"
+        return f"{self.gpu} ({self.gpu_memory_gb} GB)"
+
+    @field_validator("cpu_features")
+    @classmethod
+    def _flag_names(cls, features: list[str] | None) -> list[str] | None:
+        for name in features or []:
+            if not re.fullmatch(r"[a-z0-9_]{1,32}", name):
+                raise ValueError(f"{name!r} is not a /proc/cpuinfo flag name (e.g. avx2)")
+        return features
+
+    @model_validator(mode="after")
+    def _one_kind_of_node(self) -> HardwareTarget:
+        """Each kind of node states its own facts and none of the other's, so a CPU kit never
+        carries a GPU requirement preflight would judge (or skip) by mistake."""
+        gpu_only: tuple[str, ...] = ("gpu", "gpu_memory_gb", "min_compute_capability")
+        gpu_only += ("gpu_name_pattern", "min_cuda_driver_api")
+        cpu_only = ("cpu_cores", "memory_gib", "cpu_features")
+        needed = ("cpu_cores", "memory_gib") if self.is_cpu else gpu_only[:3]
+        foreign = gpu_only if self.is_cpu else cpu_only
+        kind = self.accelerator or "gpu"
+        missing = [name for name in needed if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"a {kind} target needs {', '.join(missing)}")
+        wrong = [name for name in foreign if getattr(self, name) is not None]
+        if wrong:
+            raise ValueError(f"{', '.join(wrong)}: not a fact of a {kind} target")
+        if self.is_cpu and self.gpus_per_node != 1:
+            raise ValueError("a cpu target runs one engine per node: gpus_per_node = 1")
+        return self
 
 
 class EnginePin(Frozen):
