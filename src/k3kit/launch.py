@@ -9,8 +9,10 @@ only from:
   ``MANIFEST.json`` lists (whose own sha256 is the kit checksum the receipt signs);
 - the weights folder as the verifier resolved and hashed it (``Layout.root``, a real path with no
   link left in it), never the path the caller typed;
-- the engine found on the caller's ``PATH`` once, by absolute path, whose ``--version`` must be the
-  kit's engine version, and which is the same file the plan executes;
+- the engine found on the caller's ``PATH`` once, by absolute path, whose ``--version`` (asked in
+  exactly the environment and folder the engine will get) must match the kit's engine pin by the
+  pin's rule, and which is the same file the plan executes; one that cannot even answer is
+  reported with how it ended and its stderr (``ENGINE_CANNOT_START``);
 - an environment built from scratch: a short allow-list of the caller's variables, a fixed
   ``PATH`` (the engine's own folder, then the system folders: never the caller's ``PATH`` as is),
   ``TMPDIR`` set to a private folder under the runtime folder, the profile's ``engine.env`` parsed
