@@ -234,3 +234,22 @@ def test_a_gpu_kit_made_on_purpose_is_unchanged(tmp_path: Path, signing_key: Key
     made = make_kit(tmp_path, signing_key, make_snapshot(tmp_path / "hf"))
     info = json.loads((made.kit / "kit.json").read_text())
     assert "accelerator" not in info["hardware"] and info["hardware"]["gpu"] == "NVIDIA B300"
+
+
+def test_build_refuses_a_profile_env_setting_what_k3kit_always_renders(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Found by `make test-engine`: a profile env with HF_HUB_OFFLINE rendered it twice into
+    engine.env, and launch refuses a key set twice (ENGINE_ENV_MALFORMED): the build made a kit
+    its own launch could not start. Now the build says so instead."""
+    package = cpu_package(tmp_path, cpu_hardware())
+    package.write_text(
+        package.read_text().replace(
+            "[profiles.batch]\n",
+            '[profiles.interactive.env]\nHF_HUB_OFFLINE = "1"\n\n[profiles.batch]\n',
+        )
+    )
+    proc = run_k3kit("build", package, "--lock", golden.lock, "-o", tmp_path / "out")
+    assert proc.returncode == 3, proc.stderr
+    assert "HF_HUB_OFFLINE is always set by k3kit (HF_HUB_OFFLINE=1); omit it" in proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -28,6 +28,9 @@ from k3kit.models.engine_version import (
 ScalarSetting = bool | int | str | Decimal
 EngineSetting = ScalarSetting | dict[str, ScalarSetting] | list[str]
 EngineName = Literal["vllm", "sglang"]
+#: Variables every rendered engine.env sets (templates/profile/engine.env.j2): the weights are
+#: local, so the engine never reaches the hub.
+RENDERED_ENV = {"HF_HUB_OFFLINE": "1"}
 
 
 class PackageInfo(Frozen):
@@ -247,6 +250,11 @@ class Profile(Frozen):
         for key in env:
             if not key.replace("_", "A").isalnum() or not key.isupper():
                 raise ValueError(f"environment variable name {key!r} must be UPPER_SNAKE_CASE")
+            if key in RENDERED_ENV:
+                # Rendered a second time it made an engine.env launch refuses (a key set twice).
+                raise ValueError(
+                    f"{key} is always set by k3kit ({key}={RENDERED_ENV[key]}); omit it"
+                )
         return env
 
 
