@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import json
 import os
+import pty
 import re
 import signal
 import socket
@@ -280,33 +281,68 @@ def bench(port: int, out: Path, name: str) -> dict[str, Any]:
 
 
 def bracketed(
-    argv: list[str | Path], env: dict[str, str], port: int, start: str, end: str, log: Path
+    argv: list[str | Path],
+    env: dict[str, str],
+    port: int,
+    start: str,
+    end: str,
+    log: Path,
+    stdout: Path | None = None,
 ) -> tuple[int, dict[str, float], dict[str, float]]:
     """Run a client, reading its progress lines: the server's /metrics are snapshot when the
     line containing ``start`` appears and when the one containing ``end`` does (else when it
     exits), so the window holds exactly the requests the client times, not its warmup or its
-    functional checks. Returns (exit status, snapshot at start, snapshot at end)."""
+    functional checks. With ``stdout`` (a file for its JSON), the progress is read from stderr
+    on a pseudo-terminal, because `k3kit accept` reports progress only to a terminal. Returns
+    (exit status, snapshot at start, snapshot at end)."""
     say(f"$ {' '.join(str(a) for a in argv)[:300]}")
-    m0: dict[str, float] = {}
-    m1: dict[str, float] = {}
+    marks: dict[str, dict[str, float]] = {}
+
+    def seen(line: str) -> None:
+        if "start" not in marks and start in line:
+            marks["start"] = metrics(port)
+        elif "start" in marks and "end" not in marks and end and end in line:
+            marks["end"] = metrics(port)
+
+    env = {**env, "PYTHONUNBUFFERED": "1"}  # progress lines as they happen
+    words = [str(a) for a in argv]
     with log.open("w") as out:
-        proc = subprocess.Popen(
-            [str(a) for a in argv],
-            env=env,
-            cwd=RUN,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            out.write(line)
-            if not m0 and start in line:
-                m0 = metrics(port)
-            elif m0 and not m1 and end and end in line:
-                m1 = metrics(port)
+        if stdout is None:
+            proc = subprocess.Popen(
+                words, env=env, cwd=RUN, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                line = raw.decode(errors="replace")
+                out.write(line)
+                seen(line)
+        else:
+            master, slave = pty.openpty()
+            with stdout.open("wb") as json_out:
+                proc = subprocess.Popen(words, env=env, cwd=RUN, stdout=json_out, stderr=slave)
+            os.close(slave)
+            for line in tty_lines(master):
+                out.write(line + "\n")
+                seen(line)
         code = proc.wait()
-    return code, m0, (m1 or metrics(port))
+    return code, marks.get("start", {}), marks.get("end") or metrics(port)
+
+
+def tty_lines(master: int) -> Iterator[str]:
+    """Lines written to a pseudo-terminal, until the child closes it (EIO)."""
+    pending = b""
+    with os.fdopen(master, "rb", buffering=0) as tty:
+        while True:
+            try:
+                chunk = tty.read(4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                yield raw.decode(errors="replace").rstrip("\r")
 
 
 def q2(x: float) -> str:
@@ -548,10 +584,15 @@ def measure(kit: Path, trust: Path, key: Path, port: int) -> None:
     ]
     env = {**os.environ, "PATH": engine_env()["PATH"]}
     code, m0, m1 = bracketed(
-        accept_argv, env, port, f"1/{PROMPTS} requests", "functional checks", RUN / "accept.log"
+        accept_argv,
+        env,
+        port,
+        f"1/{PROMPTS} requests",
+        "functional checks",
+        RUN / "accept.log",
+        stdout=RUN / "accept.json",
     )
     text = (RUN / "accept.log").read_text()
-    (RUN / "accept.json").write_text(text[text.find("{") :] if "{" in text else "")
     signed = (RUN / "acceptance" / "acceptance.dsse.json").exists()
     check("accept ran and signed its report", code in (0, 1) and signed, text[-2000:])
     FIGURES["accept_exit"] = code
