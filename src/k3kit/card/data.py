@@ -137,7 +137,9 @@ def _facts(view: KitView) -> list[tuple[str, str]]:
     facts += [
         (
             "hardware",
-            f"{info.hardware.nodes} node(s) × {info.hardware.gpus_per_node} "
+            f"{info.hardware.nodes} node(s) × {info.hardware.device}"
+            if info.hardware.is_cpu
+            else f"{info.hardware.nodes} node(s) × {info.hardware.gpus_per_node} "
             f"{info.hardware.gpu} ({info.hardware.gpu_memory_gb} GB), compute "
             f"capability ≥ {info.hardware.min_compute_capability}",
         ),
@@ -153,8 +155,7 @@ def _facts(view: KitView) -> list[tuple[str, str]]:
         *_declared_loads(info),
         (
             "measured on",
-            f"{env.nodes} node(s), {env.gpu_count} × {env.gpu}, "
-            f"{env.engine} {env.engine_version}, {env.modality}",
+            f"{env.nodes} node(s), {env.device}, {env.engine} {env.engine_version}, {env.modality}",
         ),
         ("receipt issued", pred.issued_at),
         ("signed by key", view.signer_keyid or "NOT VERIFIED"),

@@ -182,9 +182,11 @@ def launch(
     LOGNAME, LANG, LC_ALL, TZ, TERM from the caller; PATH = the engine's folder then the system
     folders; TMPDIR = a private folder), started in the private runtime folder. A signed setting
     the engine would read as an option, or one that loads code or files from outside the kit
-    that the publisher did not declare, is refused. The engine version must be the kit's. When
-    any check fails the engine is not started (exit 1). --dry-run prints what would be executed,
-    where, and what the kit declares it loads.
+    that the publisher did not declare, is refused. The engine's --version, asked in that same
+    environment, must match the kit's pin (exact, or same-release when the kit says so); an
+    engine that cannot start is reported with its exit status or signal and the end of its
+    stderr (exit 4). When any check fails the engine is not started (exit 1). --dry-run prints
+    what would be executed, where, and what the kit declares it loads.
     A multi-node topology also needs --node-rank and --leader, the only values not signed.
     """
     import dataclasses

@@ -9,6 +9,7 @@ see :mod:`k3kit.engines._validate`.
 from __future__ import annotations
 
 from k3kit.engines._adapter import EngineAdapter, Parallel, Runtime
+from k3kit.engines._probe import VERSION_TIMEOUT_S, how_it_ended, probe_version
 from k3kit.engines._snapshot import EngineSnapshot, Option, closest, shipped_versions, snapshot
 from k3kit.engines._validate import Review, review_profile, validate_env, validate_settings
 from k3kit.engines.sglang import Sglang
@@ -31,6 +32,7 @@ def adapter(name: str) -> EngineAdapter:
 
 __all__ = [
     "ADAPTERS",
+    "VERSION_TIMEOUT_S",
     "EngineAdapter",
     "EngineSnapshot",
     "Option",
@@ -39,6 +41,8 @@ __all__ = [
     "Runtime",
     "adapter",
     "closest",
+    "how_it_ended",
+    "probe_version",
     "review_profile",
     "shipped_versions",
     "snapshot",

@@ -17,8 +17,11 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from packaging.version import InvalidVersion
+
 from k3kit.engines._loads import LoadsTable
 from k3kit.errors import InputError
+from k3kit.models.engine_version import release_of
 
 
 @dataclass(frozen=True)
@@ -66,14 +69,17 @@ def shipped_versions() -> dict[str, list[str]]:
 
 @cache
 def snapshot(engine: str, version: str) -> EngineSnapshot:
-    """The snapshot for ``engine==version``; only versions k3kit ships data for are known."""
-    prefix = f"{engine}-{version}"
+    """The snapshot for ``engine==version``; only versions k3kit ships data for are known.
+
+    Looked up by the public version: a local label (``+cpu``, ``+cu129``) names a build of the
+    same release, whose server parses the same flags."""
     try:
+        prefix = f"{engine}-{release_of(version)}"
         flags = _read(f"{prefix}-serve-flags.json")
         env = _read(f"{prefix}-env-vars.json")
         registries = _read(f"{prefix}-registries.json")
         loads = _read(f"{prefix}-loads.json")
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, InvalidVersion) as exc:
         known = shipped_versions()
         listing = "; ".join(f"{e} {', '.join(v)}" for e, v in known.items())
         raise InputError(

@@ -90,10 +90,12 @@ def _check_claims_match_kit(claims: Claims, kit: KitInfo, source: str) -> None:
             if getattr(comp, field) not in profiles:
                 problems.append(f"{source}: comparisons[{i}].{field}: not a profile of this kit")
     env = claims.environment
-    if (env.engine, env.engine_version) != (kit.engine.name, kit.engine.version):
+    # The pin's own rule (exact, or same-release): the one launch applies to the engine it runs.
+    if env.engine != kit.engine.name or not kit.engine.accepts(env.engine_version):
         problems.append(
             f"{source}: environment: measured with {env.engine} {env.engine_version}, "
-            f"but the kit pins {kit.engine.name} {kit.engine.version}"
+            f"but the kit pins {kit.engine.name} {kit.engine.version} "
+            f"({kit.engine.match_rule})"
         )
     if problems:
         raise InputError("\n".join(problems), code="CLAIMS_KIT_MISMATCH")

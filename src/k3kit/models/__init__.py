@@ -1,6 +1,7 @@
 """Pydantic models of every k3kit document, one module per family of documents.
 
-Near the bottom of the layers: imports only ``errors``, ``_values``, ``_pathpolicy`` and pydantic,
+Near the bottom of the layers: imports only ``errors``, ``_values``, ``_pathpolicy``, pydantic and
+``packaging.version``,
 so every folder above (formats, signing, weights, node, publish, commerce, the tools) can use them.
 """
 
@@ -21,7 +22,7 @@ from k3kit.models.claims import (
 from k3kit.models.evidence import Definitions, EvidenceLevel, EvidenceSummary, LatencyStats
 from k3kit.models.kit import KitInfo, KitProfile, KitWeights, Manifest, ManifestEntry
 from k3kit.models.lock import LockedFile, PinSource, WeightsLock
-from k3kit.models.package import PackageDef, Profile
+from k3kit.models.package import EnginePin, PackageDef, Profile
 from k3kit.models.receipt import (
     KIT_SUBJECT,
     PAYLOAD_TYPE,
@@ -52,6 +53,7 @@ __all__ = [
     "Definitions",
     "DsseEnvelope",
     "DsseSignature",
+    "EnginePin",
     "Environment",
     "EvidenceLevel",
     "EvidenceSummary",

@@ -22,14 +22,42 @@ EVIDENCE_IN_KIT = r"^evidence/[a-z0-9][a-z0-9._-]{0,63}\.json$"
 
 
 class Environment(Frozen):
-    gpu: str = Field(min_length=1)
-    gpu_count: int = Field(ge=1, description="GPUs serving the measured runs (per-GPU divisor)")
+    """Where the runs were measured. On a CPU node (``accelerator = "cpu"``) there is no GPU:
+    ``gpu`` is omitted and ``gpu_count`` is 1 per node, so per-GPU figures are per node."""
+
+    accelerator: Literal["gpu", "cpu"] | None = Field(
+        default=None, description="gpu (the default) or cpu, as the kit's [hardware]"
+    )
+    gpu: str | None = Field(default=None, min_length=1)
+    gpu_count: int = Field(
+        ge=1, description="GPUs serving the measured runs (per-GPU divisor); cpu: 1 per node"
+    )
     gpu_memory_gb: int | None = Field(default=None, ge=1)
     nodes: int = Field(ge=1)
     engine: str = Field(min_length=1)
     engine_version: str = Field(min_length=1)
     modality: Literal["text", "text+image"] = "text"
     notes: str = ""
+
+    @model_validator(mode="after")
+    def _device_stated(self) -> Environment:
+        if self.accelerator == "cpu":
+            if self.gpu is not None or self.gpu_memory_gb is not None:
+                raise ValueError("a cpu environment has no gpu or gpu_memory_gb")
+            if self.gpu_count != 1:
+                raise ValueError("a cpu environment counts one engine per node: gpu_count = 1")
+        elif self.gpu is None:
+            raise ValueError("gpu is required (or accelerator = 'cpu')")
+        return self
+
+    @property
+    def device(self) -> str:
+        """What served the runs, in words: ``8 × B300`` or ``CPU``."""
+        return (
+            "CPU (per-GPU figures are per node)"
+            if self.accelerator == "cpu"
+            else (f"{self.gpu_count} × {self.gpu}")
+        )
 
 
 class Workload(Frozen):

@@ -18,10 +18,20 @@ from pydantic import Field, field_validator, model_validator
 
 from k3kit._values import compile_pattern
 from k3kit.models._base import Frozen, Measured, Name, NonNegInt, RepoId
+from k3kit.models.engine_version import (
+    MAX_VERSION_CHARS,
+    VersionMatch,
+    parse_engine_version,
+    release_of,
+    version_matches,
+)
 
 ScalarSetting = bool | int | str | Decimal
 EngineSetting = ScalarSetting | dict[str, ScalarSetting] | list[str]
 EngineName = Literal["vllm", "sglang"]
+#: Variables every rendered engine.env sets (templates/profile/engine.env.j2): the weights are
+#: local, so the engine never reaches the hub.
+RENDERED_ENV = {"HF_HUB_OFFLINE": "1"}
 
 
 class PackageInfo(Frozen):
@@ -63,13 +73,23 @@ class ModelInfo(Frozen):
 
 
 class HardwareTarget(Frozen):
-    """The node the kit was measured on (and what preflight expects of a node)."""
+    """The node the kit was measured on (and what preflight expects of a node).
 
-    gpu: str = Field(min_length=1, max_length=100)
-    gpu_memory_gb: int = Field(ge=1)
+    A GPU node (the default) states the GPU model, memory and compute capability. A node that
+    serves on its CPUs (``accelerator = "cpu"``: vLLM's CPU backend, small models at the edge)
+    states what preflight can check on such a node instead: usable cores, memory in GiB and the
+    instruction-set features the engine build needs (``/proc/cpuinfo`` flag names such as
+    ``avx2`` or ``avx512f``; a build for an instruction the CPU lacks dies by SIGILL). A CPU node
+    runs one engine process: ``gpus_per_node`` is 1 and per-GPU figures are per node."""
+
+    accelerator: Literal["gpu", "cpu"] | None = Field(
+        default=None, description="gpu (the default) or cpu: the node serves on its CPUs"
+    )
+    gpu: str | None = Field(default=None, min_length=1, max_length=100)
+    gpu_memory_gb: int | None = Field(default=None, ge=1)
     gpus_per_node: int = Field(ge=1, le=64)
     nodes: int = Field(ge=1, le=1024)
-    min_compute_capability: str = Field(pattern=r"^[0-9]+\.[0-9]+$")
+    min_compute_capability: str | None = Field(default=None, pattern=r"^[0-9]+\.[0-9]+$")
     gpu_name_pattern: str | None = Field(
         default=None,
         min_length=1,
@@ -80,6 +100,57 @@ class HardwareTarget(Frozen):
         default=None, ge=1000, description="e.g. 13000 for an engine built against CUDA 13"
     )
     min_shm_gib: int = Field(default=16, ge=0, le=4096)
+    cpu_cores: int | None = Field(
+        default=None, ge=1, le=65536, description="cpu: CPUs this process may run on, at least"
+    )
+    memory_gib: int | None = Field(
+        default=None, ge=1, le=1048576, description="cpu: the node's memory (MemTotal), at least"
+    )
+    cpu_features: list[str] | None = Field(
+        default=None,
+        max_length=64,
+        description="cpu: /proc/cpuinfo flags the engine build needs, e.g. avx2, avx512f",
+    )
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.accelerator == "cpu"
+
+    @property
+    def device(self) -> str:
+        """The target in a few words, for cards and release notes."""
+        if self.is_cpu:
+            features = ", ".join(self.cpu_features or []) or "no ISA feature stated"
+            return f"CPU ({self.cpu_cores}+ cores, {self.memory_gib}+ GiB, {features})"
+        return f"{self.gpu} ({self.gpu_memory_gb} GB)"
+
+    @field_validator("cpu_features")
+    @classmethod
+    def _flag_names(cls, features: list[str] | None) -> list[str] | None:
+        for name in features or []:
+            if not re.fullmatch(r"[a-z0-9_]{1,32}", name):
+                raise ValueError(f"{name!r} is not a /proc/cpuinfo flag name (e.g. avx2)")
+        return features
+
+    @model_validator(mode="after")
+    def _one_kind_of_node(self) -> HardwareTarget:
+        """Each kind of node states its own facts and none of the other's, so a CPU kit never
+        carries a GPU requirement preflight would judge (or skip) by mistake."""
+        gpu_only: tuple[str, ...] = ("gpu", "gpu_memory_gb", "min_compute_capability")
+        gpu_only += ("gpu_name_pattern", "min_cuda_driver_api")
+        cpu_only = ("cpu_cores", "memory_gib", "cpu_features")
+        needed = ("cpu_cores", "memory_gib") if self.is_cpu else gpu_only[:3]
+        foreign = gpu_only if self.is_cpu else cpu_only
+        kind = self.accelerator or "gpu"
+        missing = [name for name in needed if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"a {kind} target needs {', '.join(missing)}")
+        wrong = [name for name in foreign if getattr(self, name) is not None]
+        if wrong:
+            raise ValueError(f"{', '.join(wrong)}: not a fact of a {kind} target")
+        if self.is_cpu and self.gpus_per_node != 1:
+            raise ValueError("a cpu target runs one engine per node: gpus_per_node = 1")
+        return self
 
     @field_validator("gpu_name_pattern")
     @classmethod
@@ -92,8 +163,18 @@ class HardwareTarget(Frozen):
 
 
 class EnginePin(Frozen):
+    """The engine the kit was measured with, as the engine itself reports its version."""
+
     name: EngineName
-    version: str = Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?$")
+    version: str = Field(
+        max_length=MAX_VERSION_CHARS,
+        description="PEP 440, as the engine prints it: 0.32.0, 0.32.0+cpu, 0.5.2.post1",
+    )
+    version_match: VersionMatch | None = Field(
+        default=None,
+        description="how the engine found at launch must match: exact (the default; local label "
+        "included) or same-release (the same version before '+', any local label)",
+    )
     image: str | None = Field(
         default=None,
         pattern=r"^[a-z0-9./_-]+(:[A-Za-z0-9._-]+)?@sha256:[0-9a-f]{64}$",
@@ -106,6 +187,25 @@ class EnginePin(Frozen):
         "each with the publisher's reason; shown to the buyer before launch. Undeclared ones are "
         "refused at build and at launch",
     )
+
+    @field_validator("version")
+    @classmethod
+    def _pep440(cls, version: str) -> str:
+        parse_engine_version(version)
+        return version
+
+    @property
+    def match_rule(self) -> VersionMatch:
+        return self.version_match or "exact"
+
+    @property
+    def release(self) -> str:
+        """The version without its local label: the key of the engine's flag snapshot."""
+        return release_of(self.version)
+
+    def accepts(self, found: str) -> bool:
+        """Whether an engine (or evidence) reporting ``found`` is this pin, by its rule."""
+        return version_matches(self.version, found, self.match_rule)
 
     @field_validator("loads")
     @classmethod
@@ -160,6 +260,11 @@ class Profile(Frozen):
         for key in env:
             if not key.replace("_", "A").isalnum() or not key.isupper():
                 raise ValueError(f"environment variable name {key!r} must be UPPER_SNAKE_CASE")
+            if key in RENDERED_ENV:
+                # Rendered a second time it made an engine.env launch refuses (a key set twice).
+                raise ValueError(
+                    f"{key} is always set by k3kit ({key}={RENDERED_ENV[key]}); omit it"
+                )
         return env
 
 

@@ -9,8 +9,10 @@ only from:
   ``MANIFEST.json`` lists (whose own sha256 is the kit checksum the receipt signs);
 - the weights folder as the verifier resolved and hashed it (``Layout.root``, a real path with no
   link left in it), never the path the caller typed;
-- the engine found on the caller's ``PATH`` once, by absolute path, whose ``--version`` must be the
-  kit's engine version, and which is the same file the plan executes;
+- the engine found on the caller's ``PATH`` once, by absolute path, whose ``--version`` (asked in
+  exactly the environment and folder the engine will get) must match the kit's engine pin by the
+  pin's rule, and which is the same file the plan executes; one that cannot even answer is
+  reported with how it ended and its stderr (``ENGINE_CANNOT_START``);
 - an environment built from scratch: a short allow-list of the caller's variables, a fixed
   ``PATH`` (the engine's own folder, then the system folders: never the caller's ``PATH`` as is),
   ``TMPDIR`` set to a private folder under the runtime folder, the profile's ``engine.env`` parsed
@@ -37,7 +39,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -45,11 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from k3kit._fs import atomic_write, placeable_by_others, private_dir
+from k3kit._text import shown
 from k3kit.engines import (
     ADAPTERS,
     EngineAdapter,
     Parallel,
     Runtime,
+    probe_version,
     review_profile,
     snapshot,
     validate_env,
@@ -63,7 +66,7 @@ from k3kit.formats.documents import (
     read_kit_documents,
     read_listed,
 )
-from k3kit.models import KitInfo, KitProfile
+from k3kit.models import EnginePin, KitInfo, KitProfile
 from k3kit.node.site import HOST_PATTERN, site_values
 from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_dir
 from k3kit.signing.trust import RollbackPolicy
@@ -71,7 +74,6 @@ from k3kit.weights import WeightsOptions
 
 MAX_KIT_DOC_BYTES = MAX_DOCUMENT_BYTES
 MAX_SITE_BYTES = 64 * 1024
-ENGINE_VERSION_TIMEOUT_S = 120.0
 
 #: The caller's variables a launched engine may see; everything else (LD_PRELOAD, PYTHONPATH,
 #: VLLM_*, HF_*, CUDA_*) is dropped, so the engine's behaviour comes from signed files. PATH and
@@ -248,34 +250,26 @@ def _check_engine_file(real: Path) -> None:
 def check_engine_version(
     engine: EngineAdapter,
     path: str,
-    expected: str,
-    base_env: Mapping[str, str],
+    pin: EnginePin,
+    env: Mapping[str, str],
     cwd: Path | None = None,
-) -> None:
-    """The kit was measured with one engine version; another one is a different product."""
-    try:
-        proc = subprocess.run(
-            engine.version_argv(path),
-            env=dict(base_env),
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=ENGINE_VERSION_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EnvironmentProblem(
-            f"cannot ask {path} for its version: {exc}", code="ENGINE_NOT_FOUND"
-        ) from exc
-    found = engine.parse_version(proc.stdout) if proc.returncode == 0 else ""
-    if found != expected:
-        shown = found[:80] if found.isprintable() else repr(found[:80])
+) -> str:
+    """The kit was measured with one engine version; another one is a different product.
+
+    ``env`` and ``cwd`` are the ones the engine will be exec'd with (its ``engine.env``
+    included), so the version checked is the version that runs. The pin's rule decides
+    (``exact``, or ``same-release``: any local label). Returns the version found; raises
+    ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` (exit 1), or ``EnvironmentProblem``
+    ``ENGINE_CANNOT_START`` (exit 4, :func:`k3kit.engines.probe_version`)."""
+    found = probe_version(engine, path, env, cwd)
+    if not pin.accepts(found):
+        rule = "" if pin.match_rule == "exact" else f" (or any {pin.release}+label build)"
         raise VerificationError(
-            f"this kit was measured with {engine.executable} {expected}; {path} reports "
-            f"{shown or 'no version'}",
+            f"this kit was measured with {engine.executable} {pin.version}{rule}; {path} reports "
+            f"{shown(found[:80]) or 'no version'}",
             code="ENGINE_VERSION_MISMATCH",
         )
+    return found
 
 
 def fixed_env(base_env: Mapping[str, str], executable: str, tmp: Path) -> dict[str, str]:
@@ -419,8 +413,9 @@ def plan_launch(
     private = runtime_real
     tmp = private_dir(private / "tmp", what="runtime folder", code="RUNTIME_DIR_UNSAFE")
     clean = fixed_env(base_env, executable, tmp)
+    env = {**clean, **engine_env}
     say(f"checking {engine.executable} {info.engine.version} at {executable}")
-    check_engine_version(engine, executable, info.engine.version, clean, cwd=private)
+    check_engine_version(engine, executable, info.engine, env, cwd=private)
     say("verifying the weights")
     report = verify_dir(
         kit_dir, trusted, weights=weights, weights_options=weights_options, rollback=rollback
@@ -444,7 +439,6 @@ def plan_launch(
     config_path = private_dir(runtime_real, what="runtime folder", code="RUNTIME_DIR_UNSAFE")
     config_path /= f"serve-{config_sha256}.yaml"
     atomic_write(config_path, config, mode=0o400, force=True)
-    env = {**clean, **engine_env}
     argv = engine.serve_argv(executable, weights_root, config_path, site.host, site.port)
     argv += _runtime_argv(engine, chosen, runtime)
     return LaunchPlan(

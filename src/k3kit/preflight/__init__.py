@@ -5,7 +5,8 @@ against what the kit says the profile needs: GPU count, model, memory, MIG, CUDA
 compute capability, NVLink, ``/dev/shm``, memlock, disk, and the memory budget. What the profile
 needs is read from the kit only after the kit verified against its signed receipt
 (:func:`k3kit.node.verify.open_verified`): a kit.json edited to ask for one small GPU, or a regex
-that matches anything, would otherwise turn an unverified file into a PASS.
+that matches anything, would otherwise turn an unverified file into a PASS. A CPU target is
+judged on cores, memory and instruction-set features instead (``_cpu``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from k3kit.models import KitInfo, KitProfile
 from k3kit.node.verify import TrustSource, open_verified
 from k3kit.preflight._budget import budget_checks
 from k3kit.preflight._checks import Check, Requirements, gpu_checks, os_checks
+from k3kit.preflight._cpu import CpuFacts, CpuNeeds, cpu_checks, cpu_facts
 from k3kit.preflight._facts import (
     NodeFacts,
     OsFacts,
@@ -82,9 +84,9 @@ def requirements(info: KitInfo, chosen: KitProfile, serve: dict[str, Any]) -> Re
     concurrency = serve.get(eng.concurrency_key)
     return Requirements(
         gpus_per_node=chosen.gpus_per_node or hw.gpus_per_node,
-        gpu_name_pattern=hw.gpu_name_pattern or re.escape(hw.gpu),  # the gpu field is text
-        gpu_memory_bytes=hw.gpu_memory_gb * GB,
-        min_compute_capability=hw.min_compute_capability,
+        gpu_name_pattern=hw.gpu_name_pattern or (re.escape(hw.gpu) if hw.gpu else ""),
+        gpu_memory_bytes=(hw.gpu_memory_gb or 0) * GB,
+        min_compute_capability=hw.min_compute_capability or "0.0",
         min_cuda_driver_api=hw.min_cuda_driver_api,
         min_shm_bytes=hw.min_shm_gib * 1024**3,
         weight_bytes=info.weights.total_bytes,
@@ -111,9 +113,11 @@ def run_preflight(
     node: NodeFacts | None = None,
     osf: OsFacts | None = None,
     weights: Path | None = None,
+    cpu: CpuFacts | None = None,
 ) -> PreflightReport:
     """Verify the kit against ``trusted``, then judge ``node`` (default: the live node) against
-    one profile of it. A kit that does not verify raises
+    one profile of it; a CPU target (``[hardware] accelerator = "cpu"``) is judged on ``cpu``
+    (default: this node's CPUs). A kit that does not verify raises
     :class:`k3kit.node.verify.KitNotVerified`."""
     kit = open_verified(kit_dir, trusted, rollback=rollback)
     chosen = _profile(kit.info, profile, topology)
@@ -121,17 +125,26 @@ def run_preflight(
     rel = f"profiles/{chosen.name}/{chosen.topology}/serve.yaml"
     data = kit.read(rel, max_bytes=MAX_DOC_BYTES)
     req = requirements(info, chosen, parse_serve_config(data, source=rel))
-    node = node or from_live_node()
     osf = osf or os_facts(weights)
+    hw = info.hardware
+    if hw.is_cpu:
+        # No GPU to read: the CPU target's own facts, then the same OS checks (/dev/shm...).
+        cpu = cpu or cpu_facts()
+        needs = CpuNeeds(hw.cpu_cores or 1, hw.memory_gib or 1, tuple(hw.cpu_features or ()))
+        checks = cpu_checks(needs, cpu) + os_checks(req, osf)
+        return PreflightReport(chosen.name, chosen.topology, cpu.source, checks)
+    node = node or from_live_node()
     checks = gpu_checks(req, node) + budget_checks(req, node) + os_checks(req, osf)
     return PreflightReport(chosen.name, chosen.topology, node.source, checks)
 
 
 __all__ = [
     "Check",
+    "CpuFacts",
     "NodeFacts",
     "OsFacts",
     "PreflightReport",
+    "cpu_facts",
     "from_nvidia_smi_xml",
     "os_facts_from_json",
     "run_preflight",

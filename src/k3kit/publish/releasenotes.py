@@ -19,6 +19,7 @@ from k3kit.card.data import LATENCIES, STATS, fig, metric
 from k3kit.card.markdown import md
 from k3kit.card.source import KitView, load_view
 from k3kit.models.claims import Run
+from k3kit.models.package import HardwareTarget
 
 SCALARS = ("output_tok_s_per_gpu", "output_tok_s", "total_tok_s", "request_rate", "duration_s")
 METRICS = SCALARS + tuple(f"{n}.{s}" for n, _ in LATENCIES for s in STATS)
@@ -100,13 +101,7 @@ def _pins(view: KitView) -> dict[str, dict[str, str]]:
             "bytes": str(info.weights.total_bytes),
             "weight checksum": f"sha256:{view.weights_sha256}",
         },
-        "hardware": {
-            "gpu": hw.gpu,
-            "gpu memory GB": str(hw.gpu_memory_gb),
-            "GPUs per node": str(hw.gpus_per_node),
-            "nodes": str(hw.nodes),
-            "min compute capability": hw.min_compute_capability,
-        },
+        "hardware": _hardware(hw),
         "price": (
             {
                 "amount": f"{fig(info.price.amount)} {info.price.currency}",
@@ -223,3 +218,22 @@ def render_markdown(notes: ReleaseNotes) -> str:
         )
     out += ["", "## Measurements", "", *_measurements(notes.old), *_measurements(notes.new)]
     return "\n".join(out)
+
+
+def _hardware(hw: HardwareTarget) -> dict[str, str]:
+    """The target's facts as release-note rows (a CPU target has no GPU rows to compare)."""
+    if hw.is_cpu:
+        return {
+            "accelerator": "cpu",
+            "cores": str(hw.cpu_cores),
+            "memory GiB": str(hw.memory_gib),
+            "CPU features": ", ".join(hw.cpu_features or []),
+            "nodes": str(hw.nodes),
+        }
+    return {
+        "gpu": str(hw.gpu),
+        "gpu memory GB": str(hw.gpu_memory_gb),
+        "GPUs per node": str(hw.gpus_per_node),
+        "nodes": str(hw.nodes),
+        "min compute capability": str(hw.min_compute_capability),
+    }

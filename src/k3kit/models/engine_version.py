@@ -1,0 +1,70 @@
+"""Engine versions as the engines write them, and the one rule that matches them.
+
+Engines report PEP 440 versions, and the builds people actually run carry more than a release:
+vLLM appends a local label naming the build target (``0.32.0+cpu``, ``0.33.0+cu129``,
+``0.9.2+rocm634``), SGLang publishes post releases (``0.5.2.post1``) and release candidates
+(``0.5.0rc2``), vLLM has four-part releases (``0.10.1.1``). A hand-written pattern refused most of
+them, so a kit could not state the engine it was measured with. The text is parsed by
+``packaging.version`` (the parser pip uses) and kept in its canonical form, so two spellings of one
+version cannot both be pinned.
+
+The package states how the engine found at launch must match the pin (``version_match``):
+
+* ``exact`` (the default): the same version, local label included — a ``+cpu`` build is not a
+  ``+cu129`` build;
+* ``same-release``: the same public version (everything before ``+``) with any local label, for a
+  kit whose settings hold for every build of one release (the publisher says so by choosing it).
+
+The same rule serves ``build`` (the pin), ``launch`` (the engine's ``--version``) and the receipt
+(the evidence's ``engine_version``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from packaging.version import InvalidVersion, Version
+
+VersionMatch = Literal["exact", "same-release"]
+VERSION_MATCHES: tuple[VersionMatch, ...] = ("exact", "same-release")
+
+#: Longer than any engine's version; a bound for text that reaches messages.
+MAX_VERSION_CHARS = 64
+
+
+def parse_engine_version(text: str) -> Version:
+    """``text`` as a PEP 440 version in canonical form; ``ValueError`` naming the rule otherwise.
+
+    Canonical means ``str(Version(text)) == text``: ``v0.32.0`` or ``0.32.0-post1`` would parse
+    but are spelled differently by every engine, so the pin says what the engine prints."""
+    if not text or len(text) > MAX_VERSION_CHARS or not text.isascii() or not text.isprintable():
+        raise ValueError(f"an engine version is 1-{MAX_VERSION_CHARS} printable ASCII characters")
+    try:
+        version = Version(text)
+    except InvalidVersion as exc:
+        raise ValueError(
+            f"{text!r} is not a PEP 440 version (e.g. 0.32.0, 0.32.0+cpu, 0.5.2.post1)"
+        ) from exc
+    if str(version) != text:
+        raise ValueError(f"write the engine version as {str(version)!r} (its canonical form)")
+    return version
+
+
+def release_of(text: str) -> str:
+    """The public version (no local label): the key of an engine's flag snapshot, because a
+    ``+cpu`` and a ``+cu129`` build of one release parse the same flags."""
+    return Version(text).public
+
+
+def version_matches(pinned: str, found: str, rule: VersionMatch) -> bool:
+    """Whether an engine reporting ``found`` is the one a kit pinned at ``pinned`` under ``rule``.
+
+    ``found`` is text an engine (or evidence) wrote: anything that is not a PEP 440 version
+    never matches."""
+    try:
+        want, got = Version(pinned), Version(found)
+    except InvalidVersion:
+        return False
+    if rule == "exact":
+        return str(want) == str(got)
+    return want.public == got.public

