@@ -275,6 +275,30 @@ def test_a_json_valued_flag_written_as_a_json_string_is_looked_into(
     assert not fake.log.exists()
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "named"),
+    [
+        ("logits-processors", ["evilpkg.lp.LP"], "logits-processors"),
+        ("compilation-config", {"backend": "evilpkg.backend"}, "compilation-config.backend"),
+        (
+            "compilation-config",
+            {"inductor_passes": {"p": "evilpkg.passes.p"}},
+            "compilation-config.inductor_passes",
+        ),
+        ("distributed-executor-backend", "evilpkg.Executor", "distributed-executor-backend"),
+    ],
+    ids=["logits-processors", "compile-backend", "inductor-passes", "executor"],
+)
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+def test_vllm_flags_that_import_by_qualified_name_must_be_declared(
+    version: str, key: str, value: object, named: str
+) -> None:
+    """Second outside pass: vLLM imports these by a dotted name, which has no '/' for the path
+    backstop to see; they passed build, sign and launch undeclared."""
+    review = review_profile(snapshot("vllm", version), {key: value}, {}, "serve")
+    assert named in review.undeclared({}), review.loads
+
+
 def test_the_json_string_form_and_the_table_form_load_the_same() -> None:
     snap = snapshot("vllm", "0.33.0")
     inner = {"kv_connector": "X", "kv_role": "kv_both", "kv_connector_module_path": "evil.mod"}

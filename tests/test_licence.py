@@ -266,3 +266,21 @@ def test_version_1_licence_refused(tmp_path: Path, signing_key: KeyFiles) -> Non
     )
     done = run_k3kit("licence", "verify", out, "--terms", terms, "--json")
     assert done.returncode == 1 and "LICENCE_MALFORMED" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("amount_minor", True), ("amount_minor", "100"), ("term_days", True), ("term_days", "365")],
+    ids=["amount-true", "amount-text", "term-true", "term-text"],
+)
+def test_a_price_of_another_json_type_is_refused(
+    tmp_path: Path, signing_key: KeyFiles, field: str, value: object
+) -> None:
+    """Second outside pass: a signed ``true`` read as an amount of 1 (and shown "at 1 EUR"), and
+    ``"100"`` as 100; the signed JSON type is part of what was signed. (``100.0`` is not a case:
+    the canonical JSON the payload must be writes it ``100``.)"""
+    lic, terms = sign_licence(tmp_path, signing_key)
+    price = {**_payload(lic)["price"], field: value}
+    forged = _resign(lic, signing_key, {"price": price})
+    done = run_k3kit("licence", "verify", forged, "--terms", terms, "--json")
+    assert done.returncode == 1 and "LICENCE_MALFORMED" in done.stdout, done.stdout

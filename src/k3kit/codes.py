@@ -62,6 +62,11 @@ class KitCode(ErrorCode):
 
     KIT_CHANGED = "KIT_CHANGED", _FAIL, "the kit changed between verify and use"
     KIT_FILES_DIFFER = "KIT_FILES_DIFFER", _FAIL, "the kit departs from its manifest"
+    KIT_RELEASE_MISMATCH = (
+        "KIT_RELEASE_MISMATCH",
+        _FAIL,
+        "the receipt's package, version, sequence or channel is not kit.json's",
+    )
     KIT_FILE_CHANGED = "KIT_FILE_CHANGED", _FAIL, "a listed file's size or sha256 differs"
     KIT_FILE_EXTRA = "KIT_FILE_EXTRA", _FAIL, "a file or folder not in MANIFEST.json"
     KIT_FILE_MISSING = "KIT_FILE_MISSING", _FAIL, "a file MANIFEST.json lists is absent"

@@ -28,7 +28,7 @@ from typing import Any
 SUSPECT = re.compile(
     r"plugin|path|file|template|dir|module|remote|middleware|cls|class|tokenizer|lora|adapter|"
     r"draft|spec-model|ssl|cert|loader|url|import|script|location|trust|hf-|overrides|model|"
-    r"extension|custom|connector"
+    r"extension|custom|connector|logits-processor|executor|compilation"
 )
 
 #: Variables read by the dynamic loader, the Python interpreter, the shell and the libraries every

@@ -47,6 +47,12 @@ def _safe_relpath(value: str) -> str:
 # A relative path from an untrusted document: refused at load time if it could escape or collide.
 RelPath = Annotated[str, AfterValidator(_safe_relpath)]
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")]
+#: A kit's release version, one spelling only (ASCII digits, no space, no "v", no leading zero in
+#: a number): the rollback memory keys on it, so "1.0.0 " or "01.0.0" must not pass for another
+#: version beside "1.0.0".
+KitVersion = Annotated[
+    str, Field(pattern=r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)([.-][0-9A-Za-z.-]+)?$")
+]
 RepoId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
 # Signed documents must not carry floats (RFC 8785 and JSON parsers disagree on them), and a
 # measured figure must keep the precision it was published with ("272.70" has two decimals), so

@@ -70,9 +70,11 @@ class LicenceTerms(_Doc):
 class LicencePrice(_Doc):
     """What the licence is bought for: the amount of each payment and the term it buys."""
 
-    amount_minor: int = Field(ge=1, le=10**15)  # minor units (cents)
-    currency: str = Field(pattern=r"^[A-Z]{3}$")  # ISO 4217
-    term_days: int = Field(ge=1, le=3660)  # each payment buys one entitlement of this length
+    # Strict: a signed ``true``, ``"100"`` or ``100.0`` is not an amount (pydantic's lax mode
+    # would read each as an int, and ``true`` would be shown as a price of 1).
+    amount_minor: int = Field(ge=1, le=10**15, strict=True)  # minor units (cents)
+    currency: str = Field(pattern=r"^[A-Z]{3}$", strict=True)  # ISO 4217
+    term_days: int = Field(ge=1, le=3660, strict=True)  # one entitlement's length per payment
 
 
 class LicenceBody(_Doc):
@@ -96,7 +98,7 @@ class LedgerHead(_Doc):
     chain whose entry ``seq`` no longer hashes to ``head`` was rewritten at or before ``seq``.
     """
 
-    seq: int = Field(ge=1, le=2**63 - 1)
+    seq: int = Field(ge=1, le=2**63 - 1, strict=True)
     head: Digest
 
 
@@ -113,7 +115,7 @@ class LedgerCheckpointBody(_Doc):
 class BuyerKit(_Doc):
     name: Text
     version: Text
-    sequence: int = Field(ge=0)
+    sequence: int = Field(ge=0, strict=True)
     kit_sha256: Digest
     weights_sha256: Digest
     released_at: Timestamp  # the public receipt's issued_at: when this version was released

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from k3kit._values import compile_pattern
-from k3kit.models._base import Frozen, Measured, Name, NonNegInt, RepoId
+from k3kit.models._base import Frozen, KitVersion, Measured, Name, NonNegInt, RepoId
 from k3kit.models.engine_version import (
     MAX_VERSION_CHARS,
     VersionMatch,
@@ -36,7 +36,7 @@ RENDERED_ENV = {"HF_HUB_OFFLINE": "1"}
 
 class PackageInfo(Frozen):
     name: Name
-    version: str = Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+([.-][0-9A-Za-z.-]+)?$")
+    version: KitVersion
     sequence: int = Field(
         ge=1, le=2**31, description="Monotonic release number; ordering is by this"
     )

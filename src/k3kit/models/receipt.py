@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from k3kit.models._base import CommitSha, Frozen, Name, RepoId, Sha256Hex, Timestamp
+from k3kit.models._base import CommitSha, Frozen, KitVersion, Name, RepoId, Sha256Hex, Timestamp
 from k3kit.models.claims import EVIDENCE_IN_KIT, ClaimsBody
 from k3kit.models.evidence import Definitions
 
@@ -35,7 +35,7 @@ class DsseEnvelope(Frozen):
 
 class ReceiptKit(Frozen):
     name: Name
-    version: str
+    version: KitVersion
     sequence: int
     channel: Name
     kit_sha256: Sha256Hex

@@ -369,11 +369,30 @@ def _step_weights_lock(st: _State, check: Check) -> None:
     ).model
     if info.weights.lock_sha256 != actual or info.weights.commit != lock.commit:
         raise VerificationError("kit.json names another weight lock", code="KIT_LOCK_MISMATCH")
+    _same_release(st, info)
     st.lock, st.lock_sha256 = lock, actual
     check.detail = (
         f"{lock.repo}@{lock.commit[:12]}: {lock.file_count} files, "
         f"{lock.total_bytes} bytes (sha256:{actual[:16]}…)"
     )
+
+
+def _same_release(st: _State, info: KitInfo) -> None:
+    """The receipt names the release that kit.json describes: the rollback and equivocation
+    memory keys on the receipt's package, version, sequence and channel, so a receipt that says
+    one release over a kit.json that says another would let one kit pass for two."""
+    assert st.statement is not None  # the receipt step ran
+    said = st.statement.predicate.kit
+    pkg = info.package
+    signed = (said.name, said.version, said.sequence, said.channel)
+    listed = (pkg.name, pkg.version, pkg.sequence, pkg.channel)
+    if signed != listed:
+        raise VerificationError(
+            f"the receipt signs {said.name} {said.version} (sequence {said.sequence}, "
+            f"{said.channel}) but kit.json is {pkg.name} {pkg.version} (sequence {pkg.sequence}, "
+            f"{pkg.channel})",
+            code="KIT_RELEASE_MISMATCH",
+        )
 
 
 _Step = tuple[str, str, Callable[[_State, Check], None], tuple[str, ...]]
