@@ -47,6 +47,9 @@ CASES = [
     ("merged chunks are honest", 16, 16, 9, True, ""),
     ("re-tokenized 3 short of usage", 13, 16, None, False, ""),
     ("re-tokenized 4 short of usage", 12, 16, None, False, "streamed text of 12"),
+    # a real vLLM on a random-weight model: gibberish re-encodes to more tokens than generated;
+    # the reported (smaller) count is kept, which can only make TPOT and throughput look worse
+    ("re-tokenized far beyond usage (honest, kept at usage)", 40, 16, 16, True, ""),
     ("one short chunk, usage 16", 1, 16, None, True, "streamed text of 1"),
     ("empty chunks, usage 16", 0, 16, 16, True, "streamed text of 0"),
     ("usage x 10^6", 16, 16_000_000, None, True, "reported 16000000"),
