@@ -638,6 +638,9 @@ def accept_figures(stdout: str) -> dict[str, Any]:
     except ValueError:
         return out
     out["verdict"] = doc.get("verdict")
+    # Requests accept counted as failed, and why (e.g. its token check: with random weights the
+    # streamed text of 32 tokens can re-tokenize to many more, see the README section).
+    out["failed"] = {p.get("run"): p.get("failed") for p in doc.get("points", [])}
     for v in doc.get("verdicts", []):
         claim = str(v.get("claim", ""))
         for key in ("ttft_ms.p50", "tpot_ms.p50", "output_tok_s"):
