@@ -67,10 +67,13 @@ def test_build_force_replaces_only_a_kit_or_an_empty_folder(
     empty.mkdir()
     argv = ("build", package, "--lock", golden.lock, "-o", empty, "--force")
     assert run_k3kit(*argv).returncode == 0
-    (empty / "stale.txt").write_text("from an older build")
-    # empty/ is now a kit (kit.json + MANIFEST.json): --force may replace it, stale file and all.
-    assert run_k3kit(*argv).returncode == 0
-    assert not (empty / "stale.txt").exists() and (empty / "MANIFEST.json").is_file()
+    # empty/ is now a kit k3kit wrote: --force replaces it.
+    assert run_k3kit(*argv).returncode == 0 and (empty / "MANIFEST.json").is_file()
+    # A file its manifest does not list makes it a folder k3kit did not (only) write: refused,
+    # and the file is kept (outside pass finding 6: kit.json and MANIFEST.json beside .git/).
+    (empty / "notes.txt").write_text("mine")
+    proc = run_k3kit(*argv)
+    assert proc.returncode == 3 and (empty / "notes.txt").read_text() == "mine"
 
 
 @pytest.mark.parametrize("make_dir", [True, False])

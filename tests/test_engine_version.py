@@ -17,12 +17,16 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from k3kit._fs import atomic_write
 from k3kit.engines import how_it_ended, snapshot
 from k3kit.errors import InputError
+from k3kit.formats.manifest import build_manifest, manifest_bytes
 from k3kit.models import EnginePin
 from k3kit.models.engine_version import parse_engine_version, release_of, version_matches
-from tests.conftest import EXAMPLE, GoldenKit, run_k3kit
-from tests.launchkit import FakeEngine, engine_env, hand_signed
+from k3kit.publish.kit import sign
+from k3kit.signing.keys import load_private
+from tests.conftest import EXAMPLE, FIXED_TIME, GoldenKit, run_k3kit
+from tests.launchkit import CLAIMS, FakeEngine, engine_env, hand_signed
 
 PROFILE_DIR = "profiles/interactive/single-node-8gpu"
 
@@ -299,7 +303,11 @@ def test_how_a_process_ended_in_words() -> None:
 def test_the_receipt_applies_the_pins_rule_to_the_evidence(kit: Path, golden: GoldenKit) -> None:
     """The example claims say vllm 0.33.0; a kit pinned at 0.33.0+cpu (exact) was not measured
     with that build, and signing says so."""
-    with pytest.raises(InputError) as refused:
-        _pin(kit, golden, version="0.33.0+cpu")
+    info = json.loads((kit / "kit.json").read_bytes())
+    info["engine"]["version"] = "0.33.0+cpu"
+    (kit / "kit.json").write_bytes(json.dumps(info, sort_keys=True, separators=(",", ":")).encode())
+    atomic_write(kit / "MANIFEST.json", manifest_bytes(build_manifest(kit)), force=True)
+    with pytest.raises(InputError) as refused:  # k3kit's own sign, not a hand-made receipt
+        sign(kit, load_private(golden.key.private, None), CLAIMS, issued_at=FIXED_TIME, force=True)
     assert refused.value.code == "CLAIMS_KIT_MISMATCH"
     assert "but the kit pins vllm 0.33.0+cpu (exact)" in str(refused.value)
