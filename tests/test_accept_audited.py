@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import run_k3kit
 from tests.test_accept import FASTER_THAN_CLAIMED, _accept, _server
 from tests.test_accept import acceptkit as acceptkit  # the shared signed kit (a fixture)
@@ -34,11 +32,6 @@ def test_the_audit_of_an_acceptance_report_has_no_error(
     assert any(f["rule"] == "R19" and f["severity"] == "pass" for f in findings), findings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="audit (issue 22's area) reads an acceptance folder as a receipt without its kit: R03 "
-    "calls evidence/*.json 'not available' (not-checkable) while R19 reads the same files",
-)
 def test_the_audit_reads_an_acceptance_reports_evidence_in_every_rule(
     acceptkit: dict[str, Path], tmp_path: Path
 ) -> None:
