@@ -9,7 +9,7 @@ from pathlib import Path
 
 from k3kit._canonical import strict_loads
 from k3kit.audit import AuditReport, audit_path, run_rules
-from k3kit.audit.context import build_context
+from k3kit.audit.context import EvidenceFacts, build_context
 from k3kit.evidence import parse_vllm_result
 from k3kit.formats.receipt import build_statement
 from k3kit.models import Claims as ClaimsModel
@@ -58,6 +58,11 @@ def audit_in_memory(claims: Claims, runs: list[GenRun], kit_info: KitInfo) -> Au
     )
     results = {rid: parse_vllm_result(data, source=rid) for rid, data in evidence.items()}
     ctx = build_context(
-        statement.predicate, signer_keyid="test", kit=None, results=results, subjects={}
+        statement.predicate,
+        signer_keyid="test",
+        kit=None,
+        evidence=EvidenceFacts({rid: "ok" for rid in results}),
+        results=results,
+        subjects={},
     )
     return AuditReport("memory", run_rules(ctx))

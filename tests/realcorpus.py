@@ -15,7 +15,7 @@ from typing import Any
 
 from k3kit._canonical import strict_loads
 from k3kit.audit import AuditReport, run_rules
-from k3kit.audit.context import build_context
+from k3kit.audit.context import EvidenceFacts, build_context
 from k3kit.evidence import parse_evidence
 from k3kit.formats.receipt import build_statement
 from k3kit.models import Claims, KitInfo, Statement, load
@@ -219,7 +219,12 @@ def audit_cases(
         for run in statement.predicate.runs
     }
     ctx = build_context(
-        statement.predicate, signer_keyid="test", kit=None, results=results, subjects={}
+        statement.predicate,
+        signer_keyid="test",
+        kit=None,
+        evidence=EvidenceFacts({rid: "ok" for rid in results}),
+        results=results,
+        subjects={},
     )
     return AuditReport("memory", run_rules(ctx))
 

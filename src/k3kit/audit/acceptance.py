@@ -3,7 +3,8 @@
 The report's ``measured`` runs are a receipt predicate with per-request evidence files beside the
 report, so the receipt rules apply unchanged: the signature (the buyer's key, the acceptance
 ``payloadType``) first, then the evidence bytes against their signed sha256, then every rule.
-There is no kit here, so the kit-binding rules say "not checkable", never "passed".
+There is no kit here, so the kit-binding rules say "not checkable", never "passed"; the evidence
+is there, so R03 and every rule that uses evidence read it exactly as they read a kit's.
 
 ``k3kit accept`` runs the same rules on what it measured *before* it signs
 (:func:`audit_measured`): a report the audit would reject is never signed as *reproduced*.
@@ -16,12 +17,13 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import strict_loads
+from k3kit._digest import sha256_hex
 from k3kit._fs import read_capped
-from k3kit.audit.context import KitFacts, Policy, build_context
-from k3kit.audit.engine import AuditReport, _evidence, run_rules
+from k3kit.audit.context import EvidenceFacts, Policy, build_context
+from k3kit.audit.engine import AuditReport, admit_evidence, read_evidence, run_rules
 from k3kit.audit.findings import ERROR, Finding
 from k3kit.errors import VerificationError
-from k3kit.evidence import RunData, parse_evidence
+from k3kit.evidence import RunData
 from k3kit.models import ReceiptPredicate, load
 from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE, AcceptanceStatement
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES, verify_envelope
@@ -83,30 +85,31 @@ def audit_acceptance(
         note = Finding("R01", "not-checkable", "receipt", "no run finished: nothing to audit")
         return AuditReport(label, [note], facts)
     pred = acceptance.measured
-    evidence_facts = KitFacts(None, None, None)
-    results = _evidence(report.parent, pred, evidence_facts)
+    evidence, results = read_evidence(report.parent, pred)
     subjects = {s.name: s.digest.get("sha256", "") for s in statement.subject}
-    findings = _rules(pred, results, verified.signer_keyid, subjects, policy)
-    for run_id, status in evidence_facts.evidence_status.items():
-        if status != "ok":
-            findings.append(Finding("R03", ERROR, run_id, f"evidence/{run_id}.json: {status}"))
+    findings = _rules(pred, evidence, results, verified.signer_keyid, subjects, policy)
     return AuditReport(label, findings, facts)
 
 
 def _rules(
     pred: ReceiptPredicate,
+    evidence: EvidenceFacts,
     results: dict[str, RunData],
     signer_keyid: str,
     subjects: dict[str, str],
     policy: Policy | None,
 ) -> list[Finding]:
-    """Every rule over the measured runs; the evidence sits beside the report (or in memory)."""
+    """Every rule over the measured runs; the evidence sits beside the report (or in memory),
+    so every evidence rule, R03 included, reads it through ``evidence`` as it would a kit's."""
     ctx = build_context(
-        pred, signer_keyid=signer_keyid, kit=None, results=results, subjects=subjects, policy=policy
+        pred,
+        signer_keyid=signer_keyid,
+        kit=None,
+        evidence=evidence,
+        results=results,
+        subjects=subjects,
+        policy=policy,
     )
-    for rv in ctx.runs:
-        if rv.result is not None:
-            rv.raw_note = ""
     return run_rules(ctx)
 
 
@@ -122,15 +125,16 @@ def audit_measured(
     The same rules ``k3kit audit acceptance.dsse.json`` runs later, on the same bytes, so what
     accept signs and what the audit says of it cannot disagree.
     """
-    results = {
-        run.id: parse_evidence(
-            evidence[run.id],
-            source=run.evidence or run.id,
-            tool=run.evidence_tool,
-            record=run.evidence_record,
-            error=VerificationError,
-        )
-        for run in pred.runs
-        if run.id in evidence
-    }
-    return _rules(pred, results, signer_keyid, subjects, None)
+    facts = EvidenceFacts()
+    results: dict[str, RunData] = {}
+    for run in pred.runs:
+        if run.evidence is None:
+            continue
+        data = evidence.get(run.id)
+        if data is None:
+            facts.status[run.id] = "missing: accept measured no evidence for this run"
+        elif sha256_hex(data) != run.evidence_sha256:
+            facts.status[run.id] = "changed: its sha256 is not the one the report records"
+        else:
+            admit_evidence(run, data, facts, results)
+    return _rules(pred, facts, results, signer_keyid, subjects, None)

@@ -55,16 +55,17 @@ def subject_binding(ctx: Context, out: Out) -> None:
 @rule("R03", "Raw-evidence binding", "k3kit receipt design: evidence sha256 in the receipt")
 def evidence_binding(ctx: Context, out: Out) -> None:
     with_files = [rv for rv in ctx.runs if rv.run.evidence is not None]
-    if not with_files and (ctx.kit is None or not ctx.kit.evidence_extra):
+    evidence = ctx.evidence
+    if not with_files and (evidence is None or not evidence.extra):
         out.info(
             "evidence", "no evidence files: every run is summary-level (published numbers only)"
         )
         return
     for rv in with_files:
-        if ctx.kit is None:
+        if evidence is None:
             out.not_checkable(rv.id, f"{rv.run.evidence} not available (receipt without its kit)")
             continue
-        status = ctx.kit.evidence_status.get(rv.id, "not read")
+        status = evidence.status.get(rv.id, "not read")
         if status == "ok":
             out.passed(rv.id, f"{rv.run.evidence} matches its signed sha256")
         else:
@@ -74,7 +75,7 @@ def evidence_binding(ctx: Context, out: Out) -> None:
                 f"sha256:{rv.run.evidence_sha256} ({rv.run.evidence_bytes} bytes)",
                 status,
             )
-    for rel in ctx.kit.evidence_extra if ctx.kit else []:
+    for rel in evidence.extra if evidence else []:
         out.error(
             "evidence", f"{rel}: evidence file not listed in the receipt", "absent", "present"
         )

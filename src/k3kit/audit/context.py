@@ -3,7 +3,9 @@
 Three layers of numbers exist for a run, and rules compare them: the *published* figures
 (``run.metrics``, Decimals with their printed precision), the *tool summary* of the evidence file
 (``run.evidence_summary``, exact floats), and the *per-request data* of a raw evidence file, which
-is only available when a kit directory is audited and the file matched its signed sha256.
+is only available when an evidence folder was read (a kit's, or the one beside an acceptance
+report) and the file matched its signed sha256. :class:`EvidenceFacts` is the one record of which
+files were read and what became of each; every rule asks it, never whether a kit is present.
 """
 
 from __future__ import annotations
@@ -35,13 +37,24 @@ _ATTR = {"p99.9": "p99_9"}
 
 @dataclass
 class KitFacts:
-    """What an audit of a kit directory adds to the receipt alone."""
+    """What an audit of a kit directory adds to the receipt alone (its evidence aside)."""
 
     manifest_sha256: str | None
     lock_sha256: str | None
     info: KitInfo | None
-    evidence_status: dict[str, str] = field(default_factory=dict)  # run id -> "ok" or problem
-    evidence_extra: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EvidenceFacts:
+    """The evidence folder the audit read: a kit's, or the one beside an acceptance report.
+
+    Kept apart from :class:`KitFacts` because evidence can be present without a kit (a buyer's
+    acceptance report carries its own): whether a rule may use a run's evidence depends on this
+    record alone. ``Context.evidence is None`` means no folder was read (a lone receipt).
+    """
+
+    status: dict[str, str] = field(default_factory=dict)  # run id -> "ok" or the problem
+    extra: list[str] = field(default_factory=list)  # files in the folder the receipt does not list
 
 
 @dataclass
@@ -238,6 +251,7 @@ class Context:
     kit: KitFacts | None = None
     subjects: dict[str, str] = field(default_factory=dict)  # Statement subject -> sha256
     policy: Policy = field(default_factory=Policy)
+    evidence: EvidenceFacts | None = None  # None: no evidence folder was read
 
     def run(self, run_id: str) -> RunView:
         return next(rv for rv in self.runs if rv.id == run_id)
@@ -248,11 +262,15 @@ def build_context(
     *,
     signer_keyid: str,
     kit: KitFacts | None,
+    evidence: EvidenceFacts | None,
     results: dict[str, RunData],
     subjects: dict[str, str],
     policy: Policy | None = None,
 ) -> Context:
-    """Views of every run; ``results`` holds the parsed evidence files that passed their hash."""
+    """Views of every run; ``results`` holds the parsed evidence files that passed their hash
+    (those ``evidence`` marks "ok")."""
+    admitted = {} if evidence is None else evidence.status
+    assert all(admitted.get(rid) == "ok" for rid in results), "evidence used without its binding"
     views = []
     for run in predicate.runs:
         view = RunView(
@@ -265,12 +283,12 @@ def build_context(
             view.raw_note = "no evidence file (summary-level run)"
         elif run.evidence_level == "summary":
             view.raw_note = "summary-level evidence (no per-request data)"
-        elif kit is None:
+        elif evidence is None:
             view.raw_note = "per-request evidence not available (receipt audited without its kit)"
         elif view.result is None:
-            view.raw_note = f"evidence unusable: {kit.evidence_status.get(run.id, 'not read')}"
+            view.raw_note = f"evidence unusable: {evidence.status.get(run.id, 'not read')}"
         views.append(view)
-    return Context(predicate, views, signer_keyid, kit, subjects, policy or Policy())
+    return Context(predicate, views, signer_keyid, kit, subjects, policy or Policy(), evidence)
 
 
 def statistic(sorted_s: list[float], key: str, method: str = "numpy-linear") -> float:

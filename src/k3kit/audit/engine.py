@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._digest import sha256_hex
 from k3kit._fs import walk
-from k3kit.audit.context import Context, KitFacts, Policy, build_context
+from k3kit.audit.context import Context, EvidenceFacts, KitFacts, Policy, build_context
 from k3kit.audit.findings import ERROR, RANK, SEVERITIES, Finding, Out, ordered_rules
 from k3kit.errors import InputError, K3kitError, VerificationError
 from k3kit.evidence import MAX_EVIDENCE_BYTES, RunData, parse_evidence, summarize
@@ -28,7 +28,7 @@ from k3kit.formats.manifest import (
     ExpectedEvidence,
     read_bound_evidence,
 )
-from k3kit.models import KIT_SUBJECT, KitInfo, ReceiptPredicate
+from k3kit.models import KIT_SUBJECT, KitInfo, ReceiptPredicate, Run
 from k3kit.node.verify import LOCK_NAME, MAX_DOC_BYTES
 from k3kit.signing.sign import read_receipt
 
@@ -94,7 +94,11 @@ def _kit_info(kit_dir: Path, kit_sha256: str | None) -> KitInfo | None:
         return None
 
 
-def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[str, RunData]:
+def read_evidence(folder: Path, pred: ReceiptPredicate) -> tuple[EvidenceFacts, dict[str, RunData]]:
+    """Every run's evidence file under ``folder`` (a kit, or an acceptance report's folder),
+    bound to its signed sha256 by the verifier's own reader; what became of each is recorded in
+    the returned :class:`EvidenceFacts`, the only thing rules ask about evidence."""
+    facts = EvidenceFacts()
     results: dict[str, RunData] = {}
     listed = set()
     for run in pred.runs:
@@ -107,40 +111,48 @@ def _evidence(kit_dir: Path, pred: ReceiptPredicate, facts: KitFacts) -> dict[st
             run.evidence_sha256 or "",
         )
         try:  # the verifier's own binding (manifest.read_bound_evidence), not a second one
-            data = read_bound_evidence(kit_dir, signed)
+            data = read_bound_evidence(folder, signed)
         except VerificationError as exc:
             state = "missing or unreadable" if exc.code == "EVIDENCE_FILE_MISSING" else "changed"
-            facts.evidence_status[run.id] = f"{state}: {exc.message}"
+            facts.status[run.id] = f"{state}: {exc.message}"
             continue
-        try:
-            result = parse_evidence(
-                data,
-                source=run.evidence,
-                tool=run.evidence_tool,
-                record=run.evidence_record,
-                error=VerificationError,
-            )
-        except VerificationError as exc:
-            facts.evidence_status[run.id] = f"unparseable: {exc.message}"
-            continue
-        # Notes about version drift may grow between k3kit versions; the numbers may not differ.
-        recorded = run.evidence_summary
-        drift: dict[str, list[str]] = {"notes": [], "unmapped": []}
-        if recorded is None or summarize(result).model_copy(update=drift) != recorded.model_copy(
-            update=drift
-        ):
-            facts.evidence_status[run.id] = "its tool summary differs from the receipt's"
-            continue
-        facts.evidence_status[run.id] = "ok"
-        results[run.id] = result
-    folder = kit_dir / EVIDENCE_DIR
-    if folder.is_dir() and not folder.is_symlink():
-        facts.evidence_extra = [
+        admit_evidence(run, data, facts, results)
+    ev_dir = folder / EVIDENCE_DIR
+    if ev_dir.is_dir() and not ev_dir.is_symlink():
+        facts.extra = [
             f"{EVIDENCE_DIR}/{e.rel}"
-            for e in walk(folder)
+            for e in walk(ev_dir)
             if e.kind != "dir" and f"{EVIDENCE_DIR}/{e.rel}" not in listed
         ]
-    return results
+    return facts, results
+
+
+def admit_evidence(
+    run: Run, data: bytes, facts: EvidenceFacts, results: dict[str, RunData]
+) -> None:
+    """Parse bytes already bound to the run's signed sha256 and admit them when their tool
+    summary is the one the receipt records; the outcome goes into ``facts.status``."""
+    try:
+        result = parse_evidence(
+            data,
+            source=run.evidence or run.id,
+            tool=run.evidence_tool,
+            record=run.evidence_record,
+            error=VerificationError,
+        )
+    except VerificationError as exc:
+        facts.status[run.id] = f"unparseable: {exc.message}"
+        return
+    # Notes about version drift may grow between k3kit versions; the numbers may not differ.
+    recorded = run.evidence_summary
+    drift: dict[str, list[str]] = {"notes": [], "unmapped": []}
+    if recorded is None or summarize(result).model_copy(update=drift) != recorded.model_copy(
+        update=drift
+    ):
+        facts.status[run.id] = "its tool summary differs from the receipt's"
+        return
+    facts.status[run.id] = "ok"
+    results[run.id] = result
 
 
 def audit_receipt(
@@ -168,6 +180,7 @@ def audit_receipt(
     pred = statement.predicate
     subjects = {s.name: s.digest.get("sha256", "") for s in statement.subject}
     kit: KitFacts | None = None
+    evidence: EvidenceFacts | None = None
     results: dict[str, RunData] = {}
     if kit_dir is not None:
         kit = KitFacts(
@@ -175,11 +188,12 @@ def audit_receipt(
             _sha256_of(kit_dir / LOCK_NAME),
             _kit_info(kit_dir, subjects.get(KIT_SUBJECT)),
         )
-        results = _evidence(kit_dir, pred, kit)
+        evidence, results = read_evidence(kit_dir, pred)
     ctx = build_context(
         pred,
         signer_keyid=verified.signer_keyid,
         kit=kit,
+        evidence=evidence,
         results=results,
         subjects=subjects,
         policy=policy,
