@@ -51,8 +51,22 @@ def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def open_engine(db: str) -> Engine:
-    """An engine for ``db``; nothing is connected yet."""
+def _require_sqlite_file(db: str, database: str | None) -> None:
+    """Refuse a SQLite ledger file that does not exist: SQLite would create an empty one, so a
+    typo in ``--db`` of a verb that only reads would report on (and leave behind) a new database."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    if not Path(database).exists():
+        raise InputError(
+            f"no ledger database at {db} (nothing was created)",
+            code="LEDGER_NOT_FOUND",
+            hint="check --db (or K3KIT_LEDGER); `k3kit ledger init --db PATH` creates a ledger",
+        )
+
+
+def open_engine(db: str, *, create: bool = True) -> Engine:
+    """An engine for ``db``; nothing is connected yet. ``create=False`` (the verbs that only
+    read the ledger) refuses a SQLite file that does not exist instead of creating it."""
     try:
         url = make_url(url_for(db))
     except ArgumentError as exc:
@@ -60,6 +74,8 @@ def open_engine(db: str) -> Engine:
     if url.get_backend_name() not in ("sqlite", "postgresql"):
         raise InputError(f"unsupported database {url.get_backend_name()!r}", code="LEDGER_URL")
     if url.get_backend_name() == "sqlite":
+        if not create:
+            _require_sqlite_file(db, url.database)
         engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
