@@ -333,6 +333,11 @@ class EnvironmentCode(ErrorCode):
     """The machine got in the way (exit 4): files, keys, engines, I/O."""
 
     ENVIRONMENT = "ENVIRONMENT", _ENV, "environment problem (generic)"
+    DISK_UNWRITABLE = (
+        "DISK_UNWRITABLE",
+        _ENV,
+        "a disk written to is full, over quota, read-only or failing (ENOSPC, EDQUOT, EROFS, EIO)",
+    )
     ENGINE_NOT_FOUND = "ENGINE_NOT_FOUND", _ENV, "the engine executable is not installed"
     ENGINE_CANNOT_START = (
         "ENGINE_CANNOT_START",

@@ -109,10 +109,31 @@ def reading(engine: Engine) -> Iterator[Connection]:
         raise translate(exc) from exc
 
 
+# SQLite's primary result codes for a disk that is full, failing or read-only
+# (SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY), and PostgreSQL's SQLSTATEs for the same
+# (disk_full, io_error, read_only_sql_transaction): the disk's fault, never the input's.
+_SQLITE_DISK = frozenset({13, 10, 8})
+_PG_DISK = frozenset({"53100", "58030", "25006"})
+
+
+def _disk_failure(orig: object) -> bool:
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in _SQLITE_DISK:
+        return True
+    return getattr(orig, "sqlstate", None) in _PG_DISK
+
+
 def translate(exc: DBAPIError) -> Exception:
     """A database refusal as a k3kit error: constraint and trigger refusals are bad input (3),
-    a database that cannot be reached is the environment (4)."""
+    a database that cannot be reached, or whose disk is full or failing, is the environment (4)."""
     msg = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc)
+    if _disk_failure(exc.orig):
+        return EnvironmentProblem(
+            f"ledger database: {msg} (the disk holding the ledger)",
+            code="DISK_UNWRITABLE",
+            hint="free space (or quota) on the disk holding the ledger (--db), or make it "
+            "writable; then rerun: the transaction was rolled back, nothing was recorded",
+        )
     if exc.connection_invalidated or "connect" in msg.lower() or "unable to open" in msg:
         return EnvironmentProblem(f"ledger database: {msg}", code="LEDGER_UNAVAILABLE")
     if "append-only" in msg:
