@@ -352,6 +352,9 @@ def test_chain_entry_rewritten_found(tmp_path: Path, signing_key: KeyFiles) -> N
 
 def test_uninitialised_and_unreachable(tmp_path: Path) -> None:
     done = run_k3kit("ledger", "verify", "--db", str(tmp_path / "none.sqlite"), "--json")
+    assert done.returncode == 3 and "LEDGER_NOT_FOUND" in done.stdout
+    (tmp_path / "empty.sqlite").touch()  # a file that is there but was never `ledger init`ed
+    done = run_k3kit("ledger", "verify", "--db", str(tmp_path / "empty.sqlite"), "--json")
     assert done.returncode == 3 and "LEDGER_NOT_INITIALISED" in done.stdout
     done = run_k3kit("ledger", "verify", "--db", "postgresql://u@127.0.0.1:1/x", "--json")
     assert done.returncode == 4 and "LEDGER_UNAVAILABLE" in done.stdout
