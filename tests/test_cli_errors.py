@@ -98,8 +98,8 @@ CASES = [
         "disk full",
         OSError(28, "No space left on device", "/srv/kit"),
         4,
-        "IO_ERROR",
-        "No space left on device: /srv/kit",
+        "DISK_UNWRITABLE",
+        "cannot write /srv/kit: No space left on device (the disk holding /srv)",
     ),
     (
         "an OSError without a file",

@@ -114,3 +114,45 @@ def test_unreadable_trust_key_is_an_environment_error(
     proc = run_k3kit("verify", kit, "--trust", bad)
     assert proc.returncode == 4
     assert "Traceback" not in proc.stderr
+
+
+def test_public_key_given_to_key_is_named_as_such_not_chmod_or_passphrase(
+    tmp_path: Path, kit: Path
+) -> None:
+    """The .pub beside the .key handed to --key (PEM, or an OpenSSH one-liner) used to be told to
+    `chmod 600` and, after that, that the passphrase was wrong: it is now named as a public key
+    (exit 4, KEY_IS_PUBLIC) before any permission check, by every verb that loads a --key."""
+    assert run_k3kit("keygen", "--out", tmp_path / "k").returncode == 0
+    pem_pub = tmp_path / "k.pub"
+    assert os.stat(pem_pub).st_mode & 0o044  # world-readable, as keygen writes it
+    pub = serialization.load_pem_public_key(pem_pub.read_bytes())
+    ssh_pub = tmp_path / "id_ed25519.pub"
+    ssh_pub.write_bytes(
+        pub.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        + b" me@host\n"
+    )
+    claims = Path(__file__).parents[1] / "examples/kimi-k3-b300x8/claims.toml"
+    receipt = (kit / "receipt.dsse.json").read_bytes()
+    for key in (pem_pub, ssh_pub):
+        for argv in (
+            ("sign", kit, "--key", key, "--claims", claims, "--force"),
+            ("countersign", kit, "--key", key),
+            (
+                "ledger",
+                "checkpoint",
+                "--db",
+                tmp_path / "l.sqlite",
+                "--key",
+                key,
+                "-o",
+                tmp_path / "head.json",
+            ),
+        ):
+            proc = run_k3kit(*argv)
+            assert proc.returncode == 4, proc.stderr
+            assert f"{key} is a public key; --key needs the private key" in proc.stderr
+            assert "chmod" not in proc.stderr and "passphrase" not in proc.stderr
+    named = run_k3kit("countersign", kit, "--key", pem_pub)
+    assert f"({tmp_path / 'k.key'}, not {pem_pub})" in named.stderr
+    assert (kit / "receipt.dsse.json").read_bytes() == receipt
+    assert not (tmp_path / "head.json").exists()

@@ -352,6 +352,9 @@ def test_chain_entry_rewritten_found(tmp_path: Path, signing_key: KeyFiles) -> N
 
 def test_uninitialised_and_unreachable(tmp_path: Path) -> None:
     done = run_k3kit("ledger", "verify", "--db", str(tmp_path / "none.sqlite"), "--json")
+    assert done.returncode == 3 and "LEDGER_NOT_FOUND" in done.stdout
+    (tmp_path / "empty.sqlite").touch()  # a file that is there but was never `ledger init`ed
+    done = run_k3kit("ledger", "verify", "--db", str(tmp_path / "empty.sqlite"), "--json")
     assert done.returncode == 3 and "LEDGER_NOT_INITIALISED" in done.stdout
     done = run_k3kit("ledger", "verify", "--db", "postgresql://u@127.0.0.1:1/x", "--json")
     assert done.returncode == 4 and "LEDGER_UNAVAILABLE" in done.stdout
@@ -615,3 +618,37 @@ def test_ledger_verify_of_a_blob_is_exit_1_not_an_internal_error(
     conn.close()
     rc, report = _verify(str(db))
     assert rc == 1 and report["first_broken"]["code"] == "LEDGER_ROW_MALFORMED"  # type: ignore[index]
+
+
+def test_ledger_verify_with_a_mistyped_db_path_refuses_and_creates_nothing(
+    tmp_path: Path, signing_key: KeyFiles
+) -> None:
+    """`ledger verify --db typo.sqlite` used to create an empty database and check it; verbs that
+    only read the ledger now refuse a SQLite file that does not exist (exit 3, LEDGER_NOT_FOUND)
+    and leave nothing behind, while `ledger init` still creates one."""
+    typo = tmp_path / "typo.sqlite"
+    for argv in (
+        ("ledger", "verify", "--db", typo, "--json"),
+        (
+            "ledger",
+            "checkpoint",
+            "--db",
+            typo,
+            "--key",
+            signing_key.private,
+            "-o",
+            tmp_path / "head.json",
+            "--json",
+        ),
+        ("ledger", "verify", "--db", f"sqlite:///{typo}", "--json"),
+    ):
+        done = run_k3kit(*argv)
+        assert done.returncode == 3, done.stderr
+        error = json.loads(done.stdout)["error"]
+        assert error["code"] == "LEDGER_NOT_FOUND"
+        assert "ledger init" in (error.get("hint") or "")
+        assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert run_k3kit("ledger", "init", "--db", typo).returncode == 0
+    assert typo.is_file()
+    done = run_k3kit("ledger", "verify", "--db", typo, "--json")
+    assert done.returncode == 0, done.stderr

@@ -9,6 +9,7 @@ their destination and renamed into place for the same reason (:func:`replace_dir
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import shutil
@@ -21,6 +22,36 @@ from pathlib import Path
 
 from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError, K3kitError
+
+# The write failures that are the disk's, not the input's: full, over quota, read-only, failing.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
+def disk_problem(path: str | Path | None, exc: OSError) -> EnvironmentProblem | None:
+    """``exc`` as a ``DISK_UNWRITABLE`` error naming the disk (the folder written into), or None
+    when it is not a disk failure. The one place every writer (atomic writes, staging folders,
+    the CLI's last-resort OSError mapping) turns ENOSPC and its kin into exit 4 with a fix."""
+    if exc.errno not in DISK_ERRNOS:
+        return None
+    named = path if path is not None else exc.filename
+    if named is None or isinstance(named, int) or not str(named):
+        what, folder = "a write failed", "the folder written to"
+    else:
+        where = Path(os.fsdecode(named))
+        what, folder = f"cannot write {shown(where)}", shown(where.parent)
+    return EnvironmentProblem(
+        f"{what}: {exc.strerror or exc} (the disk holding {folder})",
+        code="DISK_UNWRITABLE",
+        hint=f"free space (or quota) on the disk holding {folder}, or make it writable, or write "
+        "elsewhere; then rerun: nothing was half-written",
+    )
+
+
+def write_error(path: Path, exc: OSError, what: str = "") -> EnvironmentProblem:
+    """An OSError from writing ``path``: :func:`disk_problem` if it is the disk's, else generic."""
+    return disk_problem(path, exc) or EnvironmentProblem(
+        f"cannot write {path}: {what}{exc.strerror or exc}"
+    )
 
 
 @dataclass(frozen=True)
@@ -206,9 +237,7 @@ def atomic_write(
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # FileExistsError here is a *file* in the way, not the output
-        raise EnvironmentProblem(
-            f"cannot write {path}: cannot make its folder: {exc.strerror or exc}"
-        ) from exc
+        raise write_error(path, exc, "cannot make its folder: ") from exc
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
         try:
@@ -230,7 +259,7 @@ def atomic_write(
     except FileExistsError as exc:
         raise _exists_error(path) from exc
     except OSError as exc:
-        raise EnvironmentProblem(f"cannot write {path}: {exc.strerror or exc}") from exc
+        raise write_error(path, exc) from exc
     _fsync_dir(parent)
 
 
@@ -419,7 +448,9 @@ def staging_dir(dest: Path) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".staging", dir=dest.parent))
     except OSError as exc:
-        raise EnvironmentProblem(f"cannot create a staging directory beside {dest}: {exc}") from exc
+        raise disk_problem(dest, exc) or EnvironmentProblem(
+            f"cannot create a staging directory beside {dest}: {exc}"
+        ) from exc
 
 
 def replace_dir(staged: Path, dest: Path, *, force: bool, folder: FolderRule | None = None) -> None:

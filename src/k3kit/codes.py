@@ -333,6 +333,11 @@ class EnvironmentCode(ErrorCode):
     """The machine got in the way (exit 4): files, keys, engines, I/O."""
 
     ENVIRONMENT = "ENVIRONMENT", _ENV, "environment problem (generic)"
+    DISK_UNWRITABLE = (
+        "DISK_UNWRITABLE",
+        _ENV,
+        "a disk written to is full, over quota, read-only or failing (ENOSPC, EDQUOT, EROFS, EIO)",
+    )
     ENGINE_NOT_FOUND = "ENGINE_NOT_FOUND", _ENV, "the engine executable is not installed"
     ENGINE_CANNOT_START = (
         "ENGINE_CANNOT_START",
@@ -352,6 +357,7 @@ class EnvironmentCode(ErrorCode):
         "NAME-VERSION exists but k3kit did not install it (owner, mode)",
     )
     IO_ERROR = "IO_ERROR", _ENV, "an OSError reached the CLI"
+    KEY_IS_PUBLIC = "KEY_IS_PUBLIC", _ENV, "--key was given a public key, not the private key"
     KEY_PASSPHRASE = "KEY_PASSPHRASE", _ENV, "wrong passphrase for the key"
     KEY_TOO_PERMISSIVE = "KEY_TOO_PERMISSIVE", _ENV, "the private key file is readable"
     KEY_UNREADABLE = "KEY_UNREADABLE", _ENV, "the key file cannot be read"
@@ -508,6 +514,11 @@ class CommerceCode(ErrorCode):
     )
     LEDGER_APPEND_ONLY = "LEDGER_APPEND_ONLY", _INPUT, "the database refused an UPDATE or DELETE"
     LEDGER_CONSTRAINT = "LEDGER_CONSTRAINT", _INPUT, "the database refused a row (a constraint)"
+    LEDGER_NOT_FOUND = (
+        "LEDGER_NOT_FOUND",
+        _INPUT,
+        "no SQLite ledger at --db (a verb that only reads never creates one)",
+    )
     LEDGER_NOT_INITIALISED = "LEDGER_NOT_INITIALISED", _INPUT, "run `k3kit ledger init` first"
     LEDGER_ROW = "LEDGER_ROW", _FAIL, "a ledger row breaks the hash chain or its signature"
     LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE", _ENV, "the ledger database cannot be reached"

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import click
 
+from k3kit._fs import disk_problem
 from k3kit._text import shown_lines
 from k3kit._values import ascii_int, utc_timestamp
 from k3kit._version import __version__
@@ -107,6 +108,9 @@ def handle_errors(func: F) -> F:
         except OSError as exc:  # the machine got in the way (disk full, permissions, no such dir)
             if debug:
                 traceback.print_exc()
+            disk = disk_problem(None, exc)
+            if disk is not None:
+                _fail(ctx, int(disk.exit_code), disk.code, f"error: {disk.message}", disk.hint)
             _fail(
                 ctx,
                 int(ExitCode.ENVIRONMENT),

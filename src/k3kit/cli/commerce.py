@@ -319,7 +319,7 @@ def ledger_verify(
 
     trusted = trusted_keys(trust) if trust else None
     anchors = _anchors(checkpoints, trusted)
-    report = verify_ledger(open_engine(db), trusted, anchors)
+    report = verify_ledger(open_engine(db, create=False), trusted, anchors)
     first = report.first
     verdict, note = _verdict(report)
     if as_json:
@@ -388,7 +388,7 @@ def ledger_checkpoint(
     signer = load_signer(key, passphrase_env)
     trusted = [signer.public_key(), *(trusted_keys(trust) if trust else [])]
     done = checkpoint(
-        open_engine(db),
+        open_engine(db, create=False),
         signer,
         now=now_utc(),
         trusted=trusted,

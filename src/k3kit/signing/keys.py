@@ -201,23 +201,51 @@ def write_keypair(out: Path, passphrase: bytes | None) -> tuple[KeyPairPaths, Ed
     return paths, pub
 
 
+# PEM SubjectPublicKeyInfo, RFC 4716 and the OpenSSH one-line forms (ssh-ed25519, ssh-rsa, ...).
+_PUBLIC_KEY_STARTS = (
+    b"-----BEGIN PUBLIC KEY-----",
+    b"---- BEGIN SSH2 PUBLIC KEY ----",
+    b"ssh-",
+    b"ecdsa-sha2-",
+    b"sk-ssh-",
+    b"sk-ecdsa-",
+)
+
+
+def _refuse_public_key(path: Path, data: bytes) -> None:
+    """A public key handed to ``--key`` (the ``.pub`` beside the ``.key``) is named as such,
+    before the permission check: telling someone to ``chmod 600`` a public key, then that the
+    passphrase is wrong, sends them after the wrong fix."""
+    if not data.lstrip().startswith(_PUBLIC_KEY_STARTS):
+        return
+    private = shown(path.with_suffix(".key")) if path.suffix == ".pub" else "the .key file"
+    raise EnvironmentProblem(
+        f"{shown(path)} is a public key; --key needs the private key "
+        f"({private}, not {shown(path)})",
+        code="KEY_IS_PUBLIC",
+        hint="give the .key file keygen wrote beside the .pub (the .pub is for --trust)",
+    )
+
+
 def load_private(path: Path, passphrase: bytes | None) -> Ed25519PrivateKey:
-    """Load a private key, refusing one that other users can read (as ssh-keygen does)."""
+    """Load a private key, refusing a public key by name and one that other users can read (as
+    ssh-keygen does)."""
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
         raise EnvironmentProblem(
             f"cannot read key {path}: {exc.strerror}", code="KEY_UNREADABLE"
         ) from exc
+    data = read_capped(
+        path, MAX_KEY_FILE, what="private key", error=EnvironmentProblem, code="KEY_UNREADABLE"
+    )
+    _refuse_public_key(path, data)
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise EnvironmentProblem(
             f"private key {path} is accessible by group or others (mode {stat.S_IMODE(mode):o})",
             code="KEY_TOO_PERMISSIVE",
             hint=f"run: chmod 600 {path}",
         )
-    data = read_capped(
-        path, MAX_KEY_FILE, what="private key", error=EnvironmentProblem, code="KEY_UNREADABLE"
-    )
     try:
         key = serialization.load_pem_private_key(data, password=passphrase)
     except TypeError as exc:

@@ -51,8 +51,22 @@ def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def open_engine(db: str) -> Engine:
-    """An engine for ``db``; nothing is connected yet."""
+def _require_sqlite_file(db: str, database: str | None) -> None:
+    """Refuse a SQLite ledger file that does not exist: SQLite would create an empty one, so a
+    typo in ``--db`` of a verb that only reads would report on (and leave behind) a new database."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    if not Path(database).exists():
+        raise InputError(
+            f"no ledger database at {db} (nothing was created)",
+            code="LEDGER_NOT_FOUND",
+            hint="check --db (or K3KIT_LEDGER); `k3kit ledger init --db PATH` creates a ledger",
+        )
+
+
+def open_engine(db: str, *, create: bool = True) -> Engine:
+    """An engine for ``db``; nothing is connected yet. ``create=False`` (the verbs that only
+    read the ledger) refuses a SQLite file that does not exist instead of creating it."""
     try:
         url = make_url(url_for(db))
     except ArgumentError as exc:
@@ -60,6 +74,8 @@ def open_engine(db: str) -> Engine:
     if url.get_backend_name() not in ("sqlite", "postgresql"):
         raise InputError(f"unsupported database {url.get_backend_name()!r}", code="LEDGER_URL")
     if url.get_backend_name() == "sqlite":
+        if not create:
+            _require_sqlite_file(db, url.database)
         engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
@@ -93,10 +109,31 @@ def reading(engine: Engine) -> Iterator[Connection]:
         raise translate(exc) from exc
 
 
+# SQLite's primary result codes for a disk that is full, failing or read-only
+# (SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY), and PostgreSQL's SQLSTATEs for the same
+# (disk_full, io_error, read_only_sql_transaction): the disk's fault, never the input's.
+_SQLITE_DISK = frozenset({13, 10, 8})
+_PG_DISK = frozenset({"53100", "58030", "25006"})
+
+
+def _disk_failure(orig: object) -> bool:
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in _SQLITE_DISK:
+        return True
+    return getattr(orig, "sqlstate", None) in _PG_DISK
+
+
 def translate(exc: DBAPIError) -> Exception:
     """A database refusal as a k3kit error: constraint and trigger refusals are bad input (3),
-    a database that cannot be reached is the environment (4)."""
+    a database that cannot be reached, or whose disk is full or failing, is the environment (4)."""
     msg = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc)
+    if _disk_failure(exc.orig):
+        return EnvironmentProblem(
+            f"ledger database: {msg} (the disk holding the ledger)",
+            code="DISK_UNWRITABLE",
+            hint="free space (or quota) on the disk holding the ledger (--db), or make it "
+            "writable; then rerun: the transaction was rolled back, nothing was recorded",
+        )
     if exc.connection_invalidated or "connect" in msg.lower() or "unable to open" in msg:
         return EnvironmentProblem(f"ledger database: {msg}", code="LEDGER_UNAVAILABLE")
     if "append-only" in msg:

@@ -1,0 +1,103 @@
+"""A disk that is full or read-only, for real: a 64 KiB tmpfs mounted for the test (root only).
+
+A full disk is the machine's fault, not the input's: every writer reports it as exit 4,
+``DISK_UNWRITABLE``, naming the folder whose disk is full, and leaves nothing half-written.
+(Before: `ledger init` on a full disk was exit 3, ``LEDGER_CONSTRAINT``, "ledger refused".)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import GoldenKit, run_k3kit
+
+
+def _mount(folder: Path, *options: str) -> Iterator[Path]:
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", ",".join(("size=64k", *options)), "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs with about 4 KiB left: any output larger than that meets ENOSPC."""
+    for disk in _mount(tmp_path / "disk"):
+        filler = disk / "filler"
+        with filler.open("wb") as handle:
+            handle.write(b"\0" * (60 * 1024))
+        yield disk
+
+
+@pytest.fixture
+def read_only_disk(tmp_path: Path) -> Iterator[Path]:
+    yield from _mount(tmp_path / "ro", "ro")
+
+
+def _disk_error(done: subprocess.CompletedProcess[str], folder: Path) -> dict[str, object]:
+    assert done.returncode == 4, done.stderr
+    assert "Traceback" not in done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "DISK_UNWRITABLE"
+    assert f"the disk holding {folder}" in error["message"]
+    assert "free space" in error["hint"]
+    return error
+
+
+def _left(disk: Path) -> list[str]:
+    return sorted(p.name for p in disk.iterdir() if p.name != "filler")
+
+
+def test_pack_onto_a_full_disk_is_exit_4_naming_the_disk_and_leaves_nothing(
+    golden: GoldenKit, full_disk: Path
+) -> None:
+    out = full_disk / "kit.kit.tar.gz"
+    done = run_k3kit("pack", golden.kit, "-o", out, "--json")
+    error = _disk_error(done, full_disk)
+    assert "No space left on device" in str(error["message"])
+    assert _left(full_disk) == []
+
+
+def test_ledger_init_on_a_full_disk_is_exit_4_not_a_refused_row(full_disk: Path) -> None:
+    done = run_k3kit("ledger", "init", "--db", full_disk / "ledger.sqlite", "--json")
+    error = _disk_error(done, Path("the ledger"))
+    assert "LEDGER_CONSTRAINT" not in done.stdout and "refused" not in str(error["message"])
+
+
+def test_install_onto_a_full_disk_is_exit_4(golden: GoldenKit, full_disk: Path) -> None:
+    """install copies with os.write (no file name on the error): the CLI's last-resort mapping
+    still calls it the disk's fault."""
+    done = run_k3kit(
+        "install",
+        golden.kit,
+        "--trust",
+        golden.key.public,
+        "--into",
+        full_disk / "kits",
+        "--state-dir",
+        full_disk.parent / "state",
+        "--json",
+    )
+    assert done.returncode == 4, done.stderr
+    assert json.loads(done.stdout)["error"]["code"] == "DISK_UNWRITABLE"
+
+
+def test_pack_onto_a_read_only_disk_is_exit_4(golden: GoldenKit, read_only_disk: Path) -> None:
+    done = run_k3kit("pack", golden.kit, "-o", read_only_disk / "kit.kit.tar.gz", "--json")
+    error = _disk_error(done, read_only_disk)
+    assert "Read-only file system" in str(error["message"])
+    assert os.listdir(read_only_disk) == []
