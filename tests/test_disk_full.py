@@ -48,10 +48,10 @@ def read_only_disk(tmp_path: Path) -> Iterator[Path]:
     yield from _mount(tmp_path / "ro", "ro")
 
 
-def _disk_error(done: subprocess.CompletedProcess[str], folder: Path) -> dict[str, object]:
+def _disk_error(done: subprocess.CompletedProcess[str], folder: Path) -> dict[str, str]:
     assert done.returncode == 4, done.stderr
     assert "Traceback" not in done.stderr
-    error = json.loads(done.stdout)["error"]
+    error: dict[str, str] = json.loads(done.stdout)["error"]
     assert error["code"] == "DISK_UNWRITABLE"
     assert f"the disk holding {folder}" in error["message"]
     assert "free space" in error["hint"]
