@@ -327,8 +327,9 @@ def test_weights_without_tokenizer_are_refused(
 
 
 class Ticks:
-    """An injected clock: every reading is one tick later than the last (c=1 is sequential, so
-    each request reads it at send, at each of its 16 token chunks and at its usage chunk)."""
+    """An injected clock: every reading is one tick later than the last. accept reads it at
+    send and once per network read (every line one read completes arrived at that instant), and
+    the server below writes each of the 16 token chunks 20 ms apart, so each is its own read."""
 
     def __init__(self, tick_s: float) -> None:
         self.tick_s, self.now = tick_s, 0.0
@@ -364,7 +365,7 @@ def test_verdicts_follow_the_injected_clock(
         points=[1],
         requests=None,
     )
-    with _server(acceptkit, ttft_s=0.0, tpot_s=0.0) as server:
+    with _server(acceptkit, ttft_s=0.02, tpot_s=0.02) as server:
         result = run_accept(
             plan,
             url=server.url,
