@@ -19,12 +19,14 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tokenizers import Tokenizer
 
+from k3kit.accept import _http
 from k3kit.accept._http import Sample, Timeouts, client, stream_completion
 from k3kit.accept.tokens import check_sample
 from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE
@@ -128,6 +130,33 @@ def test_whole_stream_in_one_write_is_not_reproduced(
     assert code == 1 and result["verdict"] == "not reproduced"
     tpot = _by_claim(result)[("interactive-c1", "tpot_ms.p50")]
     assert tpot["verdict"] == "not reproduced" and "no decoding reaches" in tpot["reason"]
+
+
+def test_one_write_read_by_a_slow_client_still_has_no_gaps(
+    acceptkit: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI failure of the last round, made certain: every event's parse takes 2 ms (a busy
+    machine, exaggerated), and the sixteen chunks of one write still share one arrival time.
+    Timing each piece as httpx hands it on (h11 yields one HTTP chunk at a time) gave gaps of
+    the parse time, which a lying server was credited with as decoding."""
+    real = _http.server_json
+
+    def slow(data: str | bytes, what: str = "server-sent event") -> dict[str, Any]:
+        time.sleep(0.002)
+        return real(data, what)
+
+    monkeypatch.setattr(_http, "server_json", slow)
+    body = {"model": "m", "prompt": "hi", "max_tokens": 16, "stream": True, "ignore_eos": True}
+    with _server(acceptkit, **FAST, lie="one_write") as server:
+
+        async def one() -> Sample:
+            async with client(1, Timeouts()) as http:
+                url = f"{server.url}/v1/completions"
+                return await stream_completion(http, url, body, 1, Timeouts())
+
+        sample = asyncio.run(one())
+    assert sample.error == "" and sample.text_chunks == 16
+    assert sample.itl_s == [0.0] * 15, sample.itl_s
 
 
 def test_whole_text_in_one_chunk_is_rejected_by_the_audit_before_signing(

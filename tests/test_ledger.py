@@ -334,15 +334,18 @@ def test_sqlite_file_bytes_edited_found(tmp_path: Path, signing_key: KeyFiles) -
 
 
 def test_chain_entry_rewritten_found(tmp_path: Path, signing_key: KeyFiles) -> None:
-    """Rewrite an entry and the typed row together: the next entry's prev_hash gives it away."""
+    """Rewrite an entry and the typed row together: the next entry's prev_hash gives it away.
+
+    The last hex digit is flipped, never set: setting it to '0' left one hash in sixteen
+    unchanged, and CI met that one (the test then saw an intact ledger)."""
     db = str(tmp_path / "ledger.sqlite")
     assert run_k3kit("ledger", "init", "--db", db).returncode == 0
     lic, terms = sign_licence(tmp_path, signing_key)
     buy(db, lic, terms, "PAY-1")
     rc, message = _sql(
         db,
-        "DROP TRIGGER entries_no_update; UPDATE entries SET "
-        "row_hash = 'sha256:' || substr(row_hash, 8, 63) || '0' WHERE seq = 3;",
+        "DROP TRIGGER entries_no_update; UPDATE entries SET row_hash = substr(row_hash, 1, 70) "
+        "|| CASE WHEN substr(row_hash, 71, 1) = '0' THEN '1' ELSE '0' END WHERE seq = 3;",
     )
     assert rc == 0, message
     rc, report = _verify(db)

@@ -106,23 +106,70 @@ def _check_identity(response: httpx.Response) -> None:
         raise ValueError("the server compressed its answer although asked not to")
 
 
-async def _lines(response: httpx.Response, clock: Clock) -> AsyncIterator[tuple[str, float]]:
-    """The answer's lines, each with the time its last byte arrived, and each refused as soon
-    as it grows past :data:`MAX_LINE_BYTES`.
+class _ReadStamp:
+    """A connection's network read, wrapped to note the clock when each read returns.
 
-    The time is taken once per network read, before any line of it is parsed: every line that
-    one read completes arrived at that instant. Timing each line after parsing the ones before it
-    would turn a server's single write of a whole answer into gaps as long as this client's
-    parsing (0.1 ms a chunk and more on a busy machine), which is the decoding a lying server
-    wants to be credited with. httpx's ``aiter_lines`` holds a whole line before returning it, so
-    a server that never sends a newline grows one string until the request times out (an hour);
-    this reader holds at most one cap's worth plus one network read.
+    httpx hands the body on as h11 parses it: one HTTP chunk at a time, so a server's single
+    write of sixteen chunks comes out of ``aiter_raw`` as sixteen pieces, the later ones after
+    this client has parsed the earlier ones. Timing a piece when it comes out would credit the
+    server with this client's parsing (0.12 ms a chunk on a busy CI machine, above the TPOT
+    floor) as decoding. The stamp is the time the bytes came off the socket, which a server
+    cannot stretch without actually waiting. It lives on httpcore's stream (the documented
+    ``network_stream`` response extension), so a kept-alive connection keeps one stamp.
+    """
+
+    def __init__(self, read: Callable[..., Any], clock: Clock) -> None:
+        self._read = read
+        self.clock = clock
+        #: None until this request's first read: bytes that came with the headers are timed
+        #: when they come out (one clock reading, as a read would be).
+        self.at: float | None = None
+
+    async def __call__(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data: bytes = await self._read(max_bytes, timeout)
+        self.at = self.clock()
+        return data
+
+
+def _read_stamp(response: httpx.Response, clock: Clock) -> _ReadStamp | None:
+    """The stamp of ``response``'s connection, installed on first use; None where httpx gives
+    no network stream (then pieces are timed as they come out, the conservative fallback only
+    for transports tests inject)."""
+    stream = response.extensions.get("network_stream")
+    read = getattr(stream, "read", None)
+    if isinstance(read, _ReadStamp):
+        read.clock, read.at = clock, None
+        return read
+    if read is None:
+        return None
+    stamp = _ReadStamp(read, clock)
+    try:
+        stream.read = stamp  # type: ignore[union-attr]
+    except AttributeError:
+        return None
+    return stamp
+
+
+async def _lines(response: httpx.Response, clock: Clock) -> AsyncIterator[tuple[str, float]]:
+    """The answer's lines, each with the time the network read that completed it returned,
+    and each refused as soon as it grows past :data:`MAX_LINE_BYTES`.
+
+    Every line one read completes arrived at that read's instant (:class:`_ReadStamp`), however
+    long this client then takes to parse it and the lines before it: a server's single write of
+    a whole answer has inter-token gaps of 0, which is what it is. httpx's ``aiter_lines`` holds
+    a whole line before returning it, so a server that never sends a newline grows one string
+    until the request times out (an hour); this reader holds at most one cap's worth plus one
+    network read.
     """
     _check_identity(response)
+    stamp = _read_stamp(response, clock)
     pending = b""
     arrived = 0.0  # read before any line is yielded: every line comes after at least one read
     async for chunk in response.aiter_raw():
-        arrived = clock()
+        at = stamp.at if stamp is not None else None
+        arrived = at if at is not None else clock()
+        if stamp is not None:
+            stamp.at = arrived
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
