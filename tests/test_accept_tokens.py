@@ -151,6 +151,7 @@ IDS = [
     ("ids outside the vocabulary pad nothing", [THE] * 12 + [10**6] * 4, 16, None, "text of 12"),
     ("ids of another text are no witness", SPLIT4, 16, "the " * 12, "streamed text of 12"),
     ("no usage: the ids are the count", SPLIT4, None, None, ""),
+    ("text other than the ids' decoding", SPLIT4, 16, "playing " * 4 + "the " * 7 + "x", "of 12"),
 ]
 
 
@@ -174,6 +175,39 @@ def test_generated_ids_witness_the_count_only_when_they_are_the_text(
     else:
         assert sample.ok, sample.error
         assert sample.output_len == 16
+
+
+def test_the_tail_a_streaming_detokenizer_withholds_still_witnesses(tmp_path: Path) -> None:
+    """vLLM streams text through ``tokenizers``' ``DecodeStream``, which holds back a decoding
+    that ends in an incomplete UTF-8 sequence; a stream that ends there never sends it. Ids
+    ending in half a character decode (in full) to the text plus U+FFFD: still an account of the
+    text. The same ids with *other* text after the withheld point are not."""
+    from tokenizers import decoders, models, pre_tokenizers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_tokens(sorted(pre_tokenizers.ByteLevel.alphabet()))  # a token per byte
+
+    def count(text: str) -> int:
+        return len(tok.encode(text, add_special_tokens=False).ids)
+
+    def decode(ids: list[int]) -> str:
+        return tok.decode(ids, skip_special_tokens=False)
+
+    word = [tok.token_to_id(c) for c in "hello"]
+    half_euro = [tok.token_to_id(c) for c in "\u00e2\u0124"]  # 2 of the 3 bytes of U+20AC
+    stream = decoders.DecodeStream(skip_special_tokens=False)
+    streamed = "".join(s for i in word + half_euro if (s := stream.step(tok, i)))
+    assert streamed == "hello" and decode(word + half_euro) == "hello\ufffd"
+    # (text, witnessed): a short tail of whole characters before the half one may be withheld
+    # with it (one byte-level token can be a space and half a character); nothing may be added
+    for text, witnessed in (("hello", True), ("hell", True), ("hello!", False), ("help", False)):
+        ids = word + half_euro
+        sample = Sample(input_len=1, chunks=4, text_chunks=4, text=[text], token_ids=ids)
+        check_sample(sample, count, decode)
+        assert sample.ok, (text, sample.error)
+        assert sample.output_len == (7 if witnessed else count(text)), (text, sample.output_len)
 
 
 def test_id_allowance_bounds_what_splitting_gains() -> None:
