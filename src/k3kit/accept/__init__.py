@@ -96,6 +96,9 @@ def _bodies(
             # text is what the reported token count is checked against (accept.tokens).
             "skip_special_tokens": False,
             "spaces_between_special_tokens": False,
+            # The generated ids with each chunk (vLLM >= 0.10.2; other servers ignore it): when
+            # they decode to the streamed text they are the count's witness (accept.tokens).
+            "return_token_ids": True,
         }
         if w.temperature is not None:
             body["temperature"] = float(w.temperature)
@@ -180,7 +183,7 @@ def run_accept(
     say = on_progress or (lambda _t: None)
 
     def check(sample: Sample) -> None:
-        check_sample(sample, builder.count)
+        check_sample(sample, builder.count, builder.decode)
 
     base = url.rstrip("/")
     endpoint = f"{base}/v1/completions"

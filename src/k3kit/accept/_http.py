@@ -64,8 +64,9 @@ class Sample:
     error: str = ""
     #: What was asked (``max_tokens``, ``ignore_eos``) and what came back: the number of events
     #: carrying ``choices`` and of those carrying text (the timed ones), the streamed text
-    #: (dropped once counted) and the server's own ``usage.completion_tokens`` (``None`` when it
-    #: sent none).
+    #: (dropped once counted), the server's own ``usage.completion_tokens`` (``None`` when it
+    #: sent none) and the generated token ids it streamed (vLLM's ``return_token_ids``; ``None``
+    #: when it sent none): both are its say-so until :mod:`k3kit.accept.tokens` checks them.
     max_tokens: int = 0
     ignore_eos: bool = False
     chunks: int = 0
@@ -73,6 +74,7 @@ class Sample:
     text: list[str] = field(default_factory=list, repr=False)
     text_chars: int = 0
     usage: int | None = None
+    token_ids: list[int] | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -258,6 +260,24 @@ def _choice_text(choice: object) -> str:
     return "".join(parts)
 
 
+#: A token id is an index into a vocabulary: non-negative and far below 2^31 in every tokenizer.
+MAX_TOKEN_ID = 2**31 - 1
+
+
+def _add_ids(sample: Sample, choice: object) -> None:
+    """Keep the chunk's generated token ids, if the server sent any (capped like the text)."""
+    ids = choice.get("token_ids") if isinstance(choice, dict) else None
+    if ids is None:
+        return
+    if not isinstance(ids, list) or not all(type(i) is int and 0 <= i <= MAX_TOKEN_ID for i in ids):
+        raise ValueError("choices[0].token_ids is not a list of token ids")
+    if sample.token_ids is None:
+        sample.token_ids = []
+    sample.token_ids.extend(ids)
+    if len(sample.token_ids) > MAX_TEXT_CHARS:
+        raise ValueError(f"over {MAX_TEXT_CHARS} streamed token ids")
+
+
 def _add_text(sample: Sample, choice: object) -> str:
     """Keep the chunk's text (capped) and return it."""
     text = _choice_text(choice)
@@ -291,6 +311,7 @@ async def _consume(response: httpx.Response, sample: Sample, sent: float, clock:
             if not isinstance(choices, list):
                 raise ValueError("choices is not a list")
             sample.chunks += 1
+            _add_ids(sample, choices[0])
             if _add_text(sample, choices[0]):
                 if sample.text_chunks == 0:
                     sample.ttft_s = now - sent

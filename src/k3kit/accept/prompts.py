@@ -64,6 +64,15 @@ class PromptBuilder:
     def count(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
+    def decode(self, ids: list[int]) -> str | None:
+        """The text of ``ids`` as the engine streams it (special tokens kept, as accept asks);
+        None when an id is outside the vocabulary: ``tokenizers`` decodes an unknown id to
+        nothing, which would let a server pad its count with ids that add no text."""
+        size = self.tokenizer.get_vocab_size(with_added_tokens=True)
+        if any(i >= size for i in ids):
+            return None
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
     def prompt(self, tokens: int, rng: random.Random) -> str:
         """A prompt of exactly ``tokens`` tokens (without special tokens)."""
         words = [rng.choice(self.pool) for _ in range(tokens)]

@@ -230,7 +230,7 @@ def ledger_purchase(
     except ValueError as exc:
         raise InputError(f"--valid-from {start}: {exc}", code="BAD_INPUT") from exc
     p = purchase(
-        open_engine(db),
+        open_engine(db, create=False),  # only `ledger init` creates a ledger
         licence=_read(licence_file, "licence"),
         terms=_read(terms, "terms"),
         terms_name=terms.name,
@@ -457,7 +457,7 @@ def buyer_receipt_issue(
 
     refuse_existing(output, force=force)
     issued = issue(
-        open_engine(db),
+        open_engine(db, create=False),  # only `ledger init` creates a ledger
         entitlement,
         kit=kit,
         trusted=trusted_keys(trust),

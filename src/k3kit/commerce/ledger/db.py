@@ -65,8 +65,9 @@ def _require_sqlite_file(db: str, database: str | None) -> None:
 
 
 def open_engine(db: str, *, create: bool = True) -> Engine:
-    """An engine for ``db``; nothing is connected yet. ``create=False`` (the verbs that only
-    read the ledger) refuses a SQLite file that does not exist instead of creating it."""
+    """An engine for ``db``; nothing is connected yet. ``create=False`` (every verb but ``ledger
+    init``) refuses a SQLite file that does not exist instead of creating it: a typo in ``--db``
+    of ``purchase`` would otherwise leave an empty database behind and report "not initialised"."""
     try:
         url = make_url(url_for(db))
     except ArgumentError as exc:
