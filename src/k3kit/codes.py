@@ -294,6 +294,11 @@ class InputCode(ErrorCode):
     BAD_INPUT = "BAD_INPUT", _INPUT, "malformed input (generic)"
     BAD_ENDPOINT = "BAD_ENDPOINT", _INPUT, "HF_ENDPOINT is not a usable URL"
     BAD_REPO_ID = "BAD_REPO_ID", _INPUT, "not a hub repo id"
+    DEPLOY_TARGET_UNKNOWN = (
+        "DEPLOY_TARGET_UNKNOWN",
+        _INPUT,
+        "package.toml's [deploy] targets names a deploy target k3kit does not have",
+    )
     ENGINE_SETTING_INVALID = "ENGINE_SETTING_INVALID", _INPUT, "a flag the engine refuses"
     ENGINE_UNKNOWN = "ENGINE_UNKNOWN", _INPUT, "no flag snapshot for the engine"
     ENV_VALUE = "ENV_VALUE", _INPUT, "a value that cannot be written to an env file"

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from k3kit._registry import Registry
 from k3kit.formats.vocab import Severity
 
 if TYPE_CHECKING:
@@ -87,19 +88,14 @@ class Rule:
     check: Callable[[Context, Out], None]
 
 
-RULES: dict[str, Rule] = {}
+#: Every audit rule, by its stable id (the same registry pattern as engines, deploy targets and
+#: evidence adapters: :mod:`k3kit._registry`). No user input looks a rule up by id.
+RULES: Registry[Rule] = Registry("audit rule", code="BAD_INPUT")
 
 
 def rule(rule_id: str, title: str, source: str) -> Callable[[Callable[[Context, Out], None]], Any]:
     """Register a rule function under its stable id (``R`` and two digits)."""
-
-    def register(func: Callable[[Context, Out], None]) -> Callable[[Context, Out], None]:
-        if rule_id in RULES:
-            raise ValueError(f"rule {rule_id} registered twice")
-        RULES[rule_id] = Rule(rule_id, title, source, func)
-        return func
-
-    return register
+    return RULES.decorator(rule_id, lambda func: Rule(rule_id, title, source, func))
 
 
 def ordered_rules() -> list[Rule]:

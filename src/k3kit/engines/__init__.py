@@ -1,37 +1,33 @@
 """Engines: one adapter interface (how an engine is named, started and wired across nodes) and
 per-version snapshots as data (its server flags, environment variables and registries).
 
-vLLM and SGLang are the two adapters; the versions are whatever ``k3kit/data/`` ships
-(:func:`shipped_versions`). Validation is stricter than the engines' own parsers on purpose:
-see :mod:`k3kit.engines._validate`.
+Each public module here is one adapter and registers itself with ``@engine`` (the registry
+:data:`ADAPTERS`, :mod:`k3kit._registry`) when this package imports it, so a new engine is one
+module plus its snapshot data; vLLM and SGLang are the two today. The versions are whatever
+``k3kit/data/`` ships (:func:`shipped_versions`). Validation is stricter than the engines' own
+parsers on purpose: see :mod:`k3kit.engines._validate`.
 """
 
 from __future__ import annotations
 
-from k3kit.engines._adapter import EngineAdapter, Parallel, Runtime
+from k3kit._registry import import_members
+from k3kit.engines._adapter import ENGINES, EngineAdapter, Parallel, Runtime, engine
 from k3kit.engines._probe import VERSION_TIMEOUT_S, how_it_ended, probe_version
 from k3kit.engines._snapshot import EngineSnapshot, Option, closest, shipped_versions, snapshot
 from k3kit.engines._validate import Review, review_profile, validate_env, validate_settings
-from k3kit.engines.sglang import Sglang
-from k3kit.engines.vllm import Vllm
-from k3kit.errors import InputError
 
-ADAPTERS: dict[str, EngineAdapter] = {"vllm": Vllm(), "sglang": Sglang()}
+import_members(__name__, __path__)
+ADAPTERS = ENGINES  # the name callers and tests already use
 
 
 def adapter(name: str) -> EngineAdapter:
-    try:
-        return ADAPTERS[name]
-    except KeyError:
-        raise InputError(
-            f"no engine adapter for {name!r}",
-            code="ENGINE_UNKNOWN",
-            hint=f"known engines: {', '.join(sorted(ADAPTERS))}",
-        ) from None
+    """The registered adapter for ``name``, or ``ENGINE_UNKNOWN`` listing the known ones."""
+    return ENGINES.get_or_fail(name)
 
 
 __all__ = [
     "ADAPTERS",
+    "ENGINES",
     "VERSION_TIMEOUT_S",
     "EngineAdapter",
     "EngineSnapshot",
@@ -41,6 +37,7 @@ __all__ = [
     "Runtime",
     "adapter",
     "closest",
+    "engine",
     "how_it_ended",
     "probe_version",
     "review_profile",

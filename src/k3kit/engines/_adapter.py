@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
+
+from k3kit._registry import Registry
 
 Setting = object
 
@@ -94,3 +96,16 @@ class EngineAdapter:
         if isinstance(value, Decimal | int | float) and not isinstance(value, bool):
             return float(value)
         return self.memory_default
+
+
+#: Every engine k3kit can build, check and launch for, by the name a package's ``[engine] name``
+#: uses. ``k3kit.models.package.EngineName`` (the package schema's list) is tested against it.
+ENGINES: Registry[EngineAdapter] = Registry("engine adapter", code="ENGINE_UNKNOWN")
+
+A = TypeVar("A", bound=type[EngineAdapter])
+
+
+def engine(cls: A) -> A:
+    """Register an adapter class under its ``name`` (one stateless instance serves every kit)."""
+    ENGINES.add(cls.name, cls())
+    return cls

@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
-from k3kit.engines._adapter import EngineAdapter, Parallel, Runtime, Setting, _int
+from k3kit.engines._adapter import EngineAdapter, Parallel, Runtime, Setting, _int, engine
 
 
+@engine
 class Sglang(EngineAdapter):
     name = "sglang"
     executable = "sglang"

@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from k3kit.engines._adapter import EngineAdapter, Parallel, Runtime, Setting
+from k3kit.engines._adapter import EngineAdapter, Parallel, Runtime, Setting, engine
 
 
+@engine
 class Vllm(EngineAdapter):
     name = "vllm"
     executable = "vllm"

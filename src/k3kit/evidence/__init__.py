@@ -1,7 +1,9 @@
 """Benchmark evidence: one adapter per tool into one normalized run model (:class:`RunData`).
 
-Adapters are modules of this package; each registers itself under its tool's name when imported,
-and this package imports every one of them, so a new tool is a new module and nothing else.
+Adapters are modules of this package; each registers itself under its tool's name with
+``@adapter`` when imported (the registry :data:`ADAPTERS`, :mod:`k3kit._registry`), and this
+package imports every one of them, so a new tool is a new module plus its name in the claims
+schema's ``EvidenceTool`` (a test fails until the two agree).
 Which adapter reads a file is the claims' ``evidence_tool`` if given, else the first whose
 ``detect`` recognises the record (most specific formats first: SGLang's keys are a superset of
 vLLM's). The receipt records the tool's own numbers (:func:`summarize`), never recomputed ones.
@@ -9,18 +11,15 @@ vLLM's). The receipt records the tool's own numbers (:func:`summarize`), never r
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from decimal import Decimal
 
+from k3kit._registry import import_members
 from k3kit.errors import InputError, K3kitError
 from k3kit.evidence._base import ADAPTERS, METRICS, Adapter, Request, RunData
 from k3kit.evidence._json import MAX_EVIDENCE_BYTES, load_document
 from k3kit.models import EvidenceSummary, LatencyStats, load
 
-for _module in pkgutil.iter_modules(__path__):
-    if not _module.name.startswith("_"):
-        importlib.import_module(f"{__name__}.{_module.name}")
+import_members(__name__, __path__)
 
 VllmResult = RunData  # the name before other tools were read
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from k3kit._registry import Registry
 from k3kit.errors import K3kitError
 from k3kit.models import EvidenceLevel
 
@@ -190,18 +191,13 @@ class Adapter:
     priority: int = 50  # lower is tried first: specific formats before vLLM's generic keys
 
 
-ADAPTERS: dict[str, Adapter] = {}
+#: Every benchmark tool whose output k3kit reads, by the tool's name (a claims file's
+#: ``evidence_tool``). ``k3kit.models.evidence.EvidenceTool`` is tested against it.
+ADAPTERS: Registry[Adapter] = Registry("evidence adapter", code="EVIDENCE_MALFORMED")
 
 
 def adapter(
     tool: str, detect: Callable[[dict[str, Any]], bool], priority: int = 50
 ) -> Callable[[ParseFn], ParseFn]:
     """Register a parse function as the adapter for ``tool`` (keyed by the tool's name)."""
-
-    def register(func: ParseFn) -> ParseFn:
-        if tool in ADAPTERS:
-            raise ValueError(f"evidence adapter for {tool!r} registered twice")
-        ADAPTERS[tool] = Adapter(tool, detect, func, priority)
-        return func
-
-    return register
+    return ADAPTERS.decorator(tool, lambda func: Adapter(tool, detect, func, priority))

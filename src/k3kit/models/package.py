@@ -277,6 +277,26 @@ class Price(Frozen):
     )
 
 
+class DeployDef(Frozen):
+    """Which deploy targets ``k3kit build`` renders for every profile × topology. The names are
+    checked against the registry of targets (:mod:`k3kit.publish.deploy`) at build time, so a
+    new target needs no edit here; absent, a kit gets every default target."""
+
+    targets: list[Name] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=16,
+        description="deploy targets to render (e.g. shell, compose, systemd, k8s, slurm)",
+    )
+
+    @field_validator("targets")
+    @classmethod
+    def _once_each(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError(f"targets repeat a name: {', '.join(value)}")
+        return value
+
+
 class PackageDef(Frozen):
     schema_: Literal["k3kit.package/v1"] = Field(alias="schema")
     package: PackageInfo
@@ -286,6 +306,7 @@ class PackageDef(Frozen):
     topologies: list[TopologyDef] = Field(default_factory=list, max_length=16)
     profiles: dict[Name, Profile] = Field(min_length=1)
     price: Price | None = None
+    deploy: DeployDef = Field(default_factory=DeployDef)
     limitations: list[str] = Field(
         min_length=1, description="what was NOT measured, stated plainly"
     )

@@ -50,7 +50,14 @@ from k3kit.formats.manifest import (
 )
 from k3kit.formats.receipt import build_statement, evidence_kit_path
 from k3kit.models import PAYLOAD_TYPE, Claims, KitInfo, Manifest, PackageDef, WeightsLock, load
-from k3kit.publish.targets import check_model, plan_targets, render_target, site_example
+from k3kit.publish.deploy import default_names
+from k3kit.publish.targets import (
+    check_model,
+    chosen_targets,
+    plan_targets,
+    render_target,
+    site_example,
+)
 from k3kit.render import make_environment, render
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES, sign_envelope
 from k3kit.weights.modelconfig import read_model_config
@@ -161,6 +168,7 @@ def build(
             f"{lock_path}: pins {lock.repo}, but {package_path} is for {pkg.model.repo}",
             code="LOCK_REPO_MISMATCH",
         )
+    deploy = chosen_targets(pkg)
     facts = read_model_config(model_config, lock) if model_config is not None else None
     targets, problems = plan_targets(pkg, facts)
     problems += check_model(pkg, lock, facts)
@@ -188,7 +196,7 @@ def build(
     rendered: dict[str, tuple[bytes, int]] = {}
     profiles = []
     for target in targets:
-        files = render_target(env, base, pkg, target)
+        files = render_target(env, base, pkg, target, deploy)
         rendered.update(files)
         prof = pkg.profiles[target.profile]
         profiles.append(
@@ -220,6 +228,9 @@ def build(
         "profiles": info.profiles,
         "limitations": pkg.limitations,
         "site_keys": site_example(pkg),
+        "deploy": deploy,
+        "deploy_targets": [t.name for t in deploy],
+        "default_targets": default_names(),
         "allowed_signers": allowed_signers,
     }
     rendered["README.md"] = (render(env, "kit/README.md.j2", ctx), 0o644)

@@ -32,6 +32,7 @@ from k3kit.models.kit import ModelConfigFacts
 from k3kit.models.lock import WeightsLock
 from k3kit.models.package import PackageDef, TopologyDef
 from k3kit.node.site import SITE_KEYS
+from k3kit.publish.deploy import DeployTarget, Files, choose
 from k3kit.render import render
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
@@ -179,10 +180,22 @@ def _check_shape(
     return problems
 
 
+def chosen_targets(pkg: PackageDef) -> list[DeployTarget]:
+    """The deploy targets the package selects (``[deploy] targets``), checked against the
+    registry before anything is rendered: an unknown name is ``DEPLOY_TARGET_UNKNOWN``."""
+    return choose(pkg.deploy.targets, where="deploy.targets")
+
+
 def render_target(
-    env: SandboxedEnvironment, base: dict[str, Any], pkg: PackageDef, target: Target
+    env: SandboxedEnvironment,
+    base: dict[str, Any],
+    pkg: PackageDef,
+    target: Target,
+    deploy: list[DeployTarget],
 ) -> dict[str, tuple[bytes, int]]:
-    """The deploy files of one target, keyed by kit-relative path (with their modes)."""
+    """The files of one profile × topology, keyed by kit-relative path (with their modes): the
+    engine's ``serve.yaml`` and ``engine.env``, which every target launches from, and the files
+    of each chosen deploy target."""
     eng = adapter(pkg.engine.name)
     topo = target.topo
     unit = k8s_name("k3kit", pkg.package.name, target.profile)
@@ -210,16 +223,12 @@ def render_target(
         "startup_s": startup_seconds(base["weights"]["total_bytes"]),
         "shm_gib": pkg.hardware.min_shm_gib,
     }
-    k8s = "k8s/leaderworkerset.yaml" if multi else "k8s/deployment.yaml"
-    files = {
+    files: Files = {
         "serve.yaml": ("profile/serve.yaml.j2", 0o644),
         "engine.env": ("profile/engine.env.j2", 0o644),
-        "run.sh": ("profile/run.sh.j2", 0o755),
-        "compose.yaml": ("profile/compose.yaml.j2", 0o644),
-        f"systemd/{ctx['unit_kit_file']}": ("profile/systemd.service.j2", 0o644),
-        k8s: ("profile/k8s-lws.yaml.j2" if multi else "profile/k8s-deployment.yaml.j2", 0o644),
-        "k8s/service.yaml": ("profile/k8s-service.yaml.j2", 0o644),
     }
+    for chosen in deploy:
+        files.update(chosen.files(ctx))
     return {
         f"{target.folder}/{rel}": (render(env, template, ctx), mode)
         for rel, (template, mode) in files.items()
