@@ -113,8 +113,14 @@ def extract_blocks(doc: str, text: str) -> list[Block]:
     return blocks
 
 
+@dataclass(frozen=True)
+class Demo:
+    root: Path  # the k3kit-demo folder
+    stdout: str
+
+
 @pytest.fixture(scope="module")
-def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     """One ``k3kit demo`` run (what ``make demo`` runs) for every document of the module."""
     root = tmp_path_factory.mktemp("doc-demo")
     (root / "home").mkdir()
@@ -128,7 +134,7 @@ def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    return root / "k3kit-demo"
+    return Demo(root / "k3kit-demo", done.stdout)
 
 
 def _env(home: Path, epoch: int = DOCS_EPOCH) -> dict[str, str]:
@@ -235,8 +241,26 @@ def run_doc(blocks: list[Block], ws: Path) -> Runner:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, demo_root: Path) -> Iterator[Path]:
-    yield _workspace(tmp_path, demo_root)
+def workspace(tmp_path: Path, demo: Demo) -> Iterator[Path]:
+    yield _workspace(tmp_path, demo.root)
+
+
+def _commands(script: str) -> set[str]:
+    """Each command of a block as one line: continuations joined, comments and spacing dropped."""
+    joined = re.sub(r"\\\n\s*", " ", script)
+    return {" ".join(line.split("#")[0].split()) for line in joined.splitlines()} - {""}
+
+
+def test_the_demo_suggests_what_the_readme_runs(demo: Demo) -> None:
+    """The demo's "Try next" block and README's "Try it on the demo" are the same commands, so
+    the lines a new user copies from the demo's output are the ones this module runs."""
+    _, sep, tail = demo.stdout.partition("Try next")
+    assert sep, demo.stdout[-2000:]
+    suggested = _commands("\n".join(tail.splitlines()[1:]))
+    blocks = extract_blocks("README.md", (ROOT / "README.md").read_text(encoding="utf-8"))
+    readme = set().union(*(_commands(b.script) for b in blocks))
+    assert len(suggested) >= 8
+    assert suggested - readme == set()
 
 
 @pytest.mark.parametrize("doc", DOCS)

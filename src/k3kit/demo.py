@@ -278,6 +278,37 @@ def run_demo(workdir: Path, *, force: bool, now: str, say: Callable[[str], None]
     return result
 
 
+def try_next(result: DemoResult) -> list[str]:
+    """The commands of README's "Try it on the demo" for this run's files (from the clone's root,
+    with the venv's `k3kit` and `python3` on PATH): what the demo ends by suggesting."""
+    p, w = result.paths, result.workdir
+    archive, pub, lock = p["archive"], p["public_key"], p["lock"]
+    kit = f"opt/{p['installed'].name}"
+    repo_dir = p["weights"].parent.parent.name  # models--ORG--NAME of the cache layout
+    return [
+        f"k3kit card {archive} --trust {pub} --gpu-hour-usd 6.50 -o card.html",
+        f"k3kit verify {archive} --trust {pub} --weights {w / 'hf-cache'}",
+        f"k3kit install {archive} --trust {pub} --into opt",
+        f"python3 scripts/dev_hub.py --lock {lock} --weights {w / 'hf-cache'} --port-file hub.port"
+        "   # in a second terminal",
+        f"HF_ENDPOINT=http://127.0.0.1:$(cat hub.port) k3kit pull {kit} --trust {pub} --dir models",
+        f"k3kit preflight {kit} --profile interactive --trust {pub}   # exit 1 without 8x B300",
+        f'PATH="{_shell_dir(w / "bin")}:$PATH" k3kit launch {kit} --profile interactive '
+        f"--trust {pub} --weights models --no-preflight --dry-run",
+        "python3 scripts/standin_server.py --port-file engine.port --tokenizer "
+        f"models/{repo_dir}/snapshots/*/tokenizer.json   # in a second terminal",
+        "k3kit keygen --out buyer",
+        f"k3kit accept {kit} --trust {pub} --weights models --url "
+        "http://127.0.0.1:$(cat engine.port) --key buyer.key --profile interactive "
+        "--points 1 --requests 5 -o acceptance   # exit 1: a stand-in reproduces nothing",
+    ]
+
+
+def _shell_dir(path: Path) -> str:
+    """A PATH entry that works from any folder: relative folders are written under ``$PWD``."""
+    return str(path) if path.is_absolute() else f"$PWD/{path}"
+
+
 def _write_card(archive: Path, trusted: list[Ed25519PublicKey], workdir: Path) -> Path:
     """The card a buyer reads before buying, made from the verified archive as `k3kit card`
     makes it, so the demo ends with the page the README's "Try it on the demo" opens."""
