@@ -293,3 +293,26 @@ def test_a_block_that_fails_fails_the_document(tmp_path: Path) -> None:
     assert [f.split(":")[1].split()[0] for f in runner.failures] == ["6", "11", "15"]
     with pytest.raises(AssertionError, match="without a reason"):
         run_doc(extract_blocks("x.md", "<!-- not-run: -->\n```sh\ntrue\n```\n"), tmp_path)
+
+
+def test_the_dev_hub_refuses_a_folder_without_the_locks_files(demo: Demo, tmp_path: Path) -> None:
+    """`scripts/dev_hub.py` serves only a lock's own files: given a folder that lacks them it
+    names what is missing and serves nothing (it never serves a snapshot that is not the pin)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    lock, port = demo.root / "weights.lock.json", tmp_path / "hub.port"
+    script = ROOT / "scripts" / "dev_hub.py"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            *("--lock", str(lock), "--weights", str(empty), "--port-file", str(port)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "lacks the lock's files" in done.stderr and "config.json" in done.stderr
+    assert not port.exists()
