@@ -223,6 +223,29 @@ def test_issue_refuses_an_entitlement_its_licence_does_not_cover(
     assert not (d / "buyer.json").exists()
 
 
+def test_a_sale_recorded_after_the_release_names_the_valid_from_that_covers_it(
+    setup: dict[str, Path | str], golden: GoldenKit
+) -> None:
+    """The documented mistake (issue 24): the version sold was released 2026-11-01, the purchase
+    was recorded with its term starting later (what the default, the purchase time, does). The
+    receipt is refused, nothing is written, and the hint names the release time to record the
+    sale with (docs/licence.md, "When the term starts")."""
+    db, d = str(setup["db"]), Path(setup["dir"])
+    late = buy(
+        db,
+        Path(setup["licence"]),
+        Path(setup["terms"]),
+        "P-LATE",
+        valid_from="2026-12-01T00:00:00Z",
+    )["entitlement"]
+    refused = _issue(setup, str(late), golden.kit, golden.key, golden.key.public)
+    assert refused.returncode == 1, refused.stderr
+    error = json.loads(refused.stdout)["error"]
+    assert error["code"] == "ENTITLEMENT_NOT_VALID_AT_RELEASE"
+    assert "--valid-from 2026-11-01T00:00:00Z" in error["hint"]
+    assert not (d / "buyer.json").exists()
+
+
 def test_maintenance_only_within_the_term(setup: dict[str, Path | str], golden: GoldenKit) -> None:
     """The kit was released 2026-11-01: an entitlement that ended 2026-07-01 gets no receipt for
     it, one running 2026-06-01..2027-06-01 does; the database refuses a direct insert too."""
@@ -231,7 +254,9 @@ def test_maintenance_only_within_the_term(setup: dict[str, Path | str], golden: 
     current = str(buy(db, lic, terms, "P-NEW", valid_from="2026-06-01T00:00:00Z")["entitlement"])
     refused = _issue(setup, expired, golden.kit, golden.key, golden.key.public)
     assert refused.returncode == 1
-    assert json.loads(refused.stdout)["error"]["code"] == "ENTITLEMENT_NOT_VALID_AT_RELEASE"
+    error = json.loads(refused.stdout)["error"]
+    assert error["code"] == "ENTITLEMENT_NOT_VALID_AT_RELEASE"
+    assert "renewal" in error["hint"]
     assert _issue(setup, current, golden.kit, golden.key, golden.key.public).returncode == 0
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA foreign_keys = ON")

@@ -16,6 +16,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import blake3
 
@@ -40,6 +41,9 @@ from k3kit.publish.kit import build, load_toml, sign
 from k3kit.signing.keys import load_private, load_public, write_keypair
 from k3kit.weights import WeightsOptions
 from k3kit.weights.pin import pin_local
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 EXAMPLE = "kimi-k3-b300x8"
 STAND_IN_SHARDS = 4
@@ -82,9 +86,45 @@ def _safetensors(index: int, size: int) -> bytes:
     return struct.pack("<Q", len(raw)) + raw + body
 
 
+# The stand-in tokenizer's words: enough single-token ASCII words for `accept`'s prompt pool (it
+# needs 50), including every word the stand-in server (scripts/standin_server.py) streams.
+_STAND_IN_TEXT = (
+    "the of and to in is was for that with as his on be at by had not are but from have they "
+    "you which one were her all she there would their will when who him been has more if no out "
+    "what said time can only other new some could these two may first then any like now over "
+    "such our man even most made after also did many before must through back years where much "
+    "your way well down should because each just those people how too little state good very "
+    "make world still own see men work long get here between both life being under never day"
+)
+_STAND_IN_WORDS = _STAND_IN_TEXT.split()
+
+
+def stand_in_tokenizer() -> bytes:
+    """A word-level ``tokenizer.json`` (Hugging Face fast-tokenizer format): one token per word,
+    so `k3kit accept` can build prompts of an exact length on the demo's stand-in weights."""
+    vocab = {"[UNK]": 0} | {w: i for i, w in enumerate(_STAND_IN_WORDS, start=1)}
+    doc: dict[str, object] = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"},
+    }
+    return json.dumps(doc, indent=1).encode() + b"\n"
+
+
 def stand_in_files(
-    shards: int = STAND_IN_SHARDS, shard_bytes: int = STAND_IN_SHARD_BYTES
+    shards: int = STAND_IN_SHARDS,
+    shard_bytes: int = STAND_IN_SHARD_BYTES,
+    *,
+    tokenizer: bool = False,
 ) -> dict[str, bytes]:
+    """The stand-in repo; the demo adds a word-level tokenizer (the tests' golden weights keep
+    their five files)."""
     files = {
         f"model-{i:05d}-of-{shards:05d}.safetensors": _safetensors(i, shard_bytes)
         for i in range(1, shards + 1)
@@ -93,6 +133,8 @@ def stand_in_files(
         json.dumps({"model_type": "kimi_k3", "k3kit_stand_in": True}, indent=2).encode() + b"\n"
     )
     files["STAND_IN_README.txt"] = STAND_IN_NOTE.encode()
+    if tokenizer:
+        files["tokenizer.json"] = stand_in_tokenizer()
     return files
 
 
@@ -156,7 +198,7 @@ def run_demo(workdir: Path, *, force: bool, now: str, say: Callable[[str], None]
     result.paths.update(private_key=paths.private, public_key=paths.public)
     say(f"keygen   demo signing key -> {paths.public} (private key 0600 beside it)")
 
-    snapshot = write_hf_cache(workdir / "hf-cache", pkg.model.repo, stand_in_files())
+    snapshot = write_hf_cache(workdir / "hf-cache", pkg.model.repo, stand_in_files(tokenizer=True))
     result.paths["weights"] = snapshot
     say(
         f"weights  {STAND_IN_SHARDS} STAND-IN shards of {STAND_IN_SHARD_BYTES // 2**20} MiB in "
@@ -231,4 +273,48 @@ def run_demo(workdir: Path, *, force: bool, now: str, say: Callable[[str], None]
     )
     # The published figures are audited as they are; findings are shown, not "fixed".
     result.audit = audit_path(kit_dir, trusted)
+    result.paths["card"] = _write_card(archive, trusted, workdir)
+    say(f"card     the package card a buyer reads -> {result.paths['card']}")
     return result
+
+
+def try_next(result: DemoResult) -> list[str]:
+    """The commands of README's "Try it on the demo" for this run's files (from the clone's root,
+    with the venv's `k3kit` and `python3` on PATH): what the demo ends by suggesting."""
+    p, w = result.paths, result.workdir
+    archive, pub, lock = p["archive"], p["public_key"], p["lock"]
+    kit = f"opt/{p['installed'].name}"
+    repo_dir = p["weights"].parent.parent.name  # models--ORG--NAME of the cache layout
+    return [
+        f"k3kit card {archive} --trust {pub} --gpu-hour-usd 6.50 -o card.html",
+        f"k3kit verify {archive} --trust {pub} --weights {w / 'hf-cache'}",
+        f"k3kit install {archive} --trust {pub} --into opt",
+        f"python3 scripts/dev_hub.py --lock {lock} --weights {w / 'hf-cache'} --port-file hub.port"
+        "   # in a second terminal",
+        f"HF_ENDPOINT=http://127.0.0.1:$(cat hub.port) k3kit pull {kit} --trust {pub} --dir models",
+        f"k3kit preflight {kit} --profile interactive --trust {pub}   # exit 1 without 8x B300",
+        f'PATH="{_shell_dir(w / "bin")}:$PATH" k3kit launch {kit} --profile interactive '
+        f"--trust {pub} --weights models --no-preflight --dry-run",
+        "python3 scripts/standin_server.py --port-file engine.port --tokenizer "
+        f"models/{repo_dir}/snapshots/*/tokenizer.json   # in a second terminal",
+        "k3kit keygen --out buyer",
+        f"k3kit accept {kit} --trust {pub} --weights models --url "
+        "http://127.0.0.1:$(cat engine.port) --key buyer.key --profile interactive "
+        "--points 1 --requests 5 -o acceptance   # exit 1: a stand-in reproduces nothing",
+    ]
+
+
+def _shell_dir(path: Path) -> str:
+    """A PATH entry that works from any folder: relative folders are written under ``$PWD``."""
+    return str(path) if path.is_absolute() else f"$PWD/{path}"
+
+
+def _write_card(archive: Path, trusted: list[Ed25519PublicKey], workdir: Path) -> Path:
+    """The card a buyer reads before buying, made from the verified archive as `k3kit card`
+    makes it, so the demo ends with the page the README's "Try it on the demo" opens."""
+    from k3kit.card import card_data, load_view, render_html
+
+    view = load_view(archive, trusted)
+    path = workdir / f"{view.info.package.name}-{view.info.package.version}.card.html"
+    atomic_write(path, render_html(card_data(view, None)))
+    return path

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import re
 import socket
@@ -162,13 +163,18 @@ class TestHub:
         branch: str = "main",
         tag: str | None = None,
         message: str = "",
+        sha: str | None = None,
     ) -> str:
         """Make ``files`` (a full snapshot) the new head of ``branch``; return the commit sha.
 
         The repo is created (public) if needed. The sha is a git commit hash over the tree, the
         parent (the branch's previous head) and a timestamp derived from the repo's commit count,
         so the same sequence of commits always yields the same shas. ``tag`` (re)points a tag.
+        ``sha`` serves the snapshot under that commit id instead (``scripts/dev_hub.py`` serves a
+        lock's files at the commit the lock pins, whatever tool made that id).
         """
+        if sha is not None and not re.fullmatch(r"[0-9a-f]{40}", sha):
+            raise ValueError("sha must be 40 lowercase hex digits")
         if _SHA_LIKE.fullmatch(branch) or _SHA_LIKE.fullmatch(tag or ""):
             raise ValueError("branch and tag names must not look like commit shas")
         blobs = {p: Blob.create(p, src) for p, src in sorted(files.items())}  # slow: outside lock
@@ -181,6 +187,8 @@ class TestHub:
                 message or f"Commit {n + 1}",
                 stamp=1_700_000_000 + n,
             )  # raises on bad paths: no change yet
+            if sha is not None:
+                commit = dataclasses.replace(commit, sha=sha)
             sha = commit.sha
             self._repos[repo_id] = repo
             repo.commits[sha] = commit

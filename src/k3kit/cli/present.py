@@ -23,8 +23,8 @@ def show(kit: Path, trust: tuple[Path, ...], as_json: bool) -> None:
     Package, version, sequence, channel, price; upstream repo, pinned commit, weight bytes and
     files; kit and weight checksums; hardware and engine; per profile the runs table; the
     comparisons, controls, limitations and the audit counts. With --json: the verified in-toto
-    statement itself (under "statement"), as signed. A kit that does not verify is not shown
-    (exit 1, with the failed check).
+    statement itself (under "statement"), as signed, and its release time ("released_at"). A
+    kit that does not verify is not shown (exit 1, with the failed check).
     """
     from k3kit.card import card_data, load_view, show_lines
     from k3kit.node.verify import KitNotVerified
@@ -42,6 +42,8 @@ def show(kit: Path, trust: tuple[Path, ...], as_json: bool) -> None:
                 "kit_sha256": view.kit_sha256,
                 "weights_lock_sha256": view.weights_sha256,
                 "signer_keyid": view.signer_keyid,
+                # The release time a sale's term must cover (docs/licence.md, "Selling a kit").
+                "released_at": view.statement.predicate.issued_at,
                 "statement": view.statement_json,
             }
         )

@@ -119,7 +119,7 @@ def audit(
 @handle_errors
 def demo(workdir: Path, force: bool) -> None:
     """Run the whole pipeline offline on the built-in Kimi K3 example with STAND-IN weights."""
-    from k3kit.demo import run_demo
+    from k3kit.demo import run_demo, try_next
 
     click.echo("k3kit demo: Kimi K3 on 8x NVIDIA B300 with vLLM 0.33.0 (offline, stand-in weights)")
     result = run_demo(workdir, force=force, now=now_utc(), say=click.echo)
@@ -148,5 +148,8 @@ def demo(workdir: Path, force: bool) -> None:
         "\nThe weights are STAND-INS for the 1.56 TB upstream shards; everything else is "
         "the real pipeline."
     )
+    click.echo('\nTry next (README "Try it on the demo"; offline, from the clone\'s root):')
+    for line in try_next(result):
+        click.echo(f"  {line}")
     if not all_as_expected:
         raise click.exceptions.Exit(int(ExitCode.CHECK_FAILED))

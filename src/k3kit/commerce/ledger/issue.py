@@ -28,6 +28,20 @@ from k3kit.signing.keys import raw_public
 from k3kit.signing.signers import Signer
 
 
+def _term_hint(released_at: str, valid_from: str) -> str:
+    """What to do: a version released before the term began was sold with a term that starts
+    at the purchase (the default); the sale of that version needs a term that starts at its
+    release (docs/licence.md, "Selling a kit")."""
+    if released_at < valid_from:  # both canonical RFC 3339 UTC: string order is time order
+        return (
+            "the term starts after this version's release: record the sale with "
+            f"`ledger purchase --valid-from {released_at}` (the release time `k3kit show KIT "
+            "--json` prints as released_at); a term starting at the purchase covers only "
+            "versions released later"
+        )
+    return "this version was released after the term ended: a renewal (a new purchase) covers it"
+
+
 def _in_term(released_at: str, valid_from: str, valid_until: str) -> bool:
     """``valid_from <= released_at < valid_until`` as instants; a row the one timestamp parser
     refuses (someone wrote the database by hand) is a ledger fault, not a crash."""
@@ -105,6 +119,7 @@ def issue(
                 f"{kit_ref['name']} {kit_ref['version']} was released {kit_ref['released_at']}, "
                 f"outside entitlement {entitlement_id}'s term [{valid_from}, {valid_until})",
                 code="ENTITLEMENT_NOT_VALID_AT_RELEASE",
+                hint=_term_hint(kit_ref["released_at"], valid_from),
             )
         body = build_body(
             licensee=entity,
