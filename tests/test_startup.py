@@ -165,3 +165,49 @@ def test_every_verb_is_in_the_map_that_loads_it_alone() -> None:
     assert groups == set()  # every top-level entry has a callback naming its module
     assert registered == _app.VERB_MODULES
     assert set(_app.VERB_MODULES.values()) <= set(_app.VERB_PACKAGES)
+
+
+# Run the CLI in an interpreter where the named packages are absent (``None`` in sys.modules makes
+# ``import`` raise ModuleNotFoundError, as on an install without the extra).
+_WITHOUT = """
+import sys
+for name in sys.argv[1].split(","):
+    sys.modules[name] = None
+from k3kit.cli import main
+main(sys.argv[2:])
+"""
+
+
+def _without(absent: str, *args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _WITHOUT, absent, *(str(a) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_ledger_without_the_ledger_extra_names_the_extra_to_install(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.sqlite"
+    proc = _without("sqlalchemy", "ledger", "init", "--db", db, "--json")
+    assert proc.returncode == 4, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "EXTRA_NOT_INSTALLED"
+    assert error["hint"] == "pip install 'k3kit[ledger]'"
+    assert "'sqlalchemy'" in error["message"] and "Traceback" not in proc.stderr
+    assert not db.exists()
+
+
+def test_a_postgresql_ledger_without_its_driver_names_the_extra_to_install(tmp_path: Path) -> None:
+    url = "postgresql://k3kit@127.0.0.1:9/ledger"  # never reached: the driver check comes first
+    proc = _without("psycopg,psycopg2", "ledger", "init", "--db", url, "--json")
+    assert proc.returncode == 4, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "EXTRA_NOT_INSTALLED" and "'psycopg'" in error["message"]
+
+
+def test_sqlite_ledger_works_without_the_postgresql_driver(tmp_path: Path) -> None:
+    proc = _without("psycopg,psycopg2", "ledger", "init", "--db", tmp_path / "l.sqlite")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "l.sqlite").exists()
