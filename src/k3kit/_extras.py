@@ -14,7 +14,7 @@ import importlib
 from k3kit.errors import EnvironmentProblem
 
 #: extra -> what it is for, for the message.
-EXTRAS = {"ledger": "the licence ledger (k3kit ledger, licence issue/purchase)"}
+EXTRAS = {"ledger": "the licence ledger (`k3kit ledger`, `k3kit buyer-receipt issue`)"}
 
 
 def require_extra(extra: str, *modules: str) -> None:
