@@ -5,12 +5,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.k3kit-installed
 
-.PHONY: demo test test-engine tools lint typecheck unit venv clean
+.PHONY: demo test test-engine tools lint typecheck unit perf venv clean
 
 demo: $(STAMP)
 	$(BIN)/k3kit demo --workdir k3kit-demo --force
 
-test: tools lint typecheck unit
+test: tools lint typecheck unit perf
 
 # Debian tools that some tests use (best effort; a test skips with its reason when one is missing).
 TOOLS ?= tar ssh-keygen chromium shellcheck systemd-analyze postgres
@@ -30,6 +30,11 @@ typecheck: $(STAMP)
 COV_FLOOR ?= 94
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q --cov --cov-report=term --cov-fail-under=$(COV_FLOOR)
+
+# The performance gate: start-up and hashing as ratios measured in one interleaved run, so a busy
+# machine cannot fail it (docs/performance.md, "Performance gate"); figures in benchmarks/results/.
+perf: $(STAMP)
+	$(BIN)/python benchmarks/perf_gate.py
 
 venv: $(STAMP)
 

@@ -10,6 +10,7 @@ docs/ is stale (the test suite runs it), so the documentation cannot drift from 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import re
 import sys
@@ -194,6 +195,25 @@ def with_folder_map(name: str) -> str:
     return head + MAP_BEGIN + "\n" + folder_map() + MAP_END + tail
 
 
+PERF_BEGIN = "<!-- BEGIN generated perf-gate figures (scripts/gen_docs.py) -->"
+PERF_END = "<!-- END generated perf-gate figures -->"
+
+
+def with_perf_figures() -> str:
+    """docs/performance.md with the performance gate's recorded figures between the markers:
+    rendered from benchmarks/perf_figures.json (``perf_gate.py --record``), never hand-copied."""
+    spec = importlib.util.spec_from_file_location("perf_gate", ROOT / "benchmarks" / "perf_gate.py")
+    assert spec is not None and spec.loader is not None
+    gate = importlib.util.module_from_spec(spec)
+    sys.modules["perf_gate"] = gate  # its dataclasses look their module up while being built
+    spec.loader.exec_module(gate)
+    figures = gate.render(json.loads(gate.FIGURES.read_text()))
+    text = (DOCS / "performance.md").read_text()
+    head, rest = text.split(PERF_BEGIN, 1)
+    _, tail = rest.split(PERF_END, 1)
+    return head + PERF_BEGIN + "\n" + figures + PERF_END + tail
+
+
 def generated() -> dict[Path, str]:
     return {
         **schema_files(),
@@ -202,6 +222,7 @@ def generated() -> dict[Path, str]:
         DOCS / "audit.md": audit_doc(),
         DOCS / "design.md": with_folder_map("design.md"),
         DOCS / "development.md": with_folder_map("development.md"),
+        DOCS / "performance.md": with_perf_figures(),
     }
 
 

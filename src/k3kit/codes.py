@@ -344,6 +344,11 @@ class EnvironmentCode(ErrorCode):
         "a disk written to is full, over quota, read-only or failing (ENOSPC, EDQUOT, EROFS, EIO)",
     )
     ENGINE_NOT_FOUND = "ENGINE_NOT_FOUND", _ENV, "the engine executable is not installed"
+    EXTRA_NOT_INSTALLED = (
+        "EXTRA_NOT_INSTALLED",
+        _ENV,
+        "an optional dependency of this command is not installed (pip install 'k3kit[EXTRA]')",
+    )
     ENGINE_CANNOT_START = (
         "ENGINE_CANNOT_START",
         _ENV,

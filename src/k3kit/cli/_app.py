@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import json
 import os
 import sys
@@ -132,7 +133,79 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+# Which module defines each top-level verb. `k3kit verify` on a GPU node imports the CLI module of
+# `verify` only, not the publisher's, the ledger's or accept's (with their own imports), which
+# was a quarter of its start-up (docs/performance.md). A verb missing here still works: the
+# group then imports every module (tests/test_startup.py pins that the map is complete).
+VERB_MODULES: dict[str, str] = {
+    "accept": "accept",
+    "audit": "review",
+    "build": "publish",
+    "buyer-receipt": "commerce",
+    "card": "present",
+    "countersign": "signing",
+    "demo": "review",
+    "install": "deploy",
+    "keygen": "publish",
+    "launch": "deploy",
+    "ledger": "commerce",
+    "licence": "commerce",
+    "pack": "publish",
+    "pin": "publish",
+    "preflight": "preflight",
+    "pull": "buyer",
+    "release-notes": "present",
+    "render-site": "preflight",
+    "root": "trust",
+    "show": "present",
+    "sign": "publish",
+    "sshsig": "signing",
+    "verify": "buyer",
+}
+#: Every module that registers verbs on the group (the values above, plus any a new verb lives in).
+VERB_PACKAGES: tuple[str, ...] = (
+    "accept",
+    "buyer",
+    "commerce",
+    "deploy",
+    "preflight",
+    "present",
+    "publish",
+    "review",
+    "signing",
+    "trust",
+)
+
+
+def load_verbs(names: tuple[str, ...] = VERB_PACKAGES) -> None:
+    """Import the CLI modules ``names``: importing one registers its verbs on :data:`cli`."""
+    for name in names:
+        importlib.import_module(f"k3kit.cli.{name}")
+
+
+class VerbGroup(click.Group):
+    """A click group that imports a verb's module only when that verb is asked for.
+
+    Listing the verbs (``--help``, the generated docs) imports them all; asking for one known verb
+    imports its module alone; an unknown name imports them all before click says "no such
+    command", so a verb added without a :data:`VERB_MODULES` entry is slower, never missing.
+    """
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            module = VERB_MODULES.get(cmd_name)
+            load_verbs((module,) if module else VERB_PACKAGES)
+        if cmd_name not in self.commands:
+            load_verbs()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        load_verbs()
+        return super().list_commands(ctx)
+
+
 @click.group(
+    cls=VerbGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EXIT_CODES_HELP,
 )

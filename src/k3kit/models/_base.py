@@ -97,7 +97,7 @@ NonNegInt = Annotated[int, Field(ge=0, le=2**53 - 1)]
 class Frozen(BaseModel):
     """Base of every model: immutable, strict about unknown keys."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, defer_build=True)
 
 
 M = TypeVar("M", bound=BaseModel)

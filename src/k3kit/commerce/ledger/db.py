@@ -21,6 +21,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
+from k3kit._extras import require_extra
 from k3kit.commerce.ledger.schema import LATEST, MIGRATIONS
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 
@@ -81,6 +82,7 @@ def open_engine(db: str, *, create: bool = True) -> Engine:
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
+    require_extra("ledger", "psycopg")  # SQLAlchemy's postgresql:// driver
     return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
 
 

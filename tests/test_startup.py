@@ -1,0 +1,213 @@
+"""What a buyer's node loads to start: `verify`, `launch --dry-run` and `install` import only their
+own path (docs/performance.md, "Start-up").
+
+Timing is not asserted anywhere here (it depends on the machine's load); what is asserted is
+the set of modules a real run leaves in ``sys.modules``, which is the same on every run. The
+CLI runs in a fresh interpreter (``python -c``), on a real signed kit, through the same ``main``
+that ``k3kit`` runs, and then prints ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from k3kit.cli import _app
+from tests.conftest import GoldenKit
+from tests.launchkit import FakeEngine, engine_env, make_fake_engine
+
+# Run the CLI in this interpreter, then write the names of every loaded module to argv[1].
+_PROBE = """
+import json, sys
+from k3kit.cli import main
+out, args = sys.argv[1], sys.argv[2:]
+try:
+    main(args)
+    code = 0
+except SystemExit as exc:
+    code = exc.code
+with open(out, "w") as f:
+    json.dump({"exit": code, "modules": sorted(sys.modules)}, f)
+"""
+
+# Dependencies a GPU node never needs to verify, install or launch a kit: the hub client and the
+# template engine (publisher), the ledger's database stack, accept's HTTP client and tokenizer.
+HEAVY = ("huggingface_hub", "jinja2", "sqlalchemy", "psycopg", "httpx", "tokenizers")
+# k3kit's own modules of other verbs: the publisher, the ledger, accept, and their models.
+OTHER_VERBS = (
+    "k3kit.publish",
+    "k3kit.commerce",
+    "k3kit.accept",
+    "k3kit.card",
+    "k3kit.audit",
+    "k3kit.pull",
+    "k3kit.cli.publish",
+    "k3kit.cli.commerce",
+    "k3kit.cli.accept",
+    "k3kit.cli.present",
+    "k3kit.cli.review",
+    "k3kit.models.acceptance",
+    "k3kit.models.commerce",
+)
+
+
+def _loaded(tmp_path: Path, *args: object, env: dict[str, str] | None = None) -> set[str]:
+    """Run ``k3kit ARGS`` in a fresh interpreter; the modules it loaded (it must succeed)."""
+    out = tmp_path / "modules.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(out), *(str(a) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert proc.returncode == 0 and out.exists(), proc.stderr
+    result = json.loads(out.read_text())
+    assert result["exit"] == 0, proc.stdout + proc.stderr
+    return set(result["modules"])
+
+
+def _offenders(modules: set[str]) -> list[str]:
+    """The heavy or other-verb modules among ``modules``."""
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY or m.startswith(OTHER_VERBS))
+
+
+def test_verify_loads_nothing_of_the_publisher_the_ledger_or_accept(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    modules = _loaded(
+        tmp_path, "verify", golden.kit, "--trust", golden.key.public, "--state-dir", tmp_path / "s"
+    )
+    assert {"k3kit.node.verify", "k3kit.cli.buyer"} <= modules  # the probe ran the real verb
+    assert _offenders(modules) == []
+
+
+def test_verify_with_weights_loads_the_hasher_but_not_the_hub_client(
+    golden: GoldenKit, weights: Path, tmp_path: Path
+) -> None:
+    modules = _loaded(
+        tmp_path,
+        "verify",
+        golden.kit,
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--state-dir",
+        tmp_path / "s",
+    )
+    assert "k3kit.weights.hashpool" in modules
+    assert _offenders(modules) == []
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeEngine:
+    return make_fake_engine(tmp_path / "engine")
+
+
+def test_launch_dry_run_loads_nothing_of_the_publisher_the_ledger_or_accept(
+    golden: GoldenKit, weights: Path, fake: FakeEngine, tmp_path: Path
+) -> None:
+    env = {**engine_env(fake), "PYTHONPATH": ":".join(p for p in sys.path if p)}
+    modules = _loaded(
+        tmp_path,
+        "launch",
+        golden.kit,
+        "--no-preflight",
+        "--dry-run",
+        "--profile",
+        "interactive",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--state-dir",
+        tmp_path / "s",
+        env=env,
+    )
+    assert "k3kit.node.launch" in modules
+    assert _offenders(modules) == []
+
+
+def test_install_loads_nothing_of_the_publisher_the_ledger_or_accept(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    modules = _loaded(
+        tmp_path,
+        "install",
+        golden.kit,
+        "--trust",
+        golden.key.public,
+        "--into",
+        tmp_path / "d",
+        "--state-dir",
+        tmp_path / "s",
+    )
+    assert "k3kit.node.install" in modules
+    assert _offenders(modules) == []
+
+
+def test_every_verb_is_in_the_map_that_loads_it_alone() -> None:
+    """A verb missing from VERB_MODULES would still run (the group then imports every module),
+    but would pay for all of them; this keeps the map complete and right."""
+    _app.load_verbs()
+    registered = {
+        name: cmd.callback.__module__.rsplit(".", 1)[-1]
+        for name, cmd in _app.cli.commands.items()
+        if cmd.callback is not None
+    }
+    groups = {n for n, c in _app.cli.commands.items() if c.callback is None}
+    assert groups == set()  # every top-level entry has a callback naming its module
+    assert registered == _app.VERB_MODULES
+    assert set(_app.VERB_MODULES.values()) <= set(_app.VERB_PACKAGES)
+
+
+# Run the CLI in an interpreter where the named packages are absent (``None`` in sys.modules makes
+# ``import`` raise ModuleNotFoundError, as on an install without the extra).
+_WITHOUT = """
+import sys
+for name in sys.argv[1].split(","):
+    sys.modules[name] = None
+from k3kit.cli import main
+main(sys.argv[2:])
+"""
+
+
+def _without(absent: str, *args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _WITHOUT, absent, *(str(a) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_ledger_without_the_ledger_extra_names_the_extra_to_install(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.sqlite"
+    proc = _without("sqlalchemy", "ledger", "init", "--db", db, "--json")
+    assert proc.returncode == 4, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "EXTRA_NOT_INSTALLED"
+    assert error["hint"] == "pip install 'k3kit[ledger]'"
+    assert "'sqlalchemy'" in error["message"] and "Traceback" not in proc.stderr
+    assert not db.exists()
+
+
+def test_a_postgresql_ledger_without_its_driver_names_the_extra_to_install(tmp_path: Path) -> None:
+    url = "postgresql://k3kit@127.0.0.1:9/ledger"  # never reached: the driver check comes first
+    proc = _without("psycopg,psycopg2", "ledger", "init", "--db", url, "--json")
+    assert proc.returncode == 4, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "EXTRA_NOT_INSTALLED" and "'psycopg'" in error["message"]
+
+
+def test_sqlite_ledger_works_without_the_postgresql_driver(tmp_path: Path) -> None:
+    proc = _without("psycopg,psycopg2", "ledger", "init", "--db", tmp_path / "l.sqlite")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "l.sqlite").exists()
