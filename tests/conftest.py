@@ -41,6 +41,8 @@ os.environ.update(
 )
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
@@ -53,6 +55,20 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "kimi-k3-b300x8"
 REPO = "moonshotai/Kimi-K3"
 FIXED_TIME = "2026-11-01T00:00:00Z"
+
+# Property tests give the same verdict on every run and every machine: examples drawn from a
+# seed fixed per test (derandomize); no time limit per example and no "too slow" health check
+# (both read the wall clock: a loaded CI machine is slow, not wrong); no example database (a
+# failure replayed here and not in CI would make two runs of one tree differ). To explore with
+# fresh randomness by hand: K3KIT_HYPOTHESIS_PROFILE=explore.
+UNTIMED = [HealthCheck.too_slow]
+hypothesis_settings.register_profile(
+    "ci", derandomize=True, deadline=None, database=None, suppress_health_check=UNTIMED
+)
+hypothesis_settings.register_profile(
+    "explore", deadline=None, database=None, suppress_health_check=UNTIMED
+)
+hypothesis_settings.load_profile(os.environ.get("K3KIT_HYPOTHESIS_PROFILE", "ci"))
 
 
 def run_k3kit(
