@@ -145,6 +145,11 @@ class TestHub:
         """Base URL of the storage (CDN) server that LFS redirects point to."""
         return self._base(1)
 
+    def open_connections(self) -> int:
+        """Connections a handler still serves (both servers); 0 once every handler has finished,
+        so what they would report (``errors``) is complete: a test waits for this, not a sleep."""
+        return sum(len(srv.connections) for srv in list(self._servers))
+
     def _base(self, index: int) -> str:
         if not self._servers:
             raise RuntimeError("TestHub is not started")
