@@ -7,8 +7,10 @@ at import time, so they are set here, before any test module can import it: a th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -88,6 +90,16 @@ def run_k3kit(
         timeout=timeout,
         check=False,
     )
+
+
+@contextlib.contextmanager
+def refusing_url() -> Iterator[str]:
+    """A loopback URL that refuses every connection while the block lasts: a socket bound and
+    never listening (Linux answers a connect with a reset), and held, so no other process can
+    take the port. A port bound then closed could be taken, and answer, before the test used it."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}"
 
 
 @pytest.fixture(scope="session", autouse=True)

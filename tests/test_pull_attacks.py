@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ import pytest
 from k3kit.hub import translate
 from k3kit.pull import quarantine_dir
 from k3kit.weights import repo_folder_name
-from tests.conftest import KeyFiles, run_k3kit
+from tests.conftest import KeyFiles, refusing_url, run_k3kit
 from tests.cotenant import COTENANT_UID, cotenant_python, needs_root, shared_folder
 from tests.hubkit import REPO, ServedKit, as_json, invoke, make_served_kit, resolve_gets, serve
 from tests.testhub.server import OVERSIZE, STALL_S, TestHub
@@ -264,13 +263,6 @@ def test_a_rewrite_with_the_old_mtime_restored_is_not_verified(
 # --- 5. hub failures: one line, bounded time, never 70 -------------------------------------
 
 
-def closed_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
-
-
 def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith(("ERROR", "error:"))]
 
@@ -278,7 +270,8 @@ def error_lines(stderr: str) -> list[str]:
 def test_an_unreachable_hub_fails_with_one_line(served: ServedKit, tmp_path: Path) -> None:
     """How long the retries may take is judged on a fake clock below (the retry budget), never
     by this machine's speed."""
-    proc = run_k3kit("pull", served.kit, "--endpoint", closed_port(), "--dir", tmp_path / "w")
+    with refusing_url() as refused:
+        proc = run_k3kit("pull", served.kit, "--endpoint", refused, "--dir", tmp_path / "w")
     assert proc.returncode == 4, proc.stderr
     lines = error_lines(proc.stderr)
     assert len(lines) == 1 and "HUB_UNREACHABLE" in lines[0], proc.stderr
