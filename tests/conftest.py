@@ -7,8 +7,10 @@ at import time, so they are set here, before any test module can import it: a th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +43,8 @@ os.environ.update(
 )
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from k3kit._canonical import model_bytes
 from k3kit._fs import atomic_write
@@ -53,6 +57,20 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "kimi-k3-b300x8"
 REPO = "moonshotai/Kimi-K3"
 FIXED_TIME = "2026-11-01T00:00:00Z"
+
+# Property tests give the same verdict on every run and every machine: examples drawn from a
+# seed fixed per test (derandomize); no time limit per example and no "too slow" health check
+# (both read the wall clock: a loaded CI machine is slow, not wrong); no example database (a
+# failure replayed here and not in CI would make two runs of one tree differ). To explore with
+# fresh randomness by hand: K3KIT_HYPOTHESIS_PROFILE=explore.
+UNTIMED = [HealthCheck.too_slow]
+hypothesis_settings.register_profile(
+    "ci", derandomize=True, deadline=None, database=None, suppress_health_check=UNTIMED
+)
+hypothesis_settings.register_profile(
+    "explore", deadline=None, database=None, suppress_health_check=UNTIMED
+)
+hypothesis_settings.load_profile(os.environ.get("K3KIT_HYPOTHESIS_PROFILE", "ci"))
 
 
 def run_k3kit(
@@ -72,6 +90,16 @@ def run_k3kit(
         timeout=timeout,
         check=False,
     )
+
+
+@contextlib.contextmanager
+def refusing_url() -> Iterator[str]:
+    """A loopback URL that refuses every connection while the block lasts: a socket bound and
+    never listening (Linux answers a connect with a reset), and held, so no other process can
+    take the port. A port bound then closed could be taken, and answer, before the test used it."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}"
 
 
 @pytest.fixture(scope="session", autouse=True)

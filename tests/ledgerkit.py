@@ -1,9 +1,9 @@
 """Test helpers for the ledger: a throw-away PostgreSQL cluster, licences, purchases.
 
 The cluster is a real ``postgres`` from Debian's packages (``scripts/ensure-tools.sh postgres``),
-initialised in a temp folder and listening on 127.0.0.1 on a free port; as root it runs as the
-``postgres`` user (PostgreSQL refuses to run as root). Tests skip, with this reason, only where
-no PostgreSQL binaries are installed.
+initialised in a temp folder and listening on 127.0.0.1 on a free port (picked again if another
+process takes it first); as root it runs as the ``postgres`` user (PostgreSQL refuses to run as
+root). Tests skip, with this reason, only where no PostgreSQL binaries are installed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,7 +73,41 @@ class Cluster:
         return self.url.rsplit("/", 1)[0] + "/" + name
 
 
-def start_cluster() -> Iterator[Cluster]:
+#: A free port is only free until someone else binds it: on a machine where other test runs
+#: start servers too, the port picked can be taken before postgres binds it. Start again on
+#: another one; any other failure is raised at once.
+START_TRIES = 5
+
+
+def _start_on_a_free_port(
+    bindir: Path, data: Path, sock: Path, log: Path, as_user: list[str]
+) -> int:
+    """Start the cluster on a port free a moment ago; the port it listens on."""
+    for _ in range(START_TRIES):
+        port = _free_port()
+        seen = log.stat().st_size if log.exists() else 0
+        opts = (
+            f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100"
+        )
+        argv = [str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(log)]
+        done = subprocess.run(
+            [*as_user, *argv, "-w", "-t", "60", "start"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if done.returncode == 0:
+            return port
+        with log.open("rb") as f:
+            f.seek(seen)
+            said = f.read().decode(errors="replace")
+        if "could not bind" not in said and "already in use" not in said:
+            raise RuntimeError(f"pg_ctl failed: {done.stdout}{done.stderr}{said}")
+    raise RuntimeError(f"no free port for postgres after {START_TRIES} tries")
+
+
+def start_cluster() -> Generator[Cluster, None, None]:
     bindir = pg_bin()
     if bindir is None:
         raise RuntimeError("PostgreSQL is not installed (scripts/ensure-tools.sh postgres)")
@@ -86,7 +120,6 @@ def start_cluster() -> Iterator[Cluster]:
         shutil.chown(sock, "postgres")
         os.chmod(root, 0o700)
         as_user = ["runuser", "-u", "postgres", "--"]
-    port = _free_port()
 
     def run(*argv: str) -> None:
         done = subprocess.run(
@@ -107,22 +140,7 @@ def start_cluster() -> Iterator[Cluster]:
             "UTF8",
             "--no-sync",
         )
-        opts = (
-            f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100"
-        )
-        run(
-            str(bindir / "pg_ctl"),
-            "-D",
-            str(data),
-            "-o",
-            opts,
-            "-l",
-            str(root / "log"),
-            "-w",
-            "-t",
-            "60",
-            "start",
-        )
+        port = _start_on_a_free_port(bindir, data, sock, root / "log", as_user)
         url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
         yield Cluster(url, port, bindir)
     finally:

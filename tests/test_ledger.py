@@ -4,10 +4,12 @@ tampering (file bytes, psql with triggers disabled) found by ``ledger verify``."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -40,6 +42,29 @@ def cluster() -> Iterator[Cluster]:
 
 
 _COUNTER = iter(range(10**6))
+
+
+def test_the_cluster_starts_on_another_port_when_its_free_port_is_taken_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another test run binds the port picked as free before postgres does (a race on a shared
+    machine): the cluster starts on the next free port instead of failing the module."""
+    import tests.ledgerkit as ledgerkit
+
+    if pg_bin() is None:
+        pytest.skip("PostgreSQL is not installed here (scripts/ensure-tools.sh postgres)")
+    real = ledgerkit._free_port
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        picks = iter([int(taken.getsockname()[1])])
+        monkeypatch.setattr(ledgerkit, "_free_port", lambda: next(picks, None) or real())
+        with contextlib.closing(start_cluster()) as started:
+            running = next(started)
+            assert running.port != taken.getsockname()[1]
+            assert next(picks, None) is None  # the taken port was tried first
+            done = running.psql("SELECT 1")
+            assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -19,7 +19,9 @@ from tests.conftest import GoldenKit
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(data=st.data())
 def test_any_single_byte_change_is_caught(golden: GoldenKit, data: st.DataObject) -> None:

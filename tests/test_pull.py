@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -463,7 +464,7 @@ def test_a_paced_hub_serves_the_same_bytes(tmp_path: Path) -> None:
     """The benchmark's network-link knob (rate_limit) changes timing only, never content."""
     from huggingface_hub import hf_hub_download
 
-    data = os.urandom(300_000)
+    data = random.Random(3).randbytes(300_000)  # same bytes on every run
     (tmp_path / "w.safetensors").write_bytes(data)
     with TestHub(rate_limit=50 * 2**20) as paced:
         sha = paced.commit(REPO, {"w.safetensors": tmp_path / "w.safetensors"})

@@ -16,7 +16,6 @@ import os
 import shutil
 import socket
 import threading
-import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,16 +156,15 @@ def test_rollback_lock_held_forever_by_a_co_tenant_is_an_error_not_a_hang(
     fd = os.open(lock, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: the subprocess blocks
-        started = time.monotonic()
+        # The lock is held until the verify returns, so it can only return by giving up on its
+        # own: a hang ends in TimeoutExpired (a failure), whatever the machine's speed.
         proc = run_k3kit(
             "verify", kit, "--root", pinned, "--state-dir", state, "--json", timeout=90
         )
-        took = time.monotonic() - started
     finally:
         os.close(fd)
     assert proc.returncode == 4, proc.stderr
     assert json.loads(proc.stdout)["error"]["code"] == "ROLLBACK_STATE_UNAVAILABLE"
-    assert took < 60
 
 
 # --- install: what a terminal shows -------------------------------------------------------------

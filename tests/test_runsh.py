@@ -33,6 +33,9 @@ def _run(
         "SITE_ENV": str(site),
         "HOME": str(tmp_path),
         "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+        # Without it, launch's runtime folder is /var/lib/k3kit for root (as CI runs): the test
+        # would write outside its tmp folder and share that folder with every other run.
+        "XDG_STATE_HOME": str(tmp_path / "xdg-state"),
         "PYTHONPATH": os.pathsep.join(sys.path),
     }
     # No GPU here: the node check is skipped through run.sh's pass-through arguments.

@@ -507,7 +507,13 @@ def test_client_hanging_up_mid_body_is_quiet(
         with socket.create_connection(("127.0.0.1", port)) as s:
             s.sendall(f"GET /lfs/{sha256(big)} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
             assert s.recv(1024).startswith(b"HTTP/1.1 200")
-    time.sleep(0.2)
+    # Wait until the three handlers have met the hang-up and finished (a sleep let a slow machine
+    # check the errors before they could be made, and pass whatever the hub did).
+    for _ in range(600):  # a hang guard only, polled
+        if hub.open_connections() == 0:
+            break
+        time.sleep(0.1)
+    assert hub.open_connections() == 0
     assert fetch(f"{hub.url}/api/models/{REPO}")[0] == 200 and sha
     assert hub.errors == [] and capfd.readouterr().err == ""
 

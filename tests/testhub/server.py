@@ -45,6 +45,9 @@ _BODY_FAULTS = frozenset({"wrong_bytes", "drop", "oversized", "stall_body"})
 _STATUS_FAULTS = frozenset({"5xx", "401", "404", "429"})
 _OTHER_FAULTS = frozenset({"stall", "declared_oversized"})
 FAULT_MODES = _BODY_FAULTS | _STATUS_FAULTS | _OTHER_FAULTS
+#: How long the "stall" faults hold a request (or until the hub stops): a client's own timeout
+#: must fire well before; tests use it as a structural margin instead of a wall-clock figure.
+STALL_S = 120
 OVERSIZE = 2**30  # what "oversized" sends (or "declared_oversized" declares) instead of the file
 _INVERT = bytes(range(255, -1, -1))  # wrong_bytes: same length, every byte different
 _SHA_LIKE = re.compile(r"[0-9a-f]{7,40}")
@@ -142,6 +145,11 @@ class TestHub:
     def storage_url(self) -> str:
         """Base URL of the storage (CDN) server that LFS redirects point to."""
         return self._base(1)
+
+    def open_connections(self) -> int:
+        """Connections a handler still serves (both servers); 0 once every handler has finished,
+        so what they would report (``errors``) is complete: a test waits for this, not a sleep."""
+        return sum(len(srv.connections) for srv in list(self._servers))
 
     def _base(self, index: int) -> str:
         if not self._servers:
@@ -358,7 +366,7 @@ class _Handler(BaseHTTPRequestHandler):
         split = urlsplit(self.path)
         parts = [unquote(p) for p in split.path.split("/")[1:]]  # split first: keeps %2F in revs
         if self.server.hub._take_fault(self.server.role, None, frozenset({"stall"})):
-            self.server.hub.stopping.wait(120)  # accepted, never answered
+            self.server.hub.stopping.wait(STALL_S)  # accepted, never answered
             self.close_connection = True
             return
         try:
@@ -555,7 +563,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "stall_body":
             self.wfile.write(next(blob.chunks(start, min(end, start + 65536)), b""))
             self.wfile.flush()
-            self.server.hub.stopping.wait(120)
+            self.server.hub.stopping.wait(STALL_S)
             self.close_connection = True
             return
         stop = start + (end - start) // 2 if fault == "drop" else end
