@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives import serialization
 
 from k3kit.signing.keys import keyid, load_public
 from tests.conftest import EXAMPLE, GoldenKit, run_k3kit
+from tests.cotenant import cotenant_python, shared_folder
 from tests.hsmkit import LABEL, PIN, Token, make_token, needs_softhsm
 
 CLAIMS = EXAMPLE / "claims.toml"
@@ -166,6 +167,24 @@ def test_a_bad_pkcs11_key_is_refused_with_its_code(token: Token, kit: Path, case
     assert _error_code(proc) == code
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert (kit / "receipt.dsse.json").read_bytes() == receipt
+
+
+@needs_softhsm
+def test_a_pin_file_a_cotenant_can_read_is_refused(token: Token, kit: Path) -> None:
+    """The PIN written to a world-readable file in a shared folder: the co-tenant (a real second
+    user) reads it, so k3kit refuses to use it (as it refuses such a key file), exit 4."""
+    with shared_folder(0o755) as shared:
+        pin_file = shared / "hsm.pin"
+        pin_file.write_text(PIN + "\n")
+        pin_file.chmod(0o644)
+        stolen = cotenant_python("import sys; print(open(sys.argv[1]).read())", str(pin_file))
+        assert stolen.stdout.strip() == PIN  # the attack works: the PIN has leaked
+        receipt = (kit / "receipt.dsse.json").read_bytes()
+        proc = _sign(kit, f"pkcs11:token={LABEL};object=release?pin-source={pin_file}", token.env)
+    assert proc.returncode == 4, proc.stderr
+    assert _error_code(proc) == "KEY_TOO_PERMISSIVE"
+    assert f"PIN file {pin_file} is accessible by group or others" in proc.stderr
     assert (kit / "receipt.dsse.json").read_bytes() == receipt
 
 

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from k3kit._fs import read_capped
 from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError
-from k3kit.signing.keys import public_from_raw, verify_signature
+from k3kit.signing.keys import public_from_raw, refuse_shared_secret, verify_signature
 from k3kit.signing.schemes._registry import SecretsHandler, scheme
 from k3kit.signing.signers import Signer
 
@@ -201,6 +201,7 @@ def _pin(uri: Pkcs11Uri, secrets: SecretsHandler, token: str) -> str:
         data = read_capped(
             path, MAX_PIN_FILE, what="PIN file", error=EnvironmentProblem, code="HSM_PIN"
         )
+        refuse_shared_secret(path, path.stat().st_mode, "PIN file")
         return data.decode("utf-8", "replace").splitlines()[0] if data.strip() else ""
     asked = secrets("PIN", f"PKCS#11 token {token!r}")
     if asked is None:
