@@ -19,7 +19,6 @@ key does not verify are each refused with a registered code, never guessed aroun
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 from collections.abc import Iterator
@@ -138,6 +137,8 @@ def _c_stdout_to_stderr() -> Iterator[None]:
     """PyKCS11's loader ``printf``s dlopen's error to stdout, which would corrupt ``--json``
     output: while it runs, file descriptor 1 is stderr, and C's buffers are flushed before the
     real stdout comes back."""
+    import ctypes  # only here: a file-key signer never pays for it
+
     sys.stdout.flush()
     saved = os.dup(1)
     os.dup2(2, 1)
