@@ -165,6 +165,8 @@ def test_a_bad_pkcs11_key_is_refused_with_its_code(token: Token, kit: Path, case
     assert _error_code(proc) == code
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert "pin-value=1234" not in proc.stderr + proc.stdout  # the PIN is never echoed
+    assert "pin-value=0000" not in proc.stderr + proc.stdout
     assert (kit / "receipt.dsse.json").read_bytes() == receipt
 
 

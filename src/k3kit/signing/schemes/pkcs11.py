@@ -66,9 +66,16 @@ class Pkcs11Uri:
         return None if value is None else value.decode("utf-8")
 
 
+def _redacted(body: str) -> str:
+    """The URI as messages show it: a ``pin-value`` is never echoed into a terminal or a log."""
+    path, sep, query = body.partition("?")
+    items = ["pin-value=***" if i.startswith("pin-value=") else i for i in query.split("&")]
+    return shown(path + sep + "&".join(items))
+
+
 def _invalid(uri_text: str, why: str) -> InputError:
     return InputError(
-        f"--key pkcs11:{shown(uri_text)}: {why}", code="SIGNER_URI_INVALID", hint=_URI_HINT
+        f"--key pkcs11:{_redacted(uri_text)}: {why}", code="SIGNER_URI_INVALID", hint=_URI_HINT
     )
 
 
@@ -102,7 +109,7 @@ def parse_uri(body: str) -> Pkcs11Uri:
         raise _invalid(body, "give pin-value or pin-source, not both")
     if kind in _PUBLIC_TYPES:
         raise EnvironmentProblem(
-            f"--key pkcs11:{shown(body)} names a {kind} object; signing needs the private key",
+            f"--key pkcs11:{_redacted(body)} names a {kind} object; signing needs the private key",
             code="KEY_IS_PUBLIC",
             hint="drop type= or write type=private; the public key is read from the token",
         )
@@ -183,7 +190,7 @@ def _find_slot(lib: Any, uri: Pkcs11Uri) -> Any:
             found.append((slot, have["token"]))
     if not found:
         raise EnvironmentProblem(
-            f"pkcs11:{shown(uri.text)}: no token present matches "
+            f"pkcs11:{_redacted(uri.text)}: no token present matches "
             f"{', '.join(f'{k}={v}' for k, v in want.items()) or 'the URI'}",
             code="HSM_KEY_NOT_FOUND",
             hint="list the tokens with: pkcs11-tool --module MODULE --list-token-slots",
@@ -207,7 +214,7 @@ def _pin(uri: Pkcs11Uri, secrets: SecretsHandler, token: str) -> str:
     asked = secrets("PIN", f"PKCS#11 token {token!r}")
     if asked is None:
         raise EnvironmentProblem(
-            f"pkcs11:{shown(uri.text)}: the token needs a PIN and none was given",
+            f"pkcs11:{_redacted(uri.text)}: the token needs a PIN and none was given",
             code="HSM_PIN",
             hint="add ?pin-source=FILE to the URI, or pass --passphrase-env VAR",
         )
@@ -233,20 +240,20 @@ def _private_key(p11: Any, session: Any, uri: Pkcs11Uri) -> Any:
         public += _objects(p11, session, uri, p11.CKO_CERTIFICATE)
         if public:
             raise EnvironmentProblem(
-                f"pkcs11:{shown(uri.text)} names only a public key or certificate on the token; "
-                "signing needs its private key",
+                f"pkcs11:{_redacted(uri.text)} names only a public key or certificate on the "
+                "token; signing needs its private key",
                 code="KEY_IS_PUBLIC",
                 hint="name the private key object (pkcs11-tool -O lists them after --login)",
             )
         raise EnvironmentProblem(
-            f"pkcs11:{shown(uri.text)}: the token has no private key with that object/id",
+            f"pkcs11:{_redacted(uri.text)}: the token has no private key with that object/id",
             code="HSM_KEY_NOT_FOUND",
             hint="list the keys with: pkcs11-tool --module MODULE --login -O",
         )
     (key_type,) = session.getAttributeValue(keys[0], [p11.CKA_KEY_TYPE])
     if key_type != p11.CKK_EC_EDWARDS:
         raise EnvironmentProblem(
-            f"pkcs11:{shown(uri.text)} is not an Ed25519 key", code="KEY_UNSUPPORTED"
+            f"pkcs11:{_redacted(uri.text)} is not an Ed25519 key", code="KEY_UNSUPPORTED"
         )
     return keys[0]
 
@@ -258,7 +265,7 @@ def _public_key(p11: Any, session: Any, key: Any, uri: Pkcs11Uri) -> Ed25519Publ
     found = list(session.findObjects([*template, (p11.CKA_ID, tuple(key_id))]))
     if len(found) != 1:
         raise EnvironmentProblem(
-            f"pkcs11:{shown(uri.text)}: no single public key object beside the private key",
+            f"pkcs11:{_redacted(uri.text)}: no single public key object beside the private key",
             code="HSM_KEY_NOT_FOUND",
             hint="import the public key onto the token with the private key's label and id",
         )
@@ -268,9 +275,9 @@ def _public_key(p11: Any, session: Any, key: Any, uri: Pkcs11Uri) -> Ed25519Publ
         raw = raw[2:]
     if len(raw) != 32:
         raise EnvironmentProblem(
-            f"pkcs11:{shown(uri.text)} is not an Ed25519 key (Ed448?)", code="KEY_UNSUPPORTED"
+            f"pkcs11:{_redacted(uri.text)} is not an Ed25519 key (Ed448?)", code="KEY_UNSUPPORTED"
         )
-    return public_from_raw(raw, source=f"pkcs11:{shown(uri.text)}")
+    return public_from_raw(raw, source=f"pkcs11:{_redacted(uri.text)}")
 
 
 @dataclass(frozen=True)
