@@ -240,6 +240,34 @@ def test_a_bare_path_and_a_file_uri_sign_the_same_bytes(
     assert json.loads(bare.stdout)["keyid"] == json.loads(uri.stdout)["keyid"]
 
 
+def test_a_key_file_whose_name_looks_like_a_scheme_still_signs(
+    golden: GoldenKit, kit: Path, tmp_path: Path
+) -> None:
+    """``--key rel:2026.key`` written before schemes existed: no scheme ``rel`` is registered and
+    the file is there, so it is the file; only when no such file exists is it an unknown scheme."""
+    key = tmp_path / "rel:2026.key"
+    key.write_bytes(golden.key.private.read_bytes())
+    key.chmod(0o600)
+    argv = ("sign", kit, "--key", key.name, "--claims", CLAIMS, "--force", "--json")
+    signed = run_k3kit(*argv, cwd=tmp_path)
+    assert signed.returncode == 0, signed.stderr
+    assert run_k3kit("verify", kit, "--trust", golden.key.public).returncode == 0
+    key.unlink()
+    refused = run_k3kit(*argv, cwd=tmp_path)
+    assert refused.returncode == 3, refused.stderr
+    assert _error_code(refused) == "SIGNER_URI_INVALID"
+
+
+def test_a_scheme_cannot_be_registered_twice() -> None:
+    """A second module claiming ``file:`` would silently take over every bare --key path."""
+    from k3kit.signing.schemes import SCHEMES, scheme
+
+    before = dict(SCHEMES)
+    with pytest.raises(ValueError, match="signer scheme file registered twice"):
+        scheme("file")(SCHEMES["pkcs11"])
+    assert before == SCHEMES
+
+
 def test_a_file_uri_to_a_public_key_is_still_named_a_public_key(
     golden: GoldenKit, kit: Path
 ) -> None:
