@@ -13,6 +13,7 @@ package_for() {
     ssh-keygen) echo openssh-client ;;
     pg_ctlcluster|postgres) echo postgresql ;;
     tar) echo tar ;;
+    softhsm2-util) echo softhsm2 ;;
     *) echo "" ;;
   esac
 }

@@ -316,6 +316,11 @@ class InputCode(ErrorCode):
         "a WeightsOptions value is out of range (workers, algorithm)",
     )
     PASSPHRASE_MISSING = "PASSPHRASE_MISSING", _INPUT, "the key needs a passphrase"
+    SIGNER_URI_INVALID = (
+        "SIGNER_URI_INVALID",
+        _INPUT,
+        "--key is an unknown scheme or a URI that does not name exactly one private key",
+    )
     PATH_REFUSED = "PATH_REFUSED", _INPUT, "a path the path policy refuses"
     PATTERN_MATCHES_NOTHING = "PATTERN_MATCHES_NOTHING", _INPUT, "an --include matches nothing"
     PATTERN_REFUSED = (
@@ -365,6 +370,22 @@ class EnvironmentCode(ErrorCode):
         "INSTALL_TARGET_FOREIGN",
         _ENV,
         "NAME-VERSION exists but k3kit did not install it (owner, mode)",
+    )
+    HSM_KEY_NOT_FOUND = (
+        "HSM_KEY_NOT_FOUND",
+        _ENV,
+        "no PKCS#11 token, private key or public key object matches the --key URI",
+    )
+    HSM_PIN = "HSM_PIN", _ENV, "the PKCS#11 token refused the PIN, or none was given"
+    HSM_SIGN_FAILED = (
+        "HSM_SIGN_FAILED",
+        _ENV,
+        "the token's signature does not verify with its own public key object",
+    )
+    HSM_UNAVAILABLE = (
+        "HSM_UNAVAILABLE",
+        _ENV,
+        "PyKCS11 or the PKCS#11 module cannot be loaded, or the token failed",
     )
     IO_ERROR = "IO_ERROR", _ENV, "an OSError reached the CLI"
     KEY_IS_PUBLIC = "KEY_IS_PUBLIC", _ENV, "--key was given a public key, not the private key"

@@ -38,7 +38,8 @@ from k3kit.node.install import install
 from k3kit.node.launch import LaunchPlan, plan_launch
 from k3kit.node.verify import Report, verify_path
 from k3kit.publish.kit import build, load_toml, sign
-from k3kit.signing.keys import load_private, load_public, write_keypair
+from k3kit.signing.keys import load_public, write_keypair
+from k3kit.signing.schemes import signer_from_uri
 from k3kit.weights import WeightsOptions
 from k3kit.weights.pin import pin_local
 
@@ -223,8 +224,7 @@ def run_demo(workdir: Path, *, force: bool, now: str, say: Callable[[str], None]
         f"-> {kit_dir}"
     )
 
-    key = load_private(paths.private, None)
-    sign(kit_dir, key, example / "claims.toml", issued_at=now)
+    sign(kit_dir, signer_from_uri(str(paths.private)), example / "claims.toml", issued_at=now)
     say(
         f"sign     receipt (DSSE, Ed25519, in-toto Statement v1) -> {kit_dir / 'receipt.dsse.json'}"
     )

@@ -20,8 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
 from k3kit.accept._http import Clock, Sample, Timeouts, run_closed_loop
 from k3kit.accept.compare import Policy, dec, judge_latency, judge_throughput
 from k3kit.accept.functional import check_promises
@@ -40,6 +38,7 @@ from k3kit.accept.tokens import MIN_TOKEN_TIME_MS, check_sample
 from k3kit.accept.workload import Plan, PointPlan, load_plan
 from k3kit.models.acceptance import AcceptancePredicate, PointOutcome, ReceiptRef, Verdict
 from k3kit.signing.keys import keyid
+from k3kit.signing.signers import Signer
 
 __all__ = [
     "ACCEPTANCE_NAME",
@@ -170,7 +169,7 @@ def run_accept(
     *,
     url: str,
     builder: PromptBuilder,
-    key: Ed25519PrivateKey,
+    key: Signer,
     policy: Policy,
     timeouts: Timeouts,
     issued_at: str,

@@ -17,8 +17,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
 from k3kit._canonical import dumps, model_bytes
 from k3kit._fs import (
     MARKED,
@@ -45,6 +43,7 @@ from k3kit.models.acceptance import (
     Verdict,
 )
 from k3kit.signing.sign import sign_envelope
+from k3kit.signing.signers import Signer
 
 ACCEPTANCE_NAME = "acceptance.dsse.json"
 TOOL_NOTE = "k3kit accept (client timed as vllm bench serve)"
@@ -247,7 +246,7 @@ def audited(
     return predicate.model_copy(update={"verdicts": [*predicate.verdicts, *errors]})
 
 
-def sign_report(predicate: AcceptancePredicate, key: Ed25519PrivateKey) -> bytes:
+def sign_report(predicate: AcceptancePredicate, key: Signer) -> bytes:
     """The DSSE envelope (own payloadType) around the acceptance Statement."""
     statement = {
         "_type": STATEMENT_TYPE,

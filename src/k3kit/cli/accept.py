@@ -13,7 +13,8 @@ import click
 
 from k3kit._values import ascii_int
 from k3kit.cli._app import EXIT_CODES_HELP, INTERRUPTED, cli, emit_json, err, handle_errors, now_utc
-from k3kit.cli._shared import Real, Whole, read_passphrase, trust_option, trusted_keys
+from k3kit.cli._shared import Real, Whole, trust_option, trusted_keys
+from k3kit.cli.signing import key_option, load_signer
 from k3kit.errors import ExitCode, InputError
 
 _URL = re.compile(r"^https?://[^\s/@?#]+(:[0-9]+)?(/[^\s?#@]*)?$")
@@ -69,12 +70,7 @@ def _summary(result: Any, path: Path) -> dict[str, Any]:
     type=click.Path(path_type=Path),
     help="The weights folder the server serves (verified, and its tokenizer used).",
 )
-@click.option(
-    "--key",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="The buyer's private key that signs the acceptance report.",
-)
+@key_option("The buyer's private key that signs the acceptance report.")
 @click.option("--passphrase-env", metavar="VAR", help="Read the key's passphrase from $VAR.")
 @click.option("--profile", help="Profile to test (default: the only one with signed runs).")
 @click.option("--points", help="Concurrency points to replay, e.g. 1,8,32 (default: all).")
@@ -124,7 +120,7 @@ def accept(
     trust: tuple[Path, ...],
     url: str,
     weights: Path,
-    key: Path,
+    key: str,
     passphrase_env: str | None,
     profile: str | None,
     points: str | None,
@@ -146,11 +142,10 @@ def accept(
     """
     from k3kit.accept import Policy, Timeouts, load_plan, run_accept, write_report
     from k3kit.accept.prompts import load_builder
-    from k3kit.signing.keys import load_private
 
     if not _URL.match(url):
         raise InputError("--url must be an http(s) URL without credentials", code="BAD_URL")
-    private = load_private(key, read_passphrase(passphrase_env))
+    signer = load_signer(key, passphrase_env)
     from k3kit.accept.report import check_output
 
     check_output(output, force)  # every path accept writes, before the first request
@@ -171,7 +166,7 @@ def accept(
         plan,
         url=url,
         builder=builder,
-        key=private,
+        key=signer,
         policy=Policy(tolerance=tolerance / 100),
         timeouts=Timeouts(stall_s=stall_timeout, request_s=request_timeout),
         issued_at=now_utc(),

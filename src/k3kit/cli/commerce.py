@@ -11,7 +11,7 @@ import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, now_utc, say
 from k3kit.cli._shared import Whole, timestamp_option, trusted_keys, whole_number
-from k3kit.cli.signing import load_signer
+from k3kit.cli.signing import key_option, load_signer
 from k3kit.errors import ExitCode, InputError
 
 DB_HELP = "Ledger: a SQLite file path or a postgresql:// URL (env K3KIT_LEDGER)."
@@ -52,7 +52,7 @@ def licence() -> None:
     metavar="ID",
     help="One affirmation, after reading its text (repeat for each; there is no default).",
 )
-@click.option("--key", required=True, type=click.Path(path_type=Path), help="Signer's key.")
+@key_option("Signer's private key.")
 @click.option("--passphrase-env", metavar="VAR", help="Read the key's passphrase from $VAR.")
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="Replace an existing file.")
@@ -68,7 +68,7 @@ def licence_sign(
     currency: str,
     term_days: int,
     affirm: tuple[str, ...],
-    key: Path,
+    key: str,
     passphrase_env: str | None,
     output: Path,
     force: bool,
@@ -352,7 +352,7 @@ def ledger_verify(
 
 @ledger.command("checkpoint", epilog=EXIT_CODES_HELP)
 @db_option
-@click.option("--key", required=True, type=click.Path(path_type=Path), help="Seller's key.")
+@key_option("Seller's private key.")
 @click.option("--passphrase-env", metavar="VAR", help="Read the key's passphrase from $VAR.")
 @click.option(
     "--trust",
@@ -367,7 +367,7 @@ def ledger_verify(
 @handle_errors
 def ledger_checkpoint(
     db: str,
-    key: Path,
+    key: str,
     passphrase_env: str | None,
     trust: tuple[Path, ...],
     checkpoints: tuple[Path, ...],
@@ -428,7 +428,7 @@ def buyer_receipt() -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="The measured serve command: a JSON array, or one shell-quoted line.",
 )
-@click.option("--key", required=True, type=click.Path(path_type=Path), help="Publisher's key.")
+@key_option("Publisher's private key.")
 @click.option("--passphrase-env", metavar="VAR", help="Read the key's passphrase from $VAR.")
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="Replace an existing file.")
@@ -441,7 +441,7 @@ def buyer_receipt_issue(
     trust: tuple[Path, ...],
     build_record: Path,
     serve_command: Path,
-    key: Path,
+    key: str,
     passphrase_env: str | None,
     output: Path,
     force: bool,

@@ -17,6 +17,7 @@ from k3kit.cli._shared import (
     refuse_token_over_plain_http,
     resolve_endpoint,
 )
+from k3kit.cli.signing import key_option, load_signer
 from k3kit.errors import InputError
 
 
@@ -265,7 +266,7 @@ def build(
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("kit", type=click.Path(path_type=Path))
-@click.option("--key", required=True, type=click.Path(path_type=Path), help="Private key (.key).")
+@key_option("The publisher's private key (.key).")
 @click.option(
     "--claims",
     required=True,
@@ -277,19 +278,19 @@ def build(
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @handle_errors
 def sign(
-    kit: Path, key: Path, claims: Path, passphrase_env: str | None, force: bool, as_json: bool
+    kit: Path, key: str, claims: Path, passphrase_env: str | None, force: bool, as_json: bool
 ) -> None:
     """Sign KIT's benchmark receipt (DSSE + in-toto Statement, Ed25519)."""
     from k3kit.publish.kit import sign as sign_kit
-    from k3kit.signing.keys import keyid, load_private
+    from k3kit.signing.keys import keyid
 
-    private = load_private(key, read_passphrase(passphrase_env))
-    sign_kit(kit, private, claims, issued_at=now_utc(), force=force)
+    signer = load_signer(key, passphrase_env)
+    sign_kit(kit, signer, claims, issued_at=now_utc(), force=force)
     receipt = kit / "receipt.dsse.json"
     if as_json:
-        emit_json({"receipt": str(receipt), "keyid": keyid(private.public_key())})
+        emit_json({"receipt": str(receipt), "keyid": keyid(signer.public_key())})
     else:
-        say(f"signed {shown(receipt)} with key {keyid(private.public_key())[:16]}")
+        say(f"signed {shown(receipt)} with key {keyid(signer.public_key())[:16]}")
 
 
 @cli.command(epilog=EXIT_CODES_HELP)

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from k3kit._values import utc_timestamp
 from k3kit.cli._app import EXIT_CODES_HELP, cli, handle_errors
-from k3kit.errors import InputError, K3kitError, VerificationError
+from k3kit.errors import InputError, VerificationError
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def now_for_verification() -> str:
@@ -21,33 +24,54 @@ def now_for_verification() -> str:
     return utc_timestamp()
 
 
-def load_signer(path: Path, passphrase_env: str | None) -> Any:
-    """A PEM signer; the passphrase comes from $VAR, else a prompt when stdin is a terminal."""
-    from k3kit.signing.signers import PemSigner
+def key_option(help_text: str) -> Callable[[_F], _F]:
+    """``--key URI``, the same on every command that signs: a key file path, ``file:PATH`` or
+    ``pkcs11:...`` (taken as text, never normalised as a path: a URI is not one)."""
+    return click.option(
+        "--key",
+        "key",
+        required=True,
+        metavar="URI",
+        help=f"{help_text} A key file, file:PATH, or pkcs11:token=...;object=... (HSM).",
+    )
 
-    passphrase = None
+
+def cli_secrets(passphrase_env: str | None) -> Callable[[str, str], bytes | None]:
+    """The secrets callback of the CLI: $VAR when --passphrase-env is given (checked now, so an
+    empty variable is named even for a key that would need none), else a prompt when stdin is
+    a terminal, else nothing (the scheme's own error then names the fix)."""
+    preset = None
     if passphrase_env is not None:
         value = os.environ.get(passphrase_env)
         if not value:
             raise InputError(
                 f"--passphrase-env {passphrase_env} is not set or empty", code="PASSPHRASE_MISSING"
             )
-        passphrase = value.encode()
-    try:
-        return PemSigner.from_file(path, passphrase)
-    except K3kitError as exc:
-        if exc.code != "KEY_PASSPHRASE" or passphrase is not None or not sys.stdin.isatty():
-            raise
-        typed = click.prompt(f"passphrase for {path}", hide_input=True, err=True)
-        return PemSigner.from_file(path, str(typed).encode())
+        preset = value.encode()
+
+    def secrets(name: str, what: str) -> bytes | None:
+        if preset is not None:
+            return preset
+        if not sys.stdin.isatty():
+            return None
+        return str(click.prompt(f"{name} for {what}", hide_input=True, err=True)).encode()
+
+    return secrets
+
+
+def load_signer(key: str | Path, passphrase_env: str | None) -> Any:
+    """The signer ``--key`` names (a path or a URI, see :mod:`k3kit.signing.schemes`)."""
+    from k3kit.signing.schemes import signer_from_uri
+
+    return signer_from_uri(str(key), cli_secrets(passphrase_env))
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("kit", type=click.Path(path_type=Path, file_okay=False, exists=True))
-@click.option("--key", required=True, type=click.Path(path_type=Path), help="Private key.")
+@key_option("The co-signer's private key.")
 @click.option("--passphrase-env", metavar="VAR", help="Read the key's passphrase from $VAR.")
 @handle_errors
-def countersign(kit: Path, key: Path, passphrase_env: str | None) -> None:
+def countersign(kit: Path, key: str, passphrase_env: str | None) -> None:
     """Add a signature to KIT's receipt in place, for a release threshold above 1."""
     from k3kit._fs import atomic_write, read_capped
     from k3kit.formats.manifest import RECEIPT_NAME
@@ -65,7 +89,7 @@ def countersign(kit: Path, key: Path, passphrase_env: str | None) -> None:
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("kit", type=click.Path(path_type=Path, file_okay=False, exists=True))
-@click.option("--key", required=True, type=click.Path(path_type=Path), help="Private key.")
+@key_option("The publisher's private key.")
 @click.option(
     "--principal",
     default="release@k3kit",
@@ -75,7 +99,7 @@ def countersign(kit: Path, key: Path, passphrase_env: str | None) -> None:
 @click.option("--passphrase-env", metavar="VAR", help="Read the key's passphrase from $VAR.")
 @click.option("--force", is_flag=True, help="Replace an existing MANIFEST.json.sig.")
 @handle_errors
-def sshsig(kit: Path, key: Path, principal: str, passphrase_env: str | None, force: bool) -> None:
+def sshsig(kit: Path, key: str, principal: str, passphrase_env: str | None, force: bool) -> None:
     """Write KIT/MANIFEST.json.sig (SSHSIG, namespace k3kit) for `ssh-keygen -Y verify`."""
     from k3kit._fs import atomic_write, read_capped
     from k3kit.formats.documents import MAX_DOCUMENT_BYTES

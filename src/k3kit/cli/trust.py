@@ -16,13 +16,13 @@ import click
 from k3kit._values import ascii_int
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, handle_errors
 from k3kit.cli._shared import Whole
-from k3kit.cli.signing import load_signer, now_for_verification
+from k3kit.cli.signing import key_option, load_signer, now_for_verification
 from k3kit.errors import InputError
 
 _TS = "YYYY-MM-DDTHH:MM:SSZ"
 
 
-def _signers(paths: tuple[Path, ...], passphrase_env: str | None) -> list[Any]:
+def _signers(paths: tuple[str, ...], passphrase_env: str | None) -> list[Any]:
     if not paths:
         raise click.UsageError("give at least one --sign-key")
     return [load_signer(p, passphrase_env) for p in paths]
@@ -44,7 +44,7 @@ def _read(path: Path) -> bytes:
 def _write_root(
     body: Any,
     out: Path,
-    sign_keys: tuple[Path, ...],
+    sign_keys: tuple[str, ...],
     passphrase_env: str | None,
     force: bool,
     as_json: bool,
@@ -91,8 +91,8 @@ def _edit_command(name: str, help_text: str) -> Callable[[Callable[..., Any]], A
                     "--sign-key",
                     "sign_keys",
                     multiple=True,
-                    type=click.Path(path_type=Path),
-                    help="Private key to sign with "
+                    metavar="URI",
+                    help="Private key (file or pkcs11: URI) to sign with "
                     "(repeatable; the root thresholds of N and N+1 must both be met).",
                 ),
                 click.option("--passphrase-env", metavar="VAR", help="Passphrase of the keys."),
@@ -143,8 +143,8 @@ def root() -> None:
     "--sign-key",
     "sign_keys",
     multiple=True,
-    type=click.Path(path_type=Path),
-    help="Private root key(s) to sign with (repeatable).",
+    metavar="URI",
+    help="Private root key(s), file or pkcs11: URI, to sign with (repeatable).",
 )
 @click.option("--passphrase-env", metavar="VAR", help="Passphrase of the keys.")
 @click.option("--force", is_flag=True, help="Replace an existing output.")
@@ -157,7 +157,7 @@ def root_create(
     release_keys: tuple[Path, ...],
     release_threshold: int,
     expires: str,
-    sign_keys: tuple[Path, ...],
+    sign_keys: tuple[str, ...],
     passphrase_env: str | None,
     force: bool,
     as_json: bool,
@@ -187,7 +187,7 @@ def root_add_key(
     prev: Path,
     output: Path,
     expires: str,
-    sign_keys: tuple[Path, ...],
+    sign_keys: tuple[str, ...],
     passphrase_env: str | None,
     force: bool,
     as_json: bool,
@@ -221,7 +221,7 @@ def root_revoke(
     prev: Path,
     output: Path,
     expires: str,
-    sign_keys: tuple[Path, ...],
+    sign_keys: tuple[str, ...],
     passphrase_env: str | None,
     force: bool,
     as_json: bool,
@@ -257,7 +257,7 @@ def root_rotate(
     prev: Path,
     output: Path,
     expires: str,
-    sign_keys: tuple[Path, ...],
+    sign_keys: tuple[str, ...],
     passphrase_env: str | None,
     force: bool,
     as_json: bool,
@@ -286,7 +286,7 @@ def root_floor(
     prev: Path,
     output: Path,
     expires: str,
-    sign_keys: tuple[Path, ...],
+    sign_keys: tuple[str, ...],
     passphrase_env: str | None,
     force: bool,
     as_json: bool,
@@ -307,10 +307,10 @@ def root_floor(
 
 @root.command("sign", epilog=EXIT_CODES_HELP)
 @click.argument("root_file", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--key", required=True, type=click.Path(path_type=Path), help="Private key.")
+@key_option("A root key's private key.")
 @click.option("--passphrase-env", metavar="VAR", help="Read the key's passphrase from $VAR.")
 @handle_errors
-def root_sign(root_file: Path, key: Path, passphrase_env: str | None) -> None:
+def root_sign(root_file: Path, key: str, passphrase_env: str | None) -> None:
     """Add one signature to ROOT_FILE in place (its payload is unchanged)."""
     from k3kit._fs import atomic_write
     from k3kit.signing.trust.edit import add_root_signature

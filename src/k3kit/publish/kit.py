@@ -17,7 +17,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TypeVar
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 
 from k3kit._canonical import model_bytes, require_canonical, sha256_of_model, strict_loads
@@ -60,6 +59,7 @@ from k3kit.publish.targets import (
 )
 from k3kit.render import make_environment, render
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES, sign_envelope
+from k3kit.signing.signers import Signer
 from k3kit.weights.modelconfig import read_model_config
 
 M = TypeVar("M", bound=BaseModel)
@@ -303,7 +303,7 @@ _EVIDENCE_FOLDER = FolderRule(_only_files, mark="evidence/ as sign writes it (re
 
 
 def sign(
-    kit_dir: Path, key: Ed25519PrivateKey, claims_path: Path, *, issued_at: str, force: bool = False
+    kit_dir: Path, key: Signer, claims_path: Path, *, issued_at: str, force: bool = False
 ) -> bytes:
     """Write ``receipt.dsse.json`` (and ``evidence/``) for a built kit; returns the signed bytes."""
     claims = load_toml(claims_path, Claims)

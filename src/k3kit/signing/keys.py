@@ -227,6 +227,17 @@ def _refuse_public_key(path: Path, data: bytes) -> None:
     )
 
 
+def refuse_shared_secret(path: Path, mode: int, what: str) -> None:
+    """A secret file (a private key, a token's PIN) that group or others can open is refused,
+    as ssh-keygen refuses such a key: another user on the machine may already have read it."""
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise EnvironmentProblem(
+            f"{what} {path} is accessible by group or others (mode {stat.S_IMODE(mode):o})",
+            code="KEY_TOO_PERMISSIVE",
+            hint=f"run: chmod 600 {path}",
+        )
+
+
 def load_private(path: Path, passphrase: bytes | None) -> Ed25519PrivateKey:
     """Load a private key, refusing a public key by name and one that other users can read (as
     ssh-keygen does)."""
@@ -240,12 +251,7 @@ def load_private(path: Path, passphrase: bytes | None) -> Ed25519PrivateKey:
         path, MAX_KEY_FILE, what="private key", error=EnvironmentProblem, code="KEY_UNREADABLE"
     )
     _refuse_public_key(path, data)
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise EnvironmentProblem(
-            f"private key {path} is accessible by group or others (mode {stat.S_IMODE(mode):o})",
-            code="KEY_TOO_PERMISSIVE",
-            hint=f"run: chmod 600 {path}",
-        )
+    refuse_shared_secret(path, mode, "private key")
     try:
         key = serialization.load_pem_private_key(data, password=passphrase)
     except TypeError as exc:

@@ -4,12 +4,12 @@
 Why a protocol and not a class hierarchy (in the spirit of securesystemslib's ``Signer``): the
 only things a DSSE envelope, a root of trust or an SSHSIG need from a key are its public half and
 a signature over exact bytes. A PEM file on disk is the first implementation; an Ed25519 private
-key object from ``cryptography`` satisfies the protocol as it is. A PKCS#11 token or a cloud KMS
-is added by writing a class with these two methods (for example one that calls the device with
-``CKM_EDDSA`` or KMS ``Sign`` with ``ED25519``) and handing it to
-:func:`k3kit.signing.sign.sign_envelope` or :func:`k3kit.signing.trust.edit.sign_root`: nothing else
-changes, because every caller recomputes the key id from :meth:`Signer.public_key` and never trusts
-what the signer says about itself.
+key object from ``cryptography`` satisfies the protocol as it is; :mod:`k3kit.signing.schemes`
+opens one from a ``--key`` URI (``file:`` for this module's :class:`PemSigner`, ``pkcs11:`` for a
+token signing with ``CKM_EDDSA``; a cloud KMS would be one more scheme module). Nothing in
+:func:`k3kit.signing.sign.sign_envelope` or the verifier changes with the signer, because every
+caller recomputes the key id from :meth:`Signer.public_key` and never trusts what the signer says
+about itself.
 """
 
 from __future__ import annotations
