@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
+from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, outcome_decided
 from k3kit.cli._shared import (
     ByteProgress,
     Real,
@@ -122,6 +122,7 @@ def pull(
     except KeyboardInterrupt:
         err("\ninterrupted: stopped; no partial file left in the weights folder (rerun resumes)")
         sys.exit(130)
+    outcome_decided()  # the pull is over: what follows reports it, a Ctrl-C cannot change it
     result = {
         "ok": report.ok,
         "exit_code": report.exit_code,
