@@ -13,9 +13,9 @@ def launch_given_the_downloaded_archive(w: Workbench) -> Argv:
 
 
 @attack("KIT_NOT_A_FOLDER", exit_code=3)
-def countersign_given_the_released_archive(w: Workbench) -> Argv:
-    """A second signer handed the archive: countersign writes into the kit folder only."""
-    return ["countersign", w.archive(), "--key", w.other_key.private]
+def pack_given_the_released_archive(w: Workbench) -> Argv:
+    """A release script handed the archive instead of the folder: pack reads a kit folder."""
+    return ["pack", w.archive(), "-o", w.root / "again.kit.tar.gz"]
 
 
 @attack("RUNTIME_VALUES_MISSING", exit_code=3)
