@@ -157,6 +157,7 @@ def _tradeoff(data: CardData, colors: dict[str, str]) -> Chart:
         plot=(LEFT, TOP, WIDE - RIGHT, WIDE_HEIGHT - BOTTOM),
     )
     raw = []
+    missing = []
     for prof in data.profiles:
         pts = []
         for r in prof.runs:
@@ -165,6 +166,10 @@ def _tradeoff(data: CardData, colors: dict[str, str]) -> Chart:
                 pts.append((x, y, r))
         if pts:
             raw.append((prof.name, colors.get(prof.name, COLORS[0]), sorted(pts, key=_by_x)))
+        elif prof.runs and prof.name not in missing:
+            missing.append(prof.name)
+    if missing:  # a profile absent from the picture is named, not silently left out
+        chart.caption += f"; not drawn: {', '.join(missing)} (no run states both figures)"
     if not raw:
         return chart
     x0, y0, x1, y1 = chart.plot
