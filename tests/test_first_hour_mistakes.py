@@ -55,6 +55,28 @@ def test_multi_node_launch_without_rank_and_leader_is_refused_before_hashing_the
     assert "checking vllm" not in stderr  # nor was the engine asked its version
 
 
+def test_verify_licence_without_buyer_receipt_is_refused_before_hashing_the_weights(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The same class: `verify KIT --weights W --licence L` (the receipt forgotten) was refused
+    only after every weight file was hashed. The proof that nothing was hashed: verify records
+    each weight file it hashed in its cache under --state-dir, and there is none."""
+    state = tmp_path / "state"
+    done = run_k3kit(
+        "verify", golden.kit, "--trust", golden.key.public, "--weights", golden.snapshot,
+        "--state-dir", state, "--licence", tmp_path / "licence.json",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--licence is checked against a --buyer-receipt; give both" in done.stderr
+    assert not (state / "verify").exists()
+    hashed = run_k3kit(
+        "verify", golden.kit, "--trust", golden.key.public, "--weights", golden.snapshot,
+        "--state-dir", state,
+    )  # fmt: skip
+    assert hashed.returncode == 0, hashed.stderr
+    assert list((state / "verify").iterdir())  # the witness works: a real verify leaves one
+
+
 # -- c. one "is this a kit folder" rule ---------------------------------------------------------
 
 BUYER_VERBS = [

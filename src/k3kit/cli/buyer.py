@@ -250,6 +250,8 @@ def verify(
     from k3kit.node.verify import verify_path
     from k3kit.weights import WeightsOptions
 
+    if licence is not None and buyer_receipt is None:  # before hours of hashing, not after
+        raise click.UsageError("--licence is checked against a --buyer-receipt; give both")
     state, cache = state_and_cache(state_dir)
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
     progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not quiet else None
@@ -268,8 +270,6 @@ def verify(
     finally:
         if progress is not None:
             progress.finish()
-    if licence is not None and buyer_receipt is None:
-        raise click.UsageError("--licence is checked against a --buyer-receipt; give both")
     if buyer_receipt is not None:
         # no database here: k3kit.commerce.buyer_receipt never imports one
         from k3kit.commerce.buyer_receipt import check_buyer_receipt
