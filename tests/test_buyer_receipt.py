@@ -101,7 +101,7 @@ def test_issue_and_verify(setup: dict[str, Path | str], golden: GoldenKit) -> No
     assert lv.returncode == 0 and json.loads(lv.stdout)["counts"]["buyer_receipts"] == 1
     assert json.loads(lv.stdout)["anchored_through"] == 4  # the receipt's signed head
     again = _issue(setup, ent, golden.kit, golden.key, golden.key.public, name="again.json")
-    assert again.returncode == 3 and "LEDGER_CONSTRAINT" in again.stdout  # one per kit
+    assert again.returncode == 3 and "BUYER_RECEIPT_EXISTS" in again.stdout  # one per kit
 
 
 def test_receipt_moved_to_another_kit_refused(
@@ -293,3 +293,28 @@ def test_verify_node_never_imports_a_database() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_second_buyer_receipt_for_the_same_kit_is_refused_by_name_not_by_sqlite(
+    setup: dict[str, Path | str], golden: GoldenKit
+) -> None:
+    """The seller runs `buyer-receipt issue` twice for the same entitlement and kit (a retry
+    after a lost terminal): a registered code and a message naming the receipt already issued,
+    not SQLite's "UNIQUE constraint failed"; the first receipt and the ledger stay as they were."""
+    ent = str(
+        buy(str(setup["db"]), Path(setup["licence"]), Path(setup["terms"]), "P1")["entitlement"]
+    )
+    first = _issue(setup, ent, golden.kit, golden.key, golden.key.public, name="first.json")
+    assert first.returncode == 0, first.stderr
+    kept = (Path(setup["dir"]) / "first.json").read_bytes()
+    again = _issue(setup, ent, golden.kit, golden.key, golden.key.public, name="again.json")
+    assert again.returncode == 3, again.stderr
+    error = json.loads(again.stdout)["error"]
+    assert error["code"] == "BUYER_RECEIPT_EXISTS"
+    assert f"entitlement {ent} already has a buyer receipt" in error["message"]
+    assert "one per entitlement and kit" in error["hint"]
+    assert "UNIQUE" not in again.stderr + again.stdout
+    assert not (Path(setup["dir"]) / "again.json").exists()
+    assert (Path(setup["dir"]) / "first.json").read_bytes() == kept
+    done = run_k3kit("ledger", "verify", "--db", setup["db"], "--trust", golden.key.public)
+    assert done.returncode == 0, done.stderr

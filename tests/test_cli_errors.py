@@ -230,3 +230,27 @@ def test_a_malformed_source_date_epoch_falls_back_to_the_clock(
 ) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
     assert _app.now_utc() > "2026-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("exc", "shown"),
+    [
+        (ConnectionResetError(104, "Connection reset by peer"), "Connection reset by peer"),
+        (FileNotFoundError(2, "No such file or directory", ""), "No such file or directory"),
+        (PermissionError(13, "Permission denied", "/srv/k\x1b[2Jit"), "Permission denied: "),
+    ],
+    ids=["an OSError naming no file", "an empty file name", "a file name with an escape"],
+)
+def test_an_io_error_never_shows_an_empty_file_name(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    exc: OSError,
+    shown: str,
+) -> None:
+    """Before: "error: Connection reset by peer:  (an I/O problem ...)", a colon before nothing.
+    The one formatter (``k3kit._fs.os_error_text``) names the file only when there is one."""
+    got, _out, err = _run(monkeypatch, capsys, _raise(exc), "boom")
+    assert got == 4, err
+    assert f"error: {shown}" in err
+    assert ":  (" not in err and ": (" not in err
+    assert "\x1b" not in err

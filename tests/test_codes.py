@@ -24,6 +24,7 @@ SRC = ROOT / "src" / "k3kit"
 CLASSES = {
     "VerificationError": ExitCode.CHECK_FAILED,
     "InputError": ExitCode.BAD_INPUT,
+    "UsageProblem": ExitCode.USAGE,
     "EnvironmentProblem": ExitCode.ENVIRONMENT,
 }
 PROBLEM_TYPES = {"Problem", "Difference", "WeightsProblem"}

@@ -79,8 +79,9 @@ def test_ledger_init_on_a_full_disk_is_exit_4_not_a_refused_row(full_disk: Path)
 
 
 def test_install_onto_a_full_disk_is_exit_4(golden: GoldenKit, full_disk: Path) -> None:
-    """install copies with os.write (no file name on the error): the CLI's last-resort mapping
-    still calls it the disk's fault."""
+    """install compares the kit's size with the disk's free space before copying a byte (the
+    one free-space check, k3kit._fs.need_free_space): exit 4, DISK_TOO_SMALL, naming the disk,
+    and no staging folder left. (Before, the copy met ENOSPC part-way: DISK_UNWRITABLE.)"""
     done = run_k3kit(
         "install",
         golden.kit,
@@ -93,7 +94,11 @@ def test_install_onto_a_full_disk_is_exit_4(golden: GoldenKit, full_disk: Path) 
         "--json",
     )
     assert done.returncode == 4, done.stderr
-    assert json.loads(done.stdout)["error"]["code"] == "DISK_UNWRITABLE"
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "DISK_TOO_SMALL"
+    assert f"on the disk holding {full_disk / 'kits'}" in error["message"]
+    assert "on a larger one" in error["hint"]
+    assert [p.name for p in (full_disk / "kits").iterdir()] == []
 
 
 def test_pack_onto_a_read_only_disk_is_exit_4(golden: GoldenKit, read_only_disk: Path) -> None:

@@ -27,6 +27,17 @@ from k3kit.errors import EnvironmentProblem, InputError, K3kitError
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
 
 
+def os_error_text(exc: OSError, path: str | Path | None = None) -> str:
+    """``exc`` for a person: its reason, then the file it names (``path``, else the one the
+    system gave), escaped; never a dangling ``: `` before an empty name (a broken pipe, a closed
+    socket and ``open("")`` name no file, or an empty one)."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    named = path if path is not None else exc.filename
+    if named is None or isinstance(named, int) or not os.fsdecode(named):
+        return str(reason)
+    return f"{reason}: {shown(os.fsdecode(named))}"
+
+
 def disk_problem(path: str | Path | None, exc: OSError) -> EnvironmentProblem | None:
     """``exc`` as a ``DISK_UNWRITABLE`` error naming the disk (the folder written into), or None
     when it is not a disk failure. The one place every writer (atomic writes, staging folders,
@@ -47,10 +58,41 @@ def disk_problem(path: str | Path | None, exc: OSError) -> EnvironmentProblem | 
     )
 
 
+def _size(n: int) -> str:
+    """Bytes for a person: ``1.56 TB``, ``512.00 kB`` (decimal units, as disks are sold)."""
+    value = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{n} B" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1000
+    raise AssertionError("unreachable")
+
+
+def need_free_space(folder: Path, needed: int, *, what: str) -> None:
+    """Refuse, before a byte is written, when ``folder``'s disk has less free space than
+    ``needed``: the one free-space check of every writer of big data (pull, install).
+
+    Without it a pull into a too-small disk downloads for hours until ENOSPC. The disk is asked
+    for what an unprivileged writer may use (``shutil.disk_usage(...).free``, i.e. ``f_bavail``);
+    a folder whose disk cannot be asked is left to the writes themselves (still exit 4)."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if needed <= free:
+        return
+    raise EnvironmentProblem(
+        f"{what} needs {_size(needed)} more on the disk holding {shown(folder)}, which has "
+        f"{_size(free)} free; nothing was written",
+        code="DISK_TOO_SMALL",
+        hint=f"free {_size(needed - free)} on that disk, or give a folder on a larger one",
+    )
+
+
 def write_error(path: Path, exc: OSError, what: str = "") -> EnvironmentProblem:
     """An OSError from writing ``path``: :func:`disk_problem` if it is the disk's, else generic."""
     return disk_problem(path, exc) or EnvironmentProblem(
-        f"cannot write {path}: {what}{exc.strerror or exc}"
+        f"cannot write {shown(path)}: {what}{exc.strerror or type(exc).__name__}"
     )
 
 

@@ -76,6 +76,11 @@ class KitCode(ErrorCode):
     KIT_NAME = "KIT_NAME", _FAIL, "the kit's name is not usable as a folder name"
     KIT_NOT_FOUND = "KIT_NOT_FOUND", _INPUT, "the kit path given does not exist"
     KIT_NOT_RECOGNISED = "KIT_NOT_RECOGNISED", _INPUT, "neither a kit folder nor an archive"
+    KIT_NOT_A_FOLDER = (
+        "KIT_NOT_A_FOLDER",
+        _INPUT,
+        "an archive, lock or receipt given to a verb that works on a kit folder",
+    )
     KIT_NOT_REGULAR = "KIT_NOT_REGULAR", _FAIL, "a kit holds something not a regular file"
     KIT_NOT_VERIFIED = "KIT_NOT_VERIFIED", _FAIL, "the kit did not verify"
     KIT_PATH_UNSAFE = "KIT_PATH_UNSAFE", _FAIL, "a kit path the path policy refuses"
@@ -181,7 +186,11 @@ class ReceiptCode(ErrorCode):
 class TrustCode(ErrorCode):
     """Trusted keys, the root of trust, rollback state."""
 
-    TRUST_EMPTY = "TRUST_EMPTY", _INPUT, "no trusted key was given"
+    TRUST_EMPTY = (
+        "TRUST_EMPTY",
+        _USAGE,
+        "no trusted key was given (--trust KEY.pub, or --root where the verb takes it)",
+    )
     TRUST_DUPLICATE_KEY = "TRUST_DUPLICATE_KEY", _INPUT, "the same key was given twice"
     TRUST_NEEDS_KIT = "TRUST_NEEDS_KIT", _INPUT, "--trust needs a kit, not a bare lock"
     ROOT_CHAIN_GAP = "ROOT_CHAIN_GAP", _FAIL, "a root version is missing from the chain"
@@ -347,6 +356,11 @@ class EnvironmentCode(ErrorCode):
         "DISK_UNWRITABLE",
         _ENV,
         "a disk written to is full, over quota, read-only or failing (ENOSPC, EDQUOT, EROFS, EIO)",
+    )
+    DISK_TOO_SMALL = (
+        "DISK_TOO_SMALL",
+        _ENV,
+        "the disk has less free space than the bytes still to be written (checked before any)",
     )
     ENGINE_NOT_FOUND = "ENGINE_NOT_FOUND", _ENV, "the engine executable is not installed"
     EXTRA_NOT_INSTALLED = (
@@ -598,6 +612,11 @@ class CommerceCode(ErrorCode):
     LICENCE_TERMS_MISMATCH = "LICENCE_TERMS_MISMATCH", _FAIL, "the licence signs other terms"
     LICENCE_UNTRUSTED_KEY = "LICENCE_UNTRUSTED_KEY", _FAIL, "the licence's signer is not trusted"
     PAYMENT_EXISTS = "PAYMENT_EXISTS", _INPUT, "a payment with that reference is recorded"
+    BUYER_RECEIPT_EXISTS = (
+        "BUYER_RECEIPT_EXISTS",
+        _INPUT,
+        "the entitlement already has a buyer receipt for this kit (one per entitlement and kit)",
+    )
 
 
 class CliCode(ErrorCode):
@@ -606,6 +625,7 @@ class CliCode(ErrorCode):
     K3KIT_ERROR = "K3KIT_ERROR", _BUG, "an error without a code (a bug)"
     INTERNAL_ERROR = "INTERNAL_ERROR", _BUG, "an unexpected exception (a bug)"
     CLICK_ERROR = "CLICK_ERROR", _USAGE, "a usage error found by click"
+    USAGE = "USAGE", _USAGE, "a usage error: an option missing or malformed (see --help)"
 
 
 AREAS: tuple[type[ErrorCode], ...] = (

@@ -50,6 +50,14 @@ class VerificationError(K3kitError):
     default_code = "VERIFICATION_FAILED"
 
 
+class UsageProblem(K3kitError):
+    """The caller left out what the verb cannot run without (exit 2, as click's own usage
+    errors): e.g. no trusted key at all (``TRUST_EMPTY``)."""
+
+    exit_code = ExitCode.USAGE
+    default_code = "USAGE"
+
+
 class InputError(K3kitError):
     """The caller gave k3kit bad input: a malformed definition, a refused overwrite."""
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from k3kit._fs import need_free_space
 from k3kit._pathpolicy import path_problem
 from k3kit.archive._gzip import CHUNK, GzipMember
 from k3kit.archive._tar import (
@@ -191,6 +192,12 @@ def extract_safely(
         index, digest = index_archive(handle, keep or {})
         if admit is not None:
             admit(index)
+        # The one free-space check (k3kit._fs): refused before the staging folder exists.
+        need_free_space(
+            Path(dest_parent or tempfile.gettempdir()),
+            index.total_bytes,
+            what=f"extracting {archive.name}",
+        )
         handle.seek(0)
         staging = Path(tempfile.mkdtemp(prefix="k3kit-kit-", dir=dest_parent))
         try:

@@ -51,6 +51,18 @@ class ProfileData:
     runs: list[Run]
     columns: list[Column]
 
+    @property
+    def column_groups(self) -> list[tuple[str, list[Column]]]:
+        """The columns as the card prints them: throughput first, then one group per latency
+        metric (TTFT, TPOT, ...), each its own table. One table of all 32 possible columns was
+        2,000 px wide and cut at 1,200; a group is at most 8 columns and fits."""
+        groups: dict[str, list[Column]] = {}
+        for col in self.columns:
+            name = col.key.partition(".")[0] if "." in col.key else ""
+            groups.setdefault(name, []).append(col)
+        labels = dict(LATENCIES)
+        return [(labels.get(name, "throughput"), cols) for name, cols in groups.items()]
+
 
 @dataclass
 class CardData:
@@ -65,7 +77,8 @@ class CardData:
     counts: dict[str, int]
     commands: list[tuple[str, str]]
     limitations: list[str]
-    kit_limitations_differ: bool
+    #: kit.json's limitations the receipt does not state (shown once, after the receipt's).
+    kit_only_limitations: list[str]
     workloads: list[tuple[str, str]] = field(default_factory=list)
 
     @property
@@ -243,6 +256,6 @@ def card_data(view: KitView, gpu_hour_usd: Decimal | None) -> CardData:
         counts=view.audit.counts(),
         commands=_commands(view),
         limitations=list(pred.limitations),
-        kit_limitations_differ=list(info.limitations) != list(pred.limitations),
+        kit_only_limitations=[x for x in info.limitations if x not in pred.limitations],
         workloads=workloads,
     )

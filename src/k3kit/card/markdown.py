@@ -37,7 +37,12 @@ def render_markdown(data: CardData) -> bytes:
     out += ["", "## Serving curve", ""]
     for chart in build_charts(data):
         for s in chart.series:
-            points = ", ".join(f"c={p.concurrency}: {p.value}" for p in s.points)
+            points = ", ".join(
+                f"{p.x_value} tok/s per user: {p.value}"
+                if p.x_value
+                else f"c={p.concurrency}: {p.value}"
+                for p in s.points
+            )
             out.append(f"- {md(chart.title)} ({md(chart.unit)}), {md(s.name)}: {points}")
     out += ["", "## Cost per million output tokens", "", f"Formula: `{data.formula}`; "]
     price = f"${data.gpu_hour_usd}" if data.gpu_hour_usd is not None else "none"
@@ -50,6 +55,9 @@ def render_markdown(data: CardData) -> bytes:
         )
     for prof in data.profiles:
         out += ["", f"## Profile {md(prof.name)}", "", md(prof.description), ""]
+        if not prof.runs:
+            out.append("No runs measured on this topology.")
+            continue
         header = ["run", "workload", "concurrency", "requests", "completed", "evidence"]
         out += [_row(header + [md(c.label) for c in prof.columns])]
         out += [_row(["---"] * (len(header) + len(prof.columns)))]

@@ -19,15 +19,17 @@ import functools
 import importlib
 import json
 import os
+import select
+import signal
 import sys
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
-from k3kit._fs import disk_problem
+from k3kit._fs import disk_problem, os_error_text
 from k3kit._text import shown_lines
 from k3kit._values import ascii_int, utc_timestamp
 from k3kit._version import __version__
@@ -37,9 +39,45 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 a check failed (do not deploy); 2 usage; 3 bad input; "
-    "4 environment (I/O, network, key file); 70 internal error; 130 interrupted."
+    "4 environment (I/O, network, key file); 70 internal error; 130 interrupted; "
+    "141 stdout closed (| head)."
 )
 INTERRUPTED = 130  # the shell's convention for SIGINT (128 + 2)
+# What a shell reports for a tool stopped by SIGPIPE (128 + 13): `k3kit show … | head -0` ends
+# as `cat` and `grep` do there, quietly, not with exit 4 (an I/O problem) or a traceback.
+BROKEN_PIPE = 141
+_OWN_PROCESS = False  # set by main(): the process is k3kit's, its signal dispositions too
+
+
+def outcome_decided() -> None:
+    """From here on the verb only reports what has happened (installed, verified, pulled): a
+    Ctrl-C can no longer change it, so it is ignored until the process exits. Without this, a
+    SIGINT between "installed read-only" and the exit turned a success into exit 130 (the
+    verdict printed and the exit code disagreed). ``launch`` restores it before exec. Only in
+    the process :func:`main` runs: a caller driving ``cli`` in-process keeps its own Ctrl-C."""
+    if _OWN_PROCESS:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def stdout_reader_gone() -> bool:
+    """True when stdout is a pipe whose reader has gone: the write end polls as an error. The
+    one test, so that a broken pipe of another kind (an engine probe's) is not taken for it."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def quiet_broken_pipe() -> NoReturn:
+    """Exit :data:`BROKEN_PIPE` without a word: whoever read stdout stopped reading on purpose
+    (``head``). stdout is pointed at /dev/null first, so the exit's own flush cannot fail."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(BROKEN_PIPE)
 
 
 def now_utc() -> str:
@@ -106,6 +144,10 @@ def handle_errors(func: F) -> F:
             raise
         except KeyboardInterrupt:
             _fail(ctx, INTERRUPTED, "INTERRUPTED", "interrupted: nothing was left half-written")
+        except BrokenPipeError:
+            if stdout_reader_gone():
+                quiet_broken_pipe()
+            raise
         except OSError as exc:  # the machine got in the way (disk full, permissions, no such dir)
             if debug:
                 traceback.print_exc()
@@ -116,8 +158,8 @@ def handle_errors(func: F) -> F:
                 ctx,
                 int(ExitCode.ENVIRONMENT),
                 "IO_ERROR",
-                f"error: {exc.strerror or exc}: {exc.filename or ''} (an I/O problem on this "
-                "machine; --debug shows where)",
+                f"error: {os_error_text(exc)} (an I/O problem on this machine; --debug shows "
+                "where)",
             )
         except Exception as exc:
             if debug:
@@ -221,10 +263,39 @@ def cli(debug: bool) -> None:
     """
 
 
+def _report_parse_error(exc: K3kitError, as_json: bool) -> None:
+    """A registered error from an argument's type, before any command ran: the same lines and
+    JSON object as :func:`handle_errors` gives (its wrapper is not yet running then)."""
+    message = f"error: {exc.message}"
+    err(message)
+    if exc.hint:
+        err(f"hint: {exc.hint}")
+    if as_json:
+        emit_json(error_object(int(exc.exit_code), exc.code, message, exc.hint))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; click's own failures (usage errors, Ctrl-C outside a command) are mapped
     here, because click's standalone mode would print them without the --json error object."""
+    global _OWN_PROCESS
+    _OWN_PROCESS = True
     args = sys.argv[1:] if argv is None else list(argv)
+    stdout = sys.stdout
+    try:
+        _main(args)
+    except BrokenPipeError:  # a usage error's JSON, the exit's flush into a closed pipe
+        if not stdout_reader_gone():
+            raise
+        quiet_broken_pipe()
+    except SystemExit:
+        # click met the closed pipe itself (--help): it swapped stdout for a quiet wrapper and
+        # exits 1; the one convention is 141.
+        if sys.stdout is not stdout and stdout_reader_gone():
+            quiet_broken_pipe()
+        raise
+
+
+def _main(args: list[str]) -> None:
     as_json = "--json" in args
     try:
         rv = cli.main(args=args, prog_name="k3kit", standalone_mode=False)
@@ -234,6 +305,9 @@ def main(argv: list[str] | None = None) -> None:
             hint = "run with --help for the usage"
             emit_json(error_object(int(ExitCode.USAGE), "USAGE", exc.format_message(), hint))
         sys.exit(int(ExitCode.USAGE))
+    except K3kitError as exc:  # raised while click parsed an argument (e.g. a KIT's kind)
+        _report_parse_error(exc, as_json)
+        sys.exit(int(exc.exit_code))
     except click.ClickException as exc:
         exc.show()
         if as_json:
@@ -256,4 +330,5 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(INTERRUPTED)
+    sys.stdout.flush()  # here, where a closed pipe is caught, not in the interpreter's exit
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from k3kit._text import shown
-from k3kit.cli._app import err
-from k3kit.errors import InputError, VerificationError
+from k3kit.cli._app import err, outcome_decided
+from k3kit.errors import InputError, UsageProblem, VerificationError
 
 
 def read_passphrase(env_var: str | None) -> bytes | None:
@@ -108,8 +108,11 @@ def read_token(env_var: str | None) -> str | None:
 def print_report(report: Any, *, quiet: bool = False) -> None:
     """Human rendering of a verify report: one line per check, problems indented, the verdict.
 
-    ``quiet`` keeps only the failed checks, notes and the verdict.
+    ``quiet`` keeps only the failed checks, notes and the verdict. Once it is called the verdict
+    is decided: a Ctrl-C from here on is ignored (:func:`outcome_decided`), so what is printed
+    and the exit code agree.
     """
+    outcome_decided()
     marks = {"passed": "ok  ", "failed": "FAIL", "not checked": "--  "}
     for i, check in enumerate(report.checks, start=1):
         if quiet and check.status != "failed":
@@ -222,14 +225,35 @@ class ByteProgress:
             sys.stderr.flush()
 
 
+TRUST_HINT = "pass --trust with the publisher's public key (KEY.pub, as `k3kit keygen` wrote it)"
+
+
+def no_trust_given(message: str = "no trusted key was given") -> UsageProblem:
+    """The one refusal of every verb given no trusted key, whatever it had as an alternative
+    (--root, a site's K3KIT_TRUST_KEY): ``TRUST_EMPTY``, exit 2 (a usage mistake, as any other
+    missing option). Before, it was click's "Missing option" (exit 2) in six verbs, a usage
+    error in four and ``TRUST_EMPTY`` exit 3 in ``launch``."""
+    return UsageProblem(message, code="TRUST_EMPTY", hint=TRUST_HINT)
+
+
+def need_trust(
+    _ctx: click.Context, _param: click.Parameter, value: tuple[Path, ...]
+) -> tuple[Path, ...]:
+    """``--trust`` of a verb with no other way to say what is trusted: refused while parsing,
+    before any work (:func:`main` maps the error)."""
+    if not value:
+        raise no_trust_given("no trusted key: this verb needs --trust")
+    return value
+
+
 # The publisher keys a verifying command trusts; required, because trust is never implicit.
 trust_option = click.option(
     "--trust",
     "trust",
     multiple=True,
-    required=True,
+    callback=need_trust,
     type=click.Path(path_type=Path),
-    help="Publisher public key you trust (repeatable).",
+    help="Publisher public key you trust (repeatable; required).",
 )
 
 
@@ -294,3 +318,32 @@ class Whole(click.ParamType[int]):
             return ascii_int(value, lo=self.lo, hi=self.hi)
         except ValueError as exc:
             self.fail(shown(str(exc)), param, ctx)
+
+
+# What to do with an archive given to a verb that needs the kit folder, by who runs the verb.
+_BUYER_HINT = (
+    "install the archive first (k3kit install ARCHIVE --into DIR --trust KEY.pub), then give "
+    "the folder it prints (DIR/NAME-VERSION)"
+)
+_PUBLISHER_HINT = (
+    "give the kit folder `k3kit build` wrote; an archive is its packed copy (`k3kit install` "
+    "and `k3kit verify` take archives)"
+)
+
+
+class KitFolder(click.ParamType[Path]):
+    """A KIT argument that must be a kit folder: an archive, lock or receipt is refused by the
+    one rule (:func:`k3kit.formats.kitpath.require_kit_folder`, ``KIT_NOT_A_FOLDER``, exit 3)
+    with a hint naming the verb that takes it, instead of click's "Directory ... is a file".
+    The :class:`~k3kit.errors.InputError` is raised while click parses; :func:`main` maps it."""
+
+    name = "kit folder"
+
+    def __init__(self, *, buyer: bool) -> None:
+        self.hint = _BUYER_HINT if buyer else _PUBLISHER_HINT
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        from k3kit.formats.kitpath import require_kit_folder
+
+        verb = ctx.command_path if ctx is not None else "this command"
+        return require_kit_folder(Path(value), verb=verb, hint=self.hint)

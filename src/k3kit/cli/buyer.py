@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
+from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, outcome_decided
 from k3kit.cli._shared import (
     ByteProgress,
     Real,
@@ -122,6 +122,7 @@ def pull(
     except KeyboardInterrupt:
         err("\ninterrupted: stopped; no partial file left in the weights folder (rerun resumes)")
         sys.exit(130)
+    outcome_decided()  # the pull is over: what follows reports it, a Ctrl-C cannot change it
     result = {
         "ok": report.ok,
         "exit_code": report.exit_code,
@@ -249,6 +250,8 @@ def verify(
     from k3kit.node.verify import verify_path
     from k3kit.weights import WeightsOptions
 
+    if licence is not None and buyer_receipt is None:  # before hours of hashing, not after
+        raise click.UsageError("--licence is checked against a --buyer-receipt; give both")
     state, cache = state_and_cache(state_dir)
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
     progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not quiet else None
@@ -267,8 +270,6 @@ def verify(
     finally:
         if progress is not None:
             progress.finish()
-    if licence is not None and buyer_receipt is None:
-        raise click.UsageError("--licence is checked against a --buyer-receipt; give both")
     if buyer_receipt is not None:
         # no database here: k3kit.commerce.buyer_receipt never imports one
         from k3kit.commerce.buyer_receipt import check_buyer_receipt

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, now_utc, say
-from k3kit.cli._shared import Whole, timestamp_option, trusted_keys, whole_number
+from k3kit.cli._shared import Whole, need_trust, timestamp_option, trusted_keys, whole_number
 from k3kit.cli.signing import key_option, load_signer
 from k3kit.errors import ExitCode, InputError
 
@@ -412,9 +412,9 @@ def buyer_receipt() -> None:
 @click.option(
     "--trust",
     multiple=True,
-    required=True,
+    callback=need_trust,
     type=click.Path(path_type=Path),
-    help="Publisher key(s) the kit must verify with.",
+    help="Publisher key(s) the kit must verify with (required).",
 )
 @click.option(
     "--build-record",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
-from k3kit.cli._shared import ByteProgress, Whole, print_report, state_and_cache
+from k3kit.cli._shared import (
+    ByteProgress,
+    KitFolder,
+    Whole,
+    no_trust_given,
+    print_report,
+    state_and_cache,
+)
 from k3kit.cli.signing import allow_rollback_option, root_option, trust_source
 from k3kit.errors import InputError
 
@@ -100,7 +108,7 @@ def install(
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
-@click.argument("kit", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("kit", type=KitFolder(buyer=True))
 @click.option("--profile", required=True, help="Operating profile to launch (see kit.json).")
 @click.option("--topology", help="Topology of the profile (needed when it has several).")
 @click.option(
@@ -213,9 +221,8 @@ def launch(
     site_key = (site_values.trust_key,) if site_values.trust_key and root_file is None else ()
     trust_paths = trust or site_key
     if not trust_paths and root_file is None:
-        raise InputError(
-            "no trusted key: pass --trust or --root, or set K3KIT_TRUST_KEY in --site",
-            code="TRUST_EMPTY",
+        raise no_trust_given(
+            "no trusted key: pass --trust or --root, or set K3KIT_TRUST_KEY in --site"
         )
     site_values = dataclasses.replace(
         site_values, host=host or site_values.host, port=port or site_values.port
@@ -280,6 +287,9 @@ def launch(
     # The plan's executable is the absolute path whose version was checked; no shell is involved.
     # Nothing relative in the signed settings may resolve in the caller's folder.
     os.chdir(plan.cwd)
+    # The report above ignored Ctrl-C (outcome_decided); an ignored SIGINT would survive exec,
+    # and the engine must stop on Ctrl-C.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.execve(plan.executable, plan.argv, plan.env)  # noqa: S606
 
 

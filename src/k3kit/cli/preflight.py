@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, say
+from k3kit.cli._shared import KitFolder
 from k3kit.cli.signing import (
     allow_rollback_option,
     optional_trust_option,
@@ -28,7 +29,7 @@ _MARK = {"pass": "PASS", "fail": "FAIL", "not-checked": "NOT CHECKED"}
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
-@click.argument("kit", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("kit", type=KitFolder(buyer=True))
 @optional_trust_option
 @root_option
 @click.option(
@@ -152,7 +153,7 @@ def print_preflight(report: PreflightReport) -> None:
 
 
 @cli.command("render-site", epilog=EXIT_CODES_HELP)
-@click.argument("kit", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("kit", type=KitFolder(buyer=True))
 @optional_trust_option
 @root_option
 @allow_rollback_option

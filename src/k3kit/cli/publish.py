@@ -10,6 +10,7 @@ from k3kit._text import shown
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, handle_errors, now_utc, say
 from k3kit.cli._shared import (
     REPO_ID,
+    KitFolder,
     Whole,
     file_progress,
     read_passphrase,
@@ -265,7 +266,7 @@ def build(
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
-@click.argument("kit", type=click.Path(path_type=Path))
+@click.argument("kit", type=KitFolder(buyer=False))
 @key_option("The publisher's private key (.key).")
 @click.option(
     "--claims",
@@ -294,7 +295,7 @@ def sign(
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
-@click.argument("kit", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("kit", type=KitFolder(buyer=False))
 @click.option(
     "-o",
     "--output",

@@ -14,6 +14,7 @@ import click
 
 from k3kit._values import utc_timestamp
 from k3kit.cli._app import EXIT_CODES_HELP, cli, handle_errors
+from k3kit.cli._shared import KitFolder, no_trust_given
 from k3kit.errors import InputError, VerificationError
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -67,7 +68,7 @@ def load_signer(key: str | Path, passphrase_env: str | None) -> Any:
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
-@click.argument("kit", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("kit", type=KitFolder(buyer=False))
 @key_option("The co-signer's private key.")
 @click.option("--passphrase-env", metavar="VAR", help="Read the key's passphrase from $VAR.")
 @handle_errors
@@ -88,7 +89,7 @@ def countersign(kit: Path, key: str, passphrase_env: str | None) -> None:
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
-@click.argument("kit", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("kit", type=KitFolder(buyer=False))
 @key_option("The publisher's private key.")
 @click.option(
     "--principal",
@@ -146,7 +147,7 @@ def trust_source(
         if allow_rollback:
             raise click.UsageError("--allow-rollback needs --root (rollback is tracked per root)")
         if not trust:
-            raise click.UsageError("give --trust KEY.pub or --root ROOT.json")
+            raise no_trust_given("no trusted key: give --trust KEY.pub or --root ROOT.json")
         return trusted_keys(trust), None
     if trust:
         raise click.UsageError("give either --trust or --root, not both")

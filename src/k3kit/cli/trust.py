@@ -15,7 +15,7 @@ import click
 
 from k3kit._values import ascii_int
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, handle_errors
-from k3kit.cli._shared import Whole
+from k3kit.cli._shared import KitFolder, Whole
 from k3kit.cli.signing import key_option, load_signer, now_for_verification
 from k3kit.errors import InputError
 
@@ -323,7 +323,7 @@ def root_sign(root_file: Path, key: str, passphrase_env: str | None) -> None:
 
 
 @root.command("attach", epilog=EXIT_CODES_HELP)
-@click.argument("kit", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("kit", type=KitFolder(buyer=False))
 @click.argument("roots", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="Replace roots the kit already carries.")
 @handle_errors

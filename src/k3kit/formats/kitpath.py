@@ -79,6 +79,31 @@ def require(target: Path, accepted: tuple[TargetKind, ...], *, verb: str) -> Tar
     return kind
 
 
+_KIND_NAMES: dict[TargetKind, str] = {
+    "directory": "a folder",
+    "archive": "a kit archive (.kit.tar.gz)",
+    "lock": "a weights lock (.json)",
+    "receipt": "a receipt (.dsse.json)",
+}
+
+
+def require_kit_folder(target: Path, *, verb: str, hint: str) -> Path:
+    """``target`` if it is a folder, else the one refusal of a verb that works on a kit folder
+    given an archive, a lock or a receipt: ``KIT_NOT_A_FOLDER`` (exit 3) naming what was given,
+    what ``verb`` takes, and (``hint``) the verb or argument that takes what was given.
+
+    Why one rule: click's ``file_okay=False`` answered "Directory 'x.kit.tar.gz' is a file"
+    (exit 2) in five verbs, naming neither the kit folder nor how to get one."""
+    kind = classify(target)
+    if kind == "directory":
+        return target
+    raise InputError(
+        f"{shown(target)} is {_KIND_NAMES[kind]}, not a kit folder; {verb} works on a kit folder",
+        code="KIT_NOT_A_FOLDER",
+        hint=hint,
+    )
+
+
 @dataclass(frozen=True)
 class OpenedKit:
     """A kit folder to read: ``path`` is the folder itself or the staging copy of an archive.

@@ -31,6 +31,7 @@ from k3kit._fs import (
     NotRegularFile,
     TreeEntry,
     foreign_entry,
+    need_free_space,
     open_regular,
     owned_staging,
     swappable_on_the_way,
@@ -67,6 +68,7 @@ def _copy_kit_dir(source: Path, dest: Path) -> None:
     count and sizes are held to the archive caps before the first byte is copied, and each file
     is copied up to the size seen then (one that grows meanwhile is ``KIT_CHANGED``)."""
     entries = _budgeted_entries(source)
+    need_free_space(dest.parent, sum(e.size for e in entries), what=f"copying {source.name}")
     dest.mkdir(mode=0o700)
     for entry in entries:
         if entry.kind == "dir":

@@ -392,6 +392,9 @@ def plan_launch(
         mismatch_code="KIT_FILE_CHANGED",
     )
     chosen = pick_profile(info, profile, topology)
+    # The caller's runtime values are judged before the node check and hours of hashing: a
+    # multi-node launch without --node-rank/--leader is refused at once, not after the weights.
+    runtime_args = _runtime_argv(ENGINES.get(info.engine.name), chosen, runtime)
     if check_node is not None:
         # The node check reads the kit's profile: only now, once the kit has verified, and
         # before hours of hashing on a node that cannot run the profile. It can only refuse.
@@ -440,7 +443,7 @@ def plan_launch(
     config_path /= f"serve-{config_sha256}.yaml"
     atomic_write(config_path, config, mode=0o400, force=True)
     argv = engine.serve_argv(executable, weights_root, config_path, site.host, site.port)
-    argv += _runtime_argv(engine, chosen, runtime)
+    argv += runtime_args
     return LaunchPlan(
         executable=executable,
         argv=argv,
@@ -459,9 +462,12 @@ def plan_launch(
     )
 
 
-def _runtime_argv(engine: EngineAdapter, chosen: KitProfile, runtime: Runtime | None) -> list[str]:
+def _runtime_argv(
+    engine: EngineAdapter | None, chosen: KitProfile, runtime: Runtime | None
+) -> list[str]:
     """A multi-node topology needs this node's rank and the leader's address, and nothing else
-    may add them: they are the only values not taken from signed files."""
+    may add them: they are the only values not taken from signed files. Pure (no I/O), so
+    :func:`plan_launch` runs it before any work; ``engine`` None (no launcher) checks only."""
     if chosen.nodes == 1:
         if runtime is not None:
             raise InputError(
@@ -488,4 +494,4 @@ def _runtime_argv(engine: EngineAdapter, chosen: KitProfile, runtime: Runtime | 
     par = Parallel(
         p.get("tp", 1), p.get("pp", 1), p.get("dp", 1), 0, chosen.nodes, chosen.gpus_per_node or 1
     )
-    return engine.runtime_argv(par, runtime)
+    return [] if engine is None else engine.runtime_argv(par, runtime)

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel
 
-from k3kit.errors import InputError, VerificationError
+from k3kit.errors import InputError, UsageProblem, VerificationError
 from k3kit.formats.documents import (
     MAX_DOCUMENT_BYTES,
     Document,
@@ -151,7 +151,7 @@ def _step_trust(st: _State, check: Check) -> None:
         kit_roots(st.kit_dir)  # unused without --root, but root/ may hold only root files
     st.trust = st.source if isinstance(st.source, Trust) else Trust.from_keys(st.source)
     if not st.trust.keys:
-        raise InputError("no trusted public key was given", code="TRUST_EMPTY")
+        raise UsageProblem("no trusted public key was given", code="TRUST_EMPTY")
     ids = sorted(k.keyid for k in st.trust.keys)
     if len(set(ids)) != len(ids):
         raise InputError("the same key was given twice", code="TRUST_DUPLICATE_KEY")

@@ -9,6 +9,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from k3kit._digest import FileStamp, hash_fd
+from k3kit._fs import need_free_space
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.hub import FATAL_CODES
 from k3kit.models import LockedFile, WeightsLock
@@ -108,9 +109,11 @@ class Puller:
                 cancel=self.cancel,
             )
             part.commit()
-        finally:
+            # Counted once the bytes are in place: a part discarded after a failed write
+            # (ENOSPC, a cut connection) never landed, and a report must not claim it.
             with self._count:
                 self.report.bytes_downloaded += part.received
+        finally:
             part.discard()  # nothing if it was committed
         for g in group.files:
             self.store.link(g)
@@ -169,9 +172,14 @@ class Puller:
         groups: dict[str, Group] = {}
         for f in self.lock.files:
             groups.setdefault(self.store.data(f), Group([])).files.append(f)
+        todo = {key: self.inspect(g) for key, g in groups.items()}
         pending: dict[Future[object], tuple[str, Group]] = {}
         dl_pool = DaemonPool(workers, "k3kit-pull")
         try:
+            # Compared before any download: a too-small disk is refused now, not at ENOSPC
+            # hours in (the files in place with the right size are not counted: they stay).
+            missing = sum(g.files[0].size for key, g in groups.items() if todo[key] == "fetch")
+            need_free_space(self.dest, missing, what=f"pulling {self.lock.repo}")
             with ThreadPoolExecutor(max(1, hash_workers), "k3kit-hash") as hash_pool:
 
                 def fetch(g: Group) -> None:
@@ -182,10 +190,9 @@ class Puller:
                     pending[hash_pool.submit(self.hash, g)] = ("hash", g)
 
                 try:
-                    for g in groups.values():
-                        todo = self.inspect(g)
-                        if todo != "blocked":
-                            (check if todo == "hash" else fetch)(g)
+                    for key, g in groups.items():
+                        if todo[key] != "blocked":
+                            (check if todo[key] == "hash" else fetch)(g)
                     self._drive(pending, fetch, check)
                 except BaseException:  # Ctrl-C or a bug: stop now, leave no part file behind
                     self.cancel.set()

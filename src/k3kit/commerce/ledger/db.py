@@ -143,6 +143,14 @@ def translate(exc: DBAPIError) -> Exception:
         return InputError(f"ledger refused: {msg}", code="LEDGER_APPEND_ONLY")
     if "not valid at this release" in msg:  # the same fact issue.py checks first: exit 1
         return VerificationError(msg, code="ENTITLEMENT_NOT_VALID_AT_RELEASE")
+    if "UNIQUE" in msg or "duplicate key" in msg:  # SQLite's and PostgreSQL's wording
+        # The verbs check their own duplicates first; this is the race between two writers.
+        return InputError(
+            f"ledger refused a duplicate: that row is already recorded ({msg})",
+            code="LEDGER_CONSTRAINT",
+            hint="nothing was recorded by this call; look the existing row up with "
+            "`k3kit ledger verify --db DB`",
+        )
     return InputError(f"ledger refused: {msg}", code="LEDGER_CONSTRAINT")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 from k3kit._values import parse_timestamp
 from k3kit.commerce.buyer_receipt import build_body, sign_buyer_receipt
@@ -68,6 +68,23 @@ def _tag(value: Any) -> str:
     return s if s.startswith("sha256:") else "sha256:" + s
 
 
+def _refuse_second_receipt(conn: Connection, entitlement_id: str, kit_ref: dict[str, Any]) -> None:
+    """One buyer receipt per entitlement and kit (the table's UNIQUE pair): a second is refused
+    by name, before anything is signed, instead of the database's raw UNIQUE message."""
+    issued_at = conn.execute(
+        text("SELECT issued_at FROM buyer_receipts WHERE entitlement_id = :e AND kit_sha256 = :k"),
+        {"e": entitlement_id, "k": kit_ref["kit_sha256"]},
+    ).scalar()
+    if issued_at is not None:
+        raise InputError(
+            f"entitlement {entitlement_id} already has a buyer receipt for {kit_ref['name']} "
+            f"{kit_ref['version']}, issued {issued_at}; nothing was signed or recorded",
+            code="BUYER_RECEIPT_EXISTS",
+            hint="give the buyer the receipt issued then (one per entitlement and kit); a new "
+            "kit version gets its own",
+        )
+
+
 def issue(
     engine: Engine,
     entitlement_id: str,
@@ -104,6 +121,7 @@ def issue(
         ).first()
         if row is None:
             raise InputError(f"no entitlement {entitlement_id!r}", code="ENTITLEMENT_UNKNOWN")
+        _refuse_second_receipt(conn, entitlement_id, kit_ref)
         package, valid_from, valid_until, licence_sha256, entity, envelope = row
         if package != kit_ref["name"]:
             raise VerificationError(
