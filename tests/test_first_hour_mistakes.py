@@ -181,7 +181,10 @@ OPTIONAL_TRUST = {"pack", "pull", "licence verify", "ledger verify", "ledger che
 def _trust_verbs(group: click.Group, prefix: str = "") -> set[str]:
     """Every command (sub-commands included) that has a --trust option."""
     found: set[str] = set()
-    for name, command in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # verbs load on use (cli._app.VerbGroup)
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         full = f"{prefix}{name}"
         if isinstance(command, click.Group):
             found |= _trust_verbs(command, f"{full} ")

@@ -287,7 +287,10 @@ def _private_key_options() -> list[tuple[str, click.Option]]:
             if isinstance(param, click.Option) and {"--key", "--sign-key"} & set(param.opts):
                 found.append((path, param))
         if isinstance(cmd, click.Group):
-            for name, sub in cmd.commands.items():
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):  # verbs load on use (cli._app.VerbGroup)
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None, name
                 walk(sub, f"{path} {name}".strip())
 
     walk(cli, "")
