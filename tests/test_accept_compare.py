@@ -17,8 +17,10 @@ import pytest
 from k3kit.accept.compare import (
     MIN_SAMPLES,
     Policy,
+    dec,
     decide,
     judge_latency,
+    judge_throughput,
     quantile_ci_ranks,
 )
 
@@ -125,3 +127,18 @@ def test_inconclusive_judgements_say_why(
     v = judge_latency("r", claim, claimed, samples, Policy())
     assert v.verdict == "inconclusive" and reason in v.reason
     assert v.interval is None and v.measured is None
+
+
+def test_a_throughput_figure_is_the_estimator_its_interval_bootstraps() -> None:
+    """The signed figure was tokens over the point's wall time while its interval bootstrapped
+    Little's law over the time each request held its slot; with a ramp-down (fewer requests in
+    flight at the end) the figure fell outside its own interval (312 against 333..363). Now
+    both are Little's law over the same rows."""
+    rng = random.Random(7)
+    rows = [(128.0, 1.0 + rng.random()) for _ in range(60)]
+    verdict = judge_throughput("r", "output_tok_s", Decimal(300), rows, 4.0, Policy())
+    little = 4.0 * sum(t for t, _ in rows) / sum(s for _, s in rows)
+    assert verdict.measured == dec(little)
+    assert verdict.interval is not None
+    lo, hi = (float(x) * 300 for x in verdict.interval)
+    assert lo <= little <= hi

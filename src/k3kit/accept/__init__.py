@@ -130,8 +130,7 @@ def _judge(m: Measured, policy: Policy) -> list[Verdict]:
     for name, scale in (("output_tok_s", c), ("output_tok_s_per_gpu", c / m.point.gpus)):
         claimed = getattr(run.metrics, name)
         if claimed is not None:
-            measured = m.throughput() * scale / c
-            out.append(judge_throughput(run.id, name, claimed, measured, rows, scale, policy))
+            out.append(judge_throughput(run.id, name, claimed, rows, scale, policy))
     failed = len(m.samples) - len(m.ok)
     if failed:
         out.append(

@@ -165,14 +165,18 @@ def judge_throughput(
     run: str,
     claim: str,
     claimed: Decimal,
-    measured: float,
     rows: list[tuple[float, float]],
     scale: float,
     policy: Policy,
 ) -> Verdict:
     """A throughput claim; ``rows`` are (output tokens, seconds the request held its client
     slot: send to end of stream) of completed requests and
-    ``scale`` turns tokens per request-second into the claim's unit (concurrency / gpus)."""
+    ``scale`` turns tokens per request-second into the claim's unit (concurrency / gpus).
+
+    The measured figure is the same estimator as its interval (Little's law over the rows): the
+    point was tokens over the point's wall time, which counts the ramp-down with fewer requests
+    in flight, so a report could sign a figure outside its own interval (312 against 333..363,
+    seen on a busy machine)."""
     n = len(rows)
     base: dict[str, Any] = {"run": run, "claim": claim, "claimed": claimed, "n": n}
     if n < MIN_SAMPLES or claimed <= 0:
@@ -185,7 +189,7 @@ def judge_throughput(
 
     lo, hi = bootstrap(rows, little, policy)
     method = "percentile bootstrap of concurrency x tokens / request time (Little's law)"
-    return _judged(base, measured, lo, hi, c, False, method, policy)
+    return _judged(base, little(rows), lo, hi, c, False, method, policy)
 
 
 def _too_few(base: dict[str, Any], policy: Policy) -> Verdict:
