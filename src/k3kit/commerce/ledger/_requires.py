@@ -1,5 +1,5 @@
 """The ledger's optional dependency, checked before any ledger module imports it."""
 
-from k3kit._extras import require_extra
+from k3kit._resources import require_extra
 
 require_extra("ledger", "sqlalchemy")

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
-from k3kit._extras import require_extra
+from k3kit._resources import require_extra
 from k3kit.commerce.ledger.schema import LATEST, MIGRATIONS
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 

@@ -31,6 +31,7 @@ from urllib.parse import unquote_to_bytes
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._fs import read_capped
+from k3kit._resources import require_extra
 from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError
 from k3kit.signing.keys import public_from_raw, refuse_shared_secret, verify_signature
@@ -119,15 +120,10 @@ def parse_uri(body: str) -> Pkcs11Uri:
 
 
 def _pykcs11() -> Any:
-    """PyKCS11, or the error naming the extra to install."""
-    try:
-        import PyKCS11
-    except ImportError as exc:
-        raise EnvironmentProblem(
-            "signing with a pkcs11: key needs the PyKCS11 package, which is not installed",
-            code="HSM_UNAVAILABLE",
-            hint="pip install 'k3kit[hsm]'",
-        ) from exc
+    """PyKCS11, or the one missing-extra error (``EXTRA_NOT_INSTALLED``) naming ``hsm``."""
+    require_extra("hsm", "PyKCS11")
+    import PyKCS11
+
     return PyKCS11
 
 
