@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -14,8 +15,6 @@ from k3kit.cli._shared import (
     file_progress,
     read_passphrase,
     read_token,
-    refuse_token_over_plain_http,
-    resolve_endpoint,
 )
 from k3kit.errors import InputError
 
@@ -140,13 +139,11 @@ def pin(
         )
     else:
         from k3kit.hub import HfHub
+        from k3kit.hub.policy import hub_endpoint
         from k3kit.weights.pin import pin_hub
 
-        url = resolve_endpoint(endpoint)
         token = read_token(token_env)
-        if token is not None:
-            refuse_token_over_plain_http(url)
-        client = HfHub(url, token)
+        client = HfHub(hub_endpoint(endpoint, token, environ=os.environ), token)
         lock = pin_hub(
             client,
             repo=repo_id,
@@ -243,16 +240,9 @@ def build(
     """
     from k3kit.formats.manifest import kit_checksum
     from k3kit.publish.kit import build as build_kit
+    from k3kit.publish.kit import readme_signer_line
 
-    allowed = None
-    if ssh_signer is not None:
-        from k3kit.signing.keys import load_public
-        from k3kit.signing.trust.sshsig import allowed_signers_line
-
-        try:
-            allowed = allowed_signers_line(load_public(ssh_signer), principal)
-        except ValueError as exc:
-            raise InputError(f"--principal: {exc}", code="BAD_INPUT") from exc
+    allowed = readme_signer_line(ssh_signer, principal) if ssh_signer is not None else None
     manifest = build_kit(
         package, lock, output, force=force, model_config=model_config, allowed_signers=allowed
     )
