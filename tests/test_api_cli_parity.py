@@ -218,6 +218,18 @@ ROWS: dict[str, Row] = {
         lambda s: api.verify_kit(s.kit(), api.trusted_keys([s.golden.key.public] * 2)),
         (3, "TRUST_DUPLICATE_KEY"),
     ),
+    "verify_buyer_receipt_that_is_not_there": Row(
+        lambda s: [
+            "verify",
+            s.kit(),
+            "--trust",
+            s.golden.key.public,
+            "--buyer-receipt",
+            s.out("b.json"),
+        ],
+        lambda s: api.verify_kit(s.kit(), s.keys(), buyer_receipt=s.out("b.json")),
+        (1, "BUYER_RECEIPT_MISSING"),
+    ),
     "verify_missing_kit": Row(
         lambda s: ["verify", s.out("nope"), "--trust", s.golden.key.public],
         lambda s: api.verify_kit(s.out("nope"), s.keys()),
@@ -376,8 +388,32 @@ ROWS: dict[str, Row] = {
             "-o",
             s.out("lock.json"),
         ],
-        lambda s: api.pin_local(s.golden.snapshot, repo=REPO, revision=s.commit()),
+        lambda s: api.pin_local(
+            s.golden.snapshot, repo=REPO, revision=s.commit(), output=s.out("lock.json")
+        ),
         (0, "OK"),
+    ),
+    "pin_repo_id_that_climbs_out": Row(
+        lambda s: ["pin", "../../api/x", "--revision", "main", "-o", s.out("lock.json")],
+        lambda s: api.pin_hub("../../api/x", "main"),
+        (3, "BAD_REPO_ID"),
+    ),
+    "pin_local_over_an_existing_lock": Row(
+        lambda s: [
+            "pin",
+            "--local",
+            s.golden.snapshot,
+            "--repo",
+            REPO,
+            "--revision",
+            s.commit(),
+            "-o",
+            _a_file(s),
+        ],
+        lambda s: api.pin_local(
+            s.golden.snapshot, repo=REPO, revision=s.commit(), output=_a_file(s)
+        ),
+        (3, "OUTPUT_EXISTS"),
     ),
     "pin_local_branch_not_commit": Row(
         lambda s: [

@@ -26,12 +26,10 @@ from typing import Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from k3kit._canonical import model_bytes, sha256_of_model
-from k3kit._fs import atomic_write
 from k3kit._values import utc_timestamp
 from k3kit.audit import AuditReport, Policy, audit_path
 from k3kit.engines import Runtime
-from k3kit.errors import VerificationError
+from k3kit.errors import InputError, VerificationError
 from k3kit.models import KitProfile, Manifest, WeightsLock
 from k3kit.node.install import Installed, install
 from k3kit.node.launch import LaunchPlan, Site
@@ -45,9 +43,10 @@ from k3kit.signing.trust import RollbackPolicy, RootAnchor
 from k3kit.signing.trust.source import TrustSource, load_trusted_keys, root_trust
 from k3kit.weights import WeightsOptions, WeightsReport
 from k3kit.weights import check_weights as _check_weights
-from k3kit.weights.pin import HubClient
+from k3kit.weights.pin import HubClient, pin_into
 from k3kit.weights.pin import pin_hub as _pin_hub
 from k3kit.weights.pin import pin_local as _pin_local
+from k3kit.weights.pin import write_lock as _write_lock
 
 
 def _now() -> str:
@@ -61,17 +60,30 @@ def check_kit(
     weights: Path | None = None,
     options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
+    buyer_receipt: Path | None = None,
+    licence: Path | None = None,
 ) -> Report:
     """Run every check on a kit directory or ``.kit.tar.gz`` and return the report.
 
     ``trusted``: a list of Ed25519 public keys, a ``Trust`` or a ``RootAnchor``. ``weights``:
     a weights folder to check against the kit's lock (without it the weights check is "not
-    checked" and does not fail the report). Returns a :class:`Report` whose ``ok`` is True only
-    when every check ran and passed; a failed check is in the report, not raised. Raises
-    ``InputError`` ``KIT_NOT_FOUND`` / ``KIT_NOT_RECOGNISED`` (exit 3) for a path that is not
-    a kit, ``InputError`` ``WEIGHTS_OPTION_INVALID`` for bad options.
+    checked" and does not fail the report). ``buyer_receipt`` (and ``licence``, which needs it):
+    also check that this buyer receipt belongs to the kit, as ``verify --buyer-receipt`` does.
+    Returns a :class:`Report` whose ``ok`` is True only when every check ran and passed; a
+    failed check is in the report, not raised. Raises ``InputError`` ``KIT_NOT_FOUND`` /
+    ``KIT_NOT_RECOGNISED`` (exit 3) for a path that is not a kit, ``InputError``
+    ``WEIGHTS_OPTION_INVALID`` for bad options, ``BAD_INPUT`` for a licence without a buyer
+    receipt.
     """
-    return verify_path(kit, trusted, weights=weights, weights_options=options, rollback=rollback)
+    if licence is not None and buyer_receipt is None:
+        message = "a licence is checked against a buyer receipt: give both"
+        raise InputError(message, code="BAD_INPUT")
+    report = verify_path(kit, trusted, weights=weights, weights_options=options, rollback=rollback)
+    if buyer_receipt is None:
+        return report
+    from k3kit.commerce.buyer_receipt import add_buyer_receipt_check  # no database is loaded
+
+    return add_buyer_receipt_check(report, buyer_receipt, trusted, licence=licence)
 
 
 def verify_kit(
@@ -81,6 +93,8 @@ def verify_kit(
     weights: Path | None = None,
     options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
+    buyer_receipt: Path | None = None,
+    licence: Path | None = None,
 ) -> Report:
     """:func:`check_kit`, raising unless the kit (and its weights, where given) verified.
 
@@ -89,7 +103,15 @@ def verify_kit(
     ``WEIGHTS_DIGEST_MISMATCH``; ``.report`` holds every check) and what :func:`check_kit`
     raises.
     """
-    report = check_kit(kit, trusted, weights=weights, options=options, rollback=rollback)
+    report = check_kit(
+        kit,
+        trusted,
+        weights=weights,
+        options=options,
+        rollback=rollback,
+        buyer_receipt=buyer_receipt,
+        licence=licence,
+    )
     if not report.ok:
         raise KitNotVerified(report)
     return report
@@ -167,35 +189,42 @@ def pin_hub(
     hash_local: Path | None = None,
     pinned_at: str | None = None,
     workers: int | None = None,
+    output: Path | None = None,
+    force: bool = False,
 ) -> WeightsLock:
     """Pin ``repo`` at the commit ``revision`` resolves to now, from the hub's metadata.
 
     ``client``: any :class:`k3kit.weights.pin.HubClient` (default: huggingface_hub against
     ``endpoint``, else the public Hub, with ``token``; the environment is not read, so pass
-    ``HF_ENDPOINT``'s value as ``endpoint``; a token is refused over plain http to anything but
-    loopback, ``TOKEN_OVER_HTTP``, as the CLI does). ``workers``:
-    hashing threads for ``hash_local`` (default: the cores). No LFS byte is downloaded unless
-    ``hash_local`` names a local copy to check the hub's sha256 values against. Returns the
-    :class:`WeightsLock`; write it with :func:`write_lock`. Raises ``InputError``
-    (``PATH_REFUSED``, ``PATTERN_MATCHES_NOTHING``, ``NOTHING_TO_PIN``, ``BAD_ENDPOINT``,
-    ``TOKEN_OVER_HTTP``...; exit 3) and
+    ``HF_ENDPOINT``'s value as ``endpoint``). A token is refused over plain http to anything but
+    loopback, as the CLI refuses it. No LFS byte is downloaded unless ``hash_local`` names a
+    local copy to check the hub's sha256 values against (``workers`` hashing threads). With
+    ``output``, the lock is also written there as ``k3kit pin -o`` writes it: an existing file
+    is refused before any request unless ``force``. Returns the :class:`WeightsLock`. Raises
+    ``InputError`` (``BAD_REPO_ID``, ``PATH_REFUSED``, ``PATTERN_MATCHES_NOTHING``,
+    ``NOTHING_TO_PIN``, ``BAD_ENDPOINT``, ``TOKEN_OVER_HTTP``, ``OUTPUT_EXISTS``...; exit 3) and
     ``EnvironmentProblem`` (``HUB_*``: hub or network trouble; exit 4).
     """
-    if client is None:
-        from k3kit.hub import HfHub
-        from k3kit.hub.policy import hub_endpoint
 
-        client = HfHub(hub_endpoint(endpoint, token), token)
-    return _pin_hub(
-        client,
-        repo=repo,
-        revision=revision,
-        pinned_at=pinned_at or _now(),
-        include=include,
-        exclude=exclude,
-        hash_local=hash_local,
-        workers=workers,
-    )
+    def make() -> WeightsLock:
+        chosen = client
+        if chosen is None:
+            from k3kit.hub import HfHub
+            from k3kit.hub.policy import hub_endpoint
+
+            chosen = HfHub(hub_endpoint(endpoint, token), token)
+        return _pin_hub(
+            chosen,
+            repo=repo,
+            revision=revision,
+            pinned_at=pinned_at or _now(),
+            include=include,
+            exclude=exclude,
+            hash_local=hash_local,
+            workers=workers,
+        )
+
+    return make() if output is None else pin_into(output, make, force=force)
 
 
 def pin_local(
@@ -207,22 +236,31 @@ def pin_local(
     exclude: Sequence[str] = (),
     pinned_at: str | None = None,
     workers: int | None = None,
+    output: Path | None = None,
+    force: bool = False,
 ) -> WeightsLock:
     """Pin a local copy of ``repo`` at the 40-hex commit ``revision`` by hashing every file.
 
-    Returns the :class:`WeightsLock` (sha256 and blake3 of every selected file). Raises
-    ``InputError`` (exit 3): ``REVISION_NOT_COMMIT``, ``PATH_REFUSED``, a snapshot of another
-    repo or commit, an unreadable or special file in ``folder``.
+    ``workers``: hashing threads (default: the cores). With ``output``, the lock is also written
+    there as ``k3kit pin --local -o`` writes it (an existing file refused before hashing unless
+    ``force``). Returns the :class:`WeightsLock` (sha256 and blake3 of every selected file).
+    Raises ``InputError`` (exit 3): ``BAD_REPO_ID``, ``REVISION_NOT_COMMIT``, ``PATH_REFUSED``,
+    ``OUTPUT_EXISTS``, a snapshot of another repo or commit, an unreadable or special file in
+    ``folder``.
     """
-    return _pin_local(
-        folder,
-        repo=repo,
-        revision=revision,
-        pinned_at=pinned_at or _now(),
-        include=include,
-        exclude=exclude,
-        workers=workers,
-    )
+
+    def make() -> WeightsLock:
+        return _pin_local(
+            folder,
+            repo=repo,
+            revision=revision,
+            pinned_at=pinned_at or _now(),
+            include=include,
+            exclude=exclude,
+            workers=workers,
+        )
+
+    return make() if output is None else pin_into(output, make, force=force)
 
 
 def write_lock(lock: WeightsLock, path: Path, *, force: bool = False) -> str:
@@ -231,8 +269,7 @@ def write_lock(lock: WeightsLock, path: Path, *, force: bool = False) -> str:
     That sha256 is the weight checksum a receipt signs. Raises ``InputError``
     ``OUTPUT_EXISTS`` (exit 3) when ``path`` exists and ``force`` is False.
     """
-    atomic_write(path, model_bytes(lock), force=force)
-    return sha256_of_model(lock)
+    return _write_lock(lock, path, force=force)
 
 
 def build_kit(

@@ -4,7 +4,6 @@ progress lines, and the human rendering of a verification report."""
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -48,9 +47,6 @@ def file_progress(label: str, total: int | None = None) -> Callable[[str, int], 
         sys.stderr.flush()
 
     return tick
-
-
-REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def trusted_keys(paths: tuple[Path, ...]) -> list[Any]:

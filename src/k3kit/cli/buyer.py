@@ -270,10 +270,9 @@ def verify(
         raise click.UsageError("--licence is checked against a --buyer-receipt; give both")
     if buyer_receipt is not None:
         # no database here: k3kit.commerce.buyer_receipt never imports one
-        from k3kit.commerce.buyer_receipt import check_buyer_receipt
+        from k3kit.commerce.buyer_receipt import add_buyer_receipt_check
 
-        keys = trusted if isinstance(trusted, list) else None
-        report.checks.append(check_buyer_receipt(report, buyer_receipt, keys, licence=licence))
+        add_buyer_receipt_check(report, buyer_receipt, trusted, licence=licence)
     if as_json:
         emit_json(report.as_json())
     print_report(report, quiet=quiet)

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from k3kit._text import shown
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, handle_errors, now_utc, say
 from k3kit.cli._shared import (
-    REPO_ID,
     Whole,
     file_progress,
     read_passphrase,
     read_token,
 )
-from k3kit.errors import InputError
+
+if TYPE_CHECKING:  # the CLI imports library modules inside each command (fast start-up)
+    from k3kit.models import WeightsLock
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -108,44 +110,41 @@ def pin(
     cache snapshot must be the one of --repo and --revision. A file name k3kit cannot lock
     (outside [A-Za-z0-9._-], e.g. a space) is refused before hashing (exit 3); exclude it.
     """
-    from k3kit._canonical import model_bytes
-    from k3kit._fs import atomic_write, refuse_existing
+    from k3kit.weights.pin import check_repo_id, pin_into
 
     if repo and repo_arg and repo != repo_arg:
         raise click.UsageError("give the repo once: ORG/NAME or --repo")
     repo_id = repo or repo_arg
     if not repo_id:
         raise click.UsageError("name the repo: k3kit pin ORG/NAME --revision REV -o LOCK")
-    if not REPO_ID.match(repo_id):
-        raise InputError(f"{repo_id!r} is not a repo id of the form ORG/NAME", code="BAD_REPO_ID")
+    check_repo_id(repo_id)
     if local is not None and (endpoint or token_env or hash_local):
         raise click.UsageError(
             "--endpoint, --token-env and --hash-local pin from a hub; --local pins a local copy"
         )
-    refuse_existing(output, force=force)  # before hashing, not after
     progress = file_progress("hashing")
-    if local is not None:
-        from k3kit.weights.pin import pin_local
 
-        lock = pin_local(
-            local,
-            repo=repo_id,
-            revision=revision,
-            pinned_at=now_utc(),
-            include=include,
-            exclude=exclude,
-            workers=workers,
-            on_file_done=progress,
-        )
-    else:
+    def make() -> WeightsLock:
+        if local is not None:
+            from k3kit.weights.pin import pin_local
+
+            return pin_local(
+                local,
+                repo=repo_id,
+                revision=revision,
+                pinned_at=now_utc(),
+                include=include,
+                exclude=exclude,
+                workers=workers,
+                on_file_done=progress,
+            )
         from k3kit.hub import HfHub
         from k3kit.hub.policy import hub_endpoint
         from k3kit.weights.pin import pin_hub
 
         token = read_token(token_env)
-        client = HfHub(hub_endpoint(endpoint, token, environ=os.environ), token)
-        lock = pin_hub(
-            client,
+        return pin_hub(
+            HfHub(hub_endpoint(endpoint, token, environ=os.environ), token),
             repo=repo_id,
             revision=revision,
             pinned_at=now_utc(),
@@ -155,7 +154,8 @@ def pin(
             workers=workers,
             on_file_done=progress,
         )
-    atomic_write(output, model_bytes(lock), force=force)
+
+    lock = pin_into(output, make, force=force)  # an existing output is refused before hashing
     trusted = {
         "local-hash": "hashed from the local copy",
         "hub-lfs": "LFS sha256 as declared on the hub (uploader's LFS oid), not checked locally",

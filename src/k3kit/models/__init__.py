@@ -5,7 +5,7 @@ Near the bottom of the layers: imports only ``errors``, ``_values``, ``_pathpoli
 so every folder above (formats, signing, weights, node, publish, commerce, the tools) can use them.
 """
 
-from k3kit.models._base import describe_validation_error, load
+from k3kit.models._base import REPO_ID_PATTERN, describe_validation_error, load
 from k3kit.models.claims import (
     EVIDENCE_IN_KIT,
     Claims,
@@ -43,6 +43,7 @@ __all__ = [
     "KIT_SUBJECT",
     "PAYLOAD_TYPE",
     "PREDICATE_TYPE",
+    "REPO_ID_PATTERN",
     "STATEMENT_TYPE",
     "WEIGHTS_SUBJECT",
     "Claims",
