@@ -27,10 +27,13 @@ if TYPE_CHECKING:
     from k3kit.api import pull_weights as pull_weights
     from k3kit.api import read_lock as read_lock
     from k3kit.api import sign_kit as sign_kit
+    from k3kit.api import trust_root as trust_root
+    from k3kit.api import trusted_keys as trusted_keys
     from k3kit.api import verify_kit as verify_kit
     from k3kit.api import verify_weights as verify_weights
     from k3kit.api import write_lock as write_lock
     from k3kit.audit import AuditReport as AuditReport
+    from k3kit.engines import Runtime as Runtime
     from k3kit.errors import EnvironmentProblem as EnvironmentProblem
     from k3kit.errors import InputError as InputError
     from k3kit.errors import K3kitError as K3kitError
@@ -42,8 +45,10 @@ if TYPE_CHECKING:
     from k3kit.models import WeightsLock as WeightsLock
     from k3kit.node.install import Installed as Installed
     from k3kit.node.launch import LaunchPlan as LaunchPlan
+    from k3kit.node.launch import Site as Site
     from k3kit.node.verify import KitNotVerified as KitNotVerified
     from k3kit.node.verify import Report as Report
+    from k3kit.preflight import NodeNotReady as NodeNotReady
     from k3kit.publish.kitpack import Packed as Packed
     from k3kit.pull import PullReport as PullReport
     from k3kit.signing.keys import load_private as load_private
@@ -52,6 +57,7 @@ if TYPE_CHECKING:
     from k3kit.signing.trust import RollbackPolicy as RollbackPolicy
     from k3kit.signing.trust import RootAnchor as RootAnchor
     from k3kit.signing.trust import Trust as Trust
+    from k3kit.signing.trust import TrustSource as TrustSource
     from k3kit.weights import WeightsOptions as WeightsOptions
     from k3kit.weights import WeightsReport as WeightsReport
 
@@ -70,10 +76,13 @@ _HOMES: dict[str, str] = {
     "pull_weights": "k3kit.api",
     "read_lock": "k3kit.api",
     "sign_kit": "k3kit.api",
+    "trust_root": "k3kit.api",
+    "trusted_keys": "k3kit.api",
     "verify_kit": "k3kit.api",
     "verify_weights": "k3kit.api",
     "write_lock": "k3kit.api",
     "AuditReport": "k3kit.audit",
+    "Runtime": "k3kit.engines",
     "EnvironmentProblem": "k3kit.errors",
     "InputError": "k3kit.errors",
     "K3kitError": "k3kit.errors",
@@ -84,6 +93,8 @@ _HOMES: dict[str, str] = {
     "write_keypair": "k3kit.signing.keys",
     "Packed": "k3kit.publish.kitpack",
     "LaunchPlan": "k3kit.node.launch",
+    "Site": "k3kit.node.launch",
+    "NodeNotReady": "k3kit.preflight",
     "Manifest": "k3kit.models",
     "WeightsLock": "k3kit.models",
     "PullReport": "k3kit.pull",
@@ -93,6 +104,7 @@ _HOMES: dict[str, str] = {
     "RollbackPolicy": "k3kit.signing.trust",
     "RootAnchor": "k3kit.signing.trust",
     "Trust": "k3kit.signing.trust",
+    "TrustSource": "k3kit.signing.trust",
     "KitNotVerified": "k3kit.node.verify",
     "Report": "k3kit.node.verify",
     "WeightsOptions": "k3kit.weights",

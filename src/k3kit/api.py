@@ -3,7 +3,14 @@
 Why a separate module: the stage modules keep the names other modules build on (``verify_path``,
 ``kit.build``, ``install.install``...), while this module gives a caller one verb per job with
 one options type, keyword arguments and documented failures. Each function only translates its
-arguments and calls the stage that does the work; nothing here re-implements a check.
+arguments and calls the stage that does the work; nothing here re-implements a check, and no
+policy lives here or in the CLI alone (a token over plain http, the endpoint, trust loading, the
+node check before launch): both front doors call the same library function for it, and
+tests/test_api_cli_parity.py holds them to the same verdict for the same input.
+
+Trust: every verb that checks a signature takes a ``TrustSource``: a list of Ed25519 public
+keys, a ``Trust`` or a ``RootAnchor`` (:func:`trusted_keys` and :func:`trust_root` load them
+from files by the CLI's rules).
 
 Verbs that *judge* come in pairs, as in python-tuf: ``check_*`` returns the report (the caller
 reads ``.ok``), ``verify_*`` returns it only when it passed and raises otherwise, so a
@@ -19,26 +26,27 @@ from typing import Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from k3kit._canonical import model_bytes, sha256_of_model
-from k3kit._fs import atomic_write
 from k3kit._values import utc_timestamp
 from k3kit.audit import AuditReport, Policy, audit_path
-from k3kit.errors import VerificationError
-from k3kit.models import Manifest, WeightsLock
+from k3kit.engines import Runtime
+from k3kit.errors import InputError, VerificationError
+from k3kit.models import KitProfile, Manifest, WeightsLock
 from k3kit.node.install import Installed, install
 from k3kit.node.launch import LaunchPlan, Site
 from k3kit.node.launch import plan_launch as _plan_launch
-from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_path
-from k3kit.publish.kit import build, load_lock, sign
+from k3kit.node.verify import KitNotVerified, Report, verify_path
+from k3kit.publish.kit import build, load_lock, readme_signer_line, sign
 from k3kit.publish.kitpack import Packed
 from k3kit.publish.kitpack import pack_kit as _pack_kit
 from k3kit.pull import Downloader, PullReport, pull, read_kit_lock
-from k3kit.signing.trust import RollbackPolicy
+from k3kit.signing.trust import RollbackPolicy, RootAnchor
+from k3kit.signing.trust.source import TrustSource, load_trusted_keys, root_trust
 from k3kit.weights import WeightsOptions, WeightsReport
 from k3kit.weights import check_weights as _check_weights
-from k3kit.weights.pin import HubClient
+from k3kit.weights.pin import HubClient, pin_into
 from k3kit.weights.pin import pin_hub as _pin_hub
 from k3kit.weights.pin import pin_local as _pin_local
+from k3kit.weights.pin import write_lock as _write_lock
 
 
 def _now() -> str:
@@ -52,17 +60,30 @@ def check_kit(
     weights: Path | None = None,
     options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
+    buyer_receipt: Path | None = None,
+    licence: Path | None = None,
 ) -> Report:
     """Run every check on a kit directory or ``.kit.tar.gz`` and return the report.
 
     ``trusted``: a list of Ed25519 public keys, a ``Trust`` or a ``RootAnchor``. ``weights``:
     a weights folder to check against the kit's lock (without it the weights check is "not
-    checked" and does not fail the report). Returns a :class:`Report` whose ``ok`` is True only
-    when every check ran and passed; a failed check is in the report, not raised. Raises
-    ``InputError`` ``KIT_NOT_FOUND`` / ``KIT_NOT_RECOGNISED`` (exit 3) for a path that is not
-    a kit, ``InputError`` ``WEIGHTS_OPTION_INVALID`` for bad options.
+    checked" and does not fail the report). ``buyer_receipt`` (and ``licence``, which needs it):
+    also check that this buyer receipt belongs to the kit, as ``verify --buyer-receipt`` does.
+    Returns a :class:`Report` whose ``ok`` is True only when every check ran and passed; a
+    failed check is in the report, not raised. Raises ``InputError`` ``KIT_NOT_FOUND`` /
+    ``KIT_NOT_RECOGNISED`` (exit 3) for a path that is not a kit, ``InputError``
+    ``WEIGHTS_OPTION_INVALID`` for bad options, ``BAD_INPUT`` for a licence without a buyer
+    receipt.
     """
-    return verify_path(kit, trusted, weights=weights, weights_options=options, rollback=rollback)
+    if licence is not None and buyer_receipt is None:
+        message = "a licence is checked against a buyer receipt: give both"
+        raise InputError(message, code="BAD_INPUT")
+    report = verify_path(kit, trusted, weights=weights, weights_options=options, rollback=rollback)
+    if buyer_receipt is None:
+        return report
+    from k3kit.commerce.buyer_receipt import add_buyer_receipt_check  # no database is loaded
+
+    return add_buyer_receipt_check(report, buyer_receipt, trusted, licence=licence)
 
 
 def verify_kit(
@@ -72,6 +93,8 @@ def verify_kit(
     weights: Path | None = None,
     options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
+    buyer_receipt: Path | None = None,
+    licence: Path | None = None,
 ) -> Report:
     """:func:`check_kit`, raising unless the kit (and its weights, where given) verified.
 
@@ -80,7 +103,15 @@ def verify_kit(
     ``WEIGHTS_DIGEST_MISMATCH``; ``.report`` holds every check) and what :func:`check_kit`
     raises.
     """
-    report = check_kit(kit, trusted, weights=weights, options=options, rollback=rollback)
+    report = check_kit(
+        kit,
+        trusted,
+        weights=weights,
+        options=options,
+        rollback=rollback,
+        buyer_receipt=buyer_receipt,
+        licence=licence,
+    )
     if not report.ok:
         raise KitNotVerified(report)
     return report
@@ -157,29 +188,43 @@ def pin_hub(
     exclude: Sequence[str] = (),
     hash_local: Path | None = None,
     pinned_at: str | None = None,
+    workers: int | None = None,
+    output: Path | None = None,
+    force: bool = False,
 ) -> WeightsLock:
     """Pin ``repo`` at the commit ``revision`` resolves to now, from the hub's metadata.
 
     ``client``: any :class:`k3kit.weights.pin.HubClient` (default: huggingface_hub against
-    ``endpoint``, the public Hub when None, with ``token``). No LFS byte is downloaded unless
-    ``hash_local`` names a local copy to check the hub's sha256 values against. Returns the
-    :class:`WeightsLock`; write it with :func:`write_lock`. Raises ``InputError``
-    (``PATH_REFUSED``, ``PATTERN_MATCHES_NOTHING``, ``NOTHING_TO_PIN``...; exit 3) and
+    ``endpoint``, else the public Hub, with ``token``; the environment is not read, so pass
+    ``HF_ENDPOINT``'s value as ``endpoint``). A token is refused over plain http to anything but
+    loopback, as the CLI refuses it. No LFS byte is downloaded unless ``hash_local`` names a
+    local copy to check the hub's sha256 values against (``workers`` hashing threads). With
+    ``output``, the lock is also written there as ``k3kit pin -o`` writes it: an existing file
+    is refused before any request unless ``force``. Returns the :class:`WeightsLock`. Raises
+    ``InputError`` (``BAD_REPO_ID``, ``PATH_REFUSED``, ``PATTERN_MATCHES_NOTHING``,
+    ``NOTHING_TO_PIN``, ``BAD_ENDPOINT``, ``TOKEN_OVER_HTTP``, ``OUTPUT_EXISTS``...; exit 3) and
     ``EnvironmentProblem`` (``HUB_*``: hub or network trouble; exit 4).
     """
-    if client is None:
-        from k3kit.hub import DEFAULT_ENDPOINT, HfHub
 
-        client = HfHub(endpoint or DEFAULT_ENDPOINT, token)
-    return _pin_hub(
-        client,
-        repo=repo,
-        revision=revision,
-        pinned_at=pinned_at or _now(),
-        include=include,
-        exclude=exclude,
-        hash_local=hash_local,
-    )
+    def make() -> WeightsLock:
+        chosen = client
+        if chosen is None:
+            from k3kit.hub import HfHub
+            from k3kit.hub.policy import hub_endpoint
+
+            chosen = HfHub(hub_endpoint(endpoint, token), token)
+        return _pin_hub(
+            chosen,
+            repo=repo,
+            revision=revision,
+            pinned_at=pinned_at or _now(),
+            include=include,
+            exclude=exclude,
+            hash_local=hash_local,
+            workers=workers,
+        )
+
+    return make() if output is None else pin_into(output, make, force=force)
 
 
 def pin_local(
@@ -190,21 +235,32 @@ def pin_local(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     pinned_at: str | None = None,
+    workers: int | None = None,
+    output: Path | None = None,
+    force: bool = False,
 ) -> WeightsLock:
     """Pin a local copy of ``repo`` at the 40-hex commit ``revision`` by hashing every file.
 
-    Returns the :class:`WeightsLock` (sha256 and blake3 of every selected file). Raises
-    ``InputError`` (exit 3): ``REVISION_NOT_COMMIT``, ``PATH_REFUSED``, a snapshot of another
-    repo or commit, an unreadable or special file in ``folder``.
+    ``workers``: hashing threads (default: the cores). With ``output``, the lock is also written
+    there as ``k3kit pin --local -o`` writes it (an existing file refused before hashing unless
+    ``force``). Returns the :class:`WeightsLock` (sha256 and blake3 of every selected file).
+    Raises ``InputError`` (exit 3): ``BAD_REPO_ID``, ``REVISION_NOT_COMMIT``, ``PATH_REFUSED``,
+    ``OUTPUT_EXISTS``, a snapshot of another repo or commit, an unreadable or special file in
+    ``folder``.
     """
-    return _pin_local(
-        folder,
-        repo=repo,
-        revision=revision,
-        pinned_at=pinned_at or _now(),
-        include=include,
-        exclude=exclude,
-    )
+
+    def make() -> WeightsLock:
+        return _pin_local(
+            folder,
+            repo=repo,
+            revision=revision,
+            pinned_at=pinned_at or _now(),
+            include=include,
+            exclude=exclude,
+            workers=workers,
+        )
+
+    return make() if output is None else pin_into(output, make, force=force)
 
 
 def write_lock(lock: WeightsLock, path: Path, *, force: bool = False) -> str:
@@ -213,18 +269,33 @@ def write_lock(lock: WeightsLock, path: Path, *, force: bool = False) -> str:
     That sha256 is the weight checksum a receipt signs. Raises ``InputError``
     ``OUTPUT_EXISTS`` (exit 3) when ``path`` exists and ``force`` is False.
     """
-    atomic_write(path, model_bytes(lock), force=force)
-    return sha256_of_model(lock)
+    return _write_lock(lock, path, force=force)
 
 
-def build_kit(package: Path, lock: Path, out: Path, *, force: bool = False) -> Manifest:
+def build_kit(
+    package: Path,
+    lock: Path,
+    out: Path,
+    *,
+    force: bool = False,
+    model_config: Path | None = None,
+    ssh_signer: Path | None = None,
+    principal: str = "release@k3kit",
+) -> Manifest:
     """Build the kit directory ``out`` from ``package.toml`` and ``weights.lock.json``.
+
+    ``model_config``: the weights' ``config.json`` (its sha256 must be the lock's) for the
+    context-length check and preflight's memory budget. ``ssh_signer``: the publisher's public
+    key file; the kit README then carries its ``allowed_signers`` line for ``principal``.
 
     Returns its :class:`Manifest` (the kit checksum is the sha256 of ``out/MANIFEST.json``).
     Raises ``InputError`` (exit 3): ``BAD_INPUT`` for a malformed package or lock, a template
     or engine-flag error, ``OUTPUT_EXISTS`` without ``force``.
     """
-    return build(package, lock, out, force=force)
+    allowed = readme_signer_line(ssh_signer, principal) if ssh_signer is not None else None
+    return build(
+        package, lock, out, force=force, model_config=model_config, allowed_signers=allowed
+    )
 
 
 def sign_kit(
@@ -249,17 +320,23 @@ def pack_kit(
     kit: Path,
     output: Path | None = None,
     *,
-    trusted: list[Ed25519PublicKey] | None = None,
+    trusted: TrustSource | None = None,
     unsigned: bool = False,
     force: bool = False,
+    rollback: RollbackPolicy | None = None,
 ) -> Packed:
     """Check the kit as the verifier would, then write its deterministic ``.kit.tar.gz``.
 
-    Returns :class:`Packed` (path, sha256, size). Raises ``VerificationError`` (exit 1) for a
-    kit that does not verify (``RECEIPT_MISSING``, ``KIT_FILES_DIFFER``...), ``InputError``
-    (exit 3) ``PACK_NOT_A_KIT``, ``PACK_OPTIONS``, ``OUTPUT_EXISTS``.
+    ``trusted``: keys, a ``Trust`` or a ``RootAnchor`` to check the receipt's signature with (a
+    root needs ``rollback``, as in :func:`verify_kit`); without, the signature is not checked
+    and ``Packed.checked`` says so. Returns :class:`Packed` (path, sha256, size). Raises
+    ``VerificationError`` (exit 1) for a kit that does not verify (``RECEIPT_MISSING``,
+    ``KIT_FILES_DIFFER``...), ``InputError`` (exit 3) ``PACK_NOT_A_KIT``, ``PACK_OPTIONS``,
+    ``OUTPUT_EXISTS``.
     """
-    return _pack_kit(kit, output, trusted=trusted, unsigned=unsigned, force=force)
+    return _pack_kit(
+        kit, output, trusted=trusted, unsigned=unsigned, force=force, rollback=rollback
+    )
 
 
 def install_kit(
@@ -288,8 +365,16 @@ def plan_launch(
     options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
     on_step: Callable[[str], None] | None = None,
+    runtime: Runtime | None = None,
+    preflight: bool = False,
 ) -> LaunchPlan:
     """Verify an installed kit and its weights; return the engine command that runs them.
+
+    ``runtime``: this node's rank, the leader's address and the rendezvous port, which a
+    multi-node topology needs (the only values not signed). ``preflight``: check the node for the
+    chosen profile once the kit verified, before any weight is hashed, as ``k3kit launch`` does
+    unless ``--no-preflight``; a node that cannot be shown to run it raises
+    :class:`k3kit.preflight.NodeNotReady` (``NODE_NOT_READY``, exit 1).
 
     Nothing is started: the caller execs ``plan.argv`` with ``plan.env`` in ``plan.cwd``. Raises
     :class:`KitNotVerified` (exit 1), ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` /
@@ -311,13 +396,23 @@ def plan_launch(
         weights_options=options,
         rollback=rollback,
         on_step=on_step,
+        runtime=runtime,
+        check_node=_node_check(kit, trusted, weights, rollback) if preflight else None,
     )
 
 
-def audit_kit(
-    target: Path, trusted: list[Ed25519PublicKey], *, policy: Policy | None = None
-) -> AuditReport:
+def _node_check(
+    kit: Path, trusted: TrustSource, weights: Path, rollback: RollbackPolicy | None
+) -> Callable[[KitProfile], None]:
+    from k3kit.preflight import launch_node_check  # reads GPUs: loaded only when asked for
+
+    return launch_node_check(kit, trusted=trusted, weights=weights, rollback=rollback)
+
+
+def audit_kit(target: Path, trusted: TrustSource, *, policy: Policy | None = None) -> AuditReport:
     """Audit a kit directory, a ``.kit.tar.gz`` or a lone ``*.dsse.json`` receipt.
+
+    ``trusted``: keys, a ``Trust`` or a ``RootAnchor`` (resolved against the kit's ``root/``).
 
     Returns the :class:`AuditReport` (findings by rule, ``at_or_above("error")`` for a gate);
     an untrusted receipt is finding R01, not an exception. Raises ``InputError``
@@ -331,32 +426,61 @@ def pull_weights(
     kit: Path,
     dest: Path,
     *,
-    trusted: list[Ed25519PublicKey] | None = None,
+    trusted: TrustSource | None = None,
     downloader: Downloader | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     layout: Literal["cache", "plain"] = "cache",
     workers: int = 8,
+    timeout: float = 10.0,
+    on_file_done: Callable[[str, int], None] | None = None,
+    rollback: RollbackPolicy | None = None,
 ) -> PullReport:
     """Pull the weights that ``kit`` (directory, archive or lock) pins into ``dest``.
 
-    With ``trusted`` keys the kit is verified first; without, the lock is only parsed. The
-    default downloader is huggingface_hub against ``endpoint`` (else the verified lock's own,
-    else the public Hub). Returns the :class:`PullReport` (``.ok``); wrong bytes are in it, not
-    raised. Raises ``VerificationError`` ``KIT_NOT_VERIFIED`` (exit 1), ``InputError``
-    ``KIT_NOT_FOUND`` / ``KIT_NOT_RECOGNISED`` / ``LOCK_MALFORMED`` / ``TRUST_NEEDS_KIT``
-    (exit 3), ``EnvironmentProblem`` ``DIR_UNUSABLE`` and hub errors (exit 4).
+    With ``trusted`` (keys, a ``Trust`` or a ``RootAnchor``, which needs ``rollback``) the kit is
+    verified first; without, the lock is only parsed. The default downloader is huggingface_hub
+    against ``endpoint`` (else the verified lock's own, else the public Hub; no environment),
+    waiting ``timeout`` seconds for the hub; a ``token`` is refused over plain http to anything
+    but loopback (``TOKEN_OVER_HTTP``, exit 3), as the CLI does. Returns the
+    :class:`PullReport` (``.ok``); wrong bytes are in it, not raised. Raises
+    ``VerificationError`` ``KIT_NOT_VERIFIED`` (exit 1), ``InputError`` ``KIT_NOT_FOUND`` /
+    ``KIT_NOT_RECOGNISED`` / ``LOCK_MALFORMED`` / ``TRUST_NEEDS_KIT`` / ``BAD_ENDPOINT`` /
+    ``TOKEN_OVER_HTTP`` (exit 3), ``EnvironmentProblem`` ``DIR_UNUSABLE`` and hub errors
+    (exit 4).
     """
-    kit_lock = read_kit_lock(kit, trusted or [])
+    kit_lock = read_kit_lock(kit, trusted, rollback=rollback)
     if downloader is None:
-        from k3kit.hub import DEFAULT_ENDPOINT, HfHub
+        from k3kit.hub import HfHub
+        from k3kit.hub.policy import hub_endpoint
 
         own = kit_lock.lock.source.endpoint if kit_lock.verified else None
-        downloader = HfHub(endpoint or own or DEFAULT_ENDPOINT, token)
+        downloader = HfHub(hub_endpoint(endpoint, token, fallback=own), token, timeout=timeout)
     return pull(
         kit_lock.lock,
         dest,
         downloader=downloader,
         layout=layout,
         workers=workers,
+        on_file_done=on_file_done,
     )
+
+
+def trusted_keys(paths: Sequence[Path]) -> list[Ed25519PublicKey]:
+    """Load publisher public keys from files, by the rule ``--trust`` uses.
+
+    Returns the keys, in order, for any verb's ``trusted``. Raises ``InputError`` (exit 3):
+    ``TRUST_DUPLICATE_KEY`` for a key given twice (it would look like two signers);
+    ``EnvironmentProblem`` ``KEY_UNREADABLE`` / ``KEY_UNSUPPORTED`` for a file that is not an
+    Ed25519 public key.
+    """
+    return load_trusted_keys(paths)
+
+
+def trust_root(
+    root: Path, *, state_dir: Path | None = None, allow_rollback: bool = False
+) -> tuple[RootAnchor, RollbackPolicy | None]:
+    """A pinned root of trust (``N.root.json``) and the rollback policy for ``state_dir``, as
+    ``--root`` and ``--state-dir`` make them (the clock is read once, now). Pass both to the
+    verbs that take ``trusted`` and ``rollback``. Raises ``InputError`` ``ROOT_INVALID``."""
+    return root_trust(root, state_dir, now=_now(), allow_rollback=allow_rollback)

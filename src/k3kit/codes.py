@@ -100,6 +100,11 @@ class KitCode(ErrorCode):
     ENGINE_ENV_MALFORMED = "ENGINE_ENV_MALFORMED", _FAIL, "a kit's engine.env is malformed"
     ENGINE_NO_LAUNCHER = "ENGINE_NO_LAUNCHER", _FAIL, "no launcher for the kit's engine"
     ENGINE_VERSION_MISMATCH = "ENGINE_VERSION_MISMATCH", _FAIL, "not the pinned engine"
+    NODE_NOT_READY = (
+        "NODE_NOT_READY",
+        _FAIL,
+        "preflight: this node cannot be shown to run the profile (launch refused)",
+    )
     ENGINE_SETTING_REFUSED = (
         "ENGINE_SETTING_REFUSED",
         _FAIL,

@@ -31,6 +31,7 @@ from k3kit.formats.manifest import (
 from k3kit.models import KIT_SUBJECT, KitInfo, ReceiptPredicate, Run
 from k3kit.node.verify import LOCK_NAME, MAX_DOC_BYTES
 from k3kit.signing.sign import read_receipt
+from k3kit.signing.trust.source import TrustSource, trusted_keys_of
 
 
 @dataclass
@@ -216,13 +217,13 @@ def audit_receipt(
 ACCEPTANCE_NAME = "acceptance.dsse.json"
 
 
-def audit_path(
-    target: Path, trusted: list[Ed25519PublicKey], policy: Policy | None = None
-) -> AuditReport:
+def audit_path(target: Path, trusted: TrustSource, policy: Policy | None = None) -> AuditReport:
     """Audit a kit directory, a ``.kit.tar.gz``, a lone ``*.dsse.json`` receipt, or a buyer's
     acceptance report (``acceptance.dsse.json``, written by ``k3kit accept``).
 
     What ``target`` is comes from :func:`k3kit.formats.kitpath.classify`; a lock is refused.
+    ``trusted`` is any trust source (keys, a ``Trust``, a root anchor resolved against the kit's
+    own ``root/`` chain); a receipt not signed by one of its current release keys is R01.
     """
     kind = classify(target)
     if kind == "lock":
@@ -235,13 +236,14 @@ def audit_path(
     if acceptance.name == ACCEPTANCE_NAME and not (target / RECEIPT_NAME).exists():
         from k3kit.audit.acceptance import audit_acceptance  # a buyer's report (k3kit accept)
 
-        return audit_acceptance(acceptance, trusted, policy)
+        return audit_acceptance(acceptance, trusted_keys_of(trusted, None), policy)
     if kind == "receipt":
-        return audit_receipt(target, trusted, kit_dir=None, label=str(target), policy=policy)
+        keys = trusted_keys_of(trusted, None)
+        return audit_receipt(target, keys, kit_dir=None, label=str(target), policy=policy)
     with open_kit(target) as opened:
         report = audit_receipt(
             opened.path / RECEIPT_NAME,
-            trusted,
+            trusted_keys_of(trusted, opened.path),
             kit_dir=opened.path,
             label=opened.label,
             policy=policy,

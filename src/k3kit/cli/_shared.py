@@ -4,7 +4,6 @@ progress lines, and the human rendering of a verification report."""
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -50,47 +49,11 @@ def file_progress(label: str, total: int | None = None) -> Callable[[str, int], 
     return tick
 
 
-REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def resolve_endpoint(value: str | None, fallback: str | None = None) -> str:
-    """--endpoint, else the given fallback, else $HF_ENDPOINT, else the public Hub."""
-    from k3kit.hub import DEFAULT_ENDPOINT
-    from k3kit.models.lock import ENDPOINT_PATTERN
-
-    chosen = (value or fallback or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-    if not re.match(ENDPOINT_PATTERN, chosen):
-        raise InputError(
-            "--endpoint must be an http(s) URL without credentials, query or fragment",
-            code="BAD_ENDPOINT",
-        )
-    return chosen
-
-
 def trusted_keys(paths: tuple[Path, ...]) -> list[Any]:
-    """Load the --trust keys; the same key given twice is a caller mistake (exit 3)."""
-    from k3kit.signing.keys import keyid, load_public
+    """The --trust keys, by the library's one loading rule (a key given twice is exit 3)."""
+    from k3kit.signing.trust.source import load_trusted_keys
 
-    keys = [load_public(p) for p in paths]
-    ids = [keyid(k) for k in keys]
-    if len(set(ids)) != len(ids):
-        raise InputError(
-            "the same public key was given twice with --trust", code="TRUST_DUPLICATE_KEY"
-        )
-    return keys
-
-
-def refuse_token_over_plain_http(url: str) -> None:
-    """A bearer token in clear text is readable by anyone on the path; loopback is the exception."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
-        raise InputError(
-            f"refusing to send a hub token over plain http to {url}",
-            code="TOKEN_OVER_HTTP",
-            hint="use an https endpoint",
-        )
+    return load_trusted_keys(paths)
 
 
 def read_token(env_var: str | None) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,6 @@ from k3kit.cli._shared import (
     file_progress,
     print_report,
     read_token,
-    refuse_token_over_plain_http,
-    resolve_endpoint,
     state_and_cache,
     trusted_keys,
 )
@@ -93,6 +92,7 @@ def pull(
     130 Ctrl-C (no partial file is left in DIR). Nothing outside DIR is written or removed.
     """
     from k3kit.hub import HfHub
+    from k3kit.hub.policy import hub_endpoint
     from k3kit.pull import pull as pull_weights
     from k3kit.pull import read_kit_lock
 
@@ -100,10 +100,9 @@ def pull(
     lock = kit_lock.lock
     # The lock's endpoint is only a default when the kit verified: an unverified lock must never
     # choose where this machine connects, let alone where its hub token is sent.
-    url = resolve_endpoint(endpoint, lock.source.endpoint if kit_lock.verified else None)
     token = read_token(token_env)
-    if token is not None:
-        refuse_token_over_plain_http(url)
+    own = lock.source.endpoint if kit_lock.verified else None
+    url = hub_endpoint(endpoint, token, fallback=own, environ=os.environ)
     err(f"kit      {kit} ({kit_lock.detail})")
     err(
         f"weights  {lock.repo}@{lock.commit}: {lock.file_count} files, {lock.total_bytes} bytes "
@@ -272,10 +271,9 @@ def verify(
             progress.finish()
     if buyer_receipt is not None:
         # no database here: k3kit.commerce.buyer_receipt never imports one
-        from k3kit.commerce.buyer_receipt import check_buyer_receipt
+        from k3kit.commerce.buyer_receipt import add_buyer_receipt_check
 
-        keys = trusted if isinstance(trusted, list) else None
-        report.checks.append(check_buyer_receipt(report, buyer_receipt, keys, licence=licence))
+        add_buyer_receipt_check(report, buyer_receipt, trusted, licence=licence)
     if as_json:
         emit_json(report.as_json())
     print_report(report, quiet=quiet)

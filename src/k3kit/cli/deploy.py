@@ -5,9 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,15 +14,11 @@ from k3kit.cli._shared import (
     ByteProgress,
     KitFolder,
     Whole,
-    no_trust_given,
     print_report,
     state_and_cache,
 )
 from k3kit.cli.signing import allow_rollback_option, root_option, trust_source
 from k3kit.errors import InputError
-
-if TYPE_CHECKING:  # the CLI imports library modules inside each command (fast start-up)
-    from k3kit.models import KitProfile
 
 _STATE_HELP = (
     "One folder for the rollback state, accepted roots, verified config copies and the "
@@ -197,10 +191,9 @@ def launch(
     what would be executed, where, and what the kit declares it loads.
     A multi-node topology also needs --node-rank and --leader, the only values not signed.
     """
-    import dataclasses
-
     from k3kit.engines import Runtime
-    from k3kit.node.launch import Site, plan_launch, read_site
+    from k3kit.node.launch import launch_inputs, plan_launch
+    from k3kit.preflight import NodeNotReady, launch_node_check
 
     if (node_rank is None) != (leader is None):
         raise InputError("--node-rank and --leader go together", code="RUNTIME_VALUES_MISSING")
@@ -212,25 +205,19 @@ def launch(
     from k3kit.node.verify import KitNotVerified
     from k3kit.weights import WeightsOptions
 
-    site_values = read_site(site) if site is not None else Site()
-    weights = weights or site_values.model_dir
-    if weights is None:
-        raise InputError(
-            "no weights folder: pass --weights or set MODEL_DIR in --site", code="WEIGHTS_NOT_GIVEN"
-        )
-    site_key = (site_values.trust_key,) if site_values.trust_key and root_file is None else ()
-    trust_paths = trust or site_key
-    if not trust_paths and root_file is None:
-        raise no_trust_given(
-            "no trusted key: pass --trust or --root, or set K3KIT_TRUST_KEY in --site"
-        )
-    site_values = dataclasses.replace(
-        site_values, host=host or site_values.host, port=port or site_values.port
+    # The site file fills what the options left out, by the library's one rule (node/launch.py).
+    given = launch_inputs(
+        site,
+        weights=weights,
+        trust_keys=trust,
+        root_given=root_file is not None,
+        host=host,
+        port=port,
     )
     state, cache = state_and_cache(state_dir)
     if state is None:
         raise InputError("no state folder: pass --state-dir", code="STATE_DIR_MISSING")
-    trusted, rollback = trust_source(tuple(trust_paths), root_file, state, allow_rollback)
+    trusted, rollback = trust_source(given.trust_keys, root_file, state, allow_rollback)
     if no_preflight:
         err(
             "WARNING: --no-preflight: this node's GPUs, driver, memory budget and OS are NOT "
@@ -243,10 +230,10 @@ def launch(
             trusted,
             profile=profile,
             topology=topology,
-            weights=weights,
+            weights=given.weights,
             runtime_dir=state / "launch",
             base_env=os.environ,
-            site=site_values,
+            site=given.site,
             runtime=runtime,
             weights_options=WeightsOptions(
                 workers=workers, full=full, state_dir=cache, on_progress=progress
@@ -255,8 +242,16 @@ def launch(
             on_step=lambda text: err(f"launch   {text}"),
             check_node=None
             if no_preflight
-            else _node_check(kit, weights, trusted, rollback, as_json=as_json),
+            else launch_node_check(kit, trusted=trusted, weights=given.weights, rollback=rollback),
         )
+    except NodeNotReady as exc:
+        from k3kit.cli.preflight import print_preflight
+
+        if as_json:
+            emit_json({"ok": False, "launched": False, "preflight": exc.report.as_json()})
+        print_preflight(exc.report)
+        err("the engine was not started (pass --no-preflight to launch without the node check)")
+        sys.exit(1)
     except KitNotVerified as exc:
         if as_json:
             emit_json({**exc.report.as_json(), "launched": False})
@@ -291,37 +286,6 @@ def launch(
     # and the engine must stop on Ctrl-C.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.execve(plan.executable, plan.argv, plan.env)  # noqa: S606
-
-
-def _node_check(
-    kit: Path, weights: Path, trusted: Any, rollback: Any, *, as_json: bool
-) -> Callable[[KitProfile], None]:
-    """``launch``'s node check, run by ``plan_launch`` once the kit has verified: preflight for
-    the chosen profile and topology (which verifies the kit again with the same trust, as every
-    verb that reads kit files does); a node that cannot be shown to run it is refused (exit 1)
-    before any weight is hashed."""
-
-    def check(chosen: KitProfile) -> None:
-        from k3kit.cli.preflight import print_preflight
-        from k3kit.preflight import run_preflight
-
-        report = run_preflight(
-            kit,
-            chosen.name,
-            trusted=trusted,
-            rollback=rollback,
-            topology=chosen.topology,
-            weights=weights,
-        )
-        if report.ok:
-            return
-        if as_json:
-            emit_json({"ok": False, "launched": False, "preflight": report.as_json()})
-        print_preflight(report)
-        err("the engine was not started (pass --no-preflight to launch without the node check)")
-        sys.exit(1)
-
-    return check
 
 
 def _shell_word(text: str) -> str:

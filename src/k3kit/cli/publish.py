@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from k3kit._text import shown
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, handle_errors, now_utc, say
 from k3kit.cli._shared import (
-    REPO_ID,
     KitFolder,
     Whole,
     file_progress,
     read_passphrase,
     read_token,
-    refuse_token_over_plain_http,
-    resolve_endpoint,
 )
 from k3kit.cli.signing import key_option, load_signer
-from k3kit.errors import InputError
+
+if TYPE_CHECKING:  # the CLI imports library modules inside each command (fast start-up)
+    from k3kit.models import WeightsLock
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -111,46 +112,41 @@ def pin(
     cache snapshot must be the one of --repo and --revision. A file name k3kit cannot lock
     (outside [A-Za-z0-9._-], e.g. a space) is refused before hashing (exit 3); exclude it.
     """
-    from k3kit._canonical import model_bytes
-    from k3kit._fs import atomic_write, refuse_existing
+    from k3kit.weights.pin import check_repo_id, pin_into
 
     if repo and repo_arg and repo != repo_arg:
         raise click.UsageError("give the repo once: ORG/NAME or --repo")
     repo_id = repo or repo_arg
     if not repo_id:
         raise click.UsageError("name the repo: k3kit pin ORG/NAME --revision REV -o LOCK")
-    if not REPO_ID.match(repo_id):
-        raise InputError(f"{repo_id!r} is not a repo id of the form ORG/NAME", code="BAD_REPO_ID")
+    check_repo_id(repo_id)
     if local is not None and (endpoint or token_env or hash_local):
         raise click.UsageError(
             "--endpoint, --token-env and --hash-local pin from a hub; --local pins a local copy"
         )
-    refuse_existing(output, force=force)  # before hashing, not after
     progress = file_progress("hashing")
-    if local is not None:
-        from k3kit.weights.pin import pin_local
 
-        lock = pin_local(
-            local,
-            repo=repo_id,
-            revision=revision,
-            pinned_at=now_utc(),
-            include=include,
-            exclude=exclude,
-            workers=workers,
-            on_file_done=progress,
-        )
-    else:
+    def make() -> WeightsLock:
+        if local is not None:
+            from k3kit.weights.pin import pin_local
+
+            return pin_local(
+                local,
+                repo=repo_id,
+                revision=revision,
+                pinned_at=now_utc(),
+                include=include,
+                exclude=exclude,
+                workers=workers,
+                on_file_done=progress,
+            )
         from k3kit.hub import HfHub
+        from k3kit.hub.policy import hub_endpoint
         from k3kit.weights.pin import pin_hub
 
-        url = resolve_endpoint(endpoint)
         token = read_token(token_env)
-        if token is not None:
-            refuse_token_over_plain_http(url)
-        client = HfHub(url, token)
-        lock = pin_hub(
-            client,
+        return pin_hub(
+            HfHub(hub_endpoint(endpoint, token, environ=os.environ), token),
             repo=repo_id,
             revision=revision,
             pinned_at=now_utc(),
@@ -160,7 +156,8 @@ def pin(
             workers=workers,
             on_file_done=progress,
         )
-    atomic_write(output, model_bytes(lock), force=force)
+
+    lock = pin_into(output, make, force=force)  # an existing output is refused before hashing
     trusted = {
         "local-hash": "hashed from the local copy",
         "hub-lfs": "LFS sha256 as declared on the hub (uploader's LFS oid), not checked locally",
@@ -245,16 +242,9 @@ def build(
     """
     from k3kit.formats.manifest import kit_checksum
     from k3kit.publish.kit import build as build_kit
+    from k3kit.publish.kit import readme_signer_line
 
-    allowed = None
-    if ssh_signer is not None:
-        from k3kit.signing.keys import load_public
-        from k3kit.signing.trust.sshsig import allowed_signers_line
-
-        try:
-            allowed = allowed_signers_line(load_public(ssh_signer), principal)
-        except ValueError as exc:
-            raise InputError(f"--principal: {exc}", code="BAD_INPUT") from exc
+    allowed = readme_signer_line(ssh_signer, principal) if ssh_signer is not None else None
     manifest = build_kit(
         package, lock, output, force=force, model_config=model_config, allowed_signers=allowed
     )

@@ -141,7 +141,7 @@ def trust_source(
 ) -> tuple[Any, Any]:
     """What ``verify`` trusts: --trust keys, or --root with rollback state in STATE_DIR."""
     from k3kit.cli._shared import trusted_keys
-    from k3kit.signing.trust import RollbackPolicy, RootAnchor
+    from k3kit.signing.trust.source import root_trust
 
     if root_file is None:
         if allow_rollback:
@@ -151,22 +151,15 @@ def trust_source(
         return trusted_keys(trust), None
     if trust:
         raise click.UsageError("give either --trust or --root, not both")
-    now = now_for_verification()
-    anchor = RootAnchor(_read_root(root_file), str(root_file), state_dir, now)
+    anchor, policy = root_trust(
+        root_file, state_dir, now=now_for_verification(), allow_rollback=allow_rollback
+    )
     if allow_rollback:
         click.echo(
             "WARNING: --allow-rollback: an older or conflicting kit will be accepted and recorded",
             err=True,
         )
-    policy = RollbackPolicy(state_dir, allow_rollback, now) if state_dir is not None else None
     return anchor, policy
-
-
-def _read_root(path: Path) -> bytes:
-    from k3kit._fs import read_capped
-    from k3kit.signing.trust.root import MAX_ROOT_BYTES
-
-    return read_capped(path, MAX_ROOT_BYTES, what="root", error=InputError, code="ROOT_INVALID")
 
 
 # verify's --trust: optional there, because --root is the other way to say what is trusted.

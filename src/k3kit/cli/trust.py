@@ -17,7 +17,6 @@ from k3kit._values import ascii_int
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, handle_errors
 from k3kit.cli._shared import KitFolder, Whole
 from k3kit.cli.signing import key_option, load_signer, now_for_verification
-from k3kit.errors import InputError
 
 _TS = "YYYY-MM-DDTHH:MM:SSZ"
 
@@ -35,10 +34,9 @@ def _pubs(paths: tuple[Path, ...]) -> list[Any]:
 
 
 def _read(path: Path) -> bytes:
-    from k3kit._fs import read_capped
-    from k3kit.signing.trust.root import MAX_ROOT_BYTES
+    from k3kit.signing.trust.source import read_root_file
 
-    return read_capped(path, MAX_ROOT_BYTES, what="root", error=InputError, code="ROOT_INVALID")
+    return read_root_file(path)
 
 
 def _write_root(

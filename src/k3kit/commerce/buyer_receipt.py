@@ -23,6 +23,7 @@ from k3kit.models.commerce import BUYER_RECEIPT_PAYLOAD_TYPE, BuyerReceiptBody
 from k3kit.node.verify import FAILED, NOT_CHECKED, PASSED, Check, Report
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES, sign_envelope, verify_envelope
 from k3kit.signing.signers import Signer
+from k3kit.signing.trust.source import TrustSource
 
 MAX_INPUT_BYTES = 256 * 1024
 BAD = "BUYER_RECEIPT_MALFORMED"
@@ -147,6 +148,18 @@ def _bind(body: BuyerReceiptBody, report: Report, licence: bytes | None, source:
             code="BUYER_RECEIPT_WRONG_LICENCE",
         )
     return f"belongs to this kit and this licence; licensee {body.licensee}"
+
+
+def add_buyer_receipt_check(
+    report: Report, path: Path, trusted: TrustSource, *, licence: Path | None = None
+) -> Report:
+    """Append the ``buyer_receipt`` check to a verify report, as ``k3kit verify --buyer-receipt``
+    and ``k3kit.check_kit(buyer_receipt=)`` both do: a buyer receipt is checked against plain
+    trusted keys only (trust from a root fails it, ``BUYER_RECEIPT_NEEDS_TRUST``). Returns the
+    report, whose ``ok`` now includes the check."""
+    keys = trusted if isinstance(trusted, list) else None
+    report.checks.append(check_buyer_receipt(report, path, keys, licence=licence))
+    return report
 
 
 def check_buyer_receipt(

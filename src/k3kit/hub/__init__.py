@@ -37,12 +37,12 @@ from k3kit.hub._errors import (
     translate,
 )
 from k3kit.hub._fetch import Sink, check_declared, origin, stream_body
+from k3kit.hub.policy import DEFAULT_ENDPOINT, refuse_token_over_plain_http
 
 __all__ = ["DEFAULT_ENDPOINT", "FATAL_CODES", "TRANSIENT_CODES", "HfHub", "HubFile", "translate"]
 
 T = TypeVar("T")
 
-DEFAULT_ENDPOINT = "https://huggingface.co"
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -80,6 +80,8 @@ class HfHub:
         deadline: float | None = None,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
+        if token:  # whoever builds a client, a token never leaves in clear (hub/policy.py)
+            refuse_token_over_plain_http(self.endpoint)
         self._token: str | bool = token if token else False
         self._attempts = max(1, attempts)
         self._backoff = backoff

@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from k3kit.models._base import describe_validation_error, load
+    from k3kit.models._base import REPO_ID_PATTERN, describe_validation_error, load
     from k3kit.models.claims import (
         EVIDENCE_IN_KIT,
         Claims,
@@ -77,6 +77,7 @@ _HOMES: dict[str, str] = {
     "PackageDef": "k3kit.models.package",
     "Percentiles": "k3kit.models.claims",
     "PinSource": "k3kit.models.lock",
+    "REPO_ID_PATTERN": "k3kit.models._base",
     "Profile": "k3kit.models.package",
     "ReceiptKit": "k3kit.models.receipt",
     "ReceiptPredicate": "k3kit.models.receipt",
@@ -109,6 +110,7 @@ __all__ = [
     "KIT_SUBJECT",
     "PAYLOAD_TYPE",
     "PREDICATE_TYPE",
+    "REPO_ID_PATTERN",
     "STATEMENT_TYPE",
     "WEIGHTS_SUBJECT",
     "Claims",

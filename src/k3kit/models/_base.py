@@ -53,7 +53,9 @@ Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")]
 KitVersion = Annotated[
     str, Field(pattern=r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)([.-][0-9A-Za-z.-]+)?$")
 ]
-RepoId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
+# A hub repo id, ORG/NAME: the one pattern (the lock's field, and pin's check before any request).
+REPO_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
+RepoId = Annotated[str, Field(pattern=REPO_ID_PATTERN)]
 # Signed documents must not carry floats (RFC 8785 and JSON parsers disagree on them), and a
 # measured figure must keep the precision it was published with ("272.70" has two decimals), so
 # measurements are decimals that travel as strings ("7.4E+3" keeps two significant digits).

@@ -39,8 +39,8 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,7 @@ from k3kit.engines import (
     validate_env,
     validate_settings,
 )
-from k3kit.errors import EnvironmentProblem, InputError, VerificationError
+from k3kit.errors import EnvironmentProblem, InputError, UsageProblem, VerificationError
 from k3kit.formats.documents import (
     MAX_DOCUMENT_BYTES,
     parse_serve_config,
@@ -158,6 +158,46 @@ def read_site(path: Path) -> Site:
         host=values.get("HOST", "127.0.0.1"),
         port=int(values.get("PORT", "8000")),
     )
+
+
+@dataclass(frozen=True)
+class LaunchInputs:
+    """What a launch runs with once the site file has filled the gaps the caller left."""
+
+    site: Site
+    weights: Path
+    trust_keys: tuple[Path, ...]
+
+
+def launch_inputs(
+    site_file: Path | None,
+    *,
+    weights: Path | None = None,
+    trust_keys: Sequence[Path] = (),
+    root_given: bool = False,
+    host: str | None = None,
+    port: int | None = None,
+) -> LaunchInputs:
+    """The site-file fallbacks, one rule for every front door: values given win, then the
+    site's (``MODEL_DIR``, ``K3KIT_TRUST_KEY`` unless a root of trust is given, ``HOST``,
+    ``PORT``). Raises ``WEIGHTS_NOT_GIVEN`` (exit 3) or ``TRUST_EMPTY`` (exit 2) when neither
+    names the weights or anything to trust."""
+    site = read_site(site_file) if site_file is not None else Site()
+    chosen = weights or site.model_dir
+    if chosen is None:
+        raise InputError(
+            "no weights folder: pass --weights or set MODEL_DIR in --site", code="WEIGHTS_NOT_GIVEN"
+        )
+    site_key = (site.trust_key,) if site.trust_key and not root_given else ()
+    keys = tuple(trust_keys) or site_key
+    if not keys and not root_given:
+        raise UsageProblem(  # exit 2 in every verb (cli._shared.no_trust_given)
+            "no trusted key: pass --trust or --root, or set K3KIT_TRUST_KEY in --site",
+            code="TRUST_EMPTY",
+            hint="pass --trust with the publisher's public key (KEY.pub), or --root ROOT.json",
+        )
+    site = replace(site, host=host or site.host, port=port or site.port)
+    return LaunchInputs(site, chosen, keys)
 
 
 def parse_engine_env(data: bytes, *, source: str) -> dict[str, str]:

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel
 
 from k3kit.errors import InputError, UsageProblem, VerificationError
@@ -51,6 +50,7 @@ from k3kit.signing.sign import MAX_ENVELOPE_BYTES, parse_receipt, read_receipt, 
 from k3kit.signing.trust import RollbackPolicy, RootAnchor, Trust, sshsig
 from k3kit.signing.trust import rollback as rollback_state
 from k3kit.signing.trust.root import MAX_ROOT_BYTES, kit_roots
+from k3kit.signing.trust.source import TrustSource as TrustSource  # its home; re-exported
 from k3kit.weights import WeightsOptions, check_weights
 
 MAX_DOC_BYTES = MAX_DOCUMENT_BYTES
@@ -109,9 +109,6 @@ class Report:
             "checks": [c.as_json() for c in self.checks],
             **self.facts,
         }
-
-
-TrustSource = list[Ed25519PublicKey] | Trust | RootAnchor
 
 
 @dataclass

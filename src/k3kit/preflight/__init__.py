@@ -12,12 +12,13 @@ judged on cores, memory and instruction-set features instead (``_cpu``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from k3kit.engines import adapter
-from k3kit.errors import InputError
+from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_serve_config
 from k3kit.models import KitInfo, KitProfile
 from k3kit.node.verify import TrustSource, open_verified
@@ -149,3 +150,48 @@ __all__ = [
     "os_facts_from_json",
     "run_preflight",
 ]
+
+
+class NodeNotReady(VerificationError):
+    """Preflight refused the node for the profile about to launch (exit 1); ``report`` holds
+    every check, so a front door can show them."""
+
+    def __init__(self, report: PreflightReport) -> None:
+        failed = [c.name for c in report.checks if c.required and c.status != "pass"]
+        super().__init__(
+            f"this node cannot be shown to run profile {report.profile} ({report.topology}): "
+            f"{', '.join(failed)}",
+            code="NODE_NOT_READY",
+            hint="run `k3kit preflight` for the details, or launch with --no-preflight",
+        )
+        self.report = report
+
+
+def launch_node_check(
+    kit_dir: Path,
+    *,
+    trusted: TrustSource,
+    weights: Path | None = None,
+    rollback: RollbackPolicy | None = None,
+) -> Callable[[KitProfile], None]:
+    """The node check ``launch`` runs once the kit verified and its profile is chosen: preflight
+    for that profile and topology (verifying the kit again with the same trust, as every verb
+    that reads kit files does). Raises :class:`NodeNotReady` before any weight is hashed.
+
+    Why here: the CLI and :func:`k3kit.api.plan_launch` both pass this to
+    :func:`k3kit.node.launch.plan_launch`, so the node is refused by the same rule whichever door
+    the launch came through."""
+
+    def check(chosen: KitProfile) -> None:
+        report = run_preflight(
+            kit_dir,
+            chosen.name,
+            trusted=trusted,
+            rollback=rollback,
+            topology=chosen.topology,
+            weights=weights,
+        )
+        if not report.ok:
+            raise NodeNotReady(report)
+
+    return check

@@ -136,6 +136,19 @@ KIT_FOLDER = FolderRule(
 )
 
 
+def readme_signer_line(public_key: Path, principal: str) -> str:
+    """The ``allowed_signers`` line a kit README carries, so a buyer can check ``k3kit sshsig``'s
+    ``MANIFEST.json.sig`` with ssh-keygen alone. A principal that line cannot hold is
+    ``BAD_INPUT`` (exit 3), whichever front door (``build --ssh-signer``, ``api.build_kit``)."""
+    from k3kit.signing.keys import load_public
+    from k3kit.signing.trust.sshsig import allowed_signers_line
+
+    try:
+        return allowed_signers_line(load_public(public_key), principal)
+    except ValueError as exc:
+        raise InputError(f"--principal: {exc}", code="BAD_INPUT") from exc
+
+
 def refuse_replacing(out: Path, *, force: bool) -> None:
     """``--force`` replaces an empty folder or a k3kit kit, never anything else (the one rule of
     :func:`k3kit._fs.refuse_existing`; ``OUTPUT_NOT_A_KIT``, exit 3). Checked before rendering."""

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel
 
 from k3kit._canonical import strict_loads
@@ -33,6 +32,8 @@ from k3kit.node.verify import (
     verify_dir,
 )
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES
+from k3kit.signing.trust import RollbackPolicy
+from k3kit.signing.trust.source import TrustSource, has_trust
 
 ARCHIVE_SUFFIX = ".kit.tar.gz"
 UNSIGNED_SUFFIX = ".unsigned.kit.tar.gz"
@@ -147,14 +148,19 @@ def pack_kit(
     kit_dir: Path,
     output: Path | None = None,
     *,
-    trusted: list[Ed25519PublicKey] | None = None,
+    trusted: TrustSource | None = None,
     unsigned: bool = False,
     force: bool = False,
+    rollback: RollbackPolicy | None = None,
 ) -> Packed:
-    """Check ``kit_dir`` as the verifier would, then write its deterministic archive."""
+    """Check ``kit_dir`` as the verifier would, then write its deterministic archive.
+
+    ``trusted``: any trust source (keys, a ``Trust``, a root anchor); without one the signature
+    is not checked, and :attr:`Packed.checked` says so. A root of trust needs ``rollback``,
+    as in ``verify``."""
     info = _kit_info(kit_dir)
     if unsigned:
-        if trusted:
+        if has_trust(trusted):
             raise InputError("--unsigned and --trust exclude each other", code="PACK_OPTIONS")
         checked = _check_unsigned(kit_dir)
     elif not (kit_dir / RECEIPT_NAME).is_file():
@@ -163,8 +169,8 @@ def pack_kit(
             code="RECEIPT_MISSING",
             hint="run `k3kit sign` first, or pass --unsigned for a test archive named as such",
         )
-    elif trusted:
-        _refuse_failed(verify_dir(kit_dir, trusted))
+    elif has_trust(trusted):
+        _refuse_failed(verify_dir(kit_dir, trusted, rollback=rollback))
         checked = "receipt signature (trusted key), kit checksum, kit files, weight checksum"
     else:
         _refuse_failed(

@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._digest import sha256_hex
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import parse_document, read_bounded
@@ -28,6 +26,8 @@ from k3kit.node.verify import (
     signed_manifest_check,
     verify_dir,
 )
+from k3kit.signing.trust import RollbackPolicy
+from k3kit.signing.trust.source import TrustSource, has_trust
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,12 @@ def _check_verified(kit: Path, report: Report, digest: str) -> str:
     return next(c.detail for c in report.checks if c.id == "receipt_signature")
 
 
-def read_kit_lock(kit: Path, trusted: list[Ed25519PublicKey]) -> KitLock:
-    """The lock of ``kit``; with ``trusted`` keys, only after the kit verifies against them.
+def read_kit_lock(
+    kit: Path, trusted: TrustSource | None, *, rollback: RollbackPolicy | None = None
+) -> KitLock:
+    """The lock of ``kit``; with trust given (keys, a ``Trust`` or a root anchor: any
+    ``TrustSource``), only after the kit verifies against it; a root of trust needs
+    ``rollback`` (its promise of rollback protection fails closed without a state folder).
 
     What ``kit`` is comes from :func:`k3kit.formats.kitpath.classify`: a kit directory or archive,
     or a bare lock (``*.json``); a receipt is refused. An archive is extracted once, and the lock
@@ -87,7 +91,7 @@ def read_kit_lock(kit: Path, trusted: list[Ed25519PublicKey]) -> KitLock:
         )
     if kind == "lock":
         lock, digest = _read_lock(kit, label=str(kit), missing_code="LOCK_MISSING")
-        if trusted:
+        if has_trust(trusted):
             raise InputError(
                 "--trust needs a kit (directory or .kit.tar.gz); a bare lock has no signature",
                 code="TRUST_NEEDS_KIT",
@@ -96,15 +100,16 @@ def read_kit_lock(kit: Path, trusted: list[Ed25519PublicKey]) -> KitLock:
     try:
         # With --trust the archive's receipt and manifest are checked from its index, before a
         # forged manifest can budget any disk (the rule install and verify use).
-        check = signed_manifest_check(trusted, label=str(kit)) if trusted else None
+        check = signed_manifest_check(trusted, label=str(kit)) if has_trust(trusted) else None
         with open_kit(kit, authenticate=check) as opened:
             lock, digest = _read_lock(
                 opened.path / LOCK_NAME, label=f"{kit}: {LOCK_NAME}", missing_code="KIT_INCOMPLETE"
             )
-            if not trusted:
-                return KitLock(lock, digest, False, "not verified: no --trust key given")
-            signer = _check_verified(kit, verify_dir(opened.path, trusted, label=str(kit)), digest)
-            return KitLock(lock, digest, True, f"verified: {signer}")
+            if has_trust(trusted):
+                report = verify_dir(opened.path, trusted, label=str(kit), rollback=rollback)
+                signer = _check_verified(kit, report, digest)
+                return KitLock(lock, digest, True, f"verified: {signer}")
+            return KitLock(lock, digest, False, "not verified: no --trust key given")
     except KitNotVerified as exc:  # refused from its index: said as a failed verify always is
         _check_verified(kit, exc.report, "")
         raise

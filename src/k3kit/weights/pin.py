@@ -27,11 +27,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
+from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._digest import sha256_hex
+from k3kit._fs import atomic_write, refuse_existing
 from k3kit._pathpolicy import path_problem
 from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
-from k3kit.models import PinSource, WeightsLock, load
+from k3kit.models import REPO_ID_PATTERN, PinSource, WeightsLock, load
 from k3kit.weights import hash_tree, local_layout
 from k3kit.weights.layouts import Layout, repo_folder_name
 
@@ -41,6 +43,15 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_REPO_ID = re.compile(REPO_ID_PATTERN)
+
+
+def check_repo_id(repo: str) -> None:
+    """Refuse a repo id that is not ORG/NAME (``BAD_REPO_ID``, exit 3) before it is put into
+    a hub URL or a lock: a ``..`` or ``/`` in it would address another path on the hub. Both
+    front doors call this (``k3kit pin`` before anything else, the API through the pins)."""
+    if not _REPO_ID.match(repo):
+        raise InputError(f"{repo!r} is not a repo id of the form ORG/NAME", code="BAD_REPO_ID")
 
 
 def _check_snapshot(folder: Path, layout: Layout, repo: str, commit: str) -> None:
@@ -89,6 +100,23 @@ def local_selector(
     return keep
 
 
+def write_lock(lock: WeightsLock, path: Path, *, force: bool = False) -> str:
+    """Write ``lock`` as its canonical (RFC 8785) bytes, atomically; returns its sha256 (the
+    weight checksum a receipt signs). ``OUTPUT_EXISTS`` (exit 3) without ``force``."""
+    atomic_write(path, model_bytes(lock), force=force)
+    return sha256_of_model(lock)
+
+
+def pin_into(output: Path, make: Callable[[], WeightsLock], *, force: bool = False) -> WeightsLock:
+    """Pin into a lock file by the one rule both front doors follow: an existing ``output`` is
+    refused before ``make`` hashes a byte or sends a request (not after hours of hashing), then
+    the lock is written atomically."""
+    refuse_existing(output, force=force)
+    lock = make()
+    write_lock(lock, output, force=force)
+    return lock
+
+
 def pin_local(
     folder: Path,
     *,
@@ -105,6 +133,7 @@ def pin_local(
     The patterns are not recorded in the lock (a local pin's ``source`` has none): the lock's
     file list is the whole statement of what was pinned.
     """
+    check_repo_id(repo)
     if not _COMMIT.match(revision):
         raise InputError(
             f"--revision {revision!r} is not a 40-hex commit sha",
@@ -308,6 +337,7 @@ def pin_hub(
     on_file_done: Callable[[str, int], None] | None = None,
 ) -> WeightsLock:
     """Pin ``repo`` at the commit ``revision`` names now, from the hub's own metadata."""
+    check_repo_id(repo)
     commit = client.resolve(repo, revision)
     if not _HEX40.match(commit):
         raise _bad_answer(f"the hub resolved {revision!r} to {commit!r}, not a 40-hex commit")

@@ -8,6 +8,7 @@ the kit's own root chain); ``install`` and ``launch`` call :func:`check_and_reco
 from k3kit.signing.trust.policy import Revoked, Trust, TrustedKey
 from k3kit.signing.trust.rollback import Decision, RollbackPolicy, check, check_and_record, record
 from k3kit.signing.trust.root import RootAnchor, VerifiedRoot, kit_roots, trust_of, verify_root
+from k3kit.signing.trust.source import TrustSource, has_trust, resolve_trust
 
 __all__ = [
     "Decision",
@@ -15,12 +16,15 @@ __all__ = [
     "RollbackPolicy",
     "RootAnchor",
     "Trust",
+    "TrustSource",
     "TrustedKey",
     "VerifiedRoot",
     "check",
     "check_and_record",
+    "has_trust",
     "kit_roots",
     "record",
+    "resolve_trust",
     "trust_of",
     "verify_root",
 ]
