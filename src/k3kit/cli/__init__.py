@@ -3,7 +3,7 @@
 ``_app`` holds the group and the error mapping; the commands live in ``publish`` (keygen, pin,
 build, sign, pack), ``buyer`` (pull, verify), ``deploy`` (install, launch), ``review``
 (audit, demo), ``present`` (show, card, release-notes), ``accept``, ``trust`` (root …) and
-``signing`` (countersign, sshsig). Importing them here
+``signing`` (countersign, sshsig), ``engine`` (engine snapshot). Importing them here
 registers them on the group. Each command imports the library modules it needs inside its body,
 so `k3kit verify` never pays for huggingface_hub or jinja2.
 """
@@ -13,6 +13,7 @@ from k3kit.cli import (
     buyer,
     commerce,
     deploy,
+    engine,
     preflight,
     present,
     publish,
@@ -28,6 +29,7 @@ __all__ = [
     "cli",
     "commerce",
     "deploy",
+    "engine",
     "main",
     "preflight",
     "present",
