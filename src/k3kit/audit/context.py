@@ -10,6 +10,7 @@ files were read and what became of each; every rule asks it, never whether a kit
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
@@ -134,7 +135,7 @@ class RunView:
         if metric == "ttft":
             return [r.ttft_s for r in ok]
         if metric == "itl":
-            return [x for r in ok for x in r.itl_s]
+            return list(itertools.chain.from_iterable(r.itl_s for r in ok))  # C-speed flatten
         # Without ``latencies`` (older vLLM), E2E is rebuilt as TTFT + sum(ITL): the same
         # timestamps vLLM subtracted, so TPOT = sum(ITL) / (N - 1) is still its own number.
         if metric == "e2el":
