@@ -47,9 +47,20 @@ def _code(proc: subprocess.CompletedProcess[str]) -> str:
     return str(out["error"]["code"])
 
 
+#: New in the stand-in version too: a plain switch whose name suggests nothing.
+NEW_SWITCH: dict[str, object] = {
+    "action": "_StoreTrueAction",
+    "choices": None,
+    "dest": "fast_start",
+    "flags": ["--fast-start"],
+    "nargs": 0,
+    "type": None,
+}
+
+
 @pytest.fixture
 def wheel(tmp_path: Path) -> Path:
-    return fake_vllm_wheel(tmp_path, VERSION, extra=[NEW_FLAG])
+    return fake_vllm_wheel(tmp_path, VERSION, extra=[NEW_FLAG, NEW_SWITCH])
 
 
 @pytest.fixture
@@ -234,13 +245,27 @@ def test_a_new_flag_no_reviewer_classified_is_treated_as_loading_files(
     package = _package(tmp_path, extra_serve='scheduler-hook-module = "evil.hook"\n')
     proc = _build(golden, tmp_path, package, "--engine-snapshot", snap)
     assert proc.returncode == 3, proc.stderr
-    assert "`scheduler-hook-module` is not classified for this engine version" in proc.stderr
+    assert "`scheduler-hook-module` is not a flag of any engine version k3kit's" in proc.stderr
     declared = _package(
         tmp_path,
         extra_serve='scheduler-hook-module = "evil.hook"\n',
         loads='scheduler-hook-module = "our scheduler hook, shipped in the image"\n',
     )
     assert _build(golden, tmp_path, declared, "--engine-snapshot", snap).returncode == 0
+
+
+def test_a_new_switch_whose_name_suggests_nothing_still_needs_a_declaration(
+    golden: GoldenKit, snap: Path, tmp_path: Path
+) -> None:
+    # Nobody at k3kit reviewed --fast-start (no shipped version has it): a boolean can load code
+    # as well as a path can (trust-remote-code is one), so the name alone clears nothing.
+    package = _package(tmp_path, extra_serve="fast-start = true\n")
+    proc = _build(golden, tmp_path, package, "--engine-snapshot", snap)
+    assert proc.returncode == 3, proc.stderr
+    assert "`fast-start` is not a flag of any engine version" in proc.stderr
+    assert "[engine.loads]" in proc.stderr
+    off = _package(tmp_path, extra_serve="fast-start = false\n")  # off loads nothing
+    assert _build(golden, tmp_path, off, "--engine-snapshot", snap).returncode == 0
 
 
 # --- launch judges the kit by the snapshot inside it ---------------------------------------------

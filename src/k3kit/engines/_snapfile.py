@@ -171,31 +171,48 @@ def snapshot_sha256(doc: SnapshotFile) -> str:
 
 
 @cache
-def _reviewed(engine: str) -> tuple[dict[str, str], dict[str, str], frozenset[str], dict[str, str]]:
-    """The union of what every shipped version's review says loads, and what all call inert."""
-    tables = [snapshot(engine, v).loads for v in shipped_versions().get(engine, [])]
+def _reviewed(engine: str) -> tuple[LoadsTable, frozenset[str]]:
+    """What the shipped versions' reviews say: the union of their code and path entries (and
+    engine variables), the names every review marks inert, and every flag name they know."""
+    snaps = [snapshot(engine, v) for v in shipped_versions().get(engine, [])]
     code: dict[str, str] = {}
     path: dict[str, str] = {}
     env: dict[str, str] = {}
-    for table in tables:
-        code.update(table.code)
-        path.update(table.path)
-        env.update(table.env)
-    inert = frozenset.intersection(*(t.inert for t in tables)) if tables else frozenset()
-    return code, path, inert - set(code) - set(path), env
+    known: set[str] = set()
+    for snap in snaps:
+        code.update(snap.loads.code)
+        path.update(snap.loads.path)
+        env.update(snap.loads.env)
+        known.update(snap.options)
+    inert = frozenset.intersection(*(s.loads.inert for s in snaps)) if snaps else frozenset()
+    return LoadsTable(code, path, inert - set(code) - set(path), env), frozenset(known)
+
+
+_NOVEL = (
+    "is not a flag of any engine version k3kit's reviewers classified, so what it loads is unknown"
+)
+_SUSPECT_WHY = (
+    "is not classified for this engine version, and its name suggests it loads code or reads files"
+)
 
 
 def derived_loads(engine: str, names: list[str]) -> LoadsTable:
-    """The loads table for a supplied snapshot of ``engine`` with long option ``names``: the
-    reviewed tables' code and path entries, and every unreviewed name SUSPECT matches as a path."""
-    code, path, inert, env = _reviewed(engine)
+    """The loads table for a supplied snapshot of ``engine`` with long option ``names``.
+
+    The reviewed tables' code and path entries stand; on top, fail closed: a flag no shipped
+    version has (nobody reviewed what it does) and a flag whose name SUSPECT matches that no
+    review marks inert count as loading files, so setting either needs a declaration."""
+    reviewed, known = _reviewed(engine)
+    listed = set(reviewed.code) | set(reviewed.path)
     unreviewed = {
-        name: "is not classified for this engine version, and its name suggests it loads code "
-        "or reads files"
+        name: _NOVEL if name not in known else _SUSPECT_WHY
         for name in names
-        if SUSPECT.search(name) and name not in inert and name not in code and name not in path
+        if name not in listed
+        and (name not in known or (SUSPECT.search(name) and name not in reviewed.inert))
     }
-    return LoadsTable(dict(code), {**path, **unreviewed}, inert, dict(env))
+    return LoadsTable(
+        dict(reviewed.code), {**reviewed.path, **unreviewed}, reviewed.inert, dict(reviewed.env)
+    )
 
 
 def to_engine_snapshot(doc: SnapshotFile) -> EngineSnapshot:
