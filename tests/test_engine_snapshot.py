@@ -191,6 +191,12 @@ def test_build_and_sign_a_kit_for_the_version_that_ran_with_its_snapshot_signed_
     assert signed.returncode == 0, signed.stderr
     ok = run_k3kit("verify", kit, "--trust", golden.key.public, "--json")
     assert ok.returncode == 0, ok.stdout + ok.stderr
+    # ... and travels in the archive a buyer pulls, which verifies too.
+    archive = tmp_path / "kit.tar.gz"
+    packed = run_k3kit("pack", kit, "-o", archive, "--trust", golden.key.public)
+    assert packed.returncode == 0, packed.stderr
+    pulled = run_k3kit("verify", archive, "--trust", golden.key.public, "--json")
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
     # The signature covers the snapshot: a flag slipped into it afterwards fails verification.
     (kit / "engine-snapshot.json").write_bytes(inside.replace(b'"--grpc"', b'"--grpc","--x"'))
     bad = run_k3kit("verify", kit, "--trust", golden.key.public, "--json")
