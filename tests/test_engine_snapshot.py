@@ -30,6 +30,7 @@ from k3kit.signing.sign import sign_envelope
 from tests.conftest import EXAMPLE, FIXED_TIME, GoldenKit, run_k3kit
 from tests.enginewheel import fake_vllm_wheel
 from tests.launchkit import FakeEngine, engine_env
+from tests.realcorpus import case, claims_for
 
 VERSION = "0.25.1"
 NEW_FLAG: dict[str, object] = {
@@ -201,6 +202,61 @@ def test_build_and_sign_a_kit_for_the_version_that_ran_with_its_snapshot_signed_
     (kit / "engine-snapshot.json").write_bytes(inside.replace(b'"--grpc"', b'"--grpc","--x"'))
     bad = run_k3kit("verify", kit, "--trust", golden.key.public, "--json")
     assert bad.returncode == 1, bad.stdout
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        inner = ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items())
+        return "{ " + inner + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+def _claims_toml(doc: dict[str, object]) -> str:
+    """claims.toml as a publisher writes it, from the claims model's JSON form."""
+    lines = [f"{k} = {_toml_value(v)}" for k, v in doc.items() if not isinstance(v, dict | list)]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in doc.items() if k != "runs" and v == []]
+    lines.append(f"limitations = {_toml_value(doc['limitations'])}")
+    for key in ("definitions", "environment"):
+        lines.append(f"[{key}]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in doc[key].items()]  # type: ignore[attr-defined]
+    for name, workload in doc["workloads"].items():  # type: ignore[attr-defined]
+        lines.append(f"[workloads.{json.dumps(name)}]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in workload.items()]
+    for run in doc["runs"]:  # type: ignore[attr-defined]
+        lines.append("[[runs]]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in run.items()]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_real_vllm_0_25_1_result_is_signed_as_0_25_1_and_audits_clean(
+    golden: GoldenKit, snap: Path, tmp_path: Path
+) -> None:
+    # Issue 22 item 5: the receipt had to claim vLLM 0.33.0 for a file vLLM 0.25.1 wrote
+    # (tests/data/real/SOURCES.md). Now the kit pins the version that ran.
+    workload, row, data = case("vllm0251-opt125m-c2.json")
+    doc = claims_for([(workload, row, data)]).model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    doc["environment"]["engine_version"] = VERSION
+    # The publisher says what the tiny CI run did not cover (R30 asks it of any kit).
+    doc["limitations"].append("Only 48-token requests were measured; longer context was not.")
+    claims = tmp_path / "publisher" / "claims.toml"
+    (claims.parent / "results").mkdir(parents=True)
+    claims.write_text(_claims_toml(doc))
+    (claims.parent / row["evidence"]).write_bytes(data)
+    assert _build(golden, tmp_path, _package(tmp_path), "--engine-snapshot", snap).returncode == 0
+    kit = tmp_path / "kit"
+    signed = run_k3kit("sign", kit, "--key", golden.key.private, "--claims", claims)
+    assert signed.returncode == 0, signed.stderr
+    audited = run_k3kit("audit", kit, "--trust", golden.key.public, "--json")
+    assert audited.returncode == 0, audited.stdout[-2000:] + audited.stderr
+    findings = json.loads(audited.stdout)["findings"]
+    assert not [f for f in findings if f["severity"] == "error"]
+    assert (kit / "evidence" / f"{row['id']}.json").read_bytes() == data
 
 
 def test_build_refuses_a_snapshot_of_another_version(golden: GoldenKit, tmp_path: Path) -> None:
