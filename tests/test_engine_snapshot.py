@@ -155,6 +155,27 @@ def test_snapshot_verb_refuses_a_file_that_is_not_a_wheel(tmp_path: Path) -> Non
     assert proc.returncode == 3 and _code(proc) == "ENGINE_WHEEL_UNUSABLE", proc.stderr
 
 
+def test_snapshot_verb_reads_an_engine_that_logs_to_stdout_while_imported(tmp_path: Path) -> None:
+    chatty = 'print("INFO 12-01 00:00:00 [__init__.py:1] Automatically detected platform cpu.")\n'
+    wheel = fake_vllm_wheel(tmp_path, VERSION, members={"vllm/__init__.py": chatty})
+    out = tmp_path / "s.json"
+    proc = run_k3kit("engine", "snapshot", "--engine", "vllm", "--wheel", wheel, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_bytes())["version"] == VERSION
+
+
+def test_snapshot_verb_says_why_an_engine_that_cannot_import_was_not_read(tmp_path: Path) -> None:
+    broken = "import torch_that_is_not_installed\n"
+    wheel = fake_vllm_wheel(tmp_path, VERSION, members={"vllm/__init__.py": broken})
+    proc = run_k3kit(
+        "engine", "snapshot", "--engine", "vllm", "--wheel", wheel, "-o", tmp_path / "s.json",
+        "--json",
+    )  # fmt: skip
+    assert proc.returncode == 3 and _code(proc) == "ENGINE_WHEEL_UNUSABLE", proc.stderr
+    assert "torch_that_is_not_installed" in proc.stderr and "--python" in proc.stderr
+    assert not (tmp_path / "s.json").exists()
+
+
 def test_snapshot_verb_does_not_overwrite_without_force(wheel: Path, snap: Path) -> None:
     before = snap.read_bytes()
     proc = run_k3kit("engine", "snapshot", "--engine", "vllm", "--wheel", wheel, "-o", snap)

@@ -2,7 +2,8 @@
 
 ``k3kit engine snapshot`` runs this file with the interpreter that can import the engine (a venv
 with a CPU torch is enough: the parser does not touch a GPU), in a subprocess, with the unpacked
-wheel first on ``sys.path``. It prints one JSON object on stdout: the parser's options, the
+wheel first on ``sys.path``. It writes one JSON object to the file named by its third argument
+(not stdout: an engine may log there while it is imported): the parser's options, the
 engine's environment variables and registries, the modules it had to stub, and the module the
 parser was read from (relative to the wheel, so the caller can record that file's digest).
 
@@ -176,7 +177,7 @@ def _first(*ways: Callable[[], Found]) -> Found:
 
 
 def main(argv: list[str]) -> int:
-    engine, root = argv[1], argv[2]
+    engine, root, result = argv[1], argv[2], argv[3]
     sys.path.insert(0, root)
     stubbed = _stub(STUBS[engine])
     (parser, source), env_vars, regs = vllm() if engine == "vllm" else sglang()
@@ -191,7 +192,8 @@ def main(argv: list[str]) -> int:
         "parser_source": os.path.relpath(real_source, real_root) if inside else "",
         "python": sys.version.split()[0],
     }
-    sys.stdout.write(json.dumps(out, sort_keys=True))
+    with open(result, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(out, sort_keys=True))
     return 0
 
 

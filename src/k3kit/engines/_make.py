@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from k3kit._version import __version__
-from k3kit.engines._snapfile import SnapshotFile, SnapshotProvenance
+from k3kit.engines._snapfile import SnapshotFile
 from k3kit.errors import InputError
 from k3kit.models import load
 
@@ -82,9 +82,10 @@ def _unpack(wheel: Path, engine: str, into: Path) -> str:
 
 def _introspect(engine: str, python: str, root: Path) -> dict[str, Any]:
     script = Path(__file__).with_name("_introspect.py")
+    result = root.parent / "introspected.json"
     try:
         done = subprocess.run(
-            [python, "-I", str(script), engine, str(root)],
+            [python, "-I", str(script), engine, str(root), str(result)],
             capture_output=True,
             timeout=INTROSPECT_TIMEOUT_S,
             check=False,
@@ -104,8 +105,17 @@ def _introspect(engine: str, python: str, root: Path) -> dict[str, Any]:
             code="ENGINE_WHEEL_UNUSABLE",
             hint="run with a --python whose site-packages hold the engine's dependencies",
         )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    try:
+        found = json.loads(result.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(
+            f"{engine}'s parser gave no readable result: {exc}",
+            code="ENGINE_WHEEL_UNUSABLE",
+            hint="run with a --python that can import the engine",
+        ) from exc
+    if not isinstance(found, dict):
+        raise InputError(f"{engine}'s parser gave no object", code="ENGINE_WHEEL_UNUSABLE")
+    return found
 
 
 def _sha256_file(path: Path) -> tuple[str, int]:
@@ -126,7 +136,8 @@ def make_snapshot(
         raise _unusable(wheel, "is not a .whl file")
     wheel_sha256, wheel_bytes = _sha256_file(wheel)
     with tempfile.TemporaryDirectory(prefix="k3kit-wheel-") as tmp:
-        root = Path(tmp)
+        root = Path(tmp) / "wheel"
+        root.mkdir()
         found = _unpack(wheel, engine, root)
         if version is not None and found != version:
             raise _unusable(
@@ -134,27 +145,27 @@ def make_snapshot(
             )
         raw = _introspect(engine, python, root)
         source = str(raw.get("parser_source") or "")
-        if not source or not (root / source).is_file():
+        if not source or ".." in Path(source).parts or not (root / source).is_file():
             raise _unusable(wheel, "the engine's parser was not read from this wheel's files")
         source_sha256, _ = _sha256_file(root / source)
-    provenance = SnapshotProvenance(
-        wheel=wheel.name,
-        wheel_sha256=wheel_sha256,
-        wheel_bytes=wheel_bytes,
-        parser=_PARSERS[engine],
-        parser_source=source,
-        parser_source_sha256=source_sha256,
-        python=str(raw.get("python", "")),
-        stubbed=list(raw.get("stubbed", [])),
-        generated_on=today,
-        generated_by=f"k3kit {__version__}",
-    )
+    provenance = {
+        "wheel": wheel.name,
+        "wheel_sha256": wheel_sha256,
+        "wheel_bytes": wheel_bytes,
+        "parser": _PARSERS[engine],
+        "parser_source": source,
+        "parser_source_sha256": source_sha256,
+        "python": raw.get("python"),
+        "stubbed": raw.get("stubbed"),
+        "generated_on": today,
+        "generated_by": f"k3kit {__version__}",
+    }
     doc = {
         "engine": engine,
         "version": found,
         "options": raw.get("options"),
         "env_vars": raw.get("env_vars"),
         "registries": raw.get("registries"),
-        "provenance": provenance.model_dump(),
+        "provenance": provenance,
     }
     return load(SnapshotFile, doc, source=f"{wheel.name}'s parser", code="ENGINE_WHEEL_UNUSABLE")
