@@ -120,6 +120,11 @@ class KitCode(ErrorCode):
         _FAIL,
         "a signed setting loads code or files from outside the kit, undeclared",
     )
+    ENGINE_SNAPSHOT_REFUSED = (
+        "ENGINE_SNAPSHOT_REFUSED",
+        _FAIL,
+        "a kit's engine-snapshot.json is malformed or not the one kit.json names",
+    )
     MANIFEST_MALFORMED = "MANIFEST_MALFORMED", _FAIL, "MANIFEST.json is malformed"
     EVIDENCE_FILE_CHANGED = (
         "EVIDENCE_FILE_CHANGED",
@@ -315,6 +320,16 @@ class InputCode(ErrorCode):
     )
     ENGINE_SETTING_INVALID = "ENGINE_SETTING_INVALID", _INPUT, "a flag the engine refuses"
     ENGINE_UNKNOWN = "ENGINE_UNKNOWN", _INPUT, "no flag snapshot for the engine"
+    ENGINE_SNAPSHOT_INVALID = (
+        "ENGINE_SNAPSHOT_INVALID",
+        _INPUT,
+        "an --engine-snapshot file is malformed or for another engine version",
+    )
+    ENGINE_WHEEL_UNUSABLE = (
+        "ENGINE_WHEEL_UNUSABLE",
+        _INPUT,
+        "the engine wheel cannot be read, or its parser not introspected",
+    )
     ENV_VALUE = "ENV_VALUE", _INPUT, "a value that cannot be written to an env file"
     INPUT_MISSING = "INPUT_MISSING", _INPUT, "an input file is absent"
     NOTHING_TO_PIN = "NOTHING_TO_PIN", _INPUT, "the selection matches no file"

@@ -166,7 +166,9 @@ def _length_check(
             # max(RETOKENIZE_ABS tokens, 10%) outside the declared range a false claim. The
             # range is the tool's own (Workload.length_range: vLLM's and SGLang's differ).
             lo, hi = span
-            worst = max(max(lo - v, v - hi, Fraction(0)) for v in values)
+            # Only the extremes can be furthest outside [lo, hi] (exact, without a Fraction per
+            # request: 10,000 requests made this rule the slowest of the audit).
+            worst = max(lo - min(values), max(values) - hi, Fraction(0))
             if worst > max(Fraction(RETOKENIZE_ABS), declared * Fraction(1, 100)):
                 error = worst > max(Fraction(RETOKENIZE_ABS), declared * Fraction(1, 10))
                 severity = out.error if error else out.warning

@@ -36,9 +36,9 @@ def _itl_hint(rv: RunView, key: str, value: Interval) -> str:
     tool = rv.tool("itl", key)
     if tool is not None:
         candidates.append(Interval.measured(tool))
-    samples = rv.samples_s("itl")
-    if samples:
-        candidates.append(Interval.measured(statistic(sorted(samples), key)))
+    ordered = rv.ordered_s("itl")
+    if ordered:
+        candidates.append(Interval.measured(statistic(ordered, key)))
     for candidate in candidates:
         if value.overlaps(candidate):
             return (
@@ -149,7 +149,7 @@ def tpot(ctx: Context, out: Out) -> None:
                 )
         samples = rv.samples_s("tpot")
         if samples:
-            ordered = sorted(samples)
+            ordered = rv.ordered_s("tpot") or []
             for key in tool_keys(rv, "tpot"):
                 tool = rv.tool("tpot", key)
                 assert tool is not None
@@ -220,6 +220,14 @@ RETOKENIZE_REL, RETOKENIZE_RUN = Fraction(5, 100), Fraction(1, 100)
 # (measured for the real-engine issue, 21). Up to MERGE_RUN is a warning (merging, or lengths
 # inflated by that much); beyond it, without speculative decoding, it is an error.
 MERGE_RUN = Fraction(115, 100)
+
+
+def _crowded(chunks: int, tokens: int) -> bool:
+    """More chunks than tokens beyond max(RETOKENIZE_ABS, RETOKENIZE_REL x tokens): in integers,
+    exactly as the Fraction comparison, without building Fractions for every request."""
+    extra = chunks - tokens
+    rel = RETOKENIZE_REL
+    return extra > RETOKENIZE_ABS and extra * rel.denominator > rel.numerator * tokens
 
 
 def _tail_fits(r: Request) -> bool:
@@ -306,12 +314,7 @@ def itl_chunks(ctx: Context, out: Out) -> None:
                     "TTFT + sum(ITL) <= E2E <= TTFT + sum(ITL) + max(ITL), ±1 ms",
                     f"{len(gaps)} mismatches",
                 )
-            crowded = [
-                r
-                for r in ok
-                if Fraction(len(r.itl_s) + 1 - r.output_len)
-                > max(Fraction(RETOKENIZE_ABS), RETOKENIZE_REL * r.output_len)
-            ]
+            crowded = [r for r in ok if _crowded(len(r.itl_s) + 1, r.output_len)]
             if crowded:
                 out.error(
                     rv.id,

@@ -10,13 +10,14 @@ files were read and what became of each; every rule asks it, never whether a kit
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from functools import cached_property
 
 from k3kit.audit.numbers import Interval
-from k3kit.audit.stats import mean, percentile, pstdev
+from k3kit.audit.stats import Ordered, mean, percentile, pstdev
 from k3kit.evidence import Request, RunData
 from k3kit.models import (
     EvidenceSummary,
@@ -117,6 +118,16 @@ class RunView:
         value: list[float] | None = cache[metric]
         return value
 
+    def ordered_s(self, metric: str) -> list[float] | None:
+        """:meth:`samples_s` sorted, once per run and metric: R16, R19 and R20 each need the
+        order statistics, and 10,000 requests carry over a million ITL samples."""
+        cache = self.__dict__.setdefault("_ordered_cache", {})
+        if metric not in cache:
+            samples = self.samples_s(metric)
+            cache[metric] = Ordered(sorted(samples)) if samples is not None else None
+        value: list[float] | None = cache[metric]
+        return value
+
     def _samples(self, metric: str) -> list[float] | None:
         ok = self.successes
         if ok is None:
@@ -124,7 +135,7 @@ class RunView:
         if metric == "ttft":
             return [r.ttft_s for r in ok]
         if metric == "itl":
-            return [x for r in ok for x in r.itl_s]
+            return list(itertools.chain.from_iterable(r.itl_s for r in ok))  # C-speed flatten
         # Without ``latencies`` (older vLLM), E2E is rebuilt as TTFT + sum(ITL): the same
         # timestamps vLLM subtracted, so TPOT = sum(ITL) / (N - 1) is still its own number.
         if metric == "e2el":
@@ -294,9 +305,9 @@ def build_context(
 def statistic(sorted_s: list[float], key: str, method: str = "numpy-linear") -> float:
     """A summary statistic in ms of samples in seconds, computed as vLLM does (x 1000 last)."""
     if key == "mean":
-        return mean(sorted_s) * 1000
+        return (sorted_s.mean if isinstance(sorted_s, Ordered) else mean(sorted_s)) * 1000
     if key == "std":
-        return pstdev(sorted_s) * 1000
+        return (sorted_s.std if isinstance(sorted_s, Ordered) else pstdev(sorted_s)) * 1000
     if key == "max":
         return sorted_s[-1] * 1000
     p = 50.0 if key in ("median", "p50") else float(key[1:])

@@ -62,7 +62,7 @@ def recompute(ctx: Context, out: Out) -> None:
             samples = rv.samples_s(metric)
             if not samples:
                 continue
-            ordered = sorted(samples)
+            ordered = rv.ordered_s(metric) or []
             bounds = rv.rebuilt_bounds(metric)
             for key in tool_keys(rv, metric):
                 tool = rv.tool(metric, key)
@@ -232,7 +232,7 @@ def median_ci(ctx: Context, out: Out) -> None:
             lo, hi, coverage = ranks
             samples = rv.samples_s(metric)
             if samples and len(samples) == n:
-                ordered = sorted(samples)
+                ordered = rv.ordered_s(metric) or []
                 values = f"[{num(ordered[lo - 1] * 1000)}, {num(ordered[hi - 1] * 1000)}] ms"
             else:
                 values = "(values need per-request evidence)"

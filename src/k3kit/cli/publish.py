@@ -222,6 +222,12 @@ def pin(
     show_default=True,
     help="Name in that allowed_signers line.",
 )
+@click.option(
+    "--engine-snapshot",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="For an engine version k3kit ships no flag data for: the snapshot from `k3kit engine "
+    "snapshot`; settings are checked against it and it is signed into the kit.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @handle_errors
 def build(
@@ -232,6 +238,7 @@ def build(
     model_config: Path | None,
     ssh_signer: Path | None,
     principal: str,
+    engine_snapshot: Path | None,
     as_json: bool,
 ) -> None:
     """Render a deterministic kit directory from PACKAGE (package.toml) and a lock.
@@ -246,7 +253,13 @@ def build(
 
     allowed = readme_signer_line(ssh_signer, principal) if ssh_signer is not None else None
     manifest = build_kit(
-        package, lock, output, force=force, model_config=model_config, allowed_signers=allowed
+        package,
+        lock,
+        output,
+        force=force,
+        model_config=model_config,
+        allowed_signers=allowed,
+        engine_snapshot=engine_snapshot,
     )
     digest = kit_checksum(manifest)
     if as_json:

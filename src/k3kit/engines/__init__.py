@@ -13,6 +13,15 @@ from __future__ import annotations
 from k3kit._registry import import_members
 from k3kit.engines._adapter import ENGINES, EngineAdapter, Parallel, Runtime, engine
 from k3kit.engines._probe import VERSION_TIMEOUT_S, how_it_ended, probe_version
+from k3kit.engines._snapfile import (
+    KIT_SNAPSHOT_NAME,
+    MAX_SNAPSHOT_BYTES,
+    SnapshotFile,
+    parse_snapshot_file,
+    snapshot_file_bytes,
+    snapshot_sha256,
+    to_engine_snapshot,
+)
 from k3kit.engines._snapshot import EngineSnapshot, Option, closest, shipped_versions, snapshot
 from k3kit.engines._validate import Review, review_profile, validate_env, validate_settings
 
@@ -28,6 +37,8 @@ def adapter(name: str) -> EngineAdapter:
 __all__ = [
     "ADAPTERS",
     "ENGINES",
+    "KIT_SNAPSHOT_NAME",
+    "MAX_SNAPSHOT_BYTES",
     "VERSION_TIMEOUT_S",
     "EngineAdapter",
     "EngineSnapshot",
@@ -35,14 +46,19 @@ __all__ = [
     "Parallel",
     "Review",
     "Runtime",
+    "SnapshotFile",
     "adapter",
     "closest",
     "engine",
     "how_it_ended",
+    "parse_snapshot_file",
     "probe_version",
     "review_profile",
     "shipped_versions",
     "snapshot",
+    "snapshot_file_bytes",
+    "snapshot_sha256",
+    "to_engine_snapshot",
     "validate_env",
     "validate_settings",
 ]

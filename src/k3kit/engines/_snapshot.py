@@ -85,8 +85,9 @@ def snapshot(engine: str, version: str) -> EngineSnapshot:
         raise InputError(
             f"no flag snapshot for {engine} {version}",
             code="ENGINE_UNKNOWN",
-            hint=f"k3kit ships snapshots for {listing}; scripts/engine_snapshot.py makes one "
-            "from the engine's wheel (and ENGINE-VERSION-loads.json classifies its flags)",
+            hint=f"k3kit ships snapshots for {listing}; for another version, make one from the "
+            "engine's wheel with `k3kit engine snapshot --engine ENGINE --wheel WHEEL -o FILE` "
+            "and pass it to build as --engine-snapshot FILE",
         ) from exc
     options: dict[str, Option] = {}
     for opt in flags["options"]:

@@ -10,6 +10,7 @@ claim nobody can check.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,9 @@ class RunData:
         return "raw" if self.requests is not None else "summary"
 
 
+_FLOAT_ONLY = frozenset({float})
+
+
 class Reader:
     """Typed access to one record of a tool's output; every complaint names the file and key."""
 
@@ -92,6 +96,12 @@ class Reader:
         if not abs(value) <= MAX_MAGNITUDE:  # also refuses NaN, whatever let it through
             raise self.fail(key, f"{value!r} is outside +/-{MAX_MAGNITUDE:g}")
         return value
+
+    def _bounded(self, key: str, floats: list[float]) -> None:
+        """:meth:`number`'s bound for a float-only array, in C: the largest magnitude, and no NaN
+        (which ``max`` would pass over)."""
+        if floats and (not max(map(abs, floats)) <= MAX_MAGNITUDE or any(map(math.isnan, floats))):
+            raise self.fail(key, f"a value is outside +/-{MAX_MAGNITUDE:g}")
 
     def count(self, key: str, value: Any) -> int:
         if isinstance(value, float) and value.is_integer() and value >= 0:
@@ -128,15 +138,19 @@ class Reader:
         if kind == "count":
             return [self.count(key, v) for v in value]
         if kind == "number":
+            if set(map(type, value)) <= _FLOAT_ONLY:  # the common case, checked in bulk
+                self._bounded(key, value)
+                return list(value)
             return [float(self.number(key, v)) for v in value]
         if kind == "numbers":
             out = []
             for item in value:
                 if not isinstance(item, list):
                     raise self.fail(key, "expected an array of arrays")
-                if all(type(v) is float for v in item):  # the common case, checked in bulk
-                    if item and max(map(abs, item)) > MAX_MAGNITUDE:
-                        raise self.fail(key, f"a value is outside +/-{MAX_MAGNITUDE:g}")
+                # The common case, checked in bulk: one C pass over the item's types (a Python
+                # test per value cost a second on 10,000 requests' 1.3 million chunk gaps).
+                if set(map(type, item)) <= _FLOAT_ONLY:
+                    self._bounded(key, item)
                     out.append(tuple(item))
                 else:
                     out.append(tuple(float(self.number(key, v)) for v in item))

@@ -44,20 +44,30 @@ def _finite(text: str) -> float:
     return value
 
 
+_CONTAINERS = frozenset({dict, list})
+
+
 def _depth(obj: Any, finite: bool = True) -> None:
-    """Depth cap, and every float finite (1e999 parses to inf without a per-float callback)."""
+    """Depth cap, and every float finite (1e999 parses to inf without a per-float callback).
+
+    Each container's values are typed in one C pass (``set(map(type, ...))``): a 10,000-request
+    vLLM file holds ~1.3 million chunk gaps in 10,000 float-only arrays, and a Python test per
+    value made this walk cost more than the parse itself."""
     stack: list[tuple[Any, int]] = [(obj, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise _Bad(f"nesting deeper than {MAX_DEPTH}")
-        if not isinstance(node, dict | list):
+        if type(node) not in _CONTAINERS:
             continue
-        values = list(node.values()) if isinstance(node, dict) else node
-        floats = [v for v in values if type(v) is float]
-        if finite and floats and not math.isfinite(max(map(abs, floats))):
-            raise _Bad("a number does not fit a 64-bit float")
-        stack.extend((v, depth + 1) for v in values if isinstance(v, dict | list))
+        values = list(node.values()) if type(node) is dict else node
+        kinds = set(map(type, values))
+        if finite and float in kinds:
+            floats = values if len(kinds) == 1 else [v for v in values if type(v) is float]
+            if not math.isfinite(max(map(abs, floats))):
+                raise _Bad("a number does not fit a 64-bit float")
+        if kinds & _CONTAINERS:
+            stack.extend([(v, depth + 1) for v in values if type(v) in _CONTAINERS])
 
 
 def _strict(text: str) -> Any:

@@ -47,12 +47,25 @@ class KitWeights(Frozen):
     total_bytes: NonNegInt
 
 
+class KitEngineSnapshot(Frozen):
+    """The publisher-supplied engine snapshot the kit's settings were validated against (for an
+    engine version k3kit ships no flag data for): the kit file and its digest, and the wheel it
+    was read from. Absent when k3kit's own snapshot of the pinned version was used."""
+
+    path: Literal["engine-snapshot.json"] = "engine-snapshot.json"
+    sha256: Sha256Hex
+    wheel: str = Field(pattern=r"^[A-Za-z0-9_.+-]{1,200}\.whl$")
+    wheel_sha256: Sha256Hex
+    generated_on: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+
+
 class KitInfo(Frozen):
     schema_: Literal["k3kit.kit/v1"] = Field(alias="schema", default="k3kit.kit/v1")
     package: PackageInfo
     model: ModelInfo
     hardware: HardwareTarget
     engine: EnginePin
+    engine_snapshot: KitEngineSnapshot | None = None
     weights: KitWeights
     profiles: list[KitProfile]
     model_config_facts: ModelConfigFacts | None = None

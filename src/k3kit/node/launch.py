@@ -49,12 +49,16 @@ from k3kit._fs import atomic_write, placeable_by_others, private_dir
 from k3kit._text import shown
 from k3kit.engines import (
     ADAPTERS,
+    MAX_SNAPSHOT_BYTES,
     EngineAdapter,
+    EngineSnapshot,
     Parallel,
     Runtime,
+    parse_snapshot_file,
     probe_version,
     review_profile,
     snapshot,
+    to_engine_snapshot,
     validate_env,
     validate_settings,
 )
@@ -66,7 +70,7 @@ from k3kit.formats.documents import (
     read_kit_documents,
     read_listed,
 )
-from k3kit.models import EnginePin, KitInfo, KitProfile
+from k3kit.models import EnginePin, KitInfo, KitProfile, Manifest
 from k3kit.node.site import HOST_PATTERN, site_values
 from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_dir
 from k3kit.signing.trust import RollbackPolicy
@@ -336,8 +340,43 @@ def check_address(site: Site) -> None:
         )
 
 
+def kit_engine_snapshot(kit_dir: Path, manifest: Manifest, info: KitInfo) -> EngineSnapshot:
+    """The snapshot the kit was built against: k3kit's own for a shipped version, else the
+    publisher's ``engine-snapshot.json`` (signed, listed, and the one ``kit.json`` names by
+    digest). Its loads table is k3kit's derivation, never the file's (:mod:`k3kit.engines`).
+
+    Raises ``VerificationError`` ``ENGINE_SNAPSHOT_REFUSED`` (exit 1) for a file that is not the
+    named one, does not parse strictly, or is for another engine or release."""
+    ref = info.engine_snapshot
+    if ref is None:
+        return snapshot(info.engine.name, info.engine.version)
+    data = read_listed(kit_dir, manifest, ref.path, max_bytes=MAX_SNAPSHOT_BYTES)
+    hint = "ask the publisher for a kit built with a snapshot made by `k3kit engine snapshot`"
+    if hashlib.sha256(data).hexdigest() != ref.sha256:
+        raise VerificationError(
+            f"{ref.path} is not the snapshot kit.json names (sha256 {ref.sha256[:16]}...)",
+            code="ENGINE_SNAPSHOT_REFUSED",
+            hint=hint,
+        )
+    doc = parse_snapshot_file(
+        data, source=ref.path, error=VerificationError, code="ENGINE_SNAPSHOT_REFUSED"
+    )
+    if doc.engine != info.engine.name or doc.version != info.engine.release:
+        raise VerificationError(
+            f"{ref.path} is for {doc.engine} {doc.version}, but the kit pins "
+            f"{info.engine.name} {info.engine.version}",
+            code="ENGINE_SNAPSHOT_REFUSED",
+            hint=hint,
+        )
+    return to_engine_snapshot(doc)
+
+
 def check_settings(
-    info: KitInfo, config: bytes, engine_env: Mapping[str, str], folder: str
+    info: KitInfo,
+    config: bytes,
+    engine_env: Mapping[str, str],
+    folder: str,
+    snap: EngineSnapshot | None = None,
 ) -> dict[str, str]:
     """The verified profile judged by the build's value rules (a kit signed by an older k3kit
     never was); returns what it loads from outside the kit, with the publisher's reasons.
@@ -345,7 +384,7 @@ def check_settings(
     Raises ``VerificationError`` ``ENGINE_SETTING_REFUSED`` / ``ENGINE_VALUE_IS_OPTION`` /
     ``ENGINE_LOADS_UNDECLARED`` (exit 1).
     """
-    snap = snapshot(info.engine.name, info.engine.version)
+    snap = snap or snapshot(info.engine.name, info.engine.version)
     settings = parse_serve_config(config, source=f"{folder}/serve.yaml")
     where = f"{folder}/serve.yaml"
     # The build's own rules first: a flag k3kit's launcher sets (``load-format``, paths, binding),
@@ -451,7 +490,8 @@ def plan_launch(
         raise VerificationError(
             f"no launcher for engine {info.engine.name!r}", code="ENGINE_NO_LAUNCHER"
         )
-    loads = check_settings(info, config, engine_env, folder)
+    snap = kit_engine_snapshot(kit_dir, manifest, info)
+    loads = check_settings(info, config, engine_env, folder, snap)
     executable = _engine_path(engine, base_env)
     private = runtime_real
     tmp = private_dir(private / "tmp", what="runtime folder", code="RUNTIME_DIR_UNSAFE")

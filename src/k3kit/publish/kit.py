@@ -30,6 +30,15 @@ from k3kit._fs import (
     walk,
 )
 from k3kit._version import __version__
+from k3kit.engines import (
+    KIT_SNAPSHOT_NAME,
+    MAX_SNAPSHOT_BYTES,
+    SnapshotFile,
+    parse_snapshot_file,
+    snapshot_file_bytes,
+    snapshot_sha256,
+    to_engine_snapshot,
+)
 from k3kit.errors import InputError, VerificationError
 from k3kit.evidence import MAX_EVIDENCE_BYTES
 from k3kit.formats.documents import (
@@ -163,6 +172,7 @@ def build(
     force: bool = False,
     model_config: Path | None = None,
     allowed_signers: str | None = None,
+    engine_snapshot: Path | None = None,
 ) -> Manifest:
     """Render and write a kit directory; returns its manifest.
 
@@ -173,8 +183,14 @@ def build(
 
     ``model_config`` is the weights' ``config.json``: accepted only when its sha256 is the one
     the lock lists, then its context length, layers and KV heads are checked and recorded.
+
+    ``engine_snapshot`` is a snapshot file from ``k3kit engine snapshot`` for the pinned engine
+    version: settings are checked against it, and it is copied into the kit as
+    ``engine-snapshot.json`` and named with its digest in ``kit.json``, so the signature covers
+    what the kit was validated against and launch checks the same file.
     """
     pkg = load_toml(package_path, PackageDef)
+    supplied = _supplied_snapshot(engine_snapshot, pkg) if engine_snapshot is not None else None
     lock = load_lock(lock_path)
     if lock.repo != pkg.model.repo:
         raise InputError(
@@ -183,7 +199,9 @@ def build(
         )
     deploy = chosen_targets(pkg)
     facts = read_model_config(model_config, lock) if model_config is not None else None
-    targets, problems = plan_targets(pkg, facts)
+    targets, problems = plan_targets(
+        pkg, facts, to_engine_snapshot(supplied) if supplied is not None else None
+    )
     problems += check_model(pkg, lock, facts)
     if problems:
         raise InputError(
@@ -229,6 +247,7 @@ def build(
         KitInfo,
         {
             **base,
+            "engine_snapshot": _snapshot_ref(supplied),
             "profiles": profiles,
             "model_config_facts": facts,
             "price": pkg.price,
@@ -250,6 +269,8 @@ def build(
     rendered["site.example.env"] = (render(env, "kit/site.example.env.j2", ctx), 0o644)
     rendered["kit.json"] = (model_bytes(info), 0o644)
     rendered["weights.lock.json"] = (model_bytes(lock), 0o644)
+    if supplied is not None:
+        rendered[KIT_SNAPSHOT_NAME] = (snapshot_file_bytes(supplied), 0o644)
 
     stage = staging_dir(out)
     try:
@@ -262,6 +283,42 @@ def build(
         raise
     replace_dir(stage, out, force=force, folder=KIT_FOLDER)
     return manifest
+
+
+def _supplied_snapshot(path: Path, pkg: PackageDef) -> SnapshotFile:
+    """A publisher's snapshot file, strictly parsed, for exactly the pinned engine release
+    (``ENGINE_SNAPSHOT_INVALID``, exit 3)."""
+    data = read_capped(
+        path,
+        MAX_SNAPSHOT_BYTES,
+        what="engine snapshot",
+        error=InputError,
+        code="ENGINE_SNAPSHOT_INVALID",
+    )
+    doc = parse_snapshot_file(
+        data, source=str(path), error=InputError, code="ENGINE_SNAPSHOT_INVALID"
+    )
+    if doc.engine != pkg.engine.name or doc.version != pkg.engine.release:
+        raise InputError(
+            f"{path}: is a snapshot of {doc.engine} {doc.version}, but the package pins "
+            f"{pkg.engine.name} {pkg.engine.version}",
+            code="ENGINE_SNAPSHOT_INVALID",
+            hint="make the snapshot from the wheel of the version the package pins "
+            "(k3kit engine snapshot --engine ENGINE --wheel WHEEL -o FILE)",
+        )
+    return doc
+
+
+def _snapshot_ref(doc: SnapshotFile | None) -> dict[str, str] | None:
+    if doc is None:
+        return None
+    return {
+        "path": KIT_SNAPSHOT_NAME,
+        "sha256": snapshot_sha256(doc),
+        "wheel": doc.provenance.wheel,
+        "wheel_sha256": doc.provenance.wheel_sha256,
+        "generated_on": doc.provenance.generated_on,
+    }
 
 
 def _read_kit_doc(kit_dir: Path, name: str, model: type[M]) -> M:

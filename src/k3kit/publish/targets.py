@@ -88,10 +88,15 @@ def check_model(pkg: PackageDef, lock: WeightsLock, facts: ModelConfigFacts | No
     return problems
 
 
-def plan_targets(pkg: PackageDef, facts: ModelConfigFacts | None) -> tuple[list[Target], list[str]]:
-    """Every profile × topology to render, and every problem found (file-relative keys)."""
+def plan_targets(
+    pkg: PackageDef, facts: ModelConfigFacts | None, snap: EngineSnapshot | None = None
+) -> tuple[list[Target], list[str]]:
+    """Every profile × topology to render, and every problem found (file-relative keys).
+
+    ``snap`` is a publisher-supplied snapshot of the pinned version (checked by the caller to be
+    that engine and release); without one, k3kit's own snapshot of the version is used."""
     eng = adapter(pkg.engine.name)
-    snap = snapshot(pkg.engine.name, pkg.engine.version)
+    snap = snap or snapshot(pkg.engine.name, pkg.engine.version)
     problems: list[str] = []
     shapes = pkg.shapes
     reviews: dict[str, Review] = {}
