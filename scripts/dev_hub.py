@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import signal
 import sys
 import threading
@@ -32,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone's tests/ package
 
+from tests.portfile import check_port_file, write_port_file
 from tests.testhub.server import TestHub
 
 
@@ -53,13 +53,6 @@ def _lock_files(lock: Path, weights: Path) -> tuple[str, str, dict[str, Path]]:
     return repo, commit, files
 
 
-def _write_port(path: Path, port: int) -> None:
-    """Written whole (temp file, then rename), so a reader never sees half a number."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"{port}\n", encoding="ascii")
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/dev_hub.py",
@@ -72,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--port-file", type=Path, help="write the API port here once serving")
     args = parser.parse_args(argv)
+    if args.port_file is not None:  # before any work: a refused file leaves nothing running
+        check_port_file("dev_hub", args.port_file)
     repo, commit, files = _lock_files(args.lock, args.weights)
     hub = TestHub()
     hub.commit(repo, files, sha=commit)
@@ -81,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dev hub: {repo}@{commit} ({len(files)} files) at {hub.url}", flush=True)
         print(f"  HF_ENDPOINT={hub.url} k3kit pull ...   (Ctrl-C stops it)", flush=True)
         if args.port_file is not None:
-            _write_port(args.port_file, int(hub.url.rsplit(":", 1)[1]))
+            write_port_file("dev_hub", args.port_file, int(hub.url.rsplit(":", 1)[1]))
         with contextlib.suppress(KeyboardInterrupt):
             stop.wait()
     return 0
