@@ -138,9 +138,10 @@ def trust_source(
 
 
 def _read_root(path: Path) -> bytes:
-    from k3kit._fs import read_capped
+    from k3kit._fs import check_trust_anchor, read_capped
     from k3kit.signing.trust.root import MAX_ROOT_BYTES
 
+    check_trust_anchor(path, "root")
     return read_capped(path, MAX_ROOT_BYTES, what="root", error=InputError, code="ROOT_INVALID")
 
 
