@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -50,7 +51,30 @@ def _lock_files(lock: Path, weights: Path) -> tuple[str, str, dict[str, Path]]:
     missing = [p for p, f in files.items() if not f.is_file()]
     if missing:
         raise SystemExit(f"dev_hub: {folder} lacks the lock's files: {', '.join(missing[:5])}")
+    inside = os.path.realpath(weights)
+    for entry in doc["files"]:
+        problem = _not_the_locks(entry["path"], files[entry["path"]], entry["size"], inside)
+        if problem is not None:
+            raise SystemExit(f"dev_hub: refusing to serve {problem}")
     return repo, commit, files
+
+
+def _not_the_locks(rel: str, file: Path, size: object, inside: str) -> str | None:
+    """Why ``file`` cannot be the lock's ``rel``, else None.
+
+    The hub answers anyone on this machine (127.0.0.1, no auth). A weights folder others can
+    write (a shared model cache) may hold a link a co-tenant planted, ``config.json`` to the
+    operator's private key: served as the operator, it would hand them that file. So a served
+    file must resolve inside ``--weights`` (a cache's snapshot links into its ``blobs/``) and
+    have the lock's size; ``pull`` still checks every byte of what it receives.
+    """
+    real = os.path.realpath(file)
+    if os.path.commonpath([real, inside]) != inside:
+        return f"{rel}: it leads outside {inside} (to {real})"
+    actual = os.path.getsize(real)
+    if actual != size:
+        return f"{rel}: {actual} bytes, the lock says {size}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ accept`` or ``k3kit pull``, so whoever controls that file chooses the server k3k
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -105,3 +106,38 @@ def test_in_a_sticky_folder_the_port_file_is_the_operators_and_a_planted_link_is
         assert port.read_text().strip().isascii() and int(port.read_text()) > 0
         assert os.path.islink(link) and os.readlink(link) == str(victim)
     assert victim.read_bytes() == SECRET
+
+
+@needs_root
+def test_the_dev_hub_never_serves_a_file_a_cotenant_linked_into_a_shared_weights_folder(
+    tmp_path: Path,
+) -> None:
+    """The weights live in a shared model folder (0777). The co-tenant swaps ``config.json`` for
+    a link to the operator's private file of the same size, then would fetch it from the hub on
+    127.0.0.1 (no auth). The hub refuses the folder's link before it listens."""
+    secret = tmp_path / "id_ed25519"
+    genuine = b'{"model_type": "stand-in"}\n'
+    secret.write_bytes(b"S" * len(genuine))  # the size the lock says: only the path gives it away
+    secret.chmod(0o600)
+    lock = tmp_path / "weights.lock.json"
+    port = tmp_path / "hub.port"  # the operator's own folder: the port file is not the attack
+    with shared_folder(0o777) as shared:
+        (shared / "config.json").write_bytes(genuine)
+        entry = {"path": "config.json", "size": len(genuine), "sha256": "0" * 64}
+        lock.write_text(json.dumps({"repo": "org/model", "commit": "a" * 40, "files": [entry]}))
+        cotenant_python(
+            "import os, sys; os.unlink(sys.argv[2]); os.symlink(sys.argv[1], sys.argv[2])",
+            str(secret),
+            str(shared / "config.json"),
+        )
+        done = _run_until_port_or_exit(
+            [
+                sys.executable,
+                str(DEV_HUB),
+                *("--lock", str(lock), "--weights", str(shared), "--port-file", str(port)),
+            ],
+            port,
+        )
+    assert not os.path.lexists(port), "the hub served a folder holding a co-tenant's link"
+    assert done.returncode == 1, done.stderr
+    assert "refusing to serve config.json: it leads outside" in done.stderr
