@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone's tests/ package
 
+from tests.portfile import check_port_file, write_port_file
 from tests.testhub.server import TestHub
 
 
@@ -50,14 +51,30 @@ def _lock_files(lock: Path, weights: Path) -> tuple[str, str, dict[str, Path]]:
     missing = [p for p, f in files.items() if not f.is_file()]
     if missing:
         raise SystemExit(f"dev_hub: {folder} lacks the lock's files: {', '.join(missing[:5])}")
+    inside = os.path.realpath(weights)
+    for entry in doc["files"]:
+        problem = _not_the_locks(entry["path"], files[entry["path"]], entry["size"], inside)
+        if problem is not None:
+            raise SystemExit(f"dev_hub: refusing to serve {problem}")
     return repo, commit, files
 
 
-def _write_port(path: Path, port: int) -> None:
-    """Written whole (temp file, then rename), so a reader never sees half a number."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"{port}\n", encoding="ascii")
-    os.replace(tmp, path)
+def _not_the_locks(rel: str, file: Path, size: object, inside: str) -> str | None:
+    """Why ``file`` cannot be the lock's ``rel``, else None.
+
+    The hub answers anyone on this machine (127.0.0.1, no auth). A weights folder others can
+    write (a shared model cache) may hold a link a co-tenant planted, ``config.json`` to the
+    operator's private key: served as the operator, it would hand them that file. So a served
+    file must resolve inside ``--weights`` (a cache's snapshot links into its ``blobs/``) and
+    have the lock's size; ``pull`` still checks every byte of what it receives.
+    """
+    real = os.path.realpath(file)
+    if os.path.commonpath([real, inside]) != inside:
+        return f"{rel}: it leads outside {inside} (to {real})"
+    actual = os.path.getsize(real)
+    if actual != size:
+        return f"{rel}: {actual} bytes, the lock says {size}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--port-file", type=Path, help="write the API port here once serving")
     args = parser.parse_args(argv)
+    if args.port_file is not None:  # before any work: a refused file leaves nothing running
+        check_port_file("dev_hub", args.port_file)
     repo, commit, files = _lock_files(args.lock, args.weights)
     hub = TestHub()
     hub.commit(repo, files, sha=commit)
@@ -81,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dev hub: {repo}@{commit} ({len(files)} files) at {hub.url}", flush=True)
         print(f"  HF_ENDPOINT={hub.url} k3kit pull ...   (Ctrl-C stops it)", flush=True)
         if args.port_file is not None:
-            _write_port(args.port_file, int(hub.url.rsplit(":", 1)[1]))
+            write_port_file("dev_hub", args.port_file, int(hub.url.rsplit(":", 1)[1]))
         with contextlib.suppress(KeyboardInterrupt):
             stop.wait()
     return 0

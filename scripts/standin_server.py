@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import signal
 import sys
 import threading
@@ -27,14 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone's tests/ package
 
+from tests.portfile import check_port_file, write_port_file
 from tests.standin_server import Knobs, StandInServer
-
-
-def _write_port(path: Path, port: int) -> None:
-    """Written whole (temp file, then rename), so a reader never sees half a number."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"{port}\n", encoding="ascii")
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,13 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tpot-ms", type=float, default=0.0, help="wait before each next token")
     parser.add_argument("--port-file", type=Path, help="write the port here once listening")
     args = parser.parse_args(argv)
+    if args.port_file is not None:  # before any work: a refused file leaves nothing running
+        check_port_file("standin_server", args.port_file)
     knobs = Knobs(ttft_s=args.ttft_ms / 1000, tpot_s=args.tpot_ms / 1000, tokenizer=args.tokenizer)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with StandInServer(knobs) as server:
         print(f"stand-in engine (not a real model) at {server.url}  (Ctrl-C stops it)", flush=True)
         if args.port_file is not None:
-            _write_port(args.port_file, server.port)
+            write_port_file("standin_server", args.port_file, server.port)
         with contextlib.suppress(KeyboardInterrupt):
             stop.wait()
     return 0

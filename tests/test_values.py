@@ -25,6 +25,7 @@ from k3kit._values import (
     ascii_int,
     canonical_timestamp,
     compile_pattern,
+    format_timestamp,
     normalise_timestamp,
     parse_timestamp,
     pattern_matches,
@@ -152,6 +153,26 @@ def test_ledger_purchase_accepts_an_offset_and_stores_utc(
     assert rc == 0, out
     assert out["valid_from"] == "2026-01-01T00:00:00Z"
     assert out["valid_until"] == "2027-01-01T00:00:00Z"
+
+
+def test_ledger_purchase_of_a_term_from_year_999_is_stored_with_four_digit_years(
+    tmp_path: Path, signing_key: KeyFiles
+) -> None:
+    """A valid RFC 3339 instant before year 1000 was written back as ``999-...`` (strftime's
+    unpadded %Y), refused by the same parser, and reported as a timestamp the user never typed."""
+    rc, out = _purchase(
+        tmp_path, signing_key, "--amount", "250000", "--valid-from", "0999-06-01T00:00:00Z"
+    )
+    assert rc == 0, out
+    assert out["valid_from"] == "0999-06-01T00:00:00Z"
+    assert out["valid_until"] == "1000-06-01T00:00:00Z"  # 1000 is no leap year
+
+
+@pytest.mark.parametrize("year", [1, 9, 99, 999, 1000, 2026, 9999])
+def test_every_instant_the_parser_reads_is_written_back_in_the_form_it_accepts(year: int) -> None:
+    text = f"{year:04d}-02-28T23:59:59Z"
+    assert format_timestamp(parse_timestamp(text)) == text
+    assert canonical_timestamp(normalise_timestamp(text)) == text
 
 
 @pytest.mark.parametrize("epoch", ["\u00b2", "\u0661\u0662", str(10**20)])

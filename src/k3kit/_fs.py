@@ -444,6 +444,31 @@ def private_dir(path: Path, *, what: str = "state folder", code: str = "STATE_DI
     return Path(os.path.realpath(absolute))
 
 
+def check_trust_anchor(path: Path, what: str, *, code: str = "TRUST_ANCHOR_UNSAFE") -> None:
+    """Refuse a file k3kit is told to trust (a ``--trust`` key, a ``--root``, a ``--site`` file)
+    that another user could have put or swapped; a missing or unreadable file is left to the
+    read that follows, which reports it with its own code.
+
+    A trust anchor decides every verdict after it: whoever can replace ``publisher.pub`` chooses
+    which kits are VERIFIED, whoever can replace the site file chooses the trust key and the
+    listen address. So the rule for the engine found on ``PATH`` and for state folders applies
+    (:func:`swappable_on_the_way`): the file and every link and folder on the way, as written and
+    as resolved, owned by this user or root and writable by others only where sticky.
+    """
+    try:
+        unsafe = swappable_on_the_way(Path(os.path.abspath(path)))
+    except OSError:
+        return
+    if unsafe is not None:
+        raise EnvironmentProblem(
+            f"{what} {shown(path)} could have been put or replaced by another user "
+            f"({shown(unsafe)} is not owned by root or you, or others can write it)",
+            code=code,
+            hint="keep what you trust where only root or you can write it (e.g. /etc/k3kit, "
+            "mode 0644, or your home folder) and pass that path",
+        )
+
+
 def placeable_by_others(executable: Path) -> Path | None:
     """For a program found on a caller's ``PATH`` (a real path): the first of the file and the
     folders above it that another user could have used to put it there or change it, else None.

@@ -66,8 +66,15 @@ def parse_timestamp(text: object) -> datetime:
 
 
 def format_timestamp(value: datetime) -> str:
-    """The canonical k3kit form of an aware datetime (UTC, whole seconds)."""
-    return value.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
+    """The canonical k3kit form of an aware datetime (UTC, whole seconds).
+
+    Written field by field, not with ``strftime``: glibc's ``%Y`` does not pad a year before
+    1000 (``999-01-01T00:00:00Z``), a form the parser then refused, so a valid
+    ``--valid-from 0999-...`` failed naming a timestamp the user never typed and, written
+    anywhere, would have broken the fixed width the ledger's string order relies on.
+    """
+    v = value.astimezone(UTC)
+    return f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}Z"
 
 
 def utc_timestamp(seconds: float | None = None) -> str:

@@ -203,6 +203,11 @@ class TrustCode(ErrorCode):
     )
     TRUST_DUPLICATE_KEY = "TRUST_DUPLICATE_KEY", _INPUT, "the same key was given twice"
     TRUST_NEEDS_KIT = "TRUST_NEEDS_KIT", _INPUT, "--trust needs a kit, not a bare lock"
+    TRUST_ANCHOR_UNSAFE = (
+        "TRUST_ANCHOR_UNSAFE",
+        _ENV,
+        "another user could have put or replaced a --trust key, --root or --site file",
+    )
     ROOT_CHAIN_GAP = "ROOT_CHAIN_GAP", _FAIL, "a root version is missing from the chain"
     ROOT_CHAIN_MALFORMED = "ROOT_CHAIN_MALFORMED", _FAIL, "root/ holds a bad entry"
     ROOT_EXPIRED = "ROOT_EXPIRED", _FAIL, "the newest root has expired"

@@ -45,7 +45,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from k3kit._fs import atomic_write, placeable_by_others, private_dir
+from k3kit._fs import atomic_write, check_trust_anchor, placeable_by_others, private_dir
 from k3kit._text import shown
 from k3kit.engines import (
     ADAPTERS,
@@ -148,6 +148,7 @@ def read_site(path: Path) -> Site:
     Raises ``InputError`` ``SITE_INVALID`` / ``SITE_LOCKED_VALUE`` (exit 3) naming the line: a
     site file is the operator's own input, and no value may pass for an option.
     """
+    check_trust_anchor(path, "site file")  # it names the trust key and the listen address
     data = read_bounded(
         path, MAX_SITE_BYTES, what="site file", error=InputError, code="SITE_INVALID"
     )

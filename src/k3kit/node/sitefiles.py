@@ -24,6 +24,7 @@ from pathlib import Path
 from k3kit._fs import (
     MARKED,
     atomic_write,
+    check_trust_anchor,
     refuse_existing,
     replace_dir,
     staging_dir,
@@ -87,6 +88,7 @@ def render_site(
     :class:`k3kit.node.verify.KitNotVerified` (exit 1) before anything is written."""
     verified = open_verified(kit_dir, trusted, rollback=rollback)
     manifest, info = verified.manifest, verified.info
+    check_trust_anchor(site, "site file")  # it names the trust key, image and addresses
     text = read_bounded(
         site, MAX_SITE_BYTES, what="site file", error=InputError, code="SITE_INVALID"
     ).decode("utf-8", "replace")

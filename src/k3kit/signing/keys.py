@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from k3kit._canonical import dumps
-from k3kit._fs import atomic_write, read_capped
+from k3kit._fs import atomic_write, check_trust_anchor, read_capped
 from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 
@@ -271,7 +271,9 @@ def load_private(path: Path, passphrase: bytes | None) -> Ed25519PrivateKey:
 
 
 def load_public(path: Path) -> Ed25519PublicKey:
-    """Load a trusted public key (PEM SubjectPublicKeyInfo, Ed25519 only)."""
+    """Load a trusted public key (PEM SubjectPublicKeyInfo, Ed25519 only), from a file no
+    other user could have put or swapped (:func:`k3kit._fs.check_trust_anchor`)."""
+    check_trust_anchor(path, "public key")
     data = read_capped(
         path, MAX_KEY_FILE, what="public key", error=EnvironmentProblem, code="KEY_UNREADABLE"
     )

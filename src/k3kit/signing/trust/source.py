@@ -17,7 +17,7 @@ from typing import TypeGuard
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from k3kit._fs import read_capped
+from k3kit._fs import check_trust_anchor, read_capped
 from k3kit.errors import InputError
 from k3kit.signing.keys import keyid, load_public
 from k3kit.signing.trust.policy import Trust
@@ -61,6 +61,7 @@ def load_trusted_keys(paths: Sequence[Path]) -> list[Ed25519PublicKey]:
 
 def read_root_file(path: Path) -> bytes:
     """A root file's bytes, capped (``ROOT_INVALID``, exit 3, when missing or oversized)."""
+    check_trust_anchor(path, "root")  # a root others could have swapped is no anchor
     return read_capped(path, MAX_ROOT_BYTES, what="root", error=InputError, code="ROOT_INVALID")
 
 
