@@ -208,6 +208,13 @@ def test_the_tail_a_streaming_detokenizer_withholds_still_witnesses(tmp_path: Pa
         check_sample(sample, count, decode)
         assert sample.ok, (text, sample.error)
         assert sample.output_len == (7 if witnessed else count(text)), (text, sample.output_len)
+    # the attack pass's padding: ids that add only U+FFFD after the text, more than one
+    # incomplete character can hold, are no witness (the text's own count is kept)
+    padded = word + [tok.token_to_id("\u0124")] * 5
+    assert decode(padded) == "hello" + "\ufffd" * 5
+    sample = Sample(input_len=1, chunks=5, text_chunks=5, text=["hello"], token_ids=padded)
+    check_sample(sample, count, decode)
+    assert sample.ok and sample.output_len == 5
 
 
 def test_id_allowance_bounds_what_splitting_gains() -> None:

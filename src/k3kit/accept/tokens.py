@@ -79,9 +79,9 @@ def id_allowance(tokens: int) -> int:
     return max(RETOKENIZE_ABS, int(ID_REL * tokens))
 
 
-#: The most characters a streaming detokenizer withholds at the end of a stream: the decoding
-#: of the last ids while it ends in an incomplete UTF-8 sequence (U+FFFD), a few bytes at most.
-MAX_WITHHELD_CHARS = 16
+#: The most trailing ids a streaming detokenizer withholds: those of one incomplete UTF-8
+#: sequence, at most 3 bytes (a 4-byte character lacks at most 3), each id at least one byte.
+MAX_WITHHELD_IDS = 3
 
 
 def _witnessed(ids: list[int] | None, text: str, decode: Decode | None) -> list[int] | None:
@@ -90,19 +90,25 @@ def _witnessed(ids: list[int] | None, text: str, decode: Decode | None) -> list[
     The text may lack what a streaming detokenizer withholds at the end: vLLM decodes with
     ``tokenizers``' ``DecodeStream``, which emits nothing while the decoding so far ends in an
     incomplete UTF-8 sequence, and a stream that ends there never emits it (a random-weight model
-    generates raw byte tokens: 92 of 3,000 random 32-id sequences ended so); the withheld
-    decoding may start with whole characters of the same tokens (a space and half a character is
-    one byte-level token). Nothing else may differ.
+    generates raw byte tokens: 92 of 3,000 random 32-id sequences ended so). So the ids are also
+    a witness when all but their last :data:`MAX_WITHHELD_IDS` or fewer decode to the text and all
+    of them decode to something ending in an incomplete character (U+FFFD). A longer tail would
+    let a server pad its count with ids that add no text (found by the outside attack pass: 16
+    such ids on 48 tokens passed under a 16-character rule). Nothing else may differ.
     """
-    full = decode(ids) if ids is not None and decode is not None else None
-    if ids is None or full is None or not full.startswith(text):
+    if ids is None or decode is None:
         return None
-    if len(ids) > len(full.encode("utf-8")):  # every token is at least a byte (U+FFFD: 3)
+    full = decode(ids)
+    if full is None or len(ids) > len(full.encode("utf-8")):  # a token is at least one byte
         return None
-    tail = full[len(text) :]
-    if tail and not (tail.endswith("\ufffd") and len(tail) <= MAX_WITHHELD_CHARS):
+    if full == text:
+        return ids
+    if not (full.endswith("\ufffd") and full.startswith(text)):
         return None
-    return ids
+    for kept in range(len(ids) - 1, max(-1, len(ids) - 1 - MAX_WITHHELD_IDS), -1):
+        if decode(ids[:kept]) == text:
+            return ids
+    return None
 
 
 def _problem(sample: Sample, streamed: int, ids: list[int] | None) -> str:
