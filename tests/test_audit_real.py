@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 
 from k3kit.audit import AuditReport
-from k3kit.models import KitInfo, load
 from tests.conftest import GoldenKit
-from tests.realcorpus import ALL, REAL, audit_cases, case, read
+from tests.realcorpus import ALL, REAL, RealKits, audit_cases, case, read
 
 VLLM = "vllm-llama70b-tp8-sharegpt-qps4.json.xz"
 
 
-@pytest.fixture
-def info(golden: GoldenKit) -> KitInfo:
-    return load(KitInfo, json.loads((golden.kit / "kit.json").read_text()), source="kit.json")
+@pytest.fixture(scope="module")
+def info(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> RealKits:
+    """A kit for each engine version the corpus ran on (the golden kit for vLLM 0.33.0)."""
+    return RealKits(golden, tmp_path_factory.mktemp("real-kits"))
 
 
 def _errors(report: AuditReport) -> list[tuple[str, str | None, str]]:
@@ -51,7 +51,7 @@ def test_sources_list_every_fixture_with_its_sha256() -> None:
 
 @pytest.mark.parametrize(("name", "record"), ALL, ids=[f"{n}#{r}" for n, r in ALL])
 def test_honest_real_file_audits_with_zero_errors(
-    name: str, record: int | None, info: KitInfo
+    name: str, record: int | None, info: RealKits
 ) -> None:
     report = audit_cases([case(name, record)], info)
     assert _errors(report) == []
@@ -59,7 +59,7 @@ def test_honest_real_file_audits_with_zero_errors(
     assert {"R12", "R18"} & passed  # arithmetic was actually checked, not skipped
 
 
-def test_vllm_findings_recomputed_independently(info: KitInfo) -> None:
+def test_vllm_findings_recomputed_independently(info: RealKits) -> None:
     """The auditor's passes on the raw vLLM file, redone with ``statistics``."""
     obj = json.loads(read(VLLM))
     ok = [i for i, e in enumerate(obj["errors"]) if e == ""]
@@ -141,7 +141,7 @@ FABRICATIONS = [
 
 @pytest.mark.parametrize(("what", "edit", "rule"), FABRICATIONS, ids=[f[0] for f in FABRICATIONS])
 def test_fabrication_of_the_raw_vllm_file_is_an_error_of_its_rule(
-    what: str, edit: Any, rule: str, info: KitInfo
+    what: str, edit: Any, rule: str, info: RealKits
 ) -> None:
     honest, data = _fabricate(VLLM, edit)
     (wl, row, _) = honest
@@ -151,7 +151,7 @@ def test_fabrication_of_the_raw_vllm_file_is_an_error_of_its_rule(
     assert rule in rules, (what, _errors(report))
 
 
-def test_summary_only_fabrication_is_not_checkable_never_passed(info: KitInfo) -> None:
+def test_summary_only_fabrication_is_not_checkable_never_passed(info: RealKits) -> None:
     """SGLang summary line with its median ITL and TTFT shrunk: nothing left to recompute them
     from, so no error, and no pass either: the rule says not-checkable."""
     name = "sglang-llama70b-online.jsonl"
