@@ -18,7 +18,18 @@ import pytest
 
 from k3kit.audit import AuditReport
 from tests.conftest import GoldenKit
-from tests.realcorpus import ALL, REAL, RealKits, audit_cases, case, read
+from tests.realcorpus import (
+    ALL,
+    ENGINE_VERSIONS,
+    REAL,
+    SHIPPED,
+    RealKits,
+    audit_cases,
+    case,
+    claims_for,
+    engine_version,
+    read,
+)
 
 VLLM = "vllm-llama70b-tp8-sharegpt-qps4.json.xz"
 
@@ -47,6 +58,30 @@ def test_sources_list_every_fixture_with_its_sha256() -> None:
     for name, *_, sha, size in rows:
         data = read(name)
         assert hashlib.sha256(data).hexdigest() == sha and len(data) == int(size), name
+
+
+def test_sources_say_which_engine_ran_each_file_as_the_receipts_state_it() -> None:
+    """SOURCES.md's "Which engine ran" table and ENGINE_VERSIONS say the same thing."""
+    text = (REAL / "SOURCES.md").read_text().split("## Which engine ran", 1)[1]
+    rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| ([^|]+?) \|", text, flags=re.M))
+    assert rows.keys() == ENGINE_VERSIONS.keys()
+    for prefix, version in ENGINE_VERSIONS.items():
+        if version is None:
+            assert "unknown" in rows[prefix], prefix
+        else:
+            assert rows[prefix].split(" (")[0] == f"vLLM {version}", prefix
+
+
+def test_each_honest_receipt_states_the_engine_version_that_ran(info: RealKits) -> None:
+    # Issue 22 item 5: every receipt used to claim vLLM 0.33.0. Now each states the version its
+    # source records, and is bound to a kit built (with an engine snapshot) for that version.
+    stated: set[str] = set()
+    for name, record in ALL:
+        version = claims_for([case(name, record)]).environment.engine_version
+        assert version == (engine_version(name) or SHIPPED), name
+        assert info.info(version).engine.version == version
+        stated |= {version} if engine_version(name) else set()
+    assert stated == {"0.8.3", "0.24.0", "0.25.1", "0.1.dev12986+gfa99ccebd"}
 
 
 @pytest.mark.parametrize(("name", "record"), ALL, ids=[f"{n}#{r}" for n, r in ALL])
