@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import lzma
+from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,9 @@ from k3kit.audit.context import EvidenceFacts, build_context
 from k3kit.evidence import parse_evidence
 from k3kit.formats.receipt import build_statement
 from k3kit.models import Claims, KitInfo, Statement, load
-from tests.conftest import FIXED_TIME
+from k3kit.publish.kit import build
+from tests.conftest import EXAMPLE, FIXED_TIME, GoldenKit, run_k3kit
+from tests.enginewheel import fake_vllm_wheel
 
 REAL = Path(__file__).parent / "data" / "real"
 LIMITS = [
@@ -28,6 +31,32 @@ LIMITS = [
     "Percentiles from small samples are descriptive only.",
     "One hardware configuration (one node of 8 GPUs) was measured; single runs, no repeats.",
 ]
+
+
+#: The vLLM version k3kit ships data for, and the one the golden kit pins.
+SHIPPED = "0.33.0"
+
+#: The vLLM version that served each file, by file-name prefix, as its source says (the evidence
+#: for each is in SOURCES.md, "Which engine ran"). ``None``: the source does not say, so the
+#: receipt cannot state it truthfully and keeps the golden kit's pin (a placeholder, reported as
+#: such in SOURCES.md), or the server was not vLLM at all (SGLang, hosted APIs, a GGUF server).
+ENGINE_VERSIONS: dict[str, str | None] = {
+    "vllm0251-": "0.25.1",  # the repository's fixture folder is named for it: vllm_sweep_v0.25.1
+    "aiperf-qwen36-": "0.24.0",  # RESULTS_nvfp4.md: image v0.24.0-x86_64-cu129 on the RTX 5090
+    "vllm-llama70b-": "0.8.3",  # the same day's server log in the same folder: "version 0.8.3"
+    # The server logs next to the reports: "vLLM API server version 0.1.dev12986+gfa99ccebd",
+    # a source build of commit fa99ccebd for Intel XPU, not a release.
+    "guidellm-": "0.1.dev12986+gfa99ccebd",
+    "sglang-": None,
+    "llmperf-": None,
+    "aiperf-llama32-": None,
+}
+
+
+def engine_version(name: str) -> str | None:
+    """The vLLM version that wrote ``name``'s results; None when its source does not say, or
+    when ``name`` is not a corpus file (a file a test writes itself)."""
+    return next((v for prefix, v in ENGINE_VERSIONS.items() if name.startswith(prefix)), None)
 
 
 def read(name: str) -> bytes:
@@ -169,6 +198,13 @@ def case(
     return wl, row, data
 
 
+def _version_of(cases: list[tuple[dict[str, Any], dict[str, Any], bytes]]) -> str:
+    """The one engine version the cases' files were measured with (a receipt states one)."""
+    found = {engine_version(wl["description"]) or SHIPPED for wl, _, _ in cases}
+    assert len(found) == 1, f"one receipt, one engine version: {sorted(found)}"
+    return found.pop()
+
+
 def claims_for(cases: list[tuple[dict[str, Any], dict[str, Any], bytes]]) -> Claims:
     # GuideLLM reports nearest-rank percentiles; its publisher says so (every other tool here
     # interpolates linearly, as numpy does).
@@ -186,7 +222,7 @@ def claims_for(cases: list[tuple[dict[str, Any], dict[str, Any], bytes]]) -> Cla
             "gpu_count": 8,
             "nodes": 1,
             "engine": "vllm",
-            "engine_version": "0.33.0",
+            "engine_version": _version_of(cases),
         },
         "workloads": {row["workload"]: {**wl, "temperature": Decimal("0")} for wl, row, _ in cases},
         "runs": [row for _, row, _ in cases],
@@ -194,12 +230,53 @@ def claims_for(cases: list[tuple[dict[str, Any], dict[str, Any], bytes]]) -> Cla
     return load(Claims, body, source="claims")
 
 
+@dataclass
+class RealKits:
+    """Kits pinned to each engine version the corpus was measured with, built once per session.
+
+    The golden kit pins vLLM 0.33.0, which k3kit ships data for. Any other version gets what a
+    publisher would do: a snapshot from that version's wheel (`k3kit engine snapshot`, on the
+    offline stand-in wheel of tests/enginewheel.py) and `build --engine-snapshot`, so each honest
+    receipt states the version that ran and is bound to a kit built for exactly that version.
+    """
+
+    golden: GoldenKit
+    root: Path
+    _infos: dict[str, KitInfo] = field(default_factory=dict)
+
+    def info(self, version: str) -> KitInfo:
+        if version not in self._infos:
+            kit = self.golden.kit if version == SHIPPED else self._build(version)
+            self._infos[version] = load(
+                KitInfo, json.loads((kit / "kit.json").read_text()), source="kit.json"
+            )
+        return self._infos[version]
+
+    def _build(self, version: str) -> Path:
+        folder = self.root / version
+        folder.mkdir(parents=True)
+        wheel = fake_vllm_wheel(folder, version)
+        snap = folder / "engine.snapshot.json"
+        made = run_k3kit(
+            "engine", "snapshot", "--engine", "vllm", "--wheel", wheel, "--version", version,
+            "-o", snap,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        text = (EXAMPLE / "package.toml").read_text()
+        assert f'version = "{SHIPPED}"\n' in text
+        package = folder / "package.toml"
+        package.write_text(text.replace(f'version = "{SHIPPED}"\n', f'version = "{version}"\n', 1))
+        build(package, self.golden.lock, folder / "kit", engine_snapshot=snap)
+        return folder / "kit"
+
+
 def audit_cases(
     cases: list[tuple[dict[str, Any], dict[str, Any], bytes]],
-    info: KitInfo,
+    kits: RealKits,
     evidence: dict[str, bytes] | None = None,
 ) -> AuditReport:
     claims = claims_for(cases)
+    info = kits.info(claims.environment.engine_version)
     files = evidence or {row["id"]: data for _, row, data in cases}
     payload = build_statement(
         claims,

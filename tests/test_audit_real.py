@@ -17,16 +17,27 @@ from typing import Any
 import pytest
 
 from k3kit.audit import AuditReport
-from k3kit.models import KitInfo, load
 from tests.conftest import GoldenKit
-from tests.realcorpus import ALL, REAL, audit_cases, case, read
+from tests.realcorpus import (
+    ALL,
+    ENGINE_VERSIONS,
+    REAL,
+    SHIPPED,
+    RealKits,
+    audit_cases,
+    case,
+    claims_for,
+    engine_version,
+    read,
+)
 
 VLLM = "vllm-llama70b-tp8-sharegpt-qps4.json.xz"
 
 
-@pytest.fixture
-def info(golden: GoldenKit) -> KitInfo:
-    return load(KitInfo, json.loads((golden.kit / "kit.json").read_text()), source="kit.json")
+@pytest.fixture(scope="module")
+def info(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> RealKits:
+    """A kit for each engine version the corpus ran on (the golden kit for vLLM 0.33.0)."""
+    return RealKits(golden, tmp_path_factory.mktemp("real-kits"))
 
 
 def _errors(report: AuditReport) -> list[tuple[str, str | None, str]]:
@@ -49,9 +60,33 @@ def test_sources_list_every_fixture_with_its_sha256() -> None:
         assert hashlib.sha256(data).hexdigest() == sha and len(data) == int(size), name
 
 
+def test_sources_say_which_engine_ran_each_file_as_the_receipts_state_it() -> None:
+    """SOURCES.md's "Which engine ran" table and ENGINE_VERSIONS say the same thing."""
+    text = (REAL / "SOURCES.md").read_text().split("## Which engine ran", 1)[1]
+    rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| ([^|]+?) \|", text, flags=re.M))
+    assert rows.keys() == ENGINE_VERSIONS.keys()
+    for prefix, version in ENGINE_VERSIONS.items():
+        if version is None:
+            assert "unknown" in rows[prefix], prefix
+        else:
+            assert rows[prefix].split(" (")[0] == f"vLLM {version}", prefix
+
+
+def test_each_honest_receipt_states_the_engine_version_that_ran(info: RealKits) -> None:
+    # Issue 22 item 5: every receipt used to claim vLLM 0.33.0. Now each states the version its
+    # source records, and is bound to a kit built (with an engine snapshot) for that version.
+    stated: set[str] = set()
+    for name, record in ALL:
+        version = claims_for([case(name, record)]).environment.engine_version
+        assert version == (engine_version(name) or SHIPPED), name
+        assert info.info(version).engine.version == version
+        stated |= {version} if engine_version(name) else set()
+    assert stated == {"0.8.3", "0.24.0", "0.25.1", "0.1.dev12986+gfa99ccebd"}
+
+
 @pytest.mark.parametrize(("name", "record"), ALL, ids=[f"{n}#{r}" for n, r in ALL])
 def test_honest_real_file_audits_with_zero_errors(
-    name: str, record: int | None, info: KitInfo
+    name: str, record: int | None, info: RealKits
 ) -> None:
     report = audit_cases([case(name, record)], info)
     assert _errors(report) == []
@@ -59,7 +94,7 @@ def test_honest_real_file_audits_with_zero_errors(
     assert {"R12", "R18"} & passed  # arithmetic was actually checked, not skipped
 
 
-def test_vllm_findings_recomputed_independently(info: KitInfo) -> None:
+def test_vllm_findings_recomputed_independently(info: RealKits) -> None:
     """The auditor's passes on the raw vLLM file, redone with ``statistics``."""
     obj = json.loads(read(VLLM))
     ok = [i for i, e in enumerate(obj["errors"]) if e == ""]
@@ -141,7 +176,7 @@ FABRICATIONS = [
 
 @pytest.mark.parametrize(("what", "edit", "rule"), FABRICATIONS, ids=[f[0] for f in FABRICATIONS])
 def test_fabrication_of_the_raw_vllm_file_is_an_error_of_its_rule(
-    what: str, edit: Any, rule: str, info: KitInfo
+    what: str, edit: Any, rule: str, info: RealKits
 ) -> None:
     honest, data = _fabricate(VLLM, edit)
     (wl, row, _) = honest
@@ -151,7 +186,7 @@ def test_fabrication_of_the_raw_vllm_file_is_an_error_of_its_rule(
     assert rule in rules, (what, _errors(report))
 
 
-def test_summary_only_fabrication_is_not_checkable_never_passed(info: KitInfo) -> None:
+def test_summary_only_fabrication_is_not_checkable_never_passed(info: RealKits) -> None:
     """SGLang summary line with its median ITL and TTFT shrunk: nothing left to recompute them
     from, so no error, and no pass either: the rule says not-checkable."""
     name = "sglang-llama70b-online.jsonl"

@@ -26,9 +26,8 @@ import pytest
 
 from k3kit.audit import AuditReport
 from k3kit.evidence import parse_evidence
-from k3kit.models import KitInfo, load
 from tests.conftest import GoldenKit
-from tests.realcorpus import ALL, audit_cases, case, read
+from tests.realcorpus import ALL, RealKits, audit_cases, case, read
 
 Edit = Callable[[dict[str, Any]], bool]  # edits the record in place; False: figure not in file
 
@@ -82,9 +81,10 @@ NAMES = {
 }
 
 
-@pytest.fixture
-def info(golden: GoldenKit) -> KitInfo:
-    return load(KitInfo, json.loads((golden.kit / "kit.json").read_text()), source="kit.json")
+@pytest.fixture(scope="module")
+def info(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> RealKits:
+    """A kit for each engine version the corpus ran on (the golden kit for vLLM 0.33.0)."""
+    return RealKits(golden, tmp_path_factory.mktemp("real-kits"))
 
 
 def _edited(name: str, record: int | None, edit: Edit) -> bytes | None:
@@ -104,7 +104,7 @@ def _edited(name: str, record: int | None, edit: Edit) -> bytes | None:
     return json.dumps(obj).encode()
 
 
-def _audit(name: str, record: int | None, data: bytes, info: KitInfo) -> AuditReport:
+def _audit(name: str, record: int | None, data: bytes, info: RealKits) -> AuditReport:
     wl, row, _ = case(name, record, data)
     return audit_cases([(wl, row, data)], info, evidence={row["id"]: data})
 
@@ -133,7 +133,7 @@ CASES = [
     ("name", "record", "figure"), CASES, ids=[f"{n}#{r}:{f}" for n, r, f in CASES]
 )
 def test_fabricated_real_file_is_caught_or_left_unvouched(
-    name: str, record: int | None, figure: str, info: KitInfo
+    name: str, record: int | None, figure: str, info: RealKits
 ) -> None:
     data = _edited(name, record, FABRICATIONS[figure][_tool(name, record)])
     if data is None:
@@ -184,7 +184,7 @@ def _tpot_file(median: float, p99: float, mean: float, n: int = 8) -> bytes:
     ).encode()
 
 
-def test_shrunk_median_tpot_is_impossible_with_its_mean_and_p99(info: KitInfo) -> None:
+def test_shrunk_median_tpot_is_impossible_with_its_mean_and_p99(info: RealKits) -> None:
     """Issue 22 item 4: n = 8, median 6.66, p99 9.39: the samples sum to at most 61.47 ms, the
     published mean 8.2046 needs 65.64. The median's own band no longer hides it."""
     from decimal import Decimal
@@ -219,7 +219,7 @@ def test_shrunk_median_tpot_is_impossible_with_its_mean_and_p99(info: KitInfo) -
     assert not [f for f in report.findings if f.rule == "R18" and f.severity == "error"]
 
 
-def test_rebuilt_e2e_with_a_usage_chunk_tail_is_honest(info: KitInfo) -> None:
+def test_rebuilt_e2e_with_a_usage_chunk_tail_is_honest(info: RealKits) -> None:
     """vLLM's newer client stops the clock at the trailing usage chunk, after the last text
     chunk: its TPOT and E2E statistics exceed those rebuilt from TTFT + sum(ITL) by up to one
     chunk's delay per request. The real raw file is restated as such a client would have written
@@ -272,7 +272,7 @@ def _r09_r10(report: AuditReport) -> dict[str, tuple[str, str]]:
     return {f.rule: (f.severity, f.message) for f in report.findings if f.rule in ("R09", "R10")}
 
 
-def test_sglang_range_ratio_is_sglangs_range_not_vllms(info: KitInfo) -> None:
+def test_sglang_range_ratio_is_sglangs_range_not_vllms(info: RealKits) -> None:
     """SGLang's --random-range-ratio 0 draws each length from [1, L] (mean about L/2): the real
     online run of 1024/1024 measured mean prompts of 508.7 tokens. Declared with SGLang's
     meaning the run is honest; read with vLLM's ([L(1 - r), L(1 + r)] = exactly 1024 at r = 0)
@@ -287,7 +287,7 @@ def test_sglang_range_ratio_is_sglangs_range_not_vllms(info: KitInfo) -> None:
     assert misread["R10"][0] == "error" and "outside ±10% of the declared 1024" in misread["R10"][1]
 
 
-def test_input_and_output_lengths_are_declared_separately(info: KitInfo) -> None:
+def test_input_and_output_lengths_are_declared_separately(info: RealKits) -> None:
     """Fixed prompts with outputs of a dataset: one ``lengths`` could only say 'variable' for
     both. The SGLang run restated as fixed 1024-token-ish prompts is refused by R10 for what the
     prompts were, while its outputs stay a declared mean."""
@@ -434,7 +434,7 @@ def test_context_finding_says_a_declared_mean_is_a_mean(
     assert "longest measured request" not in message
 
 
-def test_the_issues_median_example_on_its_real_file(info: KitInfo) -> None:
+def test_the_issues_median_example_on_its_real_file(info: RealKits) -> None:
     """The issue's numbers come from a real vLLM 0.25.1 run (8 requests, mean TPOT 8.2046, p99
     9.394): its median 8.3235 shrunk to 6.66 asks for a sum of 65.64 ms that a median of 6.66
     and a p99 of 9.39 cannot reach (at most 61.48). R18 says so, naming the TPOT mean."""

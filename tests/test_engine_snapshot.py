@@ -74,9 +74,9 @@ def snap(wheel: Path, tmp_path: Path) -> Path:
     return out
 
 
-def _package(tmp: Path, extra_serve: str = "", loads: str = "") -> Path:
+def _package(tmp: Path, extra_serve: str = "", loads: str = "", version: str = VERSION) -> Path:
     text = (EXAMPLE / "package.toml").read_text()
-    text = text.replace('version = "0.33.0"\n', f'version = "{VERSION}"\n', 1)
+    text = text.replace('version = "0.33.0"\n', f'version = "{version}"\n', 1)
     text = text.replace(
         "[profiles.interactive.serve]\n", f"[profiles.interactive.serve]\n{extra_serve}", 1
     )
@@ -87,11 +87,11 @@ def _package(tmp: Path, extra_serve: str = "", loads: str = "") -> Path:
     return path
 
 
-def _claims(tmp: Path) -> Path:
+def _claims(tmp: Path, version: str = VERSION) -> Path:
     text = (EXAMPLE / "claims.toml").read_text()
     assert 'engine_version = "0.33.0"' in text
     path = tmp / "claims.toml"
-    path.write_text(text.replace('engine_version = "0.33.0"', f'engine_version = "{VERSION}"'))
+    path.write_text(text.replace('engine_version = "0.33.0"', f'engine_version = "{version}"'))
     return path
 
 
@@ -354,23 +354,24 @@ def test_a_new_switch_whose_name_suggests_nothing_still_needs_a_declaration(
 # --- launch judges the kit by the snapshot inside it ---------------------------------------------
 
 
-def _engine(root: Path) -> FakeEngine:
+def _engine(root: Path, version: str = VERSION) -> FakeEngine:
     bindir = root / "bin"
     bindir.mkdir(parents=True)
     log = root / "engine.log"
     (bindir / "vllm").write_text(
         "#!/usr/bin/env bash\n"
-        f'if [ "${{1:-}}" = "--version" ]; then echo {VERSION}; exit 0; fi\n'
+        f'if [ "${{1:-}}" = "--version" ]; then echo {version}; exit 0; fi\n'
         f"echo started > '{log}'\n"
     )
     (bindir / "vllm").chmod(0o755)
     return FakeEngine(bindir, log)
 
 
-def _signed_kit(golden: GoldenKit, snap: Path, tmp: Path) -> Path:
-    assert _build(golden, tmp, _package(tmp), "--engine-snapshot", snap).returncode == 0
+def _signed_kit(golden: GoldenKit, snap: Path, tmp: Path, version: str = VERSION) -> Path:
+    built = _build(golden, tmp, _package(tmp, version=version), "--engine-snapshot", snap)
+    assert built.returncode == 0, built.stderr
     kit = tmp / "kit"
-    done = run_k3kit("sign", kit, "--key", golden.key.private, "--claims", _claims(tmp))
+    done = run_k3kit("sign", kit, "--key", golden.key.private, "--claims", _claims(tmp, version))
     assert done.returncode == 0, done.stderr
     return kit
 
@@ -431,3 +432,24 @@ def test_launch_refuses_a_signed_snapshot_that_is_not_the_one_kit_json_names(
     assert proc.returncode == 1, proc.stderr
     assert _code(proc) == "ENGINE_SNAPSHOT_REFUSED"
     assert not engine.log.exists()
+
+
+def test_a_kit_for_a_labelled_build_is_built_signed_and_launched_by_its_snapshot(
+    golden: GoldenKit, weights: Path, tmp_path: Path
+) -> None:
+    # vLLM's release wheels on GitHub and source builds carry a local label (the Intel XPU build
+    # behind tests/data/real/guidellm-* reports 0.1.dev12986+gfa99ccebd). The snapshot records
+    # the wheel's own version; build and launch compared it with the pin's release and refused
+    # the publisher's own snapshot as "a snapshot of vllm X, but the package pins vllm X".
+    labelled = f"{VERSION}+cu126"
+    wheel = fake_vllm_wheel(tmp_path, labelled)
+    snap = tmp_path / "labelled.snapshot.json"
+    made = run_k3kit("engine", "snapshot", "--engine", "vllm", "--wheel", wheel, "-o", snap)
+    assert made.returncode == 0, made.stderr
+    assert json.loads(snap.read_bytes())["version"] == labelled
+    kit = _signed_kit(golden, snap, tmp_path, labelled)
+    assert json.loads((kit / "kit.json").read_bytes())["engine"]["version"] == labelled
+    engine = _engine(tmp_path / "e", labelled)
+    proc = _launch(kit, golden, weights, engine, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert engine.log.read_text() == "started\n"

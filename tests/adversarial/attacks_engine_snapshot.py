@@ -40,6 +40,18 @@ def build_with_a_snapshot_of_another_release(w: Workbench) -> Argv:
 
 
 @attack("ENGINE_SNAPSHOT_INVALID", exit_code=3)
+def build_with_a_labelled_snapshot_of_another_release(w: Workbench) -> Argv:
+    # A local label is ignored when matching (a +cu126 build parses the same flags), so the
+    # attacker dresses 0.24.0's flags as a build of the pin: the release still has to match.
+    return _build(w, snapshot_doc(f"0.24.0+v{VERSION.replace('.', '')}"))
+
+
+@attack("ENGINE_SNAPSHOT_INVALID", exit_code=3)
+def build_with_a_snapshot_of_a_post_release_of_the_pin(w: Workbench) -> Argv:
+    return _build(w, snapshot_doc(f"{VERSION}.post1+cu126"))
+
+
+@attack("ENGINE_SNAPSHOT_INVALID", exit_code=3)
 def build_with_a_snapshot_whose_flag_carries_a_terminal_escape(w: Workbench) -> Argv:
     flag = {"action": "_StoreAction", "choices": None, "dest": "x", "nargs": None, "type": None}
     return _build(w, snapshot_doc(VERSION, [{**flag, "flags": ["--x\u001b[2J"]}]))

@@ -28,7 +28,7 @@ from k3kit.engines._snapshot import EngineSnapshot, Option, shipped_versions, sn
 from k3kit.errors import K3kitError
 from k3kit.models import load
 from k3kit.models._base import Frozen
-from k3kit.models.engine_version import MAX_VERSION_CHARS, parse_engine_version
+from k3kit.models.engine_version import MAX_VERSION_CHARS, parse_engine_version, release_of
 
 SNAPSHOT_SCHEMA = "k3kit.engine-snapshot/v1"
 #: The kit file a supplied snapshot is copied to (listed in the manifest, so signed).
@@ -125,6 +125,15 @@ class SnapshotFile(Frozen):
     def _version(cls, version: str) -> str:
         parse_engine_version(version)
         return version
+
+    def is_for(self, engine: str, release: str) -> bool:
+        """Whether this snapshot holds the flags of ``engine`` at public version ``release``.
+
+        The verb records the wheel's own version, local label included (``0.10.1.1+cu126``, or a
+        source build's ``0.1.dev12986+gfa99ccebd``), while kits key flag data by release, as the
+        shipped snapshots are (a ``+cpu`` and a ``+cu129`` build parse the same flags). Comparing
+        the full text refused every labelled build with "snapshot of X, but the package pins X"."""
+        return self.engine == engine and release_of(self.version) == release
 
     @field_validator("env_vars")
     @classmethod

@@ -362,7 +362,7 @@ def kit_engine_snapshot(kit_dir: Path, manifest: Manifest, info: KitInfo) -> Eng
     doc = parse_snapshot_file(
         data, source=ref.path, error=VerificationError, code="ENGINE_SNAPSHOT_REFUSED"
     )
-    if doc.engine != info.engine.name or doc.version != info.engine.release:
+    if not doc.is_for(info.engine.name, info.engine.release):
         raise VerificationError(
             f"{ref.path} is for {doc.engine} {doc.version}, but the kit pins "
             f"{info.engine.name} {info.engine.version}",

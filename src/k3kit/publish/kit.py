@@ -298,7 +298,7 @@ def _supplied_snapshot(path: Path, pkg: PackageDef) -> SnapshotFile:
     doc = parse_snapshot_file(
         data, source=str(path), error=InputError, code="ENGINE_SNAPSHOT_INVALID"
     )
-    if doc.engine != pkg.engine.name or doc.version != pkg.engine.release:
+    if not doc.is_for(pkg.engine.name, pkg.engine.release):
         raise InputError(
             f"{path}: is a snapshot of {doc.engine} {doc.version}, but the package pins "
             f"{pkg.engine.name} {pkg.engine.version}",
