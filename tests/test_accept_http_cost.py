@@ -27,7 +27,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from k3kit.accept._http import Sample, Timeouts, post_json, run_closed_loop
+from k3kit.accept._http import Sample, Timeouts, client, post_json, run_closed_loop
+from k3kit.accept._net import AsyncioStream
 from tests.standin_server import Knobs, StandInServer
 
 
@@ -122,3 +123,68 @@ def test_an_https_server_with_an_unsigned_certificate_is_refused(tls_server: str
     status, obj, error = asyncio.run(post_json(tls_server, {"model": "m"}, Timeouts()))
     assert (status, obj) == (0, None)
     assert "CERTIFICATE_VERIFY_FAILED" in error or "certificate verify failed" in error
+
+
+def test_the_client_reads_through_asyncio_streams_not_anyio() -> None:
+    """The stream httpx hands on is k3kit's asyncio one (anyio's cancel scope per read was the
+    largest CPU cost per chunk); if an httpx upgrade stops taking it, this says so."""
+    body = {"model": "m", "prompt": "x", "max_tokens": 2, "stream": True}
+
+    async def stream_type(url: str) -> type:
+        async with (
+            client(1, Timeouts(), url) as http,
+            http.stream("POST", url, json=body) as response,
+        ):
+            await response.aread()
+            return type(response.extensions["network_stream"])
+
+    with StandInServer(Knobs(ttft_s=0.0, tpot_s=0.0)) as server:
+        assert asyncio.run(stream_type(f"{server.url}/v1/completions")) is AsyncioStream
+
+
+def _closing_server() -> tuple[asyncio.AbstractEventLoop, Any, threading.Thread, str]:
+    """A server that answers each connection's one request, keep-alive, then hangs up."""
+    loop = asyncio.new_event_loop()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")  # a GET: no body
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        await writer.drain()
+        writer.close()
+
+    server = loop.run_until_complete(asyncio.start_server(answer, "127.0.0.1", 0))
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    return loop, server, thread, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+
+
+def test_a_kept_alive_connection_the_server_closed_is_not_reused() -> None:
+    """A server may hang up an idle kept-alive connection: the next request opens a new one
+    instead of failing on the dead one (httpcore asks the stream whether it is readable)."""
+    loop, server, thread, url = _closing_server()
+
+    async def twice() -> list[int]:
+        async with client(1, Timeouts(), url) as http:
+            first = await http.get(url)
+            await asyncio.sleep(0.05)  # not a timing condition: only lets the FIN arrive first
+            second = await http.get(url)
+            return [first.status_code, second.status_code]
+
+    try:
+        assert asyncio.run(twice()) == [200, 200]
+    finally:
+        loop.call_soon_threadsafe(server.close)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+def test_a_server_that_stops_sending_is_a_read_timeout() -> None:
+    """A stall past ``stall_s`` fails that request with a timeout, through the asyncio stream."""
+    with StandInServer(Knobs(ttft_s=30.0, tpot_s=0.0)) as server:
+        url = f"{server.url}/v1/completions"
+        body = {"model": "m", "prompt": "x", "max_tokens": 2, "stream": True}
+        timeouts = Timeouts(connect_s=5.0, stall_s=0.2, request_s=20.0)
+        got: list[Sample] = []
+        asyncio.run(run_closed_loop(url, [(body, 1)], 1, timeouts, got))
+    assert got[0].error.startswith("ReadTimeout")
