@@ -3,7 +3,9 @@
 Why httpx: it is async, streams server-sent events line by line, has separate connect/read/write
 timeouts (a stalled server is a read timeout, not a hang), a connection pool whose size is the
 concurrency, and ``trust_env=False`` so that no proxy from the environment sits between the buyer
-and their own server. Timing follows vLLM's client exactly (``lib/endpoint_request_func.py``) so
+and their own server. Its connections run on :mod:`k3kit.accept._net` (plain asyncio streams,
+not anyio), which halved the client's CPU per streamed chunk (docs/performance.md).
+Timing follows vLLM's client exactly (``lib/endpoint_request_func.py``) so
 that the numbers mean what the receipt's definitions say -- with one difference that matters
 against a lying server: vLLM starts TTFT at the first chunk carrying ``choices``, even one with
 no text, so a server that sends an empty chunk at once and the first token a second later gets a
