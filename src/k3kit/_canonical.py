@@ -77,24 +77,38 @@ def _check_string(text: str) -> None:
 
 
 def _bounds(obj: Any, limit: int) -> None:
-    """Depth, container sizes and every string (keys too), walked without recursion."""
+    """Depth, container sizes and every string (keys too), walked without recursion.
+
+    Only containers go on the stack; a container's scalars are checked where it is visited
+    (accept parses every streamed event with this, so a stack entry per scalar was its largest
+    cost). Depth is as before: a value inside a container at depth ``limit`` is too deep.
+    """
+    if limit < 1:
+        raise _StrictDecodeError(f"nesting deeper than {limit}")
+    if isinstance(obj, str):
+        _check_string(obj)
+    if not isinstance(obj, (dict, list)):
+        return
     stack: list[tuple[Any, int]] = [(obj, 1)]
     while stack:
         node, depth = stack.pop()
-        if depth > limit:
+        if len(node) > MAX_CONTAINER_ITEMS:
+            kind = "an object of more than" if isinstance(node, dict) else "an array of more than"
+            what = "members" if isinstance(node, dict) else "items"
+            raise _StrictDecodeError(f"{kind} {MAX_CONTAINER_ITEMS} {what}")
+        if node and depth >= limit:
             raise _StrictDecodeError(f"nesting deeper than {limit}")
-        if isinstance(node, str):
-            _check_string(node)
-        elif isinstance(node, dict):
-            if len(node) > MAX_CONTAINER_ITEMS:
-                raise _StrictDecodeError(f"an object of more than {MAX_CONTAINER_ITEMS} members")
-            for key, value in node.items():
+        if isinstance(node, dict):
+            for key in node:
                 _check_string(key)
+            values: Any = node.values()
+        else:
+            values = node
+        for value in values:
+            if isinstance(value, str):
+                _check_string(value)
+            elif isinstance(value, (dict, list)):
                 stack.append((value, depth + 1))
-        elif isinstance(node, list):
-            if len(node) > MAX_CONTAINER_ITEMS:
-                raise _StrictDecodeError(f"an array of more than {MAX_CONTAINER_ITEMS} items")
-            stack.extend((v, depth + 1) for v in node)
 
 
 def _finite_float(text: str) -> float:

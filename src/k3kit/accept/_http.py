@@ -3,7 +3,9 @@
 Why httpx: it is async, streams server-sent events line by line, has separate connect/read/write
 timeouts (a stalled server is a read timeout, not a hang), a connection pool whose size is the
 concurrency, and ``trust_env=False`` so that no proxy from the environment sits between the buyer
-and their own server. Timing follows vLLM's client exactly (``lib/endpoint_request_func.py``) so
+and their own server. Its connections run on :mod:`k3kit.accept._net` (plain asyncio streams,
+not anyio), which halved the client's CPU per streamed chunk (docs/performance.md).
+Timing follows vLLM's client exactly (``lib/endpoint_request_func.py``) so
 that the numbers mean what the receipt's definitions say -- with one difference that matters
 against a lying server: vLLM starts TTFT at the first chunk carrying ``choices``, even one with
 no text, so a server that sends an empty chunk at once and the first token a second later gets a
@@ -26,10 +28,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpcore
 import httpx
 
 from k3kit._canonical import measurement_loads
 from k3kit._text import shown
+from k3kit.accept._net import AsyncioBackend
 from k3kit.errors import K3kitError
 
 #: A clock in seconds; ``time.perf_counter`` unless a test injects a deterministic one.
@@ -88,12 +92,36 @@ class Timeouts:
     request_s: float = 3600.0  # the whole request, whatever the chunks do
 
 
-def client(concurrency: int, timeouts: Timeouts) -> httpx.AsyncClient:
+def client(concurrency: int, timeouts: Timeouts, url: str = "") -> httpx.AsyncClient:
+    """A client for ``url``'s server alone (it never follows a redirect elsewhere); without
+    ``url``, one that verifies certificates.
+
+    For a plain ``http://`` server no certificate is ever checked, so the CA bundle is not
+    loaded: loading it costs ~30 ms of CPU per client, spent while the first requests of a run
+    wait. An ``https://`` server's certificate is verified as always.
+    """
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     timeout = httpx.Timeout(
         connect=timeouts.connect_s, read=timeouts.stall_s, write=timeouts.stall_s, pool=None
     )
-    return httpx.AsyncClient(limits=limits, timeout=timeout, trust_env=False)
+    tls = httpx.URL(url).scheme != "http"
+    transport = httpx.AsyncHTTPTransport(verify=tls, limits=limits, trust_env=False)
+    _use_asyncio(transport)
+    return httpx.AsyncClient(
+        transport=transport, timeout=timeout, trust_env=False, follow_redirects=False
+    )
+
+
+def _use_asyncio(transport: httpx.AsyncHTTPTransport) -> None:
+    """Put the transport's connections on :class:`AsyncioBackend` instead of anyio.
+
+    httpx has no public setting for httpcore's network backend, so this sets the pool's; if a
+    later httpx builds its pool differently, the transport keeps its own backend (correct,
+    only slower) and ``tests/test_accept_http_cost.py`` says so.
+    """
+    pool = getattr(transport, "_pool", None)
+    if isinstance(pool, httpcore.AsyncConnectionPool) and hasattr(pool, "_network_backend"):
+        pool._network_backend = AsyncioBackend()
 
 
 def _short(exc: BaseException) -> str:
@@ -380,7 +408,7 @@ async def run_closed_loop(
     stream's text is held for one request, never for the whole point.
     """
     queue = list(reversed(bodies))
-    async with client(concurrency, timeouts) as http:
+    async with client(concurrency, timeouts, url) as http:
         start = clock()
 
         async def worker() -> None:
@@ -402,7 +430,7 @@ async def post_json(
 ) -> tuple[int, dict[str, Any] | None, str]:
     """One non-streaming POST: (HTTP status, JSON object or None, error text or "")."""
     try:
-        async with client(1, timeouts) as http, asyncio.timeout(timeouts.request_s):
+        async with client(1, timeouts, url) as http, asyncio.timeout(timeouts.request_s):
             async with http.stream("POST", url, json=body, headers=IDENTITY) as response:
                 raw = await _read_capped(response, MAX_BODY_BYTES)
             try:
