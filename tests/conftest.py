@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -71,6 +72,14 @@ hypothesis_settings.register_profile(
     "explore", deadline=None, database=None, suppress_health_check=UNTIMED
 )
 hypothesis_settings.load_profile(os.environ.get("K3KIT_HYPOTHESIS_PROFILE", "ci"))
+
+# A suite started in the background by a non-interactive shell (`make test &`, nohup) inherits
+# SIGINT ignored, and an ignored signal stays ignored across exec: every process a test starts
+# (the CLI, a stand-in hub) would then shrug off the Ctrl-C the test sends it, and the tests of
+# Ctrl-C would hang or fail for the runner's reason. A handler (not SIG_IGN) here gives every
+# child the default disposition again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def run_k3kit(

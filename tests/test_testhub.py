@@ -584,5 +584,10 @@ def test_cli_serves_a_folder(tmp_path: Path) -> None:
             assert info.sha == sha and len(info.siblings or []) == 2
         finally:
             proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=10)
+            try:
+                _, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:  # never hang the suite: fail with what it said
+                proc.kill()
+                _, err = proc.communicate()
+                pytest.fail(f"the hub did not stop on SIGINT: {err[-500:]}")
     assert proc.returncode == 0 and err == ""
