@@ -134,14 +134,19 @@ class Store:
     # -- writing ------------------------------------------------------------------------------
 
     def part(self, f: LockedFile) -> Part:
-        part = Part(self, self.data(f), ("sha256", "blake3") if f.blake3 else ("sha256",))
+        """A new part file, created and registered in one step under the commit lock.
+
+        Created first and registered after, a part could be left behind by a Ctrl-C: the main
+        thread deleted the registered parts and exited while a daemon thread sat between its
+        ``open`` and its own clean-up (seen on a loaded machine). Under the lock, a Ctrl-C's
+        ``cancel`` runs either before (nothing is created) or after (it deletes this part too).
+        """
+        algorithms = ("sha256", "blake3") if f.blake3 else ("sha256",)
         with self.commit_lock:
-            cancelled = self.cancelled
-            if not cancelled:
-                self.parts.add(part)
-        if cancelled:
-            part.discard()
-            raise InterruptedError("pull cancelled")
+            if self.cancelled:
+                raise InterruptedError("pull cancelled")
+            part = Part(self, self.data(f), algorithms)
+            self.parts.add(part)
         return part
 
     def link(self, f: LockedFile) -> None:
