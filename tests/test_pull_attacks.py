@@ -396,7 +396,7 @@ def test_ctrl_c_mid_download_stops_at_once_and_leaves_no_partial_file(
             proc.kill()
             proc.communicate()
     assert proc.returncode == 130, stderr
-    assert part_files(dest) == []
+    assert part_files(dest) == [], stderr
     assert "Traceback" not in stderr and "interrupted" in stderr
 
 

@@ -109,6 +109,33 @@ def _hashers(algos: tuple[str, ...], blake3_threads: int) -> list[tuple[str, _Ha
     return out
 
 
+class StreamHash:
+    """Digests of bytes as they arrive (a download), so nothing has to read them back.
+
+    ``restart`` forgets everything hashed so far: a retried transfer starts its file over, and
+    its hash must start over with it (bytes of a failed attempt never count toward a match).
+    ``hashlib`` and ``blake3`` release the GIL on large updates, so a download thread hashing its
+    own chunks runs alongside the other transfers' socket reads.
+    """
+
+    def __init__(self, algorithms: Iterable[str]) -> None:
+        self.algorithms = tuple(algorithms)
+        self.restart()
+
+    def restart(self) -> None:
+        self._hashers = _hashers(self.algorithms, 1)
+        self.size = 0
+
+    def update(self, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        for _, hasher in self._hashers:
+            hasher.update(view)
+        self.size += len(view)
+
+    def hexdigests(self) -> dict[str, str]:
+        return {name: hasher.hexdigest() for name, hasher in self._hashers}
+
+
 def _pipelined(
     fd: int,
     first: bytearray,

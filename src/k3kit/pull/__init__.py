@@ -1,18 +1,20 @@
 """Pull the weights a lock pins from the hub, hashing each file as soon as it has landed.
 
 Downloads run in one thread pool (metadata through huggingface_hub, the body streamed by
-``k3kit.hub`` with a cap at the locked size), hashing in another (``k3kit._digest.hash_fd``):
-the moment a file is complete its hash job starts while the other files are still downloading,
-so a pull ends with the verifier's verdict, not with a second pass over 1.56 TB.
+``k3kit.hub`` with a cap at the locked size), each chunk hashed as it arrives
+(``k3kit._digest.StreamHash``), so a pull ends with the verifier's verdict, not with a second
+pass over 1.56 TB; files already on disk are hashed in a second pool (``hash_fd``).
+A download is renamed into place only after its whole hash matched the lock; a part with wrong
+bytes goes from its hidden name to the quarantine and is never placed (issue 23).
 
 Rules that make the end state safe to launch from:
 
 * Exactly the lock's files at the lock's commit, into a Hugging Face cache (``DIR`` is the cache
   root; files land in ``models--org--name/snapshots/<commit>/``) or a plain folder.
-* A file whose bytes do not match the lock is moved to the quarantine folder
-  ``<DIR>.k3kit-quarantine/`` (beside ``DIR``, never inside it, so neither a launcher nor
-  ``verify --weights`` ever sees it), its snapshot link is removed, and it is fetched once more;
-  wrong again means exit 1.
+* A file whose bytes do not match the lock (on disk, or a refused download) is moved to the
+  quarantine folder ``<DIR>.k3kit-quarantine/`` (beside ``DIR``, never inside it, so neither a
+  launcher nor ``verify --weights`` ever sees it), its snapshot link is removed, and it is
+  fetched once more; wrong again means exit 1.
 * A rerun resumes: files already in place with the right size are hashed, not downloaded; only
   missing or bad ones are fetched.
 * Nothing outside ``DIR`` is touched: every path under it is reached through folder descriptors

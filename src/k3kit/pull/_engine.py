@@ -86,7 +86,8 @@ class Puller:
         self._keep(record)
 
     def _keep(self, record: QuarantineRecord) -> None:
-        self.report.quarantined.append(record)
+        with self._count:  # download threads quarantine what they refuse
+            self.report.quarantined.append(record)
         where = record.moved_to or "deleted (could not move it out of the weights folder)"
         self._say(
             f"quarantined {record.path} ({record.actual}, expected {record.expected}) -> {where}"
@@ -96,7 +97,12 @@ class Puller:
 
     # -- jobs (run in pool threads) -----------------------------------------------------------
 
-    def download(self, group: Group) -> None:
+    def download(self, group: Group) -> list[Result]:
+        """Fetch the group's file, hashed as it arrives; place it only if the whole hash matched.
+
+        The verdict is the same as :meth:`hash` gives, without reading the file back: a wrong
+        file goes from its hidden part name to the quarantine (data ``""``: already moved).
+        """
         f = group.files[0]
         part = self.store.part(f)
         try:
@@ -108,17 +114,28 @@ class Puller:
                 sink=part,
                 cancel=self.cancel,
             )
-            part.commit()
-            # Counted once the bytes are in place: a part discarded after a failed write
-            # (ENOSPC, a cut connection) never landed, and a report must not claim it.
+            wrong = self._wrong(f, part.hash.hexdigests(), part.hash.size)
+            if wrong is None:
+                self._trust(self.store.data(f), part.commit())
+            else:
+                quarantined = part.hand_over(
+                    lambda rel: self.quarantine.move(self.safe, rel, f, wrong, "downloaded")
+                )
+                self._keep(quarantined)
+            # Counted once the bytes are in place or quarantined: a part discarded after a
+            # failed write (ENOSPC, a cut connection) never landed, and a report must not claim it.
             with self._count:
                 self.report.bytes_downloaded += part.received
+                self.report.bytes_hashed += part.hash.size
         finally:
-            part.discard()  # nothing if it was committed
-        for g in group.files:
-            self.store.link(g)
+            part.discard()  # nothing if it was committed or quarantined
+        if wrong is None:
+            for g in group.files:
+                self.store.link(g)
         with self._count:
             self.report.files_downloaded += len(group.files)
+        data = self.store.data(f) if wrong is None else ""
+        return [(g, data, wrong) for g in group.files]
 
     def hash(self, group: Group) -> list[Result]:
         """Hash the group's file once; returns (entry, data, wrong digest) for each entry."""
@@ -152,14 +169,24 @@ class Puller:
             os.close(fd)
         with self._count:
             self.report.bytes_hashed += size
+        wrong = self._wrong(f, digests, size)
+        if wrong is None and FileStamp.of(before) == FileStamp.of(after):  # else it changed
+            self._trust(data, FileStamp.of(after))
+        return wrong
+
+    @staticmethod
+    def _wrong(f: LockedFile, digests: dict[str, str], size: int) -> str | None:
+        """What differs from the lock (size, sha256, blake3), or None when all of it matches."""
         if size != f.size or digests["sha256"] != f.sha256:
             return f"sha256 {digests['sha256'][:16]}…, {size} bytes"
         if f.blake3 and digests["blake3"] != f.blake3:
             return f"blake3 {digests['blake3'][:16]}…"
-        if FileStamp.of(before) == FileStamp.of(after):  # else it changed while being read
-            for g in (x for x in self.lock.files if self.store.data(x) == data):
-                self.verified[g.path] = (data, FileStamp.of(after))
         return None
+
+    def _trust(self, data: str, stamp: FileStamp) -> None:
+        """Every entry stored at ``data`` is verified, as long as the file keeps ``stamp``."""
+        for g in (x for x in self.lock.files if self.store.data(x) == data):
+            self.verified[g.path] = (data, stamp)
 
     # -- coordination (main thread only) ------------------------------------------------------
 
@@ -222,7 +249,7 @@ class Puller:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
                 kind, g = pending.pop(fut)
-                if kind == "hash":
+                if kind == "hash" or _succeeded(fut):  # a download returns its own hash verdict
                     if self._judge(g, fut.result()) and g.error is None:
                         if stopped is not None or g.downloads >= 2:
                             if stopped is not None:
@@ -233,8 +260,8 @@ class Puller:
                         )
                         fetch(g)
                     continue
-                # A finished download, failed or cancelled: hash whatever is in place
-                # now, so nothing that landed stays unverified.
+                # A failed or cancelled download: hash whatever is in place now, so
+                # nothing that landed stays unverified.
                 exc = None if fut.cancelled() else fut.exception()
                 if fut.cancelled():
                     g.error = stopped_error(g, stopped)
@@ -268,7 +295,8 @@ class Puller:
             if data is None:
                 refetch = True  # absent (e.g. removed as a bad link) -- fetch it
             elif wrong is not None:
-                if data not in moved:  # a shared blob is moved once, for its first path
+                # "": refused before it was placed (already moved); a shared blob moves once
+                if data and data not in moved:
                     moved.add(data)
                     self._move(g, data, f, wrong, origin)
                 refetch = True
@@ -327,3 +355,7 @@ class Puller:
         except (OSError, PathBlocked):
             return False
         return mine is not None and FileStamp.of(mine) == stamp == FileStamp.of(theirs)
+
+
+def _succeeded(fut: Future[object]) -> bool:
+    return not fut.cancelled() and fut.exception() is None

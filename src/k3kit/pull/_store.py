@@ -8,8 +8,11 @@ them. Only links of exactly that form are believed; anything else at a file's na
 (the entry itself, through :class:`SafeDir`) and fetched again.
 
 New bytes go to a hidden part file beside their final name, created with ``O_EXCL | O_NOFOLLOW``
-in a folder reached without links, and are renamed into place only when complete, under the
-same lock a Ctrl-C takes to delete every part file: nothing half-written is ever left under DIR.
+in a folder reached without links, and are hashed as they are written (:class:`StreamHash`, reset
+whenever a transfer starts over, so a part is always hashed from its first byte). The engine
+renames a part into place only when it is complete AND its whole hash matched the lock, under the
+same lock a Ctrl-C takes to delete every part file: nothing half-written or wrong is ever placed
+under DIR; a part whose hash fails is handed to the quarantine straight from its hidden name.
 """
 
 from __future__ import annotations
@@ -19,14 +22,17 @@ import os
 import secrets
 import stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
+from k3kit._digest import FileStamp, StreamHash
 from k3kit.models import LockedFile, WeightsLock
 from k3kit.pull._safedir import PathBlocked, SafeDir, not_ours, split
 from k3kit.weights.layouts import repo_folder_name
 
 State = Literal["absent", "present", "blocked"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -128,14 +134,19 @@ class Store:
     # -- writing ------------------------------------------------------------------------------
 
     def part(self, f: LockedFile) -> Part:
-        part = Part(self, self.data(f))
+        """A new part file, created and registered in one step under the commit lock.
+
+        Created first and registered after, a part could be left behind by a Ctrl-C: the main
+        thread deleted the registered parts and exited while a daemon thread sat between its
+        ``open`` and its own clean-up (seen on a loaded machine). Under the lock, a Ctrl-C's
+        ``cancel`` runs either before (nothing is created) or after (it deletes this part too).
+        """
+        algorithms = ("sha256", "blake3") if f.blake3 else ("sha256",)
         with self.commit_lock:
-            cancelled = self.cancelled
-            if not cancelled:
-                self.parts.add(part)
-        if cancelled:
-            part.discard()
-            raise InterruptedError("pull cancelled")
+            if self.cancelled:
+                raise InterruptedError("pull cancelled")
+            part = Part(self, self.data(f), algorithms)
+            self.parts.add(part)
         return part
 
     def link(self, f: LockedFile) -> None:
@@ -159,10 +170,12 @@ class Store:
 class Part:
     """A download in progress: a hidden file beside its final name, written through an fd."""
 
-    def __init__(self, store: Store, rel: str) -> None:
+    def __init__(self, store: Store, rel: str, algorithms: tuple[str, ...]) -> None:
         self.store, self.rel = store, rel
         parents, self.final = split(rel)
         self.name = f".{self.final[:64]}.k3kit-part-{secrets.token_hex(6)}"
+        self.part_rel = "/".join([*parents, self.name])  # the hidden name, relative to DIR
+        self.hash = StreamHash(algorithms)  # of exactly the bytes written since the last restart
         with store.safe.folder(parents, create=True) as fd:
             self.dir_fd = os.dup(fd)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -171,19 +184,27 @@ class Part:
         self.closed = False
 
     def restart(self) -> None:
+        """Start the file over, and its hash with it: no byte of a failed attempt counts."""
         os.ftruncate(self.fd, 0)
         os.lseek(self.fd, 0, os.SEEK_SET)
+        self.hash.restart()
 
     def write(self, data: bytes) -> None:
         if self.store.cancelled:
             raise InterruptedError("pull cancelled")
         self.received += len(data)
         view = memoryview(data)
+        self.hash.update(view)  # the bytes as received, before they touch the disk
         while view:
             view = view[os.write(self.fd, view) :]
 
-    def commit(self) -> None:
-        """Rename the complete file to its final name (read-only), unless the pull was cancelled."""
+    def commit(self) -> FileStamp:
+        """Rename the complete file to its final name (read-only), unless the pull was cancelled.
+
+        Call it only after the streamed hash matched. The hidden name must still be this part's
+        own file (the one written through ``fd``), and so must the final name after the rename:
+        what gets placed is the file that was hashed. Returns its stamp once in place.
+        """
         os.fchmod(self.fd, 0o444)
         os.fsync(self.fd)
         with self.store.commit_lock:
@@ -195,9 +216,33 @@ class Part:
                 st = None
             if st is not None and stat.S_ISDIR(st.st_mode):
                 raise PathBlocked(self.rel, "is a folder; not replaced")
+            self._same_file(self.name)
             os.rename(self.name, self.final, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
+            stamp = FileStamp.of(os.fstat(self.fd))  # after the rename, which moves the ctime
+            self._same_file(self.final)
             self.store.parts.discard(self)
             self._close()
+        return stamp
+
+    def _same_file(self, name: str) -> None:
+        st, mine = os.stat(name, dir_fd=self.dir_fd, follow_symlinks=False), os.fstat(self.fd)
+        if (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino):
+            raise PathBlocked(self.rel, "the part file was replaced while downloading")
+
+    def hand_over(self, take: Callable[[str], T]) -> T:
+        """Give the hidden part file (wrong bytes) to ``take``, by its name relative to DIR.
+
+        ``take`` (the quarantine) moves it out under the commit lock, so a Ctrl-C cannot delete
+        it half-way; the part is then closed and no longer tracked. It was never placed.
+        """
+        with self.store.commit_lock:
+            if self.store.cancelled:
+                raise InterruptedError("pull cancelled")
+            try:
+                return take(self.part_rel)
+            finally:
+                self.store.parts.discard(self)
+                self._close()
 
     def unlink(self) -> None:
         try:
