@@ -254,3 +254,25 @@ def test_an_io_error_never_shows_an_empty_file_name(
     assert f"error: {shown}" in err
     assert ":  (" not in err and ": (" not in err
     assert "\x1b" not in err
+
+
+def test_an_in_process_run_gives_the_caller_its_ctrl_c_back(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A verb that decided its outcome ignores Ctrl-C until its process exits; run in-process
+    (``main([...])``), it used to leave the caller's SIGINT ignored for good, so every process
+    the caller started later inherited the ignored signal (in the whole suite, the test hub's and
+    pull's Ctrl-C tests after this file failed)."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    seen: list[object] = []
+
+    def decide() -> None:
+        _app.outcome_decided()
+        seen.append(signal.getsignal(signal.SIGINT))
+
+    code, _, _ = _run(monkeypatch, capsys, decide, "boom")
+    assert code == 0 and seen == [signal.SIG_IGN]  # ignored while the verb reported
+    assert signal.getsignal(signal.SIGINT) is before  # and the caller's again afterwards
+    assert _app._OWN_PROCESS is False

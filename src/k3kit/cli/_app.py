@@ -278,8 +278,14 @@ def _report_parse_error(exc: K3kitError, as_json: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; click's own failures (usage errors, Ctrl-C outside a command) are mapped
-    here, because click's standalone mode would print them without the --json error object."""
+    here, because click's standalone mode would print them without the --json error object.
+
+    ``argv`` given means an in-process caller (a test, a script): it gets its own Ctrl-C and
+    signal state back when this returns. Without that, one in-process run left the caller's
+    SIGINT ignored for good (:func:`outcome_decided`), and every process it started afterwards
+    inherited the ignored signal: a whole test session's later Ctrl-C tests failed."""
     global _OWN_PROCESS
+    owned, handler = _OWN_PROCESS, signal.getsignal(signal.SIGINT)
     _OWN_PROCESS = True
     args = sys.argv[1:] if argv is None else list(argv)
     stdout = sys.stdout
@@ -295,6 +301,11 @@ def main(argv: list[str] | None = None) -> None:
         if sys.stdout is not stdout and stdout_reader_gone():
             quiet_broken_pipe()
         raise
+    finally:
+        if argv is not None:  # the process is the caller's: leave it as it was
+            _OWN_PROCESS = owned
+            if handler is not None:
+                signal.signal(signal.SIGINT, handler)
 
 
 def _main(args: list[str]) -> None:
