@@ -69,15 +69,15 @@ class Gate:
 
 # Each limit is >= 40 % above the worst median of 5 gate runs at a load average of 8-20 on the
 # shared 2-core machine (5.19, 15.05, 5.16, 1.12): docs/performance.md, "Performance gate". The
-# hashing limit is wider (3.0): its two timings are 0.04-0.08 s each, and with the test suite
-# running beside it on the same 2 cores the median was 1.96 (worst round 2.60), which 1.75 failed.
+# hashing limit is wider (3.5): its two timings are 0.04-0.08 s each, and with the test suite
+# running beside it the median was 1.96 (worst round 2.60), after it 2.07 (2.54): 1.75 failed.
 # It still catches a hasher that does extra work per byte (an added sha256 scored 4.17); it does
 # not catch one that lost its second thread (~1.4x), which the hashing benchmarks show instead.
 GATES = (
     Gate("verify/version", "verify", "version", 7.5, "verify start-up vs the bare CLI"),
     Gate("verify/import", "verify", "import", 22.0, "verify start-up vs `import k3kit`"),
     Gate("launch/version", "launch", "version", 8.0, "launch --dry-run vs the bare CLI"),
-    Gate("hash k3kit/blake3", "hash", "", 3.0, "one file: k3kit's time / blake3's own"),
+    Gate("hash k3kit/blake3", "hash", "", 3.5, "one file: k3kit's time / blake3's own"),
 )
 
 HASH_CHILD = r"""
