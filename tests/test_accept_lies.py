@@ -385,3 +385,56 @@ def test_text_split_into_twice_the_ids_is_refused(
     code, result, _ = _lying(acceptkit, tmp_path, lie="ids_split_all")
     assert code == 1
     _all_failed(result, "reported 16 token ids but streamed text of 8")
+
+
+def _raw_stream(events: list[tuple[float, dict[str, Any]]]) -> Sample:
+    """One completion read by accept's client from a real loopback server that writes exactly
+    these events (each after its own pause), then ``[DONE]``."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while (await reader.readline()) not in (b"\r\n", b""):
+            pass  # the request head; the body is never read (the answer does not depend on it)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+        writer.write(b"transfer-encoding: chunked\r\n\r\n")
+        for pause, obj in [*events, (0.0, {})]:
+            await asyncio.sleep(pause)
+            data = b"data: " + (json.dumps(obj).encode() if obj else b"[DONE]") + b"\n\n"
+            writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def run() -> Sample:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        body = {"model": "m", "prompt": "hi", "max_tokens": 5, "stream": True}
+        async with server, client(1, Timeouts()) as http:
+            url = f"http://127.0.0.1:{port}/v1/completions"
+            return await stream_completion(http, url, body, 1, Timeouts())
+
+    return asyncio.run(run())
+
+
+def _choice(text: str, ids: list[int]) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "text": text, "token_ids": ids}]}
+
+
+def test_ids_withheld_after_the_last_text_are_counted_with_the_time_they_arrived() -> None:
+    """vLLM sends each generated id in an event of its own, with empty text while its
+    detokenizer withholds half a character. Those after the last text are noted with the time
+    the last of them arrived (0.1 s of server pauses after the text here), so a count that
+    includes them is charged that time; an id-only event before more text is no tail."""
+    sample = _raw_stream(
+        [
+            (0.0, _choice("a", [1])),
+            (0.0, _choice("", [2])),  # withheld, then released with the next text
+            (0.0, _choice("b", [3])),
+            (0.05, _choice("", [4])),
+            (0.05, _choice("", [5])),
+        ]
+    )
+    assert sample.ok, sample.error
+    assert (sample.chunks, sample.text_chunks) == (5, 2)
+    assert sample.token_ids == [1, 2, 3, 4, 5]
+    assert sample.tail_end_s - sample.latency_s >= 0.1  # the server's own two pauses

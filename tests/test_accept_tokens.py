@@ -177,17 +177,54 @@ def test_generated_ids_witness_the_count_only_when_they_are_the_text(
         assert sample.output_len == 16
 
 
-def test_the_tail_a_streaming_detokenizer_withholds_still_witnesses(tmp_path: Path) -> None:
-    """vLLM streams text through ``tokenizers``' ``DecodeStream``, which holds back a decoding
-    that ends in an incomplete UTF-8 sequence; a stream that ends there never sends it. Ids
-    ending in half a character decode (in full) to the text plus U+FFFD: still an account of the
-    text. The same ids with *other* text after the withheld point are not."""
+def _byte_tokenizer() -> Tokenizer:
+    """A byte-level tokenizer with one token per byte: every id sequence a model could generate,
+    including runs of bytes that are no UTF-8 character at all."""
     from tokenizers import decoders, models, pre_tokenizers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_tokens(sorted(pre_tokenizers.ByteLevel.alphabet()))  # a token per byte
+    return tok
+
+
+def _streamed(tok: Tokenizer, ids: list[int]) -> str:
+    """What vLLM streams for these ids: ``tokenizers``' own ``DecodeStream``, one id a step."""
+    from tokenizers import decoders
+
+    stream = decoders.DecodeStream(skip_special_tokens=False)
+    return "".join(s for i in ids if (s := stream.step(tok, i)))
+
+
+def _byte_ids(tok: Tokenizer, chars: str) -> list[int]:
+    found = [tok.token_to_id(c) for c in chars]
+    assert None not in found
+    return [i for i in found if i is not None]
+
+
+def _tail_sample(text: str, ids: list[int], tail_events: int) -> Sample:
+    """A request whose text ended at 0.3 s, then ``tail_events`` events of ids alone, the last
+    at 0.5 s."""
+    return Sample(
+        input_len=1,
+        chunks=1 + tail_events,
+        text_chunks=1,
+        text=[text],
+        token_ids=ids,
+        usage=len(ids),
+        latency_s=0.3,
+        tail_end_s=0.5 if tail_events else 0.0,
+    )
+
+
+def test_the_tail_a_streaming_detokenizer_withholds_still_witnesses() -> None:
+    """vLLM streams text through ``tokenizers``' ``DecodeStream``, which holds back a decoding
+    that ends in an incomplete UTF-8 sequence; a stream that ends there never sends it. Ids
+    ending in half a character decode (in full) to the text plus U+FFFD: still an account of the
+    text, when each withheld id came in an event of its own. The same ids with *other* text
+    after the withheld point are not."""
+    tok = _byte_tokenizer()
 
     def count(text: str) -> int:
         return len(tok.encode(text, add_special_tokens=False).ids)
@@ -195,31 +232,105 @@ def test_the_tail_a_streaming_detokenizer_withholds_still_witnesses(tmp_path: Pa
     def decode(ids: list[int]) -> str:
         return tok.decode(ids, skip_special_tokens=False)
 
-    def ids_of(chars: str) -> list[int]:
-        found = [tok.token_to_id(c) for c in chars]
-        assert None not in found
-        return [i for i in found if i is not None]
-
-    word = ids_of("hello")
-    half_euro = ids_of("\u00e2\u0124")  # 2 of the 3 bytes of U+20AC
-    stream = decoders.DecodeStream(skip_special_tokens=False)
-    streamed = "".join(s for i in word + half_euro if (s := stream.step(tok, i)))
-    assert streamed == "hello" and decode(word + half_euro) == "hello\ufffd"
-    # (text, witnessed): a short tail of whole characters before the half one may be withheld
-    # with it (one byte-level token can be a space and half a character); nothing may be added
-    for text, witnessed in (("hello", True), ("hell", True), ("hello!", False), ("help", False)):
-        ids = word + half_euro
-        sample = Sample(input_len=1, chunks=4, text_chunks=4, text=[text], token_ids=ids)
+    word = _byte_ids(tok, "hello")
+    half_euro = _byte_ids(tok, "\u00e2\u0124")  # 2 of the 3 bytes of U+20AC
+    assert _streamed(tok, word + half_euro) == "hello"
+    assert decode(word + half_euro) == "hello\ufffd"
+    # (text, witnessed): with a token per byte, "hell" was never what DecodeStream streamed (it
+    # emits the "o" at once); nothing may be added or changed either
+    for text, witnessed in (("hello", True), ("hell", False), ("hello!", False), ("help", False)):
+        sample = _tail_sample(text, word + half_euro, tail_events=2)
+        sample.usage = None  # without ids that witness it, the text's own count stands
         check_sample(sample, count, decode)
         assert sample.ok, (text, sample.error)
         assert sample.output_len == (7 if witnessed else count(text)), (text, sample.output_len)
-    # the attack pass's padding: ids that add only U+FFFD after the text, more than one
-    # incomplete character can hold, are no witness (the text's own count is kept)
-    padded = word + ids_of("\u0124") * 5
-    assert decode(padded) == "hello" + "\ufffd" * 5
-    sample = Sample(input_len=1, chunks=5, text_chunks=5, text=["hello"], token_ids=padded)
-    check_sample(sample, count, decode)
-    assert sample.ok and sample.output_len == 5
+
+
+def test_a_run_of_lead_bytes_vllm_never_streamed_is_an_honest_tail() -> None:
+    """What a real vLLM 0.32 (CPU) sent for a random-weight model (``make test-engine``, 1 of 40
+    requests): 22 ids of text, then the same lead byte ten times, each in an event of its own
+    with no text, because every decoding of the run ends in U+FFFD and ``DecodeStream`` emits
+    nothing then (here with a token per byte: 24 and 8). The ids are an account of the text; the
+    latency runs to the last event, so those tokens are charged the time they took."""
+    tok = _byte_tokenizer()
+    lead = _byte_ids(tok, "\u00ec")  # the byte 0xEC: starts a 3-byte character
+    ids = _byte_ids(tok, "abcdefghijklmnopqrstuvwx") + lead * 8
+    streamed = _streamed(tok, ids)
+    assert streamed == "abcdefghijklmnopqrstuvwx"  # vLLM's own detokenizer withholds all eight
+
+    def count(text: str) -> int:
+        return len(tok.encode(text, add_special_tokens=False).ids)
+
+    sample = _tail_sample(streamed, ids, tail_events=8)
+    check_sample(sample, count, lambda i: tok.decode(i, skip_special_tokens=False))
+    assert sample.ok, sample.error
+    assert sample.output_len == len(ids) == 32
+    assert sample.latency_s == 0.5
+
+
+def test_a_withheld_tail_merged_into_one_last_event_still_witnesses() -> None:
+    """vLLM merges the outputs of several engine steps into one event when its API server falls
+    behind, so withheld ids may arrive together: still an account of the text, charged up to
+    the time that event arrived."""
+    tok = _byte_tokenizer()
+    ids = _byte_ids(tok, "abcdefghijklmnop") + _byte_ids(tok, "\u00ec") * 4
+
+    def count(text: str) -> int:
+        return len(tok.encode(text, add_special_tokens=False).ids)
+
+    sample = _tail_sample("abcdefghijklmnop", ids, tail_events=1)
+    check_sample(sample, count, lambda i: tok.decode(i, skip_special_tokens=False))
+    assert sample.ok and sample.output_len == 20 and sample.latency_s == 0.5
+
+
+def test_a_server_that_pads_a_short_count_with_half_characters_is_refused() -> None:
+    """The outside attack pass: ids that add only U+FFFD after the text pad the count, sent at
+    once in the last event (as a server that skips generating them would). Four on ten tokens of
+    text is past the ids' max(3, 25 %), so the request fails."""
+    tok = _byte_tokenizer()
+    padded = _byte_ids(tok, "hellothere") + _byte_ids(tok, "\u00ec") * 4
+
+    def count(text: str) -> int:
+        return len(tok.encode(text, add_special_tokens=False).ids)
+
+    sample = _tail_sample("hellothere", padded, tail_events=1)
+    check_sample(sample, count, lambda i: tok.decode(i, skip_special_tokens=False))
+    assert "reported 14 token ids but streamed text of 10 (allowed: +-3)" in sample.error
+    assert sample.output_len == 0
+
+
+def test_a_padded_tail_past_what_ids_may_add_still_fails_the_request() -> None:
+    """Each pad id in its own event (the most an attacker can do) is charged its time, and the
+    count still may exceed the text by no more than :func:`id_allowance`: 16 pad ids on 32 tokens
+    of text are refused."""
+    tok = _byte_tokenizer()
+    word = _byte_ids(tok, "a" * 32)
+    padded = word + _byte_ids(tok, "\u00ec") * 16
+
+    def count(text: str) -> int:
+        return len(tok.encode(text, add_special_tokens=False).ids)
+
+    sample = _tail_sample("a" * 32, padded, tail_events=16)
+    check_sample(sample, count, lambda i: tok.decode(i, skip_special_tokens=False))
+    assert "reported 48 token ids but streamed text of 32 (allowed: +-12)" in sample.error
+
+
+def test_a_tail_with_a_whole_character_after_the_text_is_no_witness() -> None:
+    """``DecodeStream`` emits as soon as a decoding no longer ends in U+FFFD: ids whose tail
+    completes a character (an euro sign) were never withheld, so text without it is not their
+    account, however many events they came in."""
+    tok = _byte_tokenizer()
+    word = _byte_ids(tok, "hello")
+    # a whole U+20AC (bytes E2 82 AC), then half of another character
+    tail = _byte_ids(tok, "\u00e2\u0124\u00ac") + _byte_ids(tok, "\u00ec")
+    assert tok.decode(word + tail, skip_special_tokens=False) == "hello\u20ac\ufffd"
+
+    def count(text: str) -> int:
+        return len(tok.encode(text, add_special_tokens=False).ids)
+
+    sample = _tail_sample("hello", word + tail, tail_events=4)
+    check_sample(sample, count, lambda i: tok.decode(i, skip_special_tokens=False))
+    assert sample.error and "streamed text of 5" in sample.error
 
 
 def test_id_allowance_bounds_what_splitting_gains() -> None:

@@ -79,6 +79,10 @@ class Sample:
     text_chars: int = 0
     usage: int | None = None
     token_ids: list[int] | None = field(default=None, repr=False)
+    #: When the last event of ids without text after the last text arrived (from the send; 0.0
+    #: for none): a streaming detokenizer withholds the ids of an unfinished character, and a
+    #: count that includes them must be charged the time they took to come.
+    tail_end_s: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -292,11 +296,12 @@ def _choice_text(choice: object) -> str:
 MAX_TOKEN_ID = 2**31 - 1
 
 
-def _add_ids(sample: Sample, choice: object) -> None:
-    """Keep the chunk's generated token ids, if the server sent any (capped like the text)."""
+def _add_ids(sample: Sample, choice: object) -> int:
+    """Keep the chunk's generated token ids, if the server sent any (capped like the text), and
+    return how many it carried."""
     ids = choice.get("token_ids") if isinstance(choice, dict) else None
     if ids is None:
-        return
+        return 0
     if not isinstance(ids, list) or not all(type(i) is int and 0 <= i <= MAX_TOKEN_ID for i in ids):
         raise ValueError("choices[0].token_ids is not a list of token ids")
     if sample.token_ids is None:
@@ -304,6 +309,7 @@ def _add_ids(sample: Sample, choice: object) -> None:
     sample.token_ids.extend(ids)
     if len(sample.token_ids) > MAX_TEXT_CHARS:
         raise ValueError(f"over {MAX_TEXT_CHARS} streamed token ids")
+    return len(ids)
 
 
 def _add_text(sample: Sample, choice: object) -> str:
@@ -318,7 +324,8 @@ def _add_text(sample: Sample, choice: object) -> str:
 
 
 async def _consume(response: httpx.Response, sample: Sample, sent: float, clock: Clock) -> None:
-    """Read the stream into ``sample``, timing only the chunks that carry text.
+    """Read the stream into ``sample``, timing only the chunks that carry text (and noting the
+    events of ids without text after the last of them: :func:`k3kit.accept.tokens._witnessed`).
 
     A chunk without text is no token: timing it would let a server start the TTFT clock before
     its prefill ends (an empty chunk at once, the first token a second later) or split a real
@@ -339,7 +346,7 @@ async def _consume(response: httpx.Response, sample: Sample, sent: float, clock:
             if not isinstance(choices, list):
                 raise ValueError("choices is not a list")
             sample.chunks += 1
-            _add_ids(sample, choices[0])
+            carried = _add_ids(sample, choices[0])
             if _add_text(sample, choices[0]):
                 if sample.text_chunks == 0:
                     sample.ttft_s = now - sent
@@ -347,6 +354,9 @@ async def _consume(response: httpx.Response, sample: Sample, sent: float, clock:
                     sample.itl_s.append(now - last)
                 sample.text_chunks += 1
                 last = now
+                sample.tail_end_s = 0.0
+            elif carried and sample.text_chunks:
+                sample.tail_end_s = now - sent
         usage = _completion_tokens(obj.get("usage"))
         if usage is not None:
             sample.usage = usage

@@ -32,7 +32,8 @@ The generated ids, where the server streams them (vLLM's ``return_token_ids``, w
 for), are the better witness of the count when they hold up: every id in the verified
 tokenizer's vocabulary, no more ids than bytes of text (every token carries at least one byte),
 the ids decoded by that tokenizer *equal* to the streamed text (less the incomplete UTF-8 tail a
-streaming detokenizer withholds at the end), and their number equal to
+streaming detokenizer withholds at the end, the request's latency then running to the last
+event of ids), and their number equal to
 ``usage`` where both are sent. Then the count is the number of ids, and the re-tokenized text
 may fall short of it by :data:`ID_REL` (a model may generate a word in pieces that encode back
 as one token: 28 tokens of text for 32 ids from a real vLLM serving a random-weight model,
@@ -79,36 +80,54 @@ def id_allowance(tokens: int) -> int:
     return max(RETOKENIZE_ABS, int(ID_REL * tokens))
 
 
-#: The most trailing ids a streaming detokenizer withholds: those of one incomplete UTF-8
-#: sequence, at most 3 bytes (a 4-byte character lacks at most 3), each id at least one byte.
-MAX_WITHHELD_IDS = 3
+#: The most trailing ids whose withholding is examined (each costs one decode of the whole
+#: sequence). A real vLLM on a random-weight model withheld 10 of 32 (ten copies of one lead
+#: byte); a longer run of half characters is no witness and the text's own count stands.
+MAX_WITHHELD_IDS = 64
 
 
-def _witnessed(ids: list[int] | None, text: str, decode: Decode | None) -> list[int] | None:
-    """The streamed ids if they are an account of exactly the streamed text, else None.
+def _withheld(ids: list[int], text: str, decode: Decode) -> int | None:
+    """How many trailing ids a streaming detokenizer withheld from ``text``, or None.
 
-    The text may lack what a streaming detokenizer withholds at the end: vLLM decodes with
-    ``tokenizers``' ``DecodeStream``, which emits nothing while the decoding so far ends in an
-    incomplete UTF-8 sequence, and a stream that ends there never emits it (a random-weight model
-    generates raw byte tokens: 92 of 3,000 random 32-id sequences ended so). So the ids are also
-    a witness when all but their last :data:`MAX_WITHHELD_IDS` or fewer decode to the text and all
-    of them decode to something ending in an incomplete character (U+FFFD). A longer tail would
-    let a server pad its count with ids that add no text (found by the outside attack pass: 16
-    such ids on 48 tokens passed under a 16-character rule). Nothing else may differ.
+    vLLM decodes with ``tokenizers``' ``DecodeStream``, which emits nothing while the decoding so
+    far ends in an incomplete UTF-8 sequence (U+FFFD), and a stream that ends there never emits
+    it. So every longer prefix past the text must decode to the text plus something ending in
+    U+FFFD, and the shortest that decodes to the text exactly is where the stream stopped
+    emitting. Any complete character after the text, or ids that never reach it, is no account.
+    """
+    for kept in range(len(ids) - 1, max(-1, len(ids) - 1 - MAX_WITHHELD_IDS), -1):
+        prefix = decode(ids[:kept])
+        if prefix == text:
+            return len(ids) - kept
+        if prefix is None or not (prefix.endswith("\ufffd") and prefix.startswith(text)):
+            return None
+    return None
+
+
+def _witnessed(sample: Sample, ids: list[int] | None, text: str, decode: Decode | None) -> bool:
+    """Whether the streamed ids are an account of exactly the streamed text.
+
+    The text may lack what a streaming detokenizer withholds at the end (:func:`_withheld`). The
+    withheld ids may come in events of their own or merged with the last text (vLLM merges when
+    its API server falls behind), so what holds a server to them is time and the count: the
+    sample's latency is taken to the last event of ids, so the tokens they count are charged the
+    time the server took to send them (vLLM's own client times every event so), and the count
+    may exceed the text by no more than :func:`id_allowance`, the bound on a text split into
+    smaller ids (the outside attack pass padded such ids onto a count; past that bound it fails).
     """
     if ids is None or decode is None:
-        return None
+        return False
     full = decode(ids)
     if full is None or len(ids) > len(full.encode("utf-8")):  # a token is at least one byte
-        return None
+        return False
     if full == text:
-        return ids
+        return True
     if not (full.endswith("\ufffd") and full.startswith(text)):
-        return None
-    for kept in range(len(ids) - 1, max(-1, len(ids) - 1 - MAX_WITHHELD_IDS), -1):
-        if decode(ids[:kept]) == text:
-            return ids
-    return None
+        return False
+    if _withheld(ids, text, decode) is None:
+        return False
+    sample.latency_s = max(sample.latency_s, sample.tail_end_s)
+    return True
 
 
 def _problem(sample: Sample, streamed: int, ids: list[int] | None) -> str:
@@ -162,7 +181,7 @@ def check_sample(sample: Sample, count: Callable[[str], int], decode: Decode | N
     sent_ids, sample.token_ids = sample.token_ids, None
     if not sample.ok:
         return
-    ids = _witnessed(sent_ids, text, decode)
+    ids = sent_ids if _witnessed(sample, sent_ids, text, decode) else None
     streamed = count(text)
     problem = _problem(sample, streamed, ids)
     if problem:
