@@ -225,11 +225,17 @@ def _length_check(
             mean_iv.text(),
         )
     elif not mean_iv.overlaps(band):
-        out.error(
+        counter = None if rv.result is None else rv.result.token_counter
+        # A length counted with another tokenizer than the model's (llmperf counts every text
+        # with a Llama tokenizer) is in other units than the declared one: the gap is disclosed,
+        # not called false. Throughput and totals are still recomputed from the same counts.
+        severity = out.error if counter is None else out.warning
+        severity(
             rv.id,
             f"mean {what} length {mean_iv.text()} tokens"
             + (f" ({source})" if source else "")
-            + f" is outside ±10% of the declared {declared_text} (MLPerf TEST09 bound)",
+            + f" is outside ±10% of the declared {declared_text} (MLPerf TEST09 bound)"
+            + (f"; counted with {counter}, not the model's tokenizer" if counter else ""),
             band.range_text(),
             mean_iv.text(),
         )
