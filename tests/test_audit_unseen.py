@@ -1,0 +1,137 @@
+"""The audit on an independent corpus: real files nobody here wrote rules against.
+
+tests/data/unseen holds result files of four tools (vllm bench serve, SGLang bench_serving,
+llmperf, AIPerf 0.11) from public repositories that the first corpus (tests/data/real) does not
+use; their provenance is in tests/data/unseen/SOURCES.md. Each is wrapped in an honest receipt
+(its own figures, rounded as a publisher would) and must:
+
+* audit with no error under the default policy;
+* be accepted by ``k3kit sign`` as evidence;
+* when a cheater edits a figure the file itself can rule out (a better p99 TTFT, a higher
+  throughput), give an error of a rule that names that figure;
+* when the edit touches a figure nothing in the file can recompute (a summary-only latency
+  percentile), stay unchecked: no error, and no pass that claims it was recomputed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from k3kit.audit import AuditReport
+from tests.conftest import GoldenKit, run_k3kit
+from tests.realcorpus import RealKits, audit_cases
+from tests.unseencorpus import FILES, UNSEEN, edited, engine_version, read, unseen_case
+
+
+@pytest.fixture(scope="module")
+def kits(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> RealKits:
+    return RealKits(golden, tmp_path_factory.mktemp("unseen-kits"))
+
+
+def _audit(name: str, record: int | None, kits: RealKits, data: bytes | None = None) -> AuditReport:
+    wl, row, body = unseen_case(name, record, data)
+    evidence = {row["id"]: body}
+    return audit_cases([(wl, row, body)], kits, evidence, version=engine_version(name))
+
+
+def _errors(report: AuditReport) -> list[tuple[str, str]]:
+    return [(f.rule, f.message) for f in report.findings if f.severity == "error"]
+
+
+@pytest.mark.parametrize(("name", "record"), FILES, ids=[n for n, _ in FILES])
+def test_honest_unseen_file_audits_clean(name: str, record: int | None, kits: RealKits) -> None:
+    assert _errors(_audit(name, record, kits)) == []
+
+
+def test_corpus_is_independent_and_broad() -> None:
+    """At least 12 files of at least 4 tools, none of them a file of the first corpus."""
+    from k3kit.evidence import parse_evidence
+    from tests.realcorpus import REAL
+
+    tools = {parse_evidence(read(n), source=n, record=r).tool for n, r in FILES}
+    assert len(FILES) >= 12 and len(tools) >= 4, (len(FILES), tools)
+    on_disk = {p.name for p in UNSEEN.iterdir() if p.name != "SOURCES.md"}
+    assert on_disk == {n for n, _ in FILES}
+    first = {p.read_bytes() for p in REAL.iterdir() if p.suffix != ".md"}
+    assert not any(read(n) in first for n, _ in FILES)
+
+
+# A cheater's edit of the tool's own file: (file, record, path of the figure, factor, words the
+# error must use to name the figure). Each file holds what rules the edit out: token totals and a
+# duration for a throughput; the order of its own quantiles for a tail latency.
+THROUGHPUT = "output_throughput"
+FABRICATIONS = [
+    ("vllm-gemma4-31b-gpu-medium-rate4.json", None, ("output_throughput",), 1.3, THROUGHPUT),
+    ("vllm-gemma4-31b-gpu-medium-rate4.json", None, ("p99_ttft_ms",), 0.5, "TTFT"),
+    (
+        "sglang-qwen25-3b-agg-n100-in512-out128-c32.jsonl",
+        0,
+        ("output_throughput",),
+        1.3,
+        THROUGHPUT,
+    ),
+    ("aiperf-qwen3-4b-g7-c16.json", None, ("output_token_throughput", "avg"), 1.3, THROUGHPUT),
+    (
+        "llmperf-gpt41nano-550-150-c10.json",
+        None,
+        ("results_mean_output_throughput_token_per_s",),
+        1.3,
+        THROUGHPUT,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "record", "path", "factor", "word"),
+    FABRICATIONS,
+    ids=[f"{n}:{'.'.join(p)}x{f}" for n, _, p, f, _ in FABRICATIONS],
+)
+def test_fabricated_figure_is_caught_by_a_rule_naming_it(
+    name: str, record: int | None, path: tuple[str, ...], factor: float, word: str, kits: RealKits
+) -> None:
+    report = _audit(name, record, kits, edited(name, record, path, factor))
+    named = [(r, m) for r, m in _errors(report) if word.lower() in m.lower()]
+    assert named, _errors(report)
+
+
+def test_summary_only_fabrication_stays_unchecked(kits: RealKits) -> None:
+    """A better p90 TTFT (x0.9) in an AIPerf summary: no per-request data to recompute it from, and
+    the quantiles stay in order, so the audit cannot rule it out. It must say so, never pass it."""
+    name = "aiperf-qwen3-4b-g7-c16.json"
+    report = _audit(name, None, kits, edited(name, None, ("time_to_first_token", "p90"), 0.9))
+    assert _errors(report) == []
+    vouched = [
+        f
+        for f in report.findings
+        if f.severity == "pass" and f.rule in ("R16", "R19") and "per-request" in f.message
+    ]
+    assert vouched == []
+    assert any(f.severity == "not-checkable" for f in report.findings)
+
+
+def test_sign_accepts_every_unseen_file_and_audit_finds_no_error(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The way a user would: every file in results/, one claims file citing them, `k3kit sign`
+    (exit 0), then `k3kit audit` of the signed kit reading the evidence back (no error)."""
+    from tests.test_audit_real_corpus import _claims_toml
+
+    cases = [unseen_case(name, record) for name, record in FILES]
+    (tmp_path / "results").mkdir()
+    for _, row, data in cases:
+        (tmp_path / row["evidence"]).write_bytes(data)
+    claims = tmp_path / "claims.toml"
+    claims.write_text(_claims_toml(cases, "numpy-linear"))
+    proc = run_k3kit("sign", kit, "--key", golden.key.private, "--claims", claims, "--force")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_k3kit("audit", kit, "--trust", golden.key.public, "--json")
+    report = json.loads(proc.stdout)
+    errors = [(f["rule"], f["message"]) for f in report["findings"] if f["severity"] == "error"]
+    assert proc.returncode == 0 and errors == [], errors
+    evidence = [f for f in report["findings"] if f["rule"] == "R03" and f["severity"] == "pass"]
+    assert len(evidence) >= len(FILES), [
+        f["message"] for f in report["findings"] if f["rule"] == "R03"
+    ]
