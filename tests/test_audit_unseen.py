@@ -135,3 +135,33 @@ def test_sign_accepts_every_unseen_file_and_audit_finds_no_error(
     assert len(evidence) >= len(FILES), [
         f["message"] for f in report["findings"] if f["rule"] == "R03"
     ]
+
+
+def test_llmperf_counts_are_disclosed_as_llama_tokens_not_called_false(kits: RealKits) -> None:
+    """The false error this corpus found: llmperf asked gpt-4.1-nano for ~150 tokens (in the
+    model's tokens) and counted 171.1 per request with its Llama tokenizer. R09 says so as a
+    warning naming the tokenizer; the same receipt from a tool that counts in the model's own
+    tokens (no token_counter) would still be an error."""
+    name = "llmperf-gpt41nano-550-150-c10.json"
+    report = _audit(name, None, kits)
+    r09 = [f for f in report.findings if f.rule == "R09"]
+    assert [f.severity for f in r09] == ["warning"], r09
+    assert "llama-tokenizer" in r09[0].message and "171.1" in r09[0].message
+
+
+def test_llmperf_summary_implies_its_duration_and_totals() -> None:
+    """llmperf: output_throughput = sum(tokens) / (end - start), completed per minute =
+    completed / (end - start) * 60, and number_output_tokens_mean is over the same requests."""
+    from k3kit.errors import K3kitError
+    from k3kit.evidence import parse_evidence
+
+    name = "llmperf-gpt41nano-550-150-c10.json"
+    v = parse_evidence(read(name), source=name).values
+    assert v["total_output_tokens"] == 1711 and v["completed"] == 10
+    duration = float(v["duration"] or 0)
+    assert v["total_output_tokens"] / duration == pytest.approx(v["output_throughput"], rel=1e-12)
+    obj = json.loads(read(name))
+    obj["results_number_output_tokens_mean"] = 1e15  # within the number bound; x10 is no count
+    with pytest.raises(K3kitError) as caught:
+        parse_evidence(json.dumps(obj).encode(), source=name)
+    assert caught.value.code == "EVIDENCE_MALFORMED"
