@@ -165,3 +165,33 @@ def test_llmperf_summary_implies_its_duration_and_totals() -> None:
     with pytest.raises(K3kitError) as caught:
         parse_evidence(json.dumps(obj).encode(), source=name)
     assert caught.value.code == "EVIDENCE_MALFORMED"
+
+
+def test_aiperf_receipt_signs_for_the_vllm_version_that_ran(
+    kits: RealKits, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The AIPerf files were served by vLLM 0.29.0 (the study's StatefulSet image): a kit built
+    for 0.29.0 from its snapshot signs a receipt stating 0.29.0, and its audit finds no error."""
+    import shutil
+
+    from tests.test_audit_real_corpus import _claims_toml
+
+    names = [n for n, _ in FILES if engine_version(n) == "0.29.0"]
+    assert names
+    kits.info("0.29.0")  # builds the kit as a publisher would (engine snapshot, build)
+    kit = tmp_path / "kit"
+    shutil.copytree(kits.root / "0.29.0" / "kit", kit)
+    cases = [unseen_case(name) for name in names]
+    (tmp_path / "results").mkdir()
+    for _, row, data in cases:
+        (tmp_path / row["evidence"]).write_bytes(data)
+    toml = _claims_toml(cases, "numpy-linear")
+    assert 'engine_version = "0.33.0"' in toml
+    claims = tmp_path / "claims.toml"
+    claims.write_text(toml.replace('engine_version = "0.33.0"', 'engine_version = "0.29.0"'))
+    proc = run_k3kit("sign", kit, "--key", golden.key.private, "--claims", claims, "--force")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_k3kit("audit", kit, "--trust", golden.key.public, "--json")
+    report = json.loads(proc.stdout)
+    errors = [(f["rule"], f["message"]) for f in report["findings"] if f["severity"] == "error"]
+    assert proc.returncode == 0 and errors == [], errors
