@@ -195,3 +195,33 @@ def test_aiperf_receipt_signs_for_the_vllm_version_that_ran(
     report = json.loads(proc.stdout)
     errors = [(f["rule"], f["message"]) for f in report["findings"] if f["severity"] == "error"]
     assert proc.returncode == 0 and errors == [], errors
+
+
+def test_a_mean_of_random_lengths_gets_its_sampling_error(kits: RealKits) -> None:
+    """The false error this corpus found: 50 SGLang prompts drawn from [1, 512] (range ratio 0)
+    measured a mean of 283.1 against a middle of 256.5, 10.4% off but 1.3 standard errors
+    ((512 - 1) / sqrt(12 x 50) = 20.9). R10 now allows 4 standard errors beyond ±10%: the honest
+    file passes, while the same prompts claimed as draws from [1, 2048] are still an error."""
+    name = "sglang-qwen25-3b-pd-intra-n50-in512-out64-c32.jsonl"
+    wl, row, data = unseen_case(name, 0)
+    assert wl["input_tokens"] == 512 and wl["range_convention"] == "sglang"
+    honest = audit_cases([(wl, row, data)], kits, {row["id"]: data})
+    r10 = [f for f in honest.findings if f.rule == "R10"]
+    assert [f.severity for f in r10] == ["pass"], r10
+    inflated = {**wl, "input_tokens": 2048}
+    report = audit_cases([(inflated, row, data)], kits, {row["id"]: data})
+    r10 = [f for f in report.findings if f.rule == "R10"]
+    assert [f.severity for f in r10] == ["error"], r10
+    assert "for a mean of random lengths" in r10[0].message
+
+
+def test_sources_list_every_unseen_file_with_its_sha256() -> None:
+    import hashlib
+    import re
+
+    text = (UNSEEN / "SOURCES.md").read_text()
+    rows = re.findall(r"^\| `([^`]+)` \|.*\| `([0-9a-f]{64})` \| (\d+) \|$", text, flags=re.M)
+    assert {name for name, _, _ in rows} == {n for n, _ in FILES}
+    for name, sha, size in rows:
+        data = read(name)
+        assert hashlib.sha256(data).hexdigest() == sha and len(data) == int(size), name
