@@ -136,6 +136,10 @@ def case(
             wl.update(range_ratio=Decimal(repr(ratio)), range_convention="sglang")
         if v["request_rate"] != "inf":
             row["offered_rate"] = Decimal(str(v["request_rate"]))
+        if v.get("max_concurrency") is not None:
+            # --max-concurrency caps requests in flight: a closed loop when nothing paces them.
+            row["concurrency"] = v["max_concurrency"]
+            wl["load"] = "closed-loop" if v["request_rate"] == "inf" else wl["load"]
     elif run.tool == "guidellm":
         bench = obj["benchmarks"][record or 0]
         counts = bench["metrics"]["output_token_count"]["successful"]
@@ -158,9 +162,10 @@ def case(
             "dataset": dataset,
             "load": "closed-loop",
             "lengths": "variable",
-            "input_tokens": round(obj["input_sequence_length"]["avg"]),
             "output_tokens": round(obj["output_sequence_length"]["avg"]),
         }
+        if "input_sequence_length" in obj:  # absent where AIPerf did not count prompt tokens
+            wl["input_tokens"] = round(obj["input_sequence_length"]["avg"])
         profiling = [p for p in phases if p.get("name", "profiling") == "profiling"]
         if profiling and profiling[0].get("rate") is not None:
             # --request-rate with --arrival-pattern poisson: an open loop, no concurrency cap
@@ -205,7 +210,11 @@ def _version_of(cases: list[tuple[dict[str, Any], dict[str, Any], bytes]]) -> st
     return found.pop()
 
 
-def claims_for(cases: list[tuple[dict[str, Any], dict[str, Any], bytes]]) -> Claims:
+def claims_for(
+    cases: list[tuple[dict[str, Any], dict[str, Any], bytes]], version: str | None = None
+) -> Claims:
+    """Claims for the cases; ``version``: the engine version that ran, when the caller knows it
+    (another corpus); else this corpus's ENGINE_VERSIONS, or the shipped pin as a placeholder."""
     # GuideLLM reports nearest-rank percentiles; its publisher says so (every other tool here
     # interpolates linearly, as numpy does).
     method = (
@@ -222,7 +231,7 @@ def claims_for(cases: list[tuple[dict[str, Any], dict[str, Any], bytes]]) -> Cla
             "gpu_count": 8,
             "nodes": 1,
             "engine": "vllm",
-            "engine_version": _version_of(cases),
+            "engine_version": version or _version_of(cases),
         },
         "workloads": {row["workload"]: {**wl, "temperature": Decimal("0")} for wl, row, _ in cases},
         "runs": [row for _, row, _ in cases],
@@ -274,8 +283,9 @@ def audit_cases(
     cases: list[tuple[dict[str, Any], dict[str, Any], bytes]],
     kits: RealKits,
     evidence: dict[str, bytes] | None = None,
+    version: str | None = None,
 ) -> AuditReport:
-    claims = claims_for(cases)
+    claims = claims_for(cases, version)
     info = kits.info(claims.environment.engine_version)
     files = evidence or {row["id"]: data for _, row, data in cases}
     payload = build_statement(

@@ -42,3 +42,27 @@ def evidence_report_nested_past_the_depth_bound(w: Workbench) -> Argv:
     obj["input_config"]["extra"] = deep
     claims = _claims(w, name, json.dumps(obj).encode())
     return ["sign", w.kit(), "--key", w.golden.key.private, "--claims", claims, "--force"]
+
+
+@attack("EVIDENCE_MALFORMED", exit_code=3)
+def llmperf_summary_with_a_negative_token_mean(w: Workbench) -> Argv:
+    """A real llmperf summary whose mean output tokens per request is made negative: the token
+    total it implies (mean x completed) is no count, so sign refuses the file with a code."""
+    from tests.unseencorpus import unseen_case
+
+    name = "llmperf-gpt41nano-550-150-c10.json"
+    wl, row, data = unseen_case(name)
+    obj = json.loads(data)
+    obj["results_number_output_tokens_mean"] = -171.1
+    (w.root / "pub" / "results").mkdir(parents=True)
+    (w.root / "pub" / row["evidence"]).write_bytes(json.dumps(obj).encode())
+    lines = ['schema = "k3kit.claims/v1"', f"limitations = {_toml_value(LIMITS)}"]
+    lines += ["[environment]", 'gpu = "NVIDIA B300"', "gpu_count = 8", "nodes = 1"]
+    lines += ['engine = "vllm"', 'engine_version = "0.33.0"', f"[workloads.{row['workload']}]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in wl.items()]
+    lines += ["[[runs]]"] + [
+        f"{k} = {_toml_value(v)}" for k, v in row.items() if not isinstance(v, dict)
+    ]
+    claims = w.root / "pub" / "claims.toml"
+    claims.write_text("\n".join(lines) + "\n")
+    return ["sign", w.kit(), "--key", w.golden.key.private, "--claims", claims, "--force"]

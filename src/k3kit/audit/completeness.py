@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from k3kit.audit.context import RETOKENIZE_ABS, Context, RunView
@@ -137,6 +138,33 @@ def cache_hygiene(ctx: Context, out: Out) -> None:
             )
 
 
+#: How many standard errors of a mean of random draws an honest run may land from the middle of
+#: its range: 4 (one honest run in ~16,000 beyond it, by the normal limit of a sum of uniforms).
+DRAW_SIGMAS = 4
+
+
+def _sample_size(rv: RunView, values: list[int] | None) -> int | None:
+    """How many requests the measured mean is over: per-request data, the tool's count, or the
+    receipt's own count of completed requests."""
+    if values:
+        return len(values)
+    if rv.summary is not None and rv.summary.completed:
+        return rv.summary.completed
+    return rv.run.completed or None
+
+
+def _draw_slack(span: tuple[Fraction, Fraction] | None, n: int | None) -> Fraction:
+    """The room a mean of ``n`` ranged lengths needs beyond ±10%: each length is one uniform draw
+    from the declared range (vLLM's RandomDataset and SGLang's sample_random_requests both use
+    ``np.random.randint(low, high + 1)``), so their mean has standard error
+    (high - low) / sqrt(12 n). 50 prompts from SGLang's [1, 512] measured a mean of 283.1 against
+    a middle of 256.5: 1.3 standard errors, honest, yet 10.4% off. Fixed lengths have none."""
+    if span is None or n is None or n < 1 or span[0] == span[1]:
+        return Fraction(0)
+    se = float(span[1] - span[0]) / math.sqrt(12 * n)
+    return Fraction(DRAW_SIGMAS * se).limit_denominator(10**6)
+
+
 def _length_check(
     out: Out,
     rv: RunView,
@@ -199,7 +227,8 @@ def _length_check(
         )
         return True
     # The mean the workload implies: L, except SGLang's one-sided range, whose middle it is.
-    band = Interval(expected * Fraction(9, 10), expected * Fraction(11, 10))
+    slack = _draw_slack(span, _sample_size(rv, values))
+    band = Interval(expected * Fraction(9, 10) - slack, expected * Fraction(11, 10) + slack)
     if expected != declared:
         declared_text = (
             f"{num(expected)} (the middle of SGLang's [{num(span[0])}, {declared}])"
@@ -225,11 +254,18 @@ def _length_check(
             mean_iv.text(),
         )
     elif not mean_iv.overlaps(band):
-        out.error(
+        counter = None if rv.result is None else rv.result.token_counter
+        # A length counted with another tokenizer than the model's (llmperf counts every text
+        # with a Llama tokenizer) is in other units than the declared one: the gap is disclosed,
+        # not called false. Throughput and totals are still recomputed from the same counts.
+        severity = out.error if counter is None else out.warning
+        severity(
             rv.id,
             f"mean {what} length {mean_iv.text()} tokens"
             + (f" ({source})" if source else "")
-            + f" is outside ±10% of the declared {declared_text} (MLPerf TEST09 bound)",
+            + f" is outside ±10% of the declared {declared_text} (MLPerf TEST09 bound)"
+            + (f" ± {num(slack)} for a mean of random lengths" if slack else "")
+            + (f"; counted with {counter}, not the model's tokenizer" if counter else ""),
             band.range_text(),
             mean_iv.text(),
         )

@@ -60,6 +60,10 @@ class RunData:
     ``values``: scalar facts under vLLM's names (``duration`` s, ``completed``, ``failed``,
     ``total_output_tokens``, ``request_throughput`` req/s, ``output_throughput`` tok/s, ...).
     ``stats``: ``{metric: {"mean"|"median"|"std"|"pNN": milliseconds}}`` for ttft/tpot/itl/e2el.
+    ``token_counter``: None when token counts are the model's own (server usage, or the served
+    model's tokenizer); else the fixed client tokenizer the tool counted with, whose counts a
+    length declared in the model's tokens cannot be held to exactly (llmperf: a Llama tokenizer
+    whatever the model).
     """
 
     source: str
@@ -71,6 +75,7 @@ class RunData:
     notes: list[str] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
     record: int | None = None
+    token_counter: str | None = None
 
     @property
     def level(self) -> EvidenceLevel:
