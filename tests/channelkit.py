@@ -119,8 +119,16 @@ def publish(chan: Channel, archive: Path, trust: Path, *extra: str | Path) -> An
 
 
 def update(
-    url: str, chan: Channel, into: Path, state: Path, trust: Path, *extra: str | Path
+    url: str,
+    chan: Channel,
+    into: Path,
+    state: Path,
+    trust: Path,
+    *extra: str | Path,
+    root: Path | None = None,
 ) -> Any:
+    """``k3kit update`` of the stable channel from ``url``, pinning ``root`` (the channel's
+    ``1.root.json`` by default)."""
     return run_k3kit(
         "update",
         "--channel",
@@ -128,7 +136,7 @@ def update(
         "--from",
         url,
         "--channel-root",
-        chan.root,
+        root or chan.root,
         "--into",
         into,
         "--trust",
