@@ -16,9 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from k3kit.archive import pack
+from k3kit.commerce.buyer_receipt import build_body, sign_buyer_receipt
+from k3kit.commerce.licence import verify_licence
 from k3kit.signing.keys import write_keypair
+from k3kit.signing.schemes import signer_from_uri
 from tests.cardkit import build_v110
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
+from tests.ledgerkit import sign_licence
 
 ROLES = ("root", "targets", "snapshot", "timestamp")
 PACKAGE = "kimi-k3-b300x8"
@@ -175,3 +179,33 @@ def replace_tree(served: Path, source: Path) -> None:
     """Make ``served`` hold exactly ``source`` (the server keeps serving the same folder)."""
     shutil.rmtree(served)
     shutil.copytree(source, served)
+
+
+def entitlement(
+    tmp_path: Path, seller: KeyFiles, term_days: int, issued_at: str = "2026-11-01T00:00:00Z"
+) -> tuple[Path, Path]:
+    """A licence of ``term_days`` per payment, and a buyer receipt for v1.0.0 issued under it on
+    ``issued_at`` by ``seller``: the term ends ``term_days`` later."""
+    buyer = make_keys(tmp_path / "buyer", ("acme",))["acme"]
+    lic, _terms = sign_licence(tmp_path, buyer, price=(250000, "EUR", term_days))
+    verified = verify_licence(lic.read_bytes(), source="licence")
+    body = build_body(
+        licensee="Acme GmbH",
+        licence_sha256=verified.licence_sha256,
+        entitlement="E-1",
+        kit={
+            "name": PACKAGE,
+            "version": "1.0.0",
+            "sequence": 1,
+            "kit_sha256": "sha256:" + "1" * 64,
+            "weights_sha256": "sha256:" + "2" * 64,
+            "released_at": "2026-11-01T00:00:00Z",
+        },
+        build_record={"engine": "vllm 0.33.0"},
+        serve_command=["vllm", "serve"],
+        issued_at=issued_at,
+        ledger={"seq": 1, "head": "sha256:" + "3" * 64},
+    )
+    receipt = tmp_path / "buyer-receipt.json"
+    receipt.write_bytes(sign_buyer_receipt(body, signer_from_uri(str(seller.private))))
+    return receipt, lic

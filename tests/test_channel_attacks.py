@@ -16,15 +16,13 @@ import pytest
 
 from k3kit.channel.errors import channel_error
 from k3kit.channel.repository import Expiries, renew_timestamp, rotate_keys, utc_now
-from k3kit.commerce.buyer_receipt import build_body, sign_buyer_receipt
-from k3kit.commerce.licence import verify_licence
 from k3kit.signing.keys import load_public
 from k3kit.signing.schemes import signer_from_uri
 from tests.channelkit import (
-    PACKAGE,
     Channel,
     Releases,
     copy_repo,
+    entitlement,
     init_channel,
     make_keys,
     make_releases,
@@ -35,7 +33,6 @@ from tests.channelkit import (
 )
 from tests.conftest import GoldenKit, KeyFiles
 from tests.cotenant import COTENANT_UID, cotenant_python, needs_root, shared_folder
-from tests.ledgerkit import sign_licence
 
 
 @pytest.fixture(scope="module")
@@ -165,41 +162,13 @@ def test_the_rotated_key_serves_the_next_release(releases: Releases, tmp_path: P
     assert json.loads(done.stdout)["version"] == "1.1.0"
 
 
-def _entitlement(tmp_path: Path, golden: GoldenKit, term_days: int) -> tuple[Path, Path]:
-    """A licence of ``term_days`` per payment, and a buyer receipt for v1.0.0 issued under it on
-    2026-11-01 by the publisher (the seller): the term ends ``term_days`` later."""
-    buyer = make_keys(tmp_path / "buyer", ("acme",))["acme"]
-    lic, _terms = sign_licence(tmp_path, buyer, price=(250000, "EUR", term_days))
-    verified = verify_licence(lic.read_bytes(), source="licence")
-    body = build_body(
-        licensee="Acme GmbH",
-        licence_sha256=verified.licence_sha256,
-        entitlement="E-1",
-        kit={
-            "name": PACKAGE,
-            "version": "1.0.0",
-            "sequence": 1,
-            "kit_sha256": "sha256:" + "1" * 64,
-            "weights_sha256": "sha256:" + "2" * 64,
-            "released_at": "2026-11-01T00:00:00Z",
-        },
-        build_record={"engine": "vllm 0.33.0"},
-        serve_command=["vllm", "serve"],
-        issued_at="2026-11-01T00:00:00Z",
-        ledger={"seq": 1, "head": "sha256:" + "3" * 64},
-    )
-    receipt = tmp_path / "buyer-receipt.json"
-    receipt.write_bytes(sign_buyer_receipt(body, signer_from_uri(str(golden.key.private))))
-    return receipt, lic
-
-
 def test_a_release_after_the_term_is_not_installed(
     releases: Releases, golden: GoldenKit, tmp_path: Path
 ) -> None:
     """A 20-day term from 2026-11-01 covers v1.0.0 (released 2026-11-01), not v1.1.0 (released
     2026-12-01): the buyer asking for v1.1.0 by name is refused, the default takes v1.0.0."""
     chan = _published(tmp_path, releases, releases.v100, releases.v110)
-    receipt, lic = _entitlement(tmp_path, golden, term_days=20)
+    receipt, lic = entitlement(tmp_path, golden.key, term_days=20)
     into, state = tmp_path / "kits", tmp_path / "state"
     entitled = ("--buyer-receipt", receipt, "--licence", lic)
     with serve(chan.repo) as url:
@@ -217,7 +186,7 @@ def test_a_channel_with_nothing_in_term_is_refused(
     releases: Releases, golden: GoldenKit, tmp_path: Path
 ) -> None:
     chan = _published(tmp_path, releases, releases.v110)
-    receipt, lic = _entitlement(tmp_path, golden, term_days=20)
+    receipt, lic = entitlement(tmp_path, golden.key, term_days=20)
     into = tmp_path / "kits"
     with serve(chan.repo) as url:
         done = update(
