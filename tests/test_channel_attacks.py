@@ -15,10 +15,18 @@ from typing import Any
 import pytest
 
 from k3kit.channel.errors import channel_error
-from k3kit.channel.repository import Expiries, renew_timestamp, rotate_keys, utc_now
+from k3kit.channel.repository import (
+    Expiries,
+    Release,
+    publish_release,
+    renew_timestamp,
+    rotate_keys,
+    utc_now,
+)
 from k3kit.signing.keys import load_public
 from k3kit.signing.schemes import signer_from_uri
 from tests.channelkit import (
+    PACKAGE,
     Channel,
     Releases,
     copy_repo,
@@ -276,3 +284,29 @@ def test_a_channel_root_another_user_could_replace_is_refused(
     with serve(chan.repo) as url:
         done = update(url, chan, into, tmp_path / "state", releases.key.public, root=pinned)
     _refused(done, "TRUST_ANCHOR_UNSAFE", into, exit_code=4)
+
+
+def test_a_channel_entry_naming_another_kit_is_refused(releases: Releases, tmp_path: Path) -> None:
+    """Whoever holds the channel's online keys (not the release key) lists the genuine v1.0.0
+    archive as version 9.9.9, sequence 99, so that every node takes it as the newest release."""
+    chan = init_channel(tmp_path)
+    liar = Release(
+        path=f"stable/{PACKAGE}/9.9.9.kit.tar.gz",
+        package=PACKAGE,
+        version="9.9.9",
+        sequence=99,
+        kit_sha256="0" * 64,
+        released_at="2026-11-01T00:00:00Z",
+    )
+    keys = chan.keys
+    publish_release(
+        chan.repo,
+        releases.v100,
+        liar,
+        _signers(keys["targets"], keys["snapshot"], keys["timestamp"]),
+        now=NOW,
+    )
+    into = tmp_path / "kits"
+    with serve(chan.repo) as url:
+        done = update(url, chan, into, tmp_path / "state", releases.key.public)
+    _refused(done, "CHANNEL_TARGET_MISMATCH", into)
