@@ -15,12 +15,14 @@ from tests.channelkit import (
     Channel,
     Releases,
     init_channel,
+    make_keys,
     make_releases,
     publish,
     serve,
     update,
 )
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
+from tests.hsmkit import make_token, needs_softhsm
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +138,33 @@ def test_publish_without_the_online_keys_writes_nothing(
         "1.root.json",
         "root.json",
     ]
+
+
+@needs_softhsm
+def test_a_release_key_held_by_softhsm_signs_the_channel(
+    releases: Releases, tmp_path: Path
+) -> None:
+    """The targets role's key never leaves a PKCS#11 token (SoftHSM2): `publish --key pkcs11:`
+    signs the channel's targets through the same signer as receipts, and python-tuf's updater
+    accepts it."""
+    token = make_token(tmp_path / "softhsm")
+    keys = make_keys(tmp_path / "keys", ("root", "snapshot", "timestamp"))
+    repo = tmp_path / "repo"
+    made = run_k3kit(
+        "channel", "init", "--repo", repo, "--key", keys["root"].private,
+        "--root-key", keys["root"].public, "--targets-key", token.release_public,
+        "--snapshot-key", keys["snapshot"].public, "--timestamp-key", keys["timestamp"].public,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    done = run_k3kit(
+        "publish", releases.v100, "--channel", "stable", "--repo", repo,
+        "--trust", releases.key.public, "--key", token.uri(),
+        "--key", keys["snapshot"].private, "--key", keys["timestamp"].private, "--json",
+        env=token.env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    chan = Channel(repo, {**keys, "targets": KeyFiles(token.release_public, token.release_public)})
+    with serve(repo) as url:
+        got = update(url, chan, tmp_path / "kits", tmp_path / "state", releases.key.public)
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["version"] == "1.0.0"
