@@ -138,6 +138,7 @@ def test_publish_without_the_online_keys_writes_nothing(
         "1.root.json",
         "root.json",
     ]
+    assert not (fresh.repo / "targets").exists()  # the kit was not copied in either
 
 
 @needs_softhsm

@@ -113,25 +113,32 @@ def _write(path: Path, md: Metadata[Any], *, force: bool = False) -> None:
     atomic_write(path, md.to_bytes(_SERIALIZER), force=force)
 
 
-def _sign(md: Metadata[Any], role: str, root: Root, signers: Sequence[Signer]) -> None:
-    """Sign ``md`` with every given signer the root names for ``role``; fewer than the role's
-    threshold is ``CHANNEL_KEYS_MISSING`` (nothing is written)."""
-    md.signatures.clear()
+def _role_signers(role: str, root: Root, signers: Sequence[Signer]) -> list[K3kitTufSigner]:
+    """The given signers the root names for ``role``, one per key; fewer than the role's
+    threshold is ``CHANNEL_KEYS_MISSING``. Checked for every role a publish signs before
+    anything is written, so a missing key leaves the channel as it was."""
     wanted = root.roles[role]
-    used = set()
+    chosen: dict[str, K3kitTufSigner] = {}
     for signer in signers:
         adapter = K3kitTufSigner(signer)
-        if adapter.keyid in wanted.keyids and adapter.keyid not in used:
-            md.sign(adapter, append=True)
-            used.add(adapter.keyid)
-    if len(used) < wanted.threshold:
+        if adapter.keyid in wanted.keyids:
+            chosen.setdefault(adapter.keyid, adapter)
+    if len(chosen) < wanted.threshold:
         raise InputError(
             f"the {role} role needs {wanted.threshold} of its {len(wanted.keyids)} keys; the "
-            f"--key signers given hold {len(used)}",
+            f"--key signers given hold {len(chosen)}",
             code="CHANNEL_KEYS_MISSING",
             hint=f"give --key for the {role} keys of the channel's root (key ids: "
             f"{', '.join(sorted(wanted.keyids))})",
         )
+    return list(chosen.values())
+
+
+def _sign(md: Metadata[Any], role: str, root: Root, signers: Sequence[Signer]) -> None:
+    """Sign ``md`` with every given signer the root names for ``role`` (at least its threshold)."""
+    md.signatures.clear()
+    for adapter in _role_signers(role, root, signers):
+        md.sign(adapter, append=True)
 
 
 def init_channel(
@@ -262,7 +269,9 @@ def publish_release(
     """Add ``archive`` as ``release`` to the channel in ``repo``; False when that exact archive
     is already published there. Another archive under the same path is ``CHANNEL_VERSION_EXISTS``
     (a published version is never replaced: buyers may have installed it)."""
-    latest_root(repo)
+    _, root = latest_root(repo)
+    for role in ("targets", "snapshot", "timestamp"):
+        _role_signers(role, root.signed, signers)
     targets, snapshot, timestamp = _current(repo)
     target = TargetFile.from_file(release.path, str(archive), ["sha256"])
     target.unrecognized_fields["custom"] = release.custom()
