@@ -169,3 +169,20 @@ def test_a_release_key_held_by_softhsm_signs_the_channel(
         got = update(url, chan, tmp_path / "kits", tmp_path / "state", releases.key.public)
     assert got.returncode == 0, got.stderr
     assert json.loads(got.stdout)["version"] == "1.0.0"
+
+
+def test_a_publish_killed_before_its_timestamp_does_not_block_the_next(
+    releases: Releases, tmp_path: Path
+) -> None:
+    """A publish killed after writing 2.targets.json and 2.snapshot.json but before the timestamp
+    named them: no client could have read them as a view, and the next publish writes over them."""
+    chan = init_channel(tmp_path)
+    assert publish(chan, releases.v100, releases.key.public).returncode == 0
+    meta = chan.repo / "metadata"
+    (meta / "2.targets.json").write_bytes(b"half-written by a killed publish")
+    (meta / "2.snapshot.json").write_bytes(b"half-written by a killed publish")
+    done = publish(chan, releases.v110, releases.key.public)
+    assert done.returncode == 0, done.stderr
+    with serve(chan.repo) as url:
+        got = update(url, chan, tmp_path / "kits", tmp_path / "state", releases.key.public)
+    assert json.loads(got.stdout)["version"] == "1.1.0", got.stderr

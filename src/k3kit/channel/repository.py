@@ -18,8 +18,11 @@ last, so the files it names are in place before any client is told about them.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -252,8 +255,10 @@ def _commit(
     )
     _sign(timestamp, "timestamp", root, signers)
     if targets is not None:
-        _write(meta / f"{targets.signed.version}.targets.json", targets)
-        atomic_write(meta / f"{snapshot.signed.version}.snapshot.json", snapshot_bytes)
+        # force: a file of this version can only be what a publish killed before its timestamp
+        # left; no timestamp ever named it, so no client can have read it as part of a view.
+        _write(meta / f"{targets.signed.version}.targets.json", targets, force=True)
+        atomic_write(meta / f"{snapshot.signed.version}.snapshot.json", snapshot_bytes, force=True)
     _write(meta / "timestamp.json", timestamp, force=True)
 
 
@@ -269,6 +274,33 @@ def publish_release(
     """Add ``archive`` as ``release`` to the channel in ``repo``; False when that exact archive
     is already published there. Another archive under the same path is ``CHANNEL_VERSION_EXISTS``
     (a published version is never replaced: buyers may have installed it)."""
+    with _publish_lock(repo):
+        return _publish_locked(repo, archive, release, signers, now=now, expires=expires)
+
+
+@contextmanager
+def _publish_lock(repo: Path) -> Iterator[None]:
+    """One publish (or timestamp renewal) at a time per repository: two would read the same
+    current view and write the same next version numbers."""
+    if not (_metadata_dir(repo) / "1.root.json").is_file():
+        raise _repo_problem(repo, "no metadata/1.root.json")
+    fd = os.open(repo / ".k3kit-publish.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _publish_locked(
+    repo: Path,
+    archive: Path,
+    release: Release,
+    signers: Sequence[Signer],
+    *,
+    now: datetime,
+    expires: Expiries,
+) -> bool:
     _, root = latest_root(repo)
     for role in ("targets", "snapshot", "timestamp"):
         _role_signers(role, root.signed, signers)
@@ -301,13 +333,13 @@ def renew_timestamp(
 ) -> int:
     """Re-sign the timestamp (run daily, by cron): the channel stays fresh without a release.
     Returns the new timestamp version."""
-    latest_root(repo)
-    targets, snapshot, timestamp = _current(repo)
-    if timestamp.signed.version == 0:
-        raise _repo_problem(repo, "nothing is published yet (no timestamp to renew)")
-    del targets
-    _commit(repo, None, snapshot, timestamp, signers, now=now, expires=expires)
-    return timestamp.signed.version
+    with _publish_lock(repo):
+        latest_root(repo)
+        _, snapshot, timestamp = _current(repo)
+        if timestamp.signed.version == 0:
+            raise _repo_problem(repo, "nothing is published yet (no timestamp to renew)")
+        _commit(repo, None, snapshot, timestamp, signers, now=now, expires=expires)
+        return timestamp.signed.version
 
 
 def rotate_keys(
