@@ -5,9 +5,12 @@ code and nothing is installed (docs/distribution.md lists them with these test n
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import os
 import shutil
+import threading
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -310,3 +313,35 @@ def test_a_channel_entry_naming_another_kit_is_refused(releases: Releases, tmp_p
     with serve(chan.repo) as url:
         done = update(url, chan, into, tmp_path / "state", releases.key.public)
     _refused(done, "CHANNEL_TARGET_MISMATCH", into)
+
+
+class _ShortLength(http.server.SimpleHTTPRequestHandler):
+    """A server that says every kit is 1 byte long (and sends all of it anyway)."""
+
+    def send_header(self, keyword: str, value: str) -> None:
+        if keyword == "Content-Length" and self.path.endswith(".kit.tar.gz"):
+            value = "1"
+        super().send_header(keyword, value)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+def test_a_server_lying_about_the_length_is_not_believed(
+    releases: Releases, tmp_path: Path
+) -> None:
+    """Content-Length is the server's word: the bytes it leads the client to read are checked
+    against the signed length and sha256, and refused."""
+    chan = _published(tmp_path, releases, releases.v100)
+    handler = functools.partial(_ShortLength, directory=str(chan.repo))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    into = tmp_path / "kits"
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        done = update(url, chan, into, tmp_path / "state", releases.key.public)
+    finally:
+        server.shutdown()
+        server.server_close()
+    _refused(done, "CHANNEL_INCONSISTENT", into)

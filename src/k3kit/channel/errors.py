@@ -4,8 +4,10 @@ Why one table: every refusal the buyer can meet on ``update`` must be a stable c
 branch on, and an exception python-tuf adds later (or raises for a reason this table did not
 foresee) must still fail closed with a registered code, never exit 70. The table is read in
 order, most specific class first (``DownloadLengthMismatchError`` is a ``DownloadError``,
-``EqualVersionNumberError`` a ``BadVersionNumberError``); anything python-tuf raises that is in
-no row is ``CHANNEL_INVALID`` (exit 1): the channel is refused, not trusted.
+``EqualVersionNumberError`` a ``BadVersionNumberError``). A transport failure (python-tuf's
+``DownloadError``, or urllib3's own error raised mid-stream, e.g. a body shorter than the
+server's Content-Length) is ``CHANNEL_UNREACHABLE`` (exit 4); anything else python-tuf raises is
+``CHANNEL_INVALID`` (exit 1): the channel is refused, not trusted.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import urllib3
 from tuf.api import exceptions as tuf_errors
 
 from k3kit.errors import EnvironmentProblem, K3kitError, VerificationError
@@ -64,7 +67,7 @@ def channel_error(exc: BaseException, *, where: str) -> K3kitError:
     for cls, code, meaning, fix in _TABLE:
         if isinstance(exc, cls):
             return VerificationError(f"{where}: {meaning} ({exc})", code=code, hint=fix)
-    if isinstance(exc, tuf_errors.DownloadError):
+    if isinstance(exc, tuf_errors.DownloadError | urllib3.exceptions.HTTPError):
         return EnvironmentProblem(
             f"{where}: the channel's server did not deliver ({type(exc).__name__}: {exc})",
             code="CHANNEL_UNREACHABLE",
