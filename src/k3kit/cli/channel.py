@@ -11,7 +11,14 @@ from typing import Any, TypeVar
 import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, outcome_decided
-from k3kit.cli._shared import ByteProgress, Real, print_report, state_and_cache
+from k3kit.cli._shared import (
+    ByteProgress,
+    Real,
+    no_trust_given,
+    print_report,
+    state_and_cache,
+    trusted_keys,
+)
 from k3kit.cli.signing import (
     allow_rollback_option,
     load_signer,
@@ -66,7 +73,6 @@ _timestamp_option = click.option(
 @click.option("--key", "keys", multiple=True, required=True, metavar="URI", help=_KEY_HELP)
 @click.option("--passphrase-env", metavar="VAR", help="Read the keys' passphrase from $VAR.")
 @optional_trust_option
-@root_option
 @_timestamp_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handle_errors
@@ -77,13 +83,12 @@ def publish(
     keys: tuple[str, ...],
     passphrase_env: str | None,
     trust: tuple[Path, ...],
-    root_file: Path | None,
     timestamp_hours: float,
     as_json: bool,
 ) -> None:
     """Add ARCHIVE (a .kit.tar.gz) to CHANNEL of the TUF repository REPO.
 
-    The archive must first verify against the publisher's trust (--trust or --root): a kit whose
+    The archive must first verify against the publisher's own --trust keys: a kit whose
     receipt does not verify is refused (CHANNEL_KIT_UNVERIFIED). Then a target
     CHANNEL/PACKAGE/VERSION.kit.tar.gz is added with its package, version, sequence, kit sha256
     and release time, and new targets, snapshot and timestamp metadata are signed with the --key
@@ -94,7 +99,9 @@ def publish(
     from k3kit.channel.publish import publish_archive
     from k3kit.channel.repository import utc_now
 
-    trusted, _ = trust_source(trust, root_file, None, False)
+    if not trust:
+        raise no_trust_given("publish verifies the kit first: give --trust KEY.pub")
+    trusted = trusted_keys(trust)
     result = publish_archive(
         archive,
         channel,
