@@ -19,6 +19,12 @@ def test_demo_runs_end_to_end_and_shows_both_tamper_rejections(tmp_path: Path) -
     assert "tampered kit file      REJECTED (kit_files:KIT_FILE_CHANGED)" in out
     assert "tampered weight shard  REJECTED (weights:WEIGHTS_DIGEST_MISMATCH)" in out
     assert (tmp_path / "demo" / "kimi-k3-b300x8-1.0.0.kit.tar.gz").is_file()
+    # the maintenance channel: a second folder updated from 1.0.0 to 1.1.0 over a loopback server
+    assert "update   kimi-k3-b300x8 1.0.0 -> " in out and "update   kimi-k3-b300x8 1.1.0 -> " in out
+    fleet = sorted(p.name for p in (tmp_path / "demo" / "fleet").iterdir())
+    assert fleet == ["kimi-k3-b300x8-1.0.0", "kimi-k3-b300x8-1.1.0"]
+    notes = (tmp_path / "demo" / "release-notes-1.1.0.md").read_text()
+    assert "max-num-seqs: 256 → 512" in notes
     again = run_k3kit("demo", "--workdir", tmp_path / "demo")
     assert again.returncode == 3 and "--force" in again.stderr
 

@@ -35,8 +35,9 @@ with open(out, "w") as f:
 """
 
 # Dependencies a GPU node never needs to verify, install or launch a kit: the hub client and the
-# template engine (publisher), the ledger's database stack, accept's HTTP client and tokenizer.
-HEAVY = ("huggingface_hub", "jinja2", "sqlalchemy", "psycopg", "httpx", "tokenizers")
+# template engine (publisher), the ledger's database stack, accept's HTTP client and tokenizer,
+# python-tuf (the channel extra: `update`, never `verify` or `install`).
+HEAVY = ("huggingface_hub", "jinja2", "sqlalchemy", "psycopg", "httpx", "tokenizers", "tuf")
 # k3kit's own modules of other verbs: the publisher, the ledger, accept, and their models.
 OTHER_VERBS = (
     "k3kit.publish",
@@ -50,6 +51,8 @@ OTHER_VERBS = (
     "k3kit.cli.accept",
     "k3kit.cli.present",
     "k3kit.cli.review",
+    "k3kit.channel",
+    "k3kit.cli.channel",
     "k3kit.models.acceptance",
     "k3kit.models.commerce",
 )
@@ -211,3 +214,17 @@ def test_sqlite_ledger_works_without_the_postgresql_driver(tmp_path: Path) -> No
     proc = _without("psycopg,psycopg2", "ledger", "init", "--db", tmp_path / "l.sqlite")
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "l.sqlite").exists()
+
+
+def test_update_without_the_channel_extra_names_the_extra_to_install(tmp_path: Path) -> None:
+    root = tmp_path / "1.root.json"
+    root.write_text("{}")
+    proc = _without(
+        "tuf", "update", "--channel", "stable", "--from", "http://127.0.0.1:9",
+        "--channel-root", root, "--into", tmp_path / "kits", "--trust", root, "--json",
+    )  # fmt: skip
+    assert proc.returncode == 4, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "EXTRA_NOT_INSTALLED"
+    assert error["hint"] == "pip install 'k3kit[channel]'"
+    assert not (tmp_path / "kits").exists()

@@ -35,6 +35,7 @@ def shipped_dir(name: str) -> Path:
 EXTRAS = {
     "ledger": "the licence ledger (`k3kit ledger`, `k3kit buyer-receipt issue`)",
     "hsm": "signing with a pkcs11: key",
+    "channel": "the maintenance channel on TUF (`k3kit publish --channel`, `k3kit update`)",
 }
 
 

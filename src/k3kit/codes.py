@@ -644,6 +644,81 @@ class CommerceCode(ErrorCode):
     )
 
 
+class ChannelCode(ErrorCode):
+    """The maintenance channel on TUF (``k3kit publish --channel``, ``k3kit update``)."""
+
+    CHANNEL_FROZEN = (
+        "CHANNEL_FROZEN",
+        _FAIL,
+        "the channel's signed metadata has expired: the server is frozen or replaying old files",
+    )
+    CHANNEL_ROLLBACK = (
+        "CHANNEL_ROLLBACK",
+        _FAIL,
+        "the channel served metadata older than what this node already trusts",
+    )
+    CHANNEL_INCONSISTENT = (
+        "CHANNEL_INCONSISTENT",
+        _FAIL,
+        "metadata or a kit does not match the length and hashes its signed parent lists",
+    )
+    CHANNEL_UNTRUSTED = (
+        "CHANNEL_UNTRUSTED",
+        _FAIL,
+        "channel metadata is not signed by its role's threshold of keys in the trusted root",
+    )
+    CHANNEL_OUT_OF_TERM = (
+        "CHANNEL_OUT_OF_TERM",
+        _FAIL,
+        "the version was released after the buyer's entitlement term ended",
+    )
+    CHANNEL_INVALID = (
+        "CHANNEL_INVALID",
+        _FAIL,
+        "the channel's metadata or a release entry in it is malformed or refused",
+    )
+    CHANNEL_NO_RELEASE = (
+        "CHANNEL_NO_RELEASE",
+        _FAIL,
+        "the channel lists no release of that package (or not the version asked for)",
+    )
+    CHANNEL_PACKAGE_AMBIGUOUS = (
+        "CHANNEL_PACKAGE_AMBIGUOUS",
+        _INPUT,
+        "the channel holds several packages and --package was not given",
+    )
+    CHANNEL_TARGET_MISMATCH = (
+        "CHANNEL_TARGET_MISMATCH",
+        _FAIL,
+        "the kit's own receipt names another package, version or checksum than its channel entry",
+    )
+    CHANNEL_UNREACHABLE = (
+        "CHANNEL_UNREACHABLE",
+        _ENV,
+        "the channel's server cannot be reached or answered with an HTTP error",
+    )
+    CHANNEL_KEYS_MISSING = (
+        "CHANNEL_KEYS_MISSING",
+        _INPUT,
+        "the --key signers given do not reach a role's threshold in the channel's root",
+    )
+    CHANNEL_REPO_INVALID = (
+        "CHANNEL_REPO_INVALID",
+        _INPUT,
+        "the --repo folder is not a channel repository k3kit can extend",
+    )
+    CHANNEL_VERSION_EXISTS = (
+        "CHANNEL_VERSION_EXISTS",
+        _INPUT,
+        "the channel already holds another kit under that package and version",
+    )
+    CHANNEL_KIT_UNVERIFIED = (
+        "CHANNEL_KIT_UNVERIFIED",
+        _FAIL,
+        "publish refused a kit archive that does not verify against the publisher's trust",
+    )
+
+
 class CliCode(ErrorCode):
     """Codes only the CLI's error mapping emits."""
 
@@ -667,6 +742,7 @@ AREAS: tuple[type[ErrorCode], ...] = (
     AcceptCode,
     CardCode,
     CommerceCode,
+    ChannelCode,
     CliCode,
 )
 

@@ -46,6 +46,8 @@ from k3kit.weights.pin import pin_local
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from k3kit.signing.signers import Signer
+
 EXAMPLE = "kimi-k3-b300x8"
 STAND_IN_SHARDS = 4
 STAND_IN_SHARD_BYTES = 6 * 1024 * 1024
@@ -275,7 +277,56 @@ def run_demo(workdir: Path, *, force: bool, now: str, say: Callable[[str], None]
     result.audit = audit_path(kit_dir, trusted)
     result.paths["card"] = _write_card(archive, trusted, workdir)
     say(f"card     the package card a buyer reads -> {result.paths['card']}")
+    _channel_stage(result, example, signer_from_uri(str(paths.private)), trusted, now, say)
     return result
+
+
+def _channel_stage(
+    result: DemoResult,
+    example: Path,
+    signer: Signer,
+    trusted: list[Ed25519PublicKey],
+    now: str,
+    say: Callable[[str], None],
+) -> None:
+    """The maintenance channel: v1.0.0 and then v1.1.0 published to a TUF repository served by a
+    static server on 127.0.0.1 (offline: loopback only), and ``update`` moving a second folder
+    from v1.0.0 to v1.1.0. Skipped, and said so, without the ``channel`` extra (python-tuf)."""
+    try:
+        from k3kit.channel.demo import ChannelDemo
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != "tuf":
+            raise
+        say("channel  skipped: the maintenance channel needs pip install 'k3kit[channel]'")
+        return
+    workdir = result.workdir
+    v110 = workdir / "kit" / f"{EXAMPLE}-1.1.0"
+    build(example / "v1.1.0" / "package.toml", result.paths["lock"], v110)
+    sign(v110, signer, example / "v1.1.0" / "claims.toml", issued_at=now)
+    archive = workdir / f"{EXAMPLE}-1.1.0.kit.tar.gz"
+    pack(v110, archive)
+    chan = ChannelDemo.create(workdir / "channel", workdir / "keys" / "channel", trusted)
+    say(f"channel  TUF repository (root, targets, snapshot, timestamp) -> {chan.repo}")
+    fleet = workdir / "fleet"
+    with chan.served() as url:
+        for kit in (result.paths["archive"], archive):
+            target = chan.publish(kit)
+            say(f"publish  {target} to channel stable, served at {url}")
+            done = chan.update(url, fleet, workdir / "state")
+            say(f"update   {done.installed.name} {done.installed.version} -> {done.installed.path}")
+    result.paths["channel"] = chan.repo
+    result.paths["fleet"] = fleet
+    notes = workdir / "release-notes-1.1.0.md"
+    atomic_write(notes, _release_notes(result.paths["archive"], archive, trusted).encode())
+    result.paths["release_notes"] = notes
+    say(f"notes    what changed from 1.0.0 to 1.1.0 -> {notes}")
+
+
+def _release_notes(old: Path, new: Path, trusted: list[Ed25519PublicKey]) -> str:
+    from k3kit.card import load_view
+    from k3kit.publish.releasenotes import compare, render_markdown
+
+    return render_markdown(compare(load_view(old, trusted), load_view(new, trusted)))
 
 
 def try_next(result: DemoResult) -> list[str]:

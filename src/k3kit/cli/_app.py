@@ -185,6 +185,7 @@ VERB_MODULES: dict[str, str] = {
     "build": "publish",
     "buyer-receipt": "commerce",
     "card": "present",
+    "channel": "channel",
     "countersign": "signing",
     "demo": "review",
     "engine": "engine",
@@ -196,6 +197,7 @@ VERB_MODULES: dict[str, str] = {
     "pack": "publish",
     "pin": "publish",
     "preflight": "preflight",
+    "publish": "channel",
     "pull": "buyer",
     "release-notes": "present",
     "render-site": "preflight",
@@ -203,12 +205,14 @@ VERB_MODULES: dict[str, str] = {
     "show": "present",
     "sign": "publish",
     "sshsig": "signing",
+    "update": "channel",
     "verify": "buyer",
 }
 #: Every module that registers verbs on the group (the values above, plus any a new verb lives in).
 VERB_PACKAGES: tuple[str, ...] = (
     "accept",
     "buyer",
+    "channel",
     "commerce",
     "deploy",
     "engine",

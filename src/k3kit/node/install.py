@@ -24,6 +24,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -231,7 +232,12 @@ def _refuse_replaceable(folder: Path) -> None:
 
 
 def install(
-    kit: Path, trusted: TrustSource, into: Path, *, rollback: RollbackPolicy | None = None
+    kit: Path,
+    trusted: TrustSource,
+    into: Path,
+    *,
+    rollback: RollbackPolicy | None = None,
+    expect: Callable[[Report], None] | None = None,
 ) -> Installed:
     """Verify ``kit`` (a ``.kit.tar.gz`` or a kit folder) and install it as ``into/NAME-VERSION``.
 
@@ -241,7 +247,9 @@ def install(
     ``EnvironmentProblem`` for I/O failures and for an ``into`` another user can write
     (``INSTALL_DIR_UNSAFE``). With a root of trust and ``rollback``, an older or
     conflicting kit is refused (``ROLLBACK``/``EQUIVOCATION``) exactly as ``verify`` refuses it.
-    Weights are not part of an install: ``pull`` and ``launch`` check them.
+    Weights are not part of an install: ``pull`` and ``launch`` check them. ``expect`` (when
+    given) sees the report of a kit that verified before it is moved into place, and refuses it
+    by raising (``update`` checks the kit is the release its channel entry names).
     """
     if not (kit.is_file() or kit.is_dir()):
         raise InputError(f"kit not found: {kit}", code="KIT_NOT_FOUND")
@@ -251,7 +259,7 @@ def install(
             holder = stack.enter_context(owned_staging(root, _STAGING_PREFIX))
         except OSError as exc:
             raise EnvironmentProblem(f"cannot write to {root}: {exc.strerror or exc}") from exc
-        return _install_via(holder, kit, trusted, root, rollback)
+        return _install_via(holder, kit, trusted, root, rollback, expect)
 
 
 def _install_via(
@@ -260,6 +268,7 @@ def _install_via(
     trusted: TrustSource,
     root: Path,
     rollback: RollbackPolicy | None,
+    expect: Callable[[Report], None] | None = None,
 ) -> Installed:
     if kit.is_dir():
         staging = holder / "kit"
@@ -275,6 +284,8 @@ def _install_via(
         report.facts["archive_sha256"] = archive_sha256
     if not report.ok:
         raise KitNotVerified(report)
+    if expect is not None:
+        expect(report)
     receipt = report.facts["receipt"]
     name, version = str(receipt["kit"]), str(receipt["version"])
     folder = f"{name}-{version}"

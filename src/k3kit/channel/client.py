@@ -1,0 +1,294 @@
+"""``k3kit update``: python-tuf's updater finds the newest release the buyer is entitled to, and
+``k3kit install``'s own code path installs it.
+
+Order of trust: the pinned channel root (a trust anchor, ``--channel-root``) is the updater's
+bootstrap; python-tuf walks the root chain, then timestamp, snapshot and targets, refusing a
+freeze, a rollback, a mix-and-match and any role not signed by its threshold (mapped to codes by
+:mod:`k3kit.channel.errors`). Only then are the release entries read. Nothing the server says
+about itself is used: lengths and hashes come from the signed metadata (python-tuf stops reading
+at the signed length and checks the hash before the file is handed over). The kit archive then
+goes through :func:`k3kit.node.install.install` unchanged (receipt signature against the
+publisher's trust, manifest, every member) and its receipt must name the package, version and
+kit checksum its signed channel entry names.
+
+The updater's memory (the newest root, timestamp and snapshot this node accepted, which is what
+makes a rollback detectable) lives in the state folder, under ``channel/<id of the pinned
+root>``, checked like every state folder (:func:`k3kit._fs.private_dir`) and holding nothing
+another user wrote: whoever could replace ``timestamp.json`` there could roll the node back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuf.api.metadata import TargetFile
+from tuf.ngclient import Updater, UpdaterConfig
+from tuf.ngclient.urllib3_fetcher import Urllib3Fetcher
+
+from k3kit._fs import check_trust_anchor, foreign_entry, owned_staging, private_dir, read_capped
+from k3kit._values import parse_timestamp
+from k3kit.channel.errors import tuf_refusals
+from k3kit.channel.repository import MAX_METADATA_BYTES
+from k3kit.channel.term import Term
+from k3kit.errors import EnvironmentProblem, InputError, VerificationError
+from k3kit.node.install import Installed, install
+from k3kit.node.verify import Report, TrustSource
+from k3kit.signing.trust import RollbackPolicy
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(bytes_so_far, signed_length)`` while the kit downloads."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A release entry of the channel, read from verified targets metadata."""
+
+    path: str
+    package: str
+    version: str
+    sequence: int
+    kit_sha256: str
+    released_at: str
+    target: TargetFile = field(compare=False, repr=False)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "package": self.package,
+            "version": self.version,
+            "sequence": self.sequence,
+            "kit_sha256": self.kit_sha256,
+            "released_at": self.released_at,
+            "length": self.target.length,
+        }
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the buyer asked for."""
+
+    url: str
+    channel: str
+    channel_root: Path
+    into: Path
+    state_dir: Path
+    package: str | None = None
+    version: str | None = None
+    term: Term | None = None
+
+
+@dataclass(frozen=True)
+class Updated:
+    installed: Installed
+    entry: Entry
+    newest: Entry
+    skipped_out_of_term: list[Entry]
+    term: Term | None
+
+
+class _CountingFetcher(Urllib3Fetcher):
+    """python-tuf's own fetcher, reporting the bytes of target downloads as they arrive."""
+
+    def __init__(self, on_progress: Progress | None) -> None:
+        super().__init__(app_user_agent="k3kit-update")
+        self.on_progress = on_progress
+        self.expected = 0
+
+    def _fetch(self, url: str) -> Iterator[bytes]:
+        chunks = super()._fetch(url)
+        if self.on_progress is None or "/targets/" not in url:
+            return chunks
+        return self._counted(chunks, self.on_progress)
+
+    def _counted(self, chunks: Iterator[bytes], report: Progress) -> Iterator[bytes]:
+        done = 0
+        for chunk in chunks:
+            done += len(chunk)
+            report(done, self.expected)
+            yield chunk
+
+
+def metadata_folder(state_dir: Path, root_bytes: bytes) -> Path:
+    """The updater's memory for the channel this root pins: one per root, not per URL, so a
+    mirror of the same channel shares it (a rollback through a mirror is still a rollback)."""
+    ident = hashlib.sha256(root_bytes).hexdigest()[:16]
+    folder = private_dir(state_dir / "channel" / ident, what="channel metadata folder")
+    # python-tuf's own convenience link to the newest root; never read (the pinned root is the
+    # bootstrap, later roots are read from root_history/), so it is removed, not followed.
+    link = folder / "root.json"
+    if link.is_symlink():
+        link.unlink()
+    why = foreign_entry(folder, read_only=False)
+    if why is not None:
+        raise EnvironmentProblem(
+            f"the channel metadata folder {folder} holds what another user could have put: {why}",
+            code="STATE_DIR_UNSAFE",
+            hint=f"remove {folder} (it is re-made from the channel) and keep the state folder "
+            "yours alone",
+        )
+    return folder
+
+
+def _text(custom: dict[str, Any], key: str, path: str) -> str:
+    value = custom.get(key)
+    if not isinstance(value, str) or not value or len(value) > 200:
+        raise VerificationError(
+            f"channel entry {path!r}: {key} is missing or not a short string",
+            code="CHANNEL_INVALID",
+        )
+    return value
+
+
+def _entry(path: str, target: TargetFile) -> Entry:
+    """A release entry from a verified target; a malformed one is refused, not skipped."""
+    custom = target.custom
+    if not isinstance(custom, dict):
+        raise VerificationError(
+            f"channel entry {path!r} has no release fields", code="CHANNEL_INVALID"
+        )
+    sequence = custom.get("sequence")
+    if not isinstance(sequence, int) or isinstance(sequence, bool) or sequence < 0:
+        raise VerificationError(
+            f"channel entry {path!r}: sequence is not a whole number", code="CHANNEL_INVALID"
+        )
+    released_at = _text(custom, "released_at", path)
+    try:
+        parse_timestamp(released_at)
+    except ValueError as exc:
+        raise VerificationError(f"channel entry {path!r}: {exc}", code="CHANNEL_INVALID") from exc
+    return Entry(
+        path=path,
+        package=_text(custom, "package", path),
+        version=_text(custom, "version", path),
+        sequence=sequence,
+        kit_sha256=_text(custom, "kit_sha256", path),
+        released_at=released_at,
+        target=target,
+    )
+
+
+def _releases(targets: dict[str, TargetFile], channel: str, package: str | None) -> list[Entry]:
+    prefix = f"{channel}/"
+    entries = [_entry(p, t) for p, t in targets.items() if p.startswith(prefix)]
+    packages = sorted({e.package for e in entries})
+    if package is None and len(packages) > 1:
+        raise InputError(
+            f"channel {channel!r} holds {len(packages)} packages ({', '.join(packages)})",
+            code="CHANNEL_PACKAGE_AMBIGUOUS",
+            hint="name one with --package",
+        )
+    chosen = [e for e in entries if package is None or e.package == package]
+    if not chosen:
+        raise VerificationError(
+            f"channel {channel!r} lists no release of {package or 'any package'}",
+            code="CHANNEL_NO_RELEASE",
+            hint="check --channel and --package against what the publisher released",
+        )
+    return sorted(chosen, key=lambda e: e.sequence, reverse=True)
+
+
+def choose(
+    entries: list[Entry], version: str | None, term: Term | None
+) -> tuple[Entry, list[Entry]]:
+    """The release to install: ``version`` when named, else the newest (highest sequence) the
+    term covers; returns it with the newer ones the term excludes. A named version out of term,
+    or no release in term at all, is ``CHANNEL_OUT_OF_TERM``."""
+    if version is not None:
+        named = [e for e in entries if e.version == version]
+        if not named:
+            raise VerificationError(
+                f"the channel lists no version {version!r} of {entries[0].package}",
+                code="CHANNEL_NO_RELEASE",
+                hint=f"versions listed: {', '.join(e.version for e in entries)}",
+            )
+        entries = named
+    if term is not None and term.package != entries[0].package:
+        raise VerificationError(
+            f"the buyer receipt is for {term.package}, not {entries[0].package}",
+            code="BUYER_RECEIPT_WRONG_KIT",
+        )
+    skipped = [
+        e for e in entries if term is not None and not term.covers(parse_timestamp(e.released_at))
+    ]
+    allowed = [e for e in entries if e not in skipped]
+    if not allowed:
+        newest = entries[0]
+        assert term is not None
+        raise VerificationError(
+            f"{newest.package} {newest.version} was released {newest.released_at}, after the "
+            f"entitlement term of {term.licensee} ended {term.as_json()['ends_at']}",
+            code="CHANNEL_OUT_OF_TERM",
+            hint="renew the entitlement (a new buyer receipt) to receive releases after the term",
+        )
+    return allowed[0], skipped
+
+
+def _expect(entry: Entry) -> Callable[[Report], None]:
+    """The check ``install`` runs on a kit that verified, before it is moved into place: its own
+    signed receipt must name the release the channel entry names."""
+
+    def check(report: Report) -> None:
+        receipt = report.facts.get("receipt") or {}
+        theirs = (entry.package, entry.version, entry.kit_sha256)
+        mine = (receipt.get("kit"), receipt.get("version"), report.facts.get("kit_sha256"))
+        if theirs != mine:
+            _mismatch(entry, theirs, mine)
+
+    return check
+
+
+def _mismatch(entry: Entry, theirs: tuple[Any, ...], mine: tuple[Any, ...]) -> None:
+    if theirs != mine:
+        raise VerificationError(
+            f"the channel entry {entry.path} names {theirs}, the kit's receipt says {mine}",
+            code="CHANNEL_TARGET_MISMATCH",
+            hint="the publisher's channel and kit disagree; do not deploy it, tell the publisher",
+        )
+
+
+def update(
+    request: Request,
+    trusted: TrustSource,
+    *,
+    rollback: RollbackPolicy | None = None,
+    on_progress: Progress | None = None,
+) -> Updated:
+    """Refresh the channel, choose a release, download it into a private staging folder inside
+    ``request.into`` and install it as ``k3kit install`` does."""
+    check_trust_anchor(request.channel_root, "--channel-root")
+    root_bytes = read_capped(
+        request.channel_root,
+        MAX_METADATA_BYTES,
+        what="channel root",
+        error=InputError,
+        code="CHANNEL_REPO_INVALID",
+    )
+    folder = metadata_folder(request.state_dir, root_bytes)
+    base = request.url.rstrip("/")
+    fetcher = _CountingFetcher(on_progress)
+    with tuf_refusals(f"channel {base}"):
+        updater = Updater(
+            metadata_dir=str(folder),
+            metadata_base_url=f"{base}/metadata/",
+            target_base_url=f"{base}/targets/",
+            fetcher=fetcher,
+            config=UpdaterConfig(prefix_targets_with_hash=True),
+            bootstrap=root_bytes,
+        )
+        updater.refresh()
+        verified = updater._trusted_set.targets.targets  # the verified set
+    entries = _releases(verified, request.channel, request.package)
+    entry, skipped = choose(entries, request.version, request.term)
+    # Downloaded into the private metadata folder: no other user can swap the file between
+    # python-tuf's hash check and install's own reading of it.
+    with owned_staging(folder, ".download-") as holder:
+        kit = holder / entry.path.rsplit("/", 1)[1]
+        fetcher.expected = entry.target.length
+        with tuf_refusals(f"downloading {entry.path}"):
+            updater.download_target(entry.target, str(kit))
+        installed = install(kit, trusted, request.into, rollback=rollback, expect=_expect(entry))
+    return Updated(installed, entry, entries[0], skipped, request.term)

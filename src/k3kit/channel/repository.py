@@ -1,0 +1,380 @@
+"""The publisher's channel repository: TUF metadata written with python-tuf's Metadata API.
+
+Layout of ``REPO`` (servable as it is from any static HTTP host; ``consistent_snapshot`` is on,
+so a client reading while a publish runs never mixes two views)::
+
+    metadata/N.root.json            every root version, kept (clients walk the chain)
+    metadata/root.json              a copy of the newest root (for people and mirrors)
+    metadata/N.targets.json         targets role: one entry per kit version
+    metadata/N.snapshot.json        snapshot role: the version, length and hash of targets
+    metadata/timestamp.json         timestamp role: the snapshot's version, length and hash
+    targets/CHANNEL/PACKAGE/<sha256>.VERSION.kit.tar.gz
+
+Each target (``CHANNEL/PACKAGE/VERSION.kit.tar.gz``) carries ``custom`` fields the buyer's
+update reads once the targets role verified: ``package``, ``version``, ``sequence``,
+``kit_sha256`` and ``released_at`` (the kit receipt's ``issued_at``). The timestamp is written
+last, so the files it names are in place before any client is told about them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from tuf.api.metadata import (
+    Metadata,
+    MetaFile,
+    Role,
+    Root,
+    Signed,
+    Snapshot,
+    TargetFile,
+    Targets,
+    Timestamp,
+)
+from tuf.api.serialization.json import JSONSerializer
+
+from k3kit._fs import atomic_write, read_capped
+from k3kit.channel.tufsigner import K3kitTufSigner, tuf_key
+from k3kit.errors import InputError
+from k3kit.signing.signers import Signer
+
+ROLES = ("root", "targets", "snapshot", "timestamp")
+_S = TypeVar("_S", bound=Signed)
+MAX_METADATA_BYTES = 5_000_000  # python-tuf's own cap on targets metadata
+_SERIALIZER = JSONSerializer(compact=False)
+
+
+@dataclass(frozen=True)
+class Expiries:
+    """How long each role's signature stays valid. The timestamp is short on purpose: a client
+    refuses a channel whose timestamp has expired, so a server that keeps serving an old view
+    (a freeze) is found out within this time. Renew it with ``k3kit channel timestamp``."""
+
+    root: timedelta = timedelta(days=365)
+    targets: timedelta = timedelta(days=90)
+    snapshot: timedelta = timedelta(days=7)
+    timestamp: timedelta = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Release:
+    """What the channel says about one kit version (the target's ``custom`` fields)."""
+
+    path: str
+    package: str
+    version: str
+    sequence: int
+    kit_sha256: str
+    released_at: str
+
+    def custom(self) -> dict[str, Any]:
+        return {
+            "package": self.package,
+            "version": self.version,
+            "sequence": self.sequence,
+            "kit_sha256": self.kit_sha256,
+            "released_at": self.released_at,
+        }
+
+
+def _metadata_dir(repo: Path) -> Path:
+    return repo / "metadata"
+
+
+def _repo_problem(repo: Path, why: str) -> InputError:
+    return InputError(
+        f"{repo}: {why}",
+        code="CHANNEL_REPO_INVALID",
+        hint="create the channel first with `k3kit channel init --repo DIR ...`",
+    )
+
+
+def _read(path: Path) -> Metadata[Any]:
+    data = read_capped(
+        path,
+        MAX_METADATA_BYTES,
+        what="channel metadata",
+        error=InputError,
+        code="CHANNEL_REPO_INVALID",
+    )
+    try:
+        return Metadata.from_bytes(data)
+    except Exception as exc:  # python-tuf's DeserializationError and friends
+        raise _repo_problem(path.parent.parent, f"{path.name} is not TUF metadata: {exc}") from exc
+
+
+def _write(path: Path, md: Metadata[Any], *, force: bool = False) -> None:
+    atomic_write(path, md.to_bytes(_SERIALIZER), force=force)
+
+
+def _role_signers(role: str, root: Root, signers: Sequence[Signer]) -> list[K3kitTufSigner]:
+    """The given signers the root names for ``role``, one per key; fewer than the role's
+    threshold is ``CHANNEL_KEYS_MISSING``. Checked for every role a publish signs before
+    anything is written, so a missing key leaves the channel as it was."""
+    wanted = root.roles[role]
+    chosen: dict[str, K3kitTufSigner] = {}
+    for signer in signers:
+        adapter = K3kitTufSigner(signer)
+        if adapter.keyid in wanted.keyids:
+            chosen.setdefault(adapter.keyid, adapter)
+    if len(chosen) < wanted.threshold:
+        raise InputError(
+            f"the {role} role needs {wanted.threshold} of its {len(wanted.keyids)} keys; the "
+            f"--key signers given hold {len(chosen)}",
+            code="CHANNEL_KEYS_MISSING",
+            hint=f"give --key for the {role} keys of the channel's root (key ids: "
+            f"{', '.join(sorted(wanted.keyids))})",
+        )
+    return list(chosen.values())
+
+
+def _sign(md: Metadata[Any], role: str, root: Root, signers: Sequence[Signer]) -> None:
+    """Sign ``md`` with every given signer the root names for ``role`` (at least its threshold)."""
+    md.signatures.clear()
+    for adapter in _role_signers(role, root, signers):
+        md.sign(adapter, append=True)
+
+
+def init_channel(
+    repo: Path,
+    keys: dict[str, list[Ed25519PublicKey]],
+    thresholds: dict[str, int],
+    root_signers: Sequence[Signer],
+    *,
+    now: datetime,
+    expires: Expiries = Expiries(),
+) -> Path:
+    """Create ``repo/metadata/1.root.json``: the four roles' keys and thresholds, signed by the
+    root keys given. Returns the root file, which buyers pin (``update --channel-root``)."""
+    meta = _metadata_dir(repo)
+    if meta.exists() or meta.is_symlink():
+        raise InputError(
+            f"{meta} exists: this is a channel already",
+            code="CHANNEL_REPO_INVALID",
+            hint="publish to it, or choose an empty folder for a new channel",
+        )
+    root = Root(expires=now + expires.root, consistent_snapshot=True)
+    for role in ROLES:
+        given = keys.get(role) or []
+        threshold = thresholds.get(role, 1)
+        if not 1 <= threshold <= len(given):
+            raise InputError(
+                f"the {role} role has {len(given)} keys and a threshold of {threshold}",
+                code="CHANNEL_REPO_INVALID",
+                hint=f"give at least {threshold} --{role}-key public keys",
+            )
+        root.roles[role] = Role([], threshold)
+        for public in given:
+            root.add_key(tuf_key(public), role)
+    md = Metadata(root)
+    _sign(md, "root", root, root_signers)
+    first = meta / "1.root.json"
+    _write(first, md)
+    _write(meta / "root.json", md)
+    return first
+
+
+def latest_root(repo: Path) -> tuple[int, Metadata[Root]]:
+    """The newest ``N.root.json`` of ``repo`` (the chain has no gaps: each is kept)."""
+    meta = _metadata_dir(repo)
+    version = 0
+    while (meta / f"{version + 1}.root.json").is_file():
+        version += 1
+    if version == 0:
+        raise _repo_problem(repo, "no metadata/1.root.json")
+    md = _read(meta / f"{version}.root.json")
+    if not isinstance(md.signed, Root):
+        raise _repo_problem(repo, f"{version}.root.json is not root metadata")
+    return version, md
+
+
+def _current(repo: Path) -> tuple[Metadata[Targets], Metadata[Snapshot], Metadata[Timestamp]]:
+    """The channel's current targets, snapshot and timestamp (new, empty ones before the first
+    publish), found the way a client finds them: timestamp, then snapshot, then targets."""
+    meta = _metadata_dir(repo)
+    if not (meta / "timestamp.json").is_file():
+        return (
+            Metadata(_unpublished(Targets())),
+            Metadata(_unpublished(Snapshot())),
+            Metadata(_unpublished(Timestamp())),
+        )
+    timestamp = _read(meta / "timestamp.json")
+    snapshot = _read(meta / f"{timestamp.signed.snapshot_meta.version}.snapshot.json")
+    targets_version = snapshot.signed.meta["targets.json"].version
+    targets = _read(meta / f"{targets_version}.targets.json")
+    return targets, snapshot, timestamp
+
+
+def _unpublished(signed: _S) -> _S:
+    """A role before its first version (python-tuf refuses to construct version 0)."""
+    signed.version = 0
+    return signed
+
+
+def _bump(signed: Signed, now: datetime, lifetime: timedelta) -> None:
+    signed.version += 1
+    signed.expires = now + lifetime
+
+
+def _commit(
+    repo: Path,
+    targets: Metadata[Targets] | None,
+    snapshot: Metadata[Snapshot],
+    timestamp: Metadata[Timestamp],
+    signers: Sequence[Signer],
+    *,
+    now: datetime,
+    expires: Expiries,
+) -> None:
+    """Sign and write a new view: targets (when changed), then snapshot, then timestamp."""
+    _, root_md = latest_root(repo)
+    root = root_md.signed
+    meta = _metadata_dir(repo)
+    if targets is not None:
+        _bump(targets.signed, now, expires.targets)
+        _sign(targets, "targets", root, signers)
+        data = targets.to_bytes(_SERIALIZER)
+        snapshot.signed.meta["targets.json"] = MetaFile.from_data(
+            targets.signed.version, data, ["sha256"]
+        )
+        _bump(snapshot.signed, now, expires.snapshot)
+        _sign(snapshot, "snapshot", root, signers)
+    _bump(timestamp.signed, now, expires.timestamp)
+    snapshot_bytes = snapshot.to_bytes(_SERIALIZER)
+    timestamp.signed.snapshot_meta = MetaFile.from_data(
+        snapshot.signed.version, snapshot_bytes, ["sha256"]
+    )
+    _sign(timestamp, "timestamp", root, signers)
+    if targets is not None:
+        # force: a file of this version can only be what a publish killed before its timestamp
+        # left; no timestamp ever named it, so no client can have read it as part of a view.
+        _write(meta / f"{targets.signed.version}.targets.json", targets, force=True)
+        atomic_write(meta / f"{snapshot.signed.version}.snapshot.json", snapshot_bytes, force=True)
+    _write(meta / "timestamp.json", timestamp, force=True)
+
+
+def publish_release(
+    repo: Path,
+    archive: Path,
+    release: Release,
+    signers: Sequence[Signer],
+    *,
+    now: datetime,
+    expires: Expiries = Expiries(),
+) -> bool:
+    """Add ``archive`` as ``release`` to the channel in ``repo``; False when that exact archive
+    is already published there. Another archive under the same path is ``CHANNEL_VERSION_EXISTS``
+    (a published version is never replaced: buyers may have installed it)."""
+    with _publish_lock(repo):
+        return _publish_locked(repo, archive, release, signers, now=now, expires=expires)
+
+
+@contextmanager
+def _publish_lock(repo: Path) -> Iterator[None]:
+    """One publish (or timestamp renewal) at a time per repository: two would read the same
+    current view and write the same next version numbers."""
+    if not (_metadata_dir(repo) / "1.root.json").is_file():
+        raise _repo_problem(repo, "no metadata/1.root.json")
+    fd = os.open(repo / ".k3kit-publish.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _publish_locked(
+    repo: Path,
+    archive: Path,
+    release: Release,
+    signers: Sequence[Signer],
+    *,
+    now: datetime,
+    expires: Expiries,
+) -> bool:
+    _, root = latest_root(repo)
+    for role in ("targets", "snapshot", "timestamp"):
+        _role_signers(role, root.signed, signers)
+    targets, snapshot, timestamp = _current(repo)
+    target = TargetFile.from_file(release.path, str(archive), ["sha256"])
+    target.unrecognized_fields["custom"] = release.custom()
+    existing = targets.signed.targets.get(release.path)
+    if existing is not None:
+        if existing.hashes == target.hashes:
+            return False
+        raise InputError(
+            f"{release.path} is already published with other bytes",
+            code="CHANNEL_VERSION_EXISTS",
+            hint="a released version is never replaced: release the change as a new version",
+        )
+    digest = target.hashes["sha256"]
+    folder, name = release.path.rsplit("/", 1)
+    stored = repo / "targets" / folder / f"{digest}.{name}"
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    staged = stored.with_name(f".{stored.name}.tmp")
+    shutil.copyfile(archive, staged)
+    staged.replace(stored)
+    targets.signed.targets[release.path] = target
+    _commit(repo, targets, snapshot, timestamp, signers, now=now, expires=expires)
+    return True
+
+
+def renew_timestamp(
+    repo: Path, signers: Sequence[Signer], *, now: datetime, expires: Expiries = Expiries()
+) -> int:
+    """Re-sign the timestamp (run daily, by cron): the channel stays fresh without a release.
+    Returns the new timestamp version."""
+    with _publish_lock(repo):
+        latest_root(repo)
+        _, snapshot, timestamp = _current(repo)
+        if timestamp.signed.version == 0:
+            raise _repo_problem(repo, "nothing is published yet (no timestamp to renew)")
+        _commit(repo, None, snapshot, timestamp, signers, now=now, expires=expires)
+        return timestamp.signed.version
+
+
+def rotate_keys(
+    repo: Path,
+    role: str,
+    keys: Sequence[Ed25519PublicKey],
+    threshold: int,
+    root_signers: Sequence[Signer],
+    *,
+    now: datetime,
+    expires: Expiries = Expiries(),
+) -> Path:
+    """Write root N+1 where ``role`` has exactly ``keys`` (a removed key is revoked: clients
+    refuse what it signs from then on). Signed by the root keys given, which must reach the
+    threshold of the old root and of the new one (TUF's rule for a root rotation)."""
+    version, old = latest_root(repo)
+    root = Root.from_dict(old.signed.to_dict())
+    for keyid in list(root.roles[role].keyids):
+        root.revoke_key(keyid, role)
+    for public in keys:
+        root.add_key(tuf_key(public), role)
+    root.roles[role].threshold = threshold
+    root.version = version + 1
+    root.expires = now + expires.root
+    md = Metadata(root)
+    _sign(md, "root", old.signed, root_signers)
+    signatures = dict(md.signatures)
+    _sign(md, "root", root, root_signers)
+    md.signatures.update(signatures)
+    path = _metadata_dir(repo) / f"{root.version}.root.json"
+    _write(path, md)
+    _write(_metadata_dir(repo) / "root.json", md, force=True)
+    return path
+
+
+def utc_now() -> datetime:
+    """The real clock (TUF expiries are instants, never SOURCE_DATE_EPOCH's build time)."""
+    return datetime.now(UTC).replace(microsecond=0)

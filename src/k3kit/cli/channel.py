@@ -1,0 +1,328 @@
+"""The maintenance channel: ``publish --channel`` and ``channel init|timestamp`` on the
+publisher's side, ``update`` on the buyer's node (python-tuf, the ``channel`` extra)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, outcome_decided
+from k3kit.cli._shared import (
+    ByteProgress,
+    Real,
+    no_trust_given,
+    print_report,
+    state_and_cache,
+    trusted_keys,
+)
+from k3kit.cli.signing import (
+    allow_rollback_option,
+    load_signer,
+    optional_trust_option,
+    root_option,
+    trust_source,
+)
+from k3kit.errors import UsageProblem, VerificationError
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+_KEY_HELP = (
+    "A signing key of the channel (repeatable): a key file, file:PATH or pkcs11:... Each key "
+    "signs every role the channel's root names it for."
+)
+
+
+def _need_tuf() -> None:
+    from k3kit._resources import require_extra
+
+    require_extra("channel", "tuf")
+
+
+def _signers(keys: tuple[str, ...], passphrase_env: str | None) -> list[Any]:
+    return [load_signer(key, passphrase_env) for key in keys]
+
+
+def _expiries(timestamp_hours: float) -> Any:
+    from datetime import timedelta
+
+    from k3kit.channel.repository import Expiries
+
+    return Expiries(timestamp=timedelta(hours=timestamp_hours))
+
+
+_timestamp_option = click.option(
+    "--timestamp-hours",
+    type=Real(1, 24 * 31),
+    default=24.0,
+    show_default=True,
+    help="How long the new timestamp stays valid: a buyer refuses the channel after that "
+    "(a freeze is found out within this time); renew it with `k3kit channel timestamp`.",
+)
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("archive", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--channel", required=True, help="Channel name, e.g. stable.")
+@click.option(
+    "--repo", required=True, type=click.Path(path_type=Path, file_okay=False), help="The channel."
+)
+@click.option("--key", "keys", multiple=True, required=True, metavar="URI", help=_KEY_HELP)
+@click.option("--passphrase-env", metavar="VAR", help="Read the keys' passphrase from $VAR.")
+@optional_trust_option
+@_timestamp_option
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def publish(
+    archive: Path,
+    channel: str,
+    repo: Path,
+    keys: tuple[str, ...],
+    passphrase_env: str | None,
+    trust: tuple[Path, ...],
+    timestamp_hours: float,
+    as_json: bool,
+) -> None:
+    """Add ARCHIVE (a .kit.tar.gz) to CHANNEL of the TUF repository REPO.
+
+    The archive must first verify against the publisher's own --trust keys: a kit whose
+    receipt does not verify is refused (CHANNEL_KIT_UNVERIFIED). Then a target
+    CHANNEL/PACKAGE/VERSION.kit.tar.gz is added with its package, version, sequence, kit sha256
+    and release time, and new targets, snapshot and timestamp metadata are signed with the --key
+    signers. A version already published with other bytes is refused (CHANNEL_VERSION_EXISTS).
+    REPO can then be served from any static HTTP host (docs/distribution.md).
+    """
+    _need_tuf()
+    from k3kit.channel.publish import publish_archive
+    from k3kit.channel.repository import utc_now
+
+    if not trust:
+        raise no_trust_given("publish verifies the kit first: give --trust KEY.pub")
+    trusted = trusted_keys(trust)
+    result = publish_archive(
+        archive,
+        channel,
+        repo,
+        trusted,
+        _signers(keys, passphrase_env),
+        now=utc_now(),
+        expires=_expiries(timestamp_hours),
+    )
+    if as_json:
+        emit_json(result)
+    what = "published" if result["published"] else "already published (same bytes)"
+    err(f"{what}: {result['target']} in {repo}")
+
+
+@cli.group(epilog=EXIT_CODES_HELP)
+def channel() -> None:
+    """Create a channel repository and keep its timestamp fresh (docs/distribution.md)."""
+
+
+def _role_key(role: str) -> Callable[[_F], _F]:
+    return click.option(
+        f"--{role}-key",
+        f"{role}_keys",
+        multiple=True,
+        required=True,
+        type=click.Path(path_type=Path, dir_okay=False),
+        help=f"A public key (KEY.pub) of the {role} role (repeatable).",
+    )
+
+
+def _public_keys(paths: tuple[Path, ...]) -> list[Any]:
+    from k3kit.signing.keys import load_public
+
+    return [load_public(p) for p in paths]
+
+
+@channel.command("init", epilog=EXIT_CODES_HELP)
+@click.option("--repo", required=True, type=click.Path(path_type=Path, file_okay=False))
+@_role_key("root")
+@_role_key("targets")
+@_role_key("snapshot")
+@_role_key("timestamp")
+@click.option("--root-threshold", type=int, default=1, show_default=True)
+@click.option("--targets-threshold", type=int, default=1, show_default=True)
+@click.option("--key", "keys", multiple=True, required=True, metavar="URI", help="Root key(s).")
+@click.option("--passphrase-env", metavar="VAR", help="Read the keys' passphrase from $VAR.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def channel_init(
+    repo: Path,
+    root_keys: tuple[Path, ...],
+    targets_keys: tuple[Path, ...],
+    snapshot_keys: tuple[Path, ...],
+    timestamp_keys: tuple[Path, ...],
+    root_threshold: int,
+    targets_threshold: int,
+    keys: tuple[str, ...],
+    passphrase_env: str | None,
+    as_json: bool,
+) -> None:
+    """Create REPO/metadata/1.root.json: each role's public keys (--ROLE-key KEY.pub) and
+    thresholds, signed by the root keys given with --key. Buyers pin this file
+    (`k3kit update --channel-root`)."""
+    _need_tuf()
+    from k3kit.channel.repository import init_channel, utc_now
+
+    path = init_channel(
+        repo,
+        {
+            "root": _public_keys(root_keys),
+            "targets": _public_keys(targets_keys),
+            "snapshot": _public_keys(snapshot_keys),
+            "timestamp": _public_keys(timestamp_keys),
+        },
+        {"root": root_threshold, "targets": targets_threshold},
+        _signers(keys, passphrase_env),
+        now=utc_now(),
+    )
+    if as_json:
+        emit_json({"root": str(path)})
+    err(f"wrote {path}: give it to buyers out of band (`k3kit update --channel-root {path}`)")
+
+
+@channel.command("timestamp", epilog=EXIT_CODES_HELP)
+@click.option("--repo", required=True, type=click.Path(path_type=Path, file_okay=False))
+@click.option("--key", "keys", multiple=True, required=True, metavar="URI", help=_KEY_HELP)
+@click.option("--passphrase-env", metavar="VAR", help="Read the keys' passphrase from $VAR.")
+@_timestamp_option
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def channel_timestamp(
+    repo: Path,
+    keys: tuple[str, ...],
+    passphrase_env: str | None,
+    timestamp_hours: float,
+    as_json: bool,
+) -> None:
+    """Re-sign REPO's timestamp (run it from cron, more often than --timestamp-hours)."""
+    _need_tuf()
+    from k3kit.channel.repository import renew_timestamp, utc_now
+
+    version = renew_timestamp(
+        repo, _signers(keys, passphrase_env), now=utc_now(), expires=_expiries(timestamp_hours)
+    )
+    if as_json:
+        emit_json({"timestamp_version": version})
+    err(f"timestamp version {version} written to {repo}/metadata/timestamp.json")
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option("--channel", "channel_name", required=True, help="Channel name, e.g. stable.")
+@click.option("--from", "url", required=True, help="Base URL the channel is served from.")
+@click.option(
+    "--channel-root",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The channel's TUF root (1.root.json), pinned: a trust anchor, like --trust.",
+)
+@click.option(
+    "--into",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder that holds installed kits; the kit goes to INTO/NAME-VERSION/.",
+)
+@optional_trust_option
+@root_option
+@allow_rollback_option
+@click.option("--package", help="Package to update (default: the channel's only one).")
+@click.option("--version", "version", help="Install this version (default: the newest in term).")
+@click.option("--buyer-receipt", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--licence", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def update(
+    channel_name: str,
+    url: str,
+    channel_root: Path,
+    into: Path,
+    trust: tuple[Path, ...],
+    root_file: Path | None,
+    allow_rollback: bool,
+    package: str | None,
+    version: str | None,
+    buyer_receipt: Path | None,
+    licence: Path | None,
+    state_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Install the newest release of a channel this buyer is entitled to.
+
+    python-tuf's updater reads the channel from --from, starting from the pinned --channel-root,
+    and refuses a frozen channel (CHANNEL_FROZEN), a rollback (CHANNEL_ROLLBACK), metadata mixed
+    from two views (CHANNEL_INCONSISTENT) and metadata its root's keys did not sign
+    (CHANNEL_UNTRUSTED). With --buyer-receipt and --licence, releases after the entitlement's
+    term are not installed (CHANNEL_OUT_OF_TERM when nothing in term is left); without them the
+    term is not checked and the newest release is installed. The kit is then verified and
+    installed exactly as `k3kit install` does (--trust or --root), into INTO/NAME-VERSION/.
+    """
+    if (buyer_receipt is None) != (licence is None):
+        raise click.UsageError(
+            "--buyer-receipt and --licence go together: the receipt says when the term began, "
+            "the licence how long it is"
+        )
+    _need_tuf()
+    from k3kit.channel.client import Request
+    from k3kit.channel.client import update as run_update
+
+    state, _cache = state_and_cache(state_dir)
+    if state is None:
+        raise UsageProblem(
+            "update keeps the channel's metadata in a state folder: give --state-dir"
+        )
+    trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
+    term = _term(buyer_receipt, licence, trusted)
+    if term is None:
+        err("term     not checked (no --buyer-receipt/--licence): the newest release is taken")
+    progress = ByteProgress("downloading") if sys.stderr.isatty() else None
+    request = Request(url, channel_name, channel_root, into, state, package, version, term)
+    try:
+        done = run_update(request, trusted, rollback=rollback, on_progress=progress)
+    finally:
+        if progress is not None:
+            progress.finish()
+    outcome_decided()
+    _report(done, as_json)
+
+
+def _term(buyer_receipt: Path | None, licence: Path | None, trusted: Any) -> Any:
+    if buyer_receipt is None or licence is None:
+        return None
+    if not isinstance(trusted, list):
+        raise VerificationError(
+            "a buyer receipt is checked against --trust keys, not --root",
+            code="BUYER_RECEIPT_NEEDS_TRUST",
+        )
+    from k3kit.channel.term import read_term
+
+    return read_term(buyer_receipt, licence, trusted)
+
+
+def _report(done: Any, as_json: bool) -> None:
+    installed = done.installed
+    result = {
+        **installed.report.as_json(),
+        "installed": str(installed.path),
+        "name": installed.name,
+        "version": installed.version,
+        "already_installed": installed.already_installed,
+        "release": done.entry.as_json(),
+        "newest_in_channel": done.newest.as_json(),
+        "out_of_term": [e.as_json() for e in done.skipped_out_of_term],
+        "term": done.term.as_json() if done.term is not None else None,
+    }
+    if as_json:
+        emit_json(result)
+    print_report(installed.report, quiet=True)
+    for skipped in done.skipped_out_of_term:
+        err(f"skipped  {skipped.version}: released {skipped.released_at}, after the term")
+    outcome = "already installed" if installed.already_installed else "installed read-only"
+    err(f"{outcome}: {installed.name} {installed.version} from channel ({installed.path})")
+    if not as_json:
+        click.echo(str(installed.path))
