@@ -1,0 +1,306 @@
+"""`k3kit push` and `install oci://…@sha256:…` against a real registry (Debian's docker-registry,
+the reference `distribution` 2.8, which has no referrers API): push, pull by digest, referrers
+listed and verified, skopeo reading what was pushed, and the attacks a registry (or whoever can
+write to it or its storage) can make: another manifest for a digest, a blob longer than its
+manifest says, a receipt referrer signed by another key, a tag moved to another kit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from k3kit.archive import pack
+from tests.conftest import GoldenKit, KeyFiles, make_kit, make_snapshot, run_k3kit
+from tests.ocikit import (
+    SKOPEO_BIN,
+    LiveRegistry,
+    live_registry,
+    needs_registry,
+    needs_skopeo,
+    sha256_digest,
+)
+
+pytestmark = needs_registry
+FOLDER = "kimi-k3-b300x8-1.0.0"
+REPO = "kits/kimi-k3"
+
+
+@pytest.fixture(scope="module")
+def archive(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("oci-archive") / f"{FOLDER}.kit.tar.gz"
+    pack(golden.kit, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def other_archive(signing_key: KeyFiles, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Another kit of the same name and version, signed by the same trusted key: what a tag
+    can be moved to, or a registry can serve instead, without any signature check noticing."""
+    root = tmp_path_factory.mktemp("oci-other")
+    other = make_kit(root, signing_key, make_snapshot(root / "hf-cache", shards=2))
+    out = root / f"{FOLDER}.kit.tar.gz"
+    pack(other.kit, out)
+    return out
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[LiveRegistry]:
+    """A registry of this test's own (attacks change its storage)."""
+    with live_registry(tmp_path / "registry") as live:
+        yield live
+
+
+def k3kit_json(*args: str | Path) -> tuple[int, dict[str, Any], str]:
+    proc = run_k3kit(*args, "--json")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout or "{}"), proc.stderr
+
+
+def push(
+    reg: LiveRegistry, archive: Path, trust: Path, tag: str = ":1.0.0", *extra: str | Path
+) -> str:
+    rc, out, stderr = k3kit_json("push", archive, reg.ref(REPO, tag), "--trust", trust, *extra)
+    assert rc == 0, stderr
+    return str(out["digest"])
+
+
+def install(ref: str, trust: Path, into: Path) -> tuple[int, dict[str, Any], str]:
+    return k3kit_json("install", ref, "--trust", trust, "--into", into)
+
+
+def error_code(out: dict[str, Any]) -> str:
+    if "error" in out:
+        return str(out["error"]["code"])
+    failed = [c for c in out.get("checks", []) if c.get("status") == "failed"]
+    return str(failed[0]["code"]) if failed else ""
+
+
+# -- the genuine path -------------------------------------------------------------------------
+
+
+def test_push_then_install_by_digest_installs_the_same_kit(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    digest = push(registry, archive, golden.key.public)
+    rc, out, stderr = install(
+        registry.ref(REPO, f"@{digest}"), golden.key.public, tmp_path / "kits"
+    )
+    assert rc == 0, stderr
+    assert Path(out["installed"]).name == FOLDER
+    local_rc, local, _ = install(str(archive), golden.key.public, tmp_path / "local")
+    assert local_rc == 0
+    assert out["kit_sha256"] == local["kit_sha256"]
+    assert out["archive_sha256"] == local["archive_sha256"]  # the very archive that was pushed
+    assert sorted(os.listdir(tmp_path / "kits")) == [FOLDER]  # no staging left behind
+
+
+def test_pushing_the_same_kit_twice_gives_the_same_digest(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit
+) -> None:
+    first = push(registry, archive, golden.key.public)
+    assert push(registry, archive, golden.key.public, ":again") == first
+
+
+def test_push_refuses_a_kit_that_does_not_verify_and_pushes_nothing(
+    registry: LiveRegistry, archive: Path, other_key: KeyFiles
+) -> None:
+    rc, out, _ = k3kit_json(
+        "push", archive, registry.ref(REPO, ":1.0.0"), "--trust", other_key.public
+    )
+    assert rc == 1 and out["pushed"] is None
+    assert not (registry.storage / "docker/registry/v2/repositories").exists()
+
+
+@needs_skopeo
+def test_skopeo_inspect_reads_what_was_pushed(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit
+) -> None:
+    digest = push(registry, archive, golden.key.public)
+    assert SKOPEO_BIN is not None
+    where = f"docker://{registry.host}/{REPO}:1.0.0"
+    raw = subprocess.run(
+        [SKOPEO_BIN, "inspect", "--tls-verify=false", "--raw", where],
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert sha256_digest(raw) == digest
+    manifest = json.loads(raw)
+    assert manifest["artifactType"] == "application/vnd.k3kit.kit.v1"
+    assert manifest["config"]["mediaType"] == "application/vnd.oci.empty.v1+json"
+    (layer,) = manifest["layers"]
+    assert layer["mediaType"] == "application/vnd.k3kit.kit.v1+tar+gzip"
+    assert layer["size"] == archive.stat().st_size
+    # Without --raw, skopeo 1.9 refuses any artifact that is not a container image ("unsupported
+    # image-specific operation on artifact"): --raw is the way to read an artifact's manifest.
+    fallback = subprocess.run(
+        [
+            SKOPEO_BIN,
+            "inspect",
+            "--tls-verify=false",
+            "--raw",
+            f"docker://{registry.host}/{REPO}:{digest.replace(':', '-')}",
+        ],
+        capture_output=True,
+        check=True,
+    ).stdout
+    listed = json.loads(fallback)["manifests"]
+    assert [m["artifactType"] for m in listed] == ["application/vnd.k3kit.receipt.v1"]
+
+
+def test_referrers_are_listed_and_verified_through_the_fallback_tag(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    report = tmp_path / "acceptance.json"
+    report.write_text('{"ok": true}\n')
+    digest = push(registry, archive, golden.key.public, ":1.0.0", "--attach", report)
+    rc, out, stderr = k3kit_json(
+        "push", "--list-referrers", registry.ref(REPO, f"@{digest}"), "--trust", golden.key.public
+    )
+    assert rc == 0, stderr
+    assert out["ok"] is True and out["oci_digest"] == digest
+    assert out["referrers_from"] == f"tag {digest.replace(':', '-')}"  # registry 2.8: no API
+    by_title = {r["title"]: r for r in out["referrers"]}
+    assert set(by_title) == {"receipt.dsse.json", "acceptance.json"}
+    assert by_title["receipt.dsse.json"]["status"] == "verified"
+    assert by_title["acceptance.json"]["status"] == "unchecked"
+
+
+def test_install_by_tag_is_refused_with_the_digest_form(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    push(registry, archive, golden.key.public)
+    rc, out, _ = install(registry.ref(REPO, ":1.0.0"), golden.key.public, tmp_path / "kits")
+    assert rc == 3 and error_code(out) == "OCI_TAG_NOT_PINNED"
+    assert "@sha256:" in out["error"]["hint"]
+    assert not (tmp_path / "kits" / FOLDER).exists()
+
+
+# -- attacks ----------------------------------------------------------------------------------
+
+
+def test_attack_registry_serves_another_kits_manifest_for_the_digest(
+    registry: LiveRegistry, archive: Path, other_archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Whoever controls the registry's storage swaps the manifest the buyer's digest names for
+    the one of another kit signed by the same key: signatures alone would accept it."""
+    genuine = push(registry, archive, golden.key.public)
+    other = push(registry, other_archive, golden.key.public, ":other")
+    stored = registry.blob_file(genuine)
+    os.chmod(stored, 0o644)
+    shutil.copyfile(registry.blob_file(other), stored)
+    rc, out, _ = install(registry.ref(REPO, f"@{genuine}"), golden.key.public, tmp_path / "kits")
+    assert rc == 1 and error_code(out) == "OCI_DIGEST_MISMATCH"
+    assert not (tmp_path / "kits" / FOLDER).exists()
+
+
+def test_attack_blob_larger_than_the_manifest_says(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The kit's layer grows in the registry's storage: the download stops at the size the
+    digest-checked manifest gives, and nothing is installed."""
+    digest = push(registry, archive, golden.key.public)
+    manifest = json.loads(registry.blob_file(digest).read_bytes())
+    layer = registry.blob_file(manifest["layers"][0]["digest"])
+    with layer.open("ab") as f:
+        f.write(b"\0" * 4096)
+    rc, out, _ = install(registry.ref(REPO, f"@{digest}"), golden.key.public, tmp_path / "kits")
+    assert rc == 1 and error_code(out) == "OCI_BLOB_OVERSIZED"
+    assert not (tmp_path / "kits" / FOLDER).exists()
+
+
+def test_attack_kit_blob_changed_in_storage_at_the_same_size(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    digest = push(registry, archive, golden.key.public)
+    manifest = json.loads(registry.blob_file(digest).read_bytes())
+    layer = registry.blob_file(manifest["layers"][0]["digest"])
+    data = bytearray(layer.read_bytes())
+    data[-1] ^= 0xFF  # always a change: a byte xor 0xFF is never itself
+    layer.write_bytes(bytes(data))
+    rc, out, _ = install(registry.ref(REPO, f"@{digest}"), golden.key.public, tmp_path / "kits")
+    assert rc == 1 and error_code(out) == "OCI_DIGEST_MISMATCH"
+
+
+def test_attack_receipt_referrer_signed_by_another_key(
+    registry: LiveRegistry,
+    archive: Path,
+    golden: GoldenKit,
+    other_key: KeyFiles,
+    tmp_path: Path,
+) -> None:
+    """Someone who can push to the repository attaches a receipt of their own (a kit signed by
+    their key) to the genuine kit's manifest, as any OCI client can."""
+    digest = push(registry, archive, golden.key.public)
+    forged = make_kit(tmp_path / "forger", other_key, make_snapshot(tmp_path / "fc", shards=2))
+    attach_as_referrer(registry, digest, (forged.kit / "receipt.dsse.json").read_bytes())
+    rc, out, _ = k3kit_json(
+        "push", "--list-referrers", registry.ref(REPO, f"@{digest}"), "--trust", golden.key.public
+    )
+    assert rc == 1 and out["ok"] is False
+    failed = [r for r in out["referrers"] if r["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["code"] == "OCI_REFERRER_NOT_VERIFIED"
+    assert [r["status"] for r in out["referrers"]].count("verified") == 1  # the genuine one
+
+
+def test_attack_tag_moved_to_another_kit(
+    registry: LiveRegistry, archive: Path, other_archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The tag the buyer was told about now names another (validly signed) kit: the digest the
+    buyer installs by still gets the kit it names, and the tag itself is refused."""
+    genuine = push(registry, archive, golden.key.public, ":stable")
+    moved = push(registry, other_archive, golden.key.public, ":stable")
+    assert moved != genuine
+    rc, out, stderr = install(registry.ref(REPO, f"@{genuine}"), golden.key.public, tmp_path / "a")
+    assert rc == 0, stderr
+    _, local, _ = install(str(archive), golden.key.public, tmp_path / "local")
+    assert out["kit_sha256"] == local["kit_sha256"]
+    rc, out, _ = install(registry.ref(REPO, ":stable"), golden.key.public, tmp_path / "b")
+    assert rc == 3 and error_code(out) == "OCI_TAG_NOT_PINNED"
+
+
+def test_attack_plain_http_to_a_registry_off_this_machine(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    ref = "oci+http://registry.example.com/kits/kimi-k3@sha256:" + "a" * 64
+    rc, out, _ = install(ref, golden.key.public, tmp_path / "kits")
+    assert rc == 3 and error_code(out) == "OCI_PLAIN_HTTP"
+    assert not (tmp_path / "kits").exists() or not os.listdir(tmp_path / "kits")
+
+
+def attach_as_referrer(reg: LiveRegistry, subject: str, receipt: bytes) -> None:
+    """What an attacker with push rights does with any OCI client: a receipt artifact whose
+    subject is the genuine kit, listed in the fallback index."""
+    from k3kit.oci import artifact as art
+    from k3kit.oci._http import Registry
+
+    with Registry(f"http://{reg.host}") as client:
+        manifest = client.get_small(
+            f"/v2/{REPO}/manifests/{subject}", accept=art.MANIFEST_TYPE, cap=1 << 20
+        )
+        assert manifest is not None
+        layer = art.describe(art.RECEIPT_LAYER, receipt, title="receipt.dsse.json")
+        client.push_blob(REPO, layer.digest, layer.size, receipt)
+        data = art.manifest_bytes(
+            art.RECEIPT_ARTIFACT,
+            [layer],
+            subject=art.describe(art.MANIFEST_TYPE, manifest),
+            annotations={art.TITLE: "receipt.dsse.json"},
+        )
+        client.put_manifest(REPO, art.digest_of(data), data, art.MANIFEST_TYPE)
+        tag = art.fallback_tag(subject)
+        old = client.get_small(f"/v2/{REPO}/manifests/{tag}", accept=art.INDEX_TYPE, cap=1 << 20)
+        listed = art.parse_index(old, label="index") if old else []
+        listed.append(
+            art.Descriptor(
+                art.MANIFEST_TYPE, art.digest_of(data), len(data), None, art.RECEIPT_ARTIFACT
+            )
+        )
+        client.put_manifest(REPO, tag, art.index_bytes(listed), art.INDEX_TYPE)
