@@ -7,13 +7,18 @@ manifest says, a receipt referrer signed by another key, a tag moved to another 
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import shutil
 import subprocess
+import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -304,3 +309,79 @@ def attach_as_referrer(reg: LiveRegistry, subject: str, receipt: bytes) -> None:
             )
         )
         client.put_manifest(REPO, tag, art.index_bytes(listed), art.INDEX_TYPE)
+
+
+class _LyingProxy(http.server.BaseHTTPRequestHandler):
+    """A registry front that forwards reads to the real registry, except what a test rewrites:
+    ``swap`` maps a manifest digest to the bytes served for it instead (with the requested
+    digest in ``Docker-Content-Digest``, as a lying registry would), ``redirect_blobs`` answers
+    every blob read with a redirect there."""
+
+    upstream = ""
+    swap: ClassVar[dict[str, bytes]] = {}
+    redirect_blobs = ""
+
+    def do_GET(self) -> None:
+        asked = self.path.rsplit("/", 1)[-1]
+        if "/manifests/" in self.path and asked in self.swap:
+            return self._answer(200, self.swap[asked], {"Docker-Content-Digest": asked})
+        if "/blobs/" in self.path and self.redirect_blobs:
+            return self._answer(307, b"", {"Location": self.redirect_blobs + self.path})
+        request = urllib.request.Request(self.upstream + self.path, headers=dict(self.headers))
+        try:
+            with urllib.request.urlopen(request) as resp:
+                self._answer(resp.status, resp.read(), dict(resp.headers))
+        except urllib.error.HTTPError as exc:
+            self._answer(exc.code, exc.read(), {})
+
+    def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for key, value in headers.items():
+            if key.lower() not in ("content-length", "transfer-encoding", "connection", "date"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def lying_proxy(reg: LiveRegistry, **rewrite: Any) -> Iterator[str]:
+    """A proxy on 127.0.0.1 (port 0) in front of ``reg``; yields its ``HOST:PORT``."""
+    handler = type("Proxy", (_LyingProxy,), {"upstream": f"http://{reg.host}", **rewrite})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_attack_proxy_serves_another_kit_with_the_asked_digest_in_its_header(
+    registry: LiveRegistry, archive: Path, other_archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A registry (or a proxy in front of it) answers the buyer's digest with another validly
+    signed kit's manifest and names the asked digest in Docker-Content-Digest: the header is
+    never read, the bytes are hashed."""
+    genuine = push(registry, archive, golden.key.public)
+    other = push(registry, other_archive, golden.key.public, ":other")
+    swap = {genuine: registry.blob_file(other).read_bytes()}
+    with lying_proxy(registry, swap=swap) as host:
+        rc, out, _ = install(f"oci://{host}/{REPO}@{genuine}", golden.key.public, tmp_path / "k")
+    assert rc == 1 and error_code(out) == "OCI_DIGEST_MISMATCH"
+    assert not (tmp_path / "k" / FOLDER).exists()
+
+
+def test_attack_registry_redirects_the_kit_blob_to_plain_http_elsewhere(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    digest = push(registry, archive, golden.key.public)
+    with lying_proxy(registry, redirect_blobs="http://blobs.example.com") as host:
+        rc, out, _ = install(f"oci://{host}/{REPO}@{digest}", golden.key.public, tmp_path / "k")
+    assert rc == 4 and error_code(out) == "OCI_REDIRECT_REFUSED"
+    assert not (tmp_path / "k" / FOLDER).exists()

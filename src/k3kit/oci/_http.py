@@ -19,8 +19,8 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from k3kit._netpolicy import is_loopback, plain_http_off_loopback
 from k3kit.errors import EnvironmentProblem, VerificationError
-from k3kit.oci.ref import LOOPBACK
 
 _MAX_REDIRECTS = 5
 _CHUNK = 1024 * 1024
@@ -32,7 +32,7 @@ class Registry:
 
     def __init__(self, base: str) -> None:
         self.base = base.rstrip("/")
-        loopback = urlsplit(self.base).hostname in LOOPBACK
+        loopback = is_loopback(urlsplit(self.base).hostname)
         # A proxy named in the environment is for the outside world, not for this machine.
         self._client = httpx.Client(
             follow_redirects=False, timeout=_TIMEOUT, trust_env=not loopback
@@ -163,8 +163,7 @@ class _Streamed:
 
 
 def _allowed_hop(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in LOOPBACK):
+    if urlsplit(url).scheme in ("http", "https") and not plain_http_off_loopback(url):
         return url
     raise EnvironmentProblem(
         f"the registry redirected to {url!r}: only https (or this machine) is followed",

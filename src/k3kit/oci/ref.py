@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from k3kit._netpolicy import is_loopback
 from k3kit.errors import InputError
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
 _REPO = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
@@ -75,7 +75,7 @@ def parse(text: str) -> Reference:
     except ValueError as exc:
         raise _invalid(text) from exc
     repo, tag, digest = _split_path(text, parts.path.lstrip("/"))
-    loopback = name in LOOPBACK
+    loopback = is_loopback(name)
     if explicit_http and not loopback:
         raise InputError(
             f"refusing plain http to the registry {host}: anyone on the path could read or "
