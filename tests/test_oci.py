@@ -385,3 +385,47 @@ def test_attack_registry_redirects_the_kit_blob_to_plain_http_elsewhere(
         rc, out, _ = install(f"oci://{host}/{REPO}@{digest}", golden.key.public, tmp_path / "k")
     assert rc == 4 and error_code(out) == "OCI_REDIRECT_REFUSED"
     assert not (tmp_path / "k" / FOLDER).exists()
+
+
+def test_verify_of_an_oci_digest_checks_the_kit_and_its_referrers(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit
+) -> None:
+    digest = push(registry, archive, golden.key.public)
+    rc, out, stderr = k3kit_json(
+        "verify", registry.ref(REPO, f"@{digest}"), "--trust", golden.key.public
+    )
+    assert rc == 0, stderr
+    assert out["ok"] is True and [r["status"] for r in out["referrers"]] == ["verified"]
+    rc, out, _ = k3kit_json("verify", registry.ref(REPO, ":1.0.0"), "--trust", golden.key.public)
+    assert rc == 3 and error_code(out) == "OCI_TAG_NOT_PINNED"
+
+
+@needs_skopeo
+def test_a_mirror_made_with_skopeo_copy_keeps_the_digest_and_the_referrers(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The operator's mirror (docs/oci.md): the kit by digest, then the referrers index tag;
+    the same digest installs from the mirror and its receipt verifies there."""
+    digest = push(registry, archive, golden.key.public)
+    assert SKOPEO_BIN is not None
+    src, dst = f"docker://{registry.host}/{REPO}", f"docker://{registry.host}/mirror/kimi-k3"
+    tls = ["--src-tls-verify=false", "--dest-tls-verify=false"]
+    fallback = digest.replace(":", "-")
+    # skopeo 1.9 re-writes an index it copies (and refuses to with --preserve-digests): the
+    # index is only a tag; the manifests it lists keep their digests either way.
+    for source, dest, keep in (
+        (f"{src}@{digest}", f"{dst}:1.0.0", ["--preserve-digests"]),
+        (f"{src}:{fallback}", f"{dst}:{fallback}", []),
+    ):
+        copy = subprocess.run(
+            [SKOPEO_BIN, "copy", "--all", *keep, *tls, source, dest],
+            capture_output=True,
+            text=True,
+        )
+        assert copy.returncode == 0, copy.stderr
+    mirrored = f"oci://{registry.host}/mirror/kimi-k3@{digest}"
+    rc, out, stderr = k3kit_json("verify", mirrored, "--trust", golden.key.public)
+    assert rc == 0, stderr
+    assert [r["status"] for r in out["referrers"]] == ["verified"]
+    rc, _, stderr = install(mirrored, golden.key.public, tmp_path / "kits")
+    assert rc == 0, stderr

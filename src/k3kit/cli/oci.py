@@ -71,7 +71,7 @@ def push(
     if list_referrers:
         if len(sources) != 1 or attach:
             raise click.UsageError("--list-referrers takes one oci://…@sha256:… and no --attach")
-        _list(sources[0], trusted, rollback, as_json)
+        verify_from_registry(sources[0], trusted, rollback, as_json)
         return
     if len(sources) != 2:
         raise click.UsageError("push takes ARCHIVE and oci://HOST/REPO:TAG")
@@ -114,7 +114,9 @@ def _push(archive: Path, target: str, trusted: object, attach: list[Path], as_js
         say(pushed.digest)
 
 
-def _list(text: str, trusted: object, rollback: object, as_json: bool) -> None:
+def verify_from_registry(text: str, trusted: object, rollback: object, as_json: bool) -> None:
+    """``verify oci://…@sha256:…`` and ``push --list-referrers``: the kit by digest, verified,
+    then each referrer checked against it; exits 0 only when all hold."""
     from k3kit.node.registry import verify_registry_kit
     from k3kit.node.verify import KitNotVerified
 
