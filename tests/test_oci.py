@@ -320,6 +320,7 @@ class _LyingProxy(http.server.BaseHTTPRequestHandler):
     upstream = ""
     swap: ClassVar[dict[str, bytes]] = {}
     redirect_blobs = ""
+    cut_blobs = False
 
     def do_GET(self) -> None:
         asked = self.path.rsplit("/", 1)[-1]
@@ -327,12 +328,25 @@ class _LyingProxy(http.server.BaseHTTPRequestHandler):
             return self._answer(200, self.swap[asked], {"Docker-Content-Digest": asked})
         if "/blobs/" in self.path and self.redirect_blobs:
             return self._answer(307, b"", {"Location": self.redirect_blobs + self.path})
+        if "/blobs/" in self.path and self.cut_blobs:
+            return self._cut(self.upstream + self.path)
         request = urllib.request.Request(self.upstream + self.path, headers=dict(self.headers))
         try:
             with urllib.request.urlopen(request) as resp:
                 self._answer(resp.status, resp.read(), dict(resp.headers))
         except urllib.error.HTTPError as exc:
             self._answer(exc.code, exc.read(), {})
+
+    def _cut(self, url: str) -> None:
+        """Announce the whole blob, send half of it, close the connection."""
+        with urllib.request.urlopen(url) as resp:
+            body = resp.read()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body[: len(body) // 2])
+        self.wfile.flush()
+        self.close_connection = True
 
     def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
         self.send_response(status)
@@ -429,3 +443,13 @@ def test_a_mirror_made_with_skopeo_copy_keeps_the_digest_and_the_referrers(
     assert [r["status"] for r in out["referrers"]] == ["verified"]
     rc, _, stderr = install(mirrored, golden.key.public, tmp_path / "kits")
     assert rc == 0, stderr
+
+
+def test_a_registry_that_closes_the_connection_mid_blob_is_an_environment_error(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    digest = push(registry, archive, golden.key.public)
+    with lying_proxy(registry, cut_blobs=True) as host:
+        rc, out, _ = install(f"oci://{host}/{REPO}@{digest}", golden.key.public, tmp_path / "k")
+    assert rc == 4 and error_code(out) == "OCI_REGISTRY_UNREACHABLE"
+    assert sorted(os.listdir(tmp_path / "k")) == []  # the staging folder went with it

@@ -157,9 +157,13 @@ class _Streamed:
             f"the registry redirected more than {_MAX_REDIRECTS} times", code="OCI_REDIRECT_REFUSED"
         )
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        """Also maps a connection that breaks while the body streams (a registry closing
+        early, a read timeout) to ``OCI_REGISTRY_UNREACHABLE``: never a traceback."""
         if self._resp is not None:
             self._resp.close()
+        if isinstance(exc, httpx.HTTPError):
+            raise _unreachable(self._reg.base, exc) from exc
 
 
 def _allowed_hop(url: str) -> str:
