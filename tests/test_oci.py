@@ -280,7 +280,14 @@ def test_attack_plain_http_to_a_registry_off_this_machine(
     assert not (tmp_path / "kits").exists() or not os.listdir(tmp_path / "kits")
 
 
-def attach_as_referrer(reg: LiveRegistry, subject: str, receipt: bytes) -> None:
+def attach_as_referrer(
+    reg: LiveRegistry,
+    subject: str,
+    receipt: bytes,
+    *,
+    artifact_type: str = "application/vnd.k3kit.receipt.v1",
+    title: str = "receipt.dsse.json",
+) -> None:
     """What an attacker with push rights does with any OCI client: a receipt artifact whose
     subject is the genuine kit, listed in the fallback index."""
     from k3kit.oci import artifact as art
@@ -291,22 +298,20 @@ def attach_as_referrer(reg: LiveRegistry, subject: str, receipt: bytes) -> None:
             f"/v2/{REPO}/manifests/{subject}", accept=art.MANIFEST_TYPE, cap=1 << 20
         )
         assert manifest is not None
-        layer = art.describe(art.RECEIPT_LAYER, receipt, title="receipt.dsse.json")
+        layer = art.describe(art.RECEIPT_LAYER, receipt, title=title)
         client.push_blob(REPO, layer.digest, layer.size, receipt)
         data = art.manifest_bytes(
-            art.RECEIPT_ARTIFACT,
+            artifact_type,
             [layer],
             subject=art.describe(art.MANIFEST_TYPE, manifest),
-            annotations={art.TITLE: "receipt.dsse.json"},
+            annotations={art.TITLE: title},
         )
         client.put_manifest(REPO, art.digest_of(data), data, art.MANIFEST_TYPE)
         tag = art.fallback_tag(subject)
         old = client.get_small(f"/v2/{REPO}/manifests/{tag}", accept=art.INDEX_TYPE, cap=1 << 20)
         listed = art.parse_index(old, label="index") if old else []
         listed.append(
-            art.Descriptor(
-                art.MANIFEST_TYPE, art.digest_of(data), len(data), None, art.RECEIPT_ARTIFACT
-            )
+            art.Descriptor(art.MANIFEST_TYPE, art.digest_of(data), len(data), None, artifact_type)
         )
         client.put_manifest(REPO, tag, art.index_bytes(listed), art.INDEX_TYPE)
 
@@ -453,3 +458,41 @@ def test_a_registry_that_closes_the_connection_mid_blob_is_an_environment_error(
         rc, out, _ = install(f"oci://{host}/{REPO}@{digest}", golden.key.public, tmp_path / "k")
     assert rc == 4 and error_code(out) == "OCI_REGISTRY_UNREACHABLE"
     assert sorted(os.listdir(tmp_path / "k")) == []  # the staging folder went with it
+
+
+def test_attack_card_referrer_the_kit_does_not_carry(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit
+) -> None:
+    """A "card" attached by someone with push rights (the kit has none): listed as failed."""
+    digest = push(registry, archive, golden.key.public)
+    page = b"<html>a better benchmark than the kit measured</html>"
+    attach_as_referrer(
+        registry, digest, page, artifact_type="application/vnd.k3kit.card.v1", title="card.html"
+    )
+    rc, out, _ = k3kit_json(
+        "verify", registry.ref(REPO, f"@{digest}"), "--trust", golden.key.public
+    )
+    assert rc == 1
+    card = next(r for r in out["referrers"] if r["title"] == "card.html")
+    assert card["status"] == "failed" and card["code"] == "OCI_REFERRER_NOT_VERIFIED"
+
+
+def test_attack_referrers_list_flooded(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit
+) -> None:
+    """Someone with push rights lists thousands of referrers under the fallback tag: refused
+    before one is read."""
+    from k3kit.oci import artifact as art
+    from k3kit.oci._http import Registry
+
+    digest = push(registry, archive, golden.key.public)
+    with Registry(f"http://{registry.host}") as client:
+        tag = art.fallback_tag(digest)
+        index = client.get_small(f"/v2/{REPO}/manifests/{tag}", accept=art.INDEX_TYPE, cap=1 << 20)
+        assert index is not None
+        (genuine,) = art.parse_index(index, label="index")  # the registry checks each exists
+        client.put_manifest(REPO, tag, art.index_bytes([genuine] * 1000), art.INDEX_TYPE)
+    rc, out, _ = k3kit_json(
+        "verify", registry.ref(REPO, f"@{digest}"), "--trust", golden.key.public
+    )
+    assert rc == 1 and error_code(out) == "OCI_MANIFEST_INVALID"

@@ -211,6 +211,9 @@ def _judge(kit: VerifiedKit, found: Referrer) -> dict[str, Any]:
 
 
 def _listed_bytes(kit: VerifiedKit, name: str) -> bytes | None:
+    """The bytes of ``name`` as the verified manifest lists them; None when it lists none."""
+    if name not in {entry.path for entry in kit.manifest.files}:
+        return None
     try:
         return kit.read(name)
     except VerificationError:

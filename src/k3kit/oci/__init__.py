@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 ARCHIVE_NAME = "registry.kit.tar.gz"
+MAX_REFERRERS = 256  # each is read (up to 16 MiB): a bound on what a listing may cost
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,14 @@ def list_referrers(ref: Reference, digest: str) -> tuple[list[Referrer], str]:
     tag). Whether a referrer is *true* (a receipt signed by a trusted key) is the caller's."""
     with Registry(ref.base) as reg:
         listed, source = _referrer_index(reg, ref.repo, digest)
+        if len(listed) > MAX_REFERRERS:
+            raise VerificationError(
+                f"{len(listed)} referrers are listed for {digest[:19]}… ({source}), over the "
+                f"{MAX_REFERRERS} k3kit reads; none was read",
+                code="OCI_MANIFEST_INVALID",
+                hint="someone with push rights filled the referrers list: ask the registry's "
+                "operator to clean it",
+            )
         return [_read_referrer(reg, ref.repo, digest, d) for d in listed], source
 
 
