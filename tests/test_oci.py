@@ -496,3 +496,21 @@ def test_attack_referrers_list_flooded(
         "verify", registry.ref(REPO, f"@{digest}"), "--trust", golden.key.public
     )
     assert rc == 1 and error_code(out) == "OCI_MANIFEST_INVALID"
+
+
+def test_the_library_installs_from_the_registry_by_digest_as_the_cli_does(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    from k3kit import api
+    from k3kit.errors import InputError
+    from k3kit.signing.keys import load_public
+
+    digest = push(registry, archive, golden.key.public)
+    keys = [load_public(golden.key.public)]
+    done, got = api.install_kit_from_registry(
+        registry.ref(REPO, f"@{digest}"), keys, tmp_path / "kits"
+    )
+    assert got == digest and done.path.name == FOLDER and not done.already_installed
+    with pytest.raises(InputError) as refused:
+        api.install_kit_from_registry(registry.ref(REPO, ":1.0.0"), keys, tmp_path / "kits")
+    assert refused.value.code == "OCI_TAG_NOT_PINNED"
