@@ -99,7 +99,7 @@ def test_push_then_install_by_digest_installs_the_same_kit(
         registry.ref(REPO, f"@{digest}"), golden.key.public, tmp_path / "kits"
     )
     assert rc == 0, stderr
-    assert Path(out["installed"]).name == FOLDER
+    assert Path(out["installed"]).name == FOLDER and out["oci_digest"] == digest
     local_rc, local, _ = install(str(archive), golden.key.public, tmp_path / "local")
     assert local_rc == 0
     assert out["kit_sha256"] == local["kit_sha256"]

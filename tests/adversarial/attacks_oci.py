@@ -60,3 +60,11 @@ def render_site_kit_ref_by_tag(w: Workbench) -> Argv:
         "--kit-ref",
         "oci://registry.example.com/kits/kimi-k3:latest",
     ]
+
+
+@attack("KIT_NOT_RECOGNISED", exit_code=3)
+def push_an_endless_device_as_the_archive(w: Workbench) -> Argv:
+    """A name that reads forever (a device, a FIFO) would fill the private copy's disk."""
+    endless = w.root / "kimi.kit.tar.gz"
+    endless.symlink_to("/dev/zero")
+    return ["push", endless, "oci://127.0.0.1:9/kits/kimi-k3:1.0.0", "--trust", w.trust]

@@ -79,7 +79,8 @@ def install(
         if kit.startswith(("oci://", "oci+http://")):
             from k3kit.node.registry import install_from_registry
 
-            done, _digest = install_from_registry(kit, trusted, into, rollback=rollback)
+            done, digest = install_from_registry(kit, trusted, into, rollback=rollback)
+            done.report.facts["oci_digest"] = digest
         else:
             done = install_kit(Path(kit), trusted, into, rollback=rollback)
     except KitNotVerified as exc:

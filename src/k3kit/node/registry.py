@@ -11,6 +11,7 @@ first and pushes that same copy, so what is pushed is what was verified.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from k3kit._fs import NotRegularFile, open_regular
+from k3kit.archive import MAX_TOTAL_BYTES
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.kitpath import open_kit
 from k3kit.formats.manifest import RECEIPT_NAME
@@ -112,7 +115,7 @@ def push_archive(
     extra = [_attachment(path) for path in attach]
     with _private_folder() as tmp:
         copy = tmp / archive.name
-        shutil.copyfile(archive, copy)
+        _private_copy(archive, copy)
         with _verified_archive(copy, trusted, str(archive), None) as kit:
             items = [_receipt(kit), *_cards(kit), *extra]
             receipt = kit.report.facts["receipt"]
@@ -123,6 +126,28 @@ def push_archive(
                 "dev.k3kit.kit.sha256": kit.kit_sha256,
             }
             return push_kit(ref, copy, annotations=annotations, attachments=items), kit.report
+
+
+def _private_copy(archive: Path, dest: Path) -> None:
+    """Copy the archive ``push`` was given, at most the kit cap and only a regular file (a
+    FIFO or ``/dev/zero`` behind the name would never end), into the private folder."""
+    try:
+        fd, st = open_regular(archive.resolve())  # the caller's own name: its link is followed
+    except FileNotFoundError as exc:
+        raise InputError(f"kit not found: {archive}", code="KIT_NOT_FOUND") from exc
+    except (NotRegularFile, OSError) as exc:
+        raise InputError(
+            f"{archive} is not a readable .kit.tar.gz file", code="KIT_NOT_RECOGNISED"
+        ) from exc
+    with os.fdopen(fd, "rb") as src, dest.open("xb") as out:
+        if st.st_size > MAX_TOTAL_BYTES:
+            raise VerificationError(
+                f"{archive} is {st.st_size} bytes, over the kit cap of {MAX_TOTAL_BYTES}",
+                code="ARCHIVE_TOO_LARGE",
+            )
+        shutil.copyfileobj(src, out)
+        if out.tell() != st.st_size:
+            raise VerificationError(f"{archive} changed while it was copied", code="KIT_CHANGED")
 
 
 @contextmanager
