@@ -23,7 +23,8 @@ from typing import Any, ClassVar
 import pytest
 
 from k3kit.archive import pack
-from tests.conftest import GoldenKit, KeyFiles, make_kit, make_snapshot, run_k3kit
+from tests.conftest import GoldenKit, KeyFiles, make_kit, make_snapshot, refusing_url, run_k3kit
+from tests.cotenant import COTENANT_UID, cotenant_python, needs_root, shared_folder
 from tests.ocikit import (
     SKOPEO_BIN,
     LiveRegistry,
@@ -514,3 +515,30 @@ def test_the_library_installs_from_the_registry_by_digest_as_the_cli_does(
     with pytest.raises(InputError) as refused:
         api.install_kit_from_registry(registry.ref(REPO, ":1.0.0"), keys, tmp_path / "kits")
     assert refused.value.code == "OCI_TAG_NOT_PINNED"
+
+
+_LINK_INTO = """
+import os, sys
+os.symlink(sys.argv[1], sys.argv[2])
+"""
+
+
+@needs_root
+def test_a_cotenant_into_is_refused_before_the_registry_is_asked(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A co-tenant (uid 65534) names the install folder through a link of theirs in a sticky
+    shared folder: the download would land where they can re-point. The folder is judged first:
+    with a registry that refuses every connection, the answer is INSTALL_DIR_UNSAFE, not an
+    unreachable registry, and nothing is written in the real folder."""
+    real = tmp_path / "kits"
+    real.mkdir(mode=0o755)
+    tmp_path.chmod(0o755)
+    with shared_folder() as shared, refusing_url() as url:
+        link = shared / "into"
+        cotenant_python(_LINK_INTO, str(real), str(link))
+        assert link.lstat().st_uid == COTENANT_UID
+        ref = f"oci://{url.removeprefix('http://')}/{REPO}@sha256:" + "f" * 64
+        rc, out, stderr = install(ref, golden.key.public, link)
+    assert (rc, error_code(out)) == (4, "INSTALL_DIR_UNSAFE"), stderr
+    assert os.listdir(real) == []
