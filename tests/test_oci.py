@@ -542,3 +542,30 @@ def test_a_cotenant_into_is_refused_before_the_registry_is_asked(
         rc, out, stderr = install(ref, golden.key.public, link)
     assert (rc, error_code(out)) == (4, "INSTALL_DIR_UNSAFE"), stderr
     assert os.listdir(real) == []
+
+
+def test_push_and_install_with_a_root_of_trust(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """--root instead of --trust, with its state folder, on both ends (as `verify` takes it)."""
+    from tests.trustkit import keypair, root_v1, write_root
+
+    owner = keypair(tmp_path / "keys", "root")
+    root = write_root(tmp_path / "1.root.json", root_v1([owner], [golden.key]), [owner])
+    state = tmp_path / "state"
+    rc, out, stderr = k3kit_json(
+        "push", archive, registry.ref(REPO, ":1.0.0"), "--root", root, "--state-dir", state
+    )
+    assert rc == 0, stderr
+    proc = run_k3kit(
+        "install",
+        registry.ref(REPO, f"@{out['digest']}"),
+        "--root",
+        root,
+        "--state-dir",
+        tmp_path / "node-state",
+        "--into",
+        tmp_path / "kits",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "kits" / FOLDER).is_dir()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -75,17 +76,19 @@ def push(
         return
     if len(sources) != 2:
         raise click.UsageError("push takes ARCHIVE and oci://HOST/REPO:TAG")
-    _push(Path(sources[0]), sources[1], trusted, list(attach), as_json)
+    _push(Path(sources[0]), sources[1], (trusted, rollback), list(attach), as_json)
 
 
-def _push(archive: Path, target: str, trusted: object, attach: list[Path], as_json: bool) -> None:
+def _push(
+    archive: Path, target: str, trust: tuple[Any, Any], attach: list[Path], as_json: bool
+) -> None:
     from k3kit.node.registry import push_archive
     from k3kit.node.verify import KitNotVerified
     from k3kit.oci import parse
 
     parse(target)  # a bad reference is refused before the archive is read
     try:
-        pushed, report = push_archive(archive, target, trusted, attach=attach)  # type: ignore[arg-type]
+        pushed, report = push_archive(archive, target, trust[0], attach=attach, rollback=trust[1])
     except KitNotVerified as exc:
         if as_json:
             emit_json({**exc.report.as_json(), "pushed": None})

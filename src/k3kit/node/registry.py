@@ -101,7 +101,12 @@ def verify_registry_kit(
 
 
 def push_archive(
-    archive: Path, text: str, trusted: TrustSource, *, attach: list[Path]
+    archive: Path,
+    text: str,
+    trusted: TrustSource,
+    *,
+    attach: list[Path],
+    rollback: RollbackPolicy | None = None,
 ) -> tuple[Pushed, Report]:
     """Verify a private copy of ``archive`` against ``trusted``, then push that copy to
     ``text`` (``oci://HOST/REPO:TAG``) with its receipt, card and ``attach`` files as
@@ -116,7 +121,7 @@ def push_archive(
     with _private_folder() as tmp:
         copy = tmp / archive.name
         _private_copy(archive, copy)
-        with _verified_archive(copy, trusted, str(archive), None) as kit:
+        with _verified_archive(copy, trusted, str(archive), rollback) as kit:
             items = [_receipt(kit), *_cards(kit), *extra]
             receipt = kit.report.facts["receipt"]
             annotations = {
