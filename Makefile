@@ -13,7 +13,7 @@ demo: $(STAMP)
 test: tools lint typecheck unit perf
 
 # Debian tools that some tests use (best effort; a test skips with its reason when one is missing).
-TOOLS ?= tar ssh-keygen chromium shellcheck systemd-analyze postgres softhsm2-util
+TOOLS ?= tar ssh-keygen chromium shellcheck systemd-analyze postgres softhsm2-util docker-registry skopeo
 tools:
 	@scripts/ensure-tools.sh $(TOOLS)
 

@@ -14,6 +14,8 @@ package_for() {
     pg_ctlcluster|postgres) echo postgresql ;;
     tar) echo tar ;;
     softhsm2-util) echo softhsm2 ;;
+    docker-registry) echo docker-registry ;;
+    skopeo) echo skopeo ;;
     *) echo "" ;;
   esac
 }

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from k3kit.api import check_kit as check_kit
     from k3kit.api import check_weights as check_weights
     from k3kit.api import install_kit as install_kit
+    from k3kit.api import install_kit_from_registry as install_kit_from_registry
     from k3kit.api import pack_kit as pack_kit
     from k3kit.api import pin_hub as pin_hub
     from k3kit.api import pin_local as pin_local
@@ -69,6 +70,7 @@ _HOMES: dict[str, str] = {
     "check_kit": "k3kit.api",
     "check_weights": "k3kit.api",
     "install_kit": "k3kit.api",
+    "install_kit_from_registry": "k3kit.api",
     "pack_kit": "k3kit.api",
     "pin_hub": "k3kit.api",
     "pin_local": "k3kit.api",

@@ -352,6 +352,24 @@ def install_kit(
     return install(kit, trusted, into, rollback=rollback)
 
 
+def install_kit_from_registry(
+    reference: str, trusted: TrustSource, into: Path, *, rollback: RollbackPolicy | None = None
+) -> tuple[Installed, str]:
+    """:func:`install_kit` of the kit ``oci://HOST/REPO@sha256:HEX`` names; returns the
+    installed kit and the manifest digest (docs/oci.md).
+
+    The manifest and the kit blob are checked against the digest on the bytes received, then
+    the kit is verified and installed exactly as an archive. Raises ``InputError``
+    ``OCI_TAG_NOT_PINNED`` / ``OCI_PLAIN_HTTP`` / ``OCI_REF_INVALID`` (exit 3),
+    ``VerificationError`` ``OCI_DIGEST_MISMATCH`` / ``OCI_BLOB_OVERSIZED`` /
+    ``OCI_MANIFEST_INVALID`` (exit 1), ``EnvironmentProblem`` ``OCI_REGISTRY_*`` (exit 4), and
+    whatever :func:`install_kit` raises. httpx is imported only when this is called.
+    """
+    from k3kit.node.registry import install_from_registry
+
+    return install_from_registry(reference, trusted, into, rollback=rollback)
+
+
 def plan_launch(
     kit: Path,
     trusted: TrustSource,

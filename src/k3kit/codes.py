@@ -728,6 +728,58 @@ class CliCode(ErrorCode):
     USAGE = "USAGE", _USAGE, "a usage error: an option missing or malformed (see --help)"
 
 
+class OciCode(ErrorCode):
+    """OCI registries: ``push`` and ``oci://`` sources (``k3kit.oci``, docs/oci.md)."""
+
+    OCI_REF_INVALID = (
+        "OCI_REF_INVALID",
+        _INPUT,
+        "not an oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:HEX reference",
+    )
+    OCI_PLAIN_HTTP = (
+        "OCI_PLAIN_HTTP",
+        _INPUT,
+        "plain http to a registry that is not on this machine (loopback only)",
+    )
+    OCI_TAG_NOT_PINNED = (
+        "OCI_TAG_NOT_PINNED",
+        _INPUT,
+        "a tag where a digest is needed (a registry can move a tag): use REPO@sha256:HEX",
+    )
+    OCI_DIGEST_MISMATCH = (
+        "OCI_DIGEST_MISMATCH",
+        _FAIL,
+        "the registry's bytes do not hash to the digest asked for (manifest or blob)",
+    )
+    OCI_BLOB_OVERSIZED = (
+        "OCI_BLOB_OVERSIZED",
+        _FAIL,
+        "a blob is longer than its descriptor says, or over the kit size cap",
+    )
+    OCI_MANIFEST_INVALID = (
+        "OCI_MANIFEST_INVALID",
+        _FAIL,
+        "the manifest is not a k3kit kit artifact (media types, layers, size)",
+    )
+    OCI_REFERRER_NOT_VERIFIED = (
+        "OCI_REFERRER_NOT_VERIFIED",
+        _FAIL,
+        "an attached receipt or card does not verify against the trust given and the kit",
+    )
+    OCI_REDIRECT_REFUSED = (
+        "OCI_REDIRECT_REFUSED",
+        _ENV,
+        "the registry redirected to plain http off this machine, or too many times",
+    )
+    OCI_NOT_FOUND = "OCI_NOT_FOUND", _ENV, "the registry has no such repository, tag or digest"
+    OCI_REGISTRY_ERROR = "OCI_REGISTRY_ERROR", _ENV, "the registry refused or failed a request"
+    OCI_REGISTRY_UNREACHABLE = (
+        "OCI_REGISTRY_UNREACHABLE",
+        _ENV,
+        "no connection to the registry, or it did not answer in time",
+    )
+
+
 AREAS: tuple[type[ErrorCode], ...] = (
     ArchiveCode,
     KitCode,
@@ -744,6 +796,7 @@ AREAS: tuple[type[ErrorCode], ...] = (
     CommerceCode,
     ChannelCode,
     CliCode,
+    OciCode,
 )
 
 REGISTRY: dict[str, ErrorCode] = {m.value: m for area in AREAS for m in area}

@@ -175,7 +175,7 @@ def _print_errors(errors: list[Any]) -> None:
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
-@click.argument("kit", type=click.Path(path_type=Path))
+@click.argument("kit", type=click.Path())  # a str: Path() would fold the // of oci://
 @optional_trust_option
 @root_option
 @allow_rollback_option
@@ -221,7 +221,7 @@ def _print_errors(errors: list[Any]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
 def verify(
-    kit: Path,
+    kit: str,
     trust: tuple[Path, ...],
     root_file: Path | None,
     allow_rollback: bool,
@@ -253,6 +253,13 @@ def verify(
         raise click.UsageError("--licence is checked against a --buyer-receipt; give both")
     state, cache = state_and_cache(state_dir)
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
+    if kit.startswith(("oci://", "oci+http://")):  # by digest, with its referrers (docs/oci.md)
+        if weights is not None or buyer_receipt is not None:
+            raise click.UsageError("oci:// kits: install first, then verify the folder with those")
+        from k3kit.cli.oci import verify_from_registry
+
+        verify_from_registry(kit, trusted, rollback, as_json)
+        return
     progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not quiet else None
     options = WeightsOptions(
         workers=workers,
@@ -264,7 +271,7 @@ def verify(
     )
     try:
         report = verify_path(
-            kit, trusted, weights=weights, weights_options=options, rollback=rollback
+            Path(kit), trusted, weights=weights, weights_options=options, rollback=rollback
         )
     finally:
         if progress is not None:

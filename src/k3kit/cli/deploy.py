@@ -28,7 +28,7 @@ _STATE_HELP = (
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
-@click.argument("kit", type=click.Path(path_type=Path))
+@click.argument("kit", type=click.Path())  # a str: Path() would fold the // of oci://
 @click.option(
     "--trust",
     multiple=True,
@@ -47,7 +47,7 @@ _STATE_HELP = (
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handle_errors
 def install(
-    kit: Path,
+    kit: str,
     trust: tuple[Path, ...],
     root_file: Path | None,
     allow_rollback: bool,
@@ -67,6 +67,8 @@ def install(
     With --root, an older or conflicting kit for the same package and channel is refused
     (ROLLBACK, EQUIVOCATION) and the accepted sequence is recorded in the state folder.
     Weights are checked by `pull` and `launch`.
+    KIT may be oci://HOST/REPO@sha256:HEX: the kit is downloaded by digest into the same private
+    staging folder (every byte checked against the digest) and installed from there (docs/oci.md).
     """
     from k3kit.node.install import install as install_kit
     from k3kit.node.verify import KitNotVerified
@@ -74,7 +76,13 @@ def install(
     state, _cache = state_and_cache(state_dir)
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
     try:
-        done = install_kit(kit, trusted, into, rollback=rollback)
+        if kit.startswith(("oci://", "oci+http://")):
+            from k3kit.node.registry import install_from_registry
+
+            done, digest = install_from_registry(kit, trusted, into, rollback=rollback)
+            done.report.facts["oci_digest"] = digest
+        else:
+            done = install_kit(Path(kit), trusted, into, rollback=rollback)
     except KitNotVerified as exc:
         if as_json:
             emit_json({**exc.report.as_json(), "installed": None})

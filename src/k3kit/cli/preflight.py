@@ -174,6 +174,11 @@ def print_preflight(report: PreflightReport) -> None:
 @click.option(
     "--force", is_flag=True, help="Replace an output folder render-site wrote (nothing else)."
 )
+@click.option(
+    "--kit-ref",
+    help="oci://HOST/REPO@sha256:HEX: the Kubernetes workloads install the kit from this "
+    "registry (by digest) in an init container instead of mounting KIT_DIR (docs/oci.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the written files as JSON.")
 @handle_errors
 def render_site(
@@ -185,6 +190,7 @@ def render_site(
     site: Path,
     output: Path,
     force: bool,
+    kit_ref: str | None,
     as_json: bool,
 ) -> None:
     """Verify KIT, then write its compose, systemd and Kubernetes files with the site's values
@@ -204,7 +210,9 @@ def render_site(
     state = state_dir if state_dir is not None else default_state_dir()
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
     try:
-        files = render(kit, site, output, trusted=trusted, rollback=rollback, force=force)
+        files = render(
+            kit, site, output, trusted=trusted, rollback=rollback, force=force, kit_ref=kit_ref
+        )
     except KitNotVerified as exc:
         if as_json:
             emit_json({**exc.report.as_json(), "output": None})

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
+from k3kit._netpolicy import plain_http_off_loopback
 from k3kit.errors import InputError
 from k3kit.models.lock import ENDPOINT_PATTERN
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def resolve_endpoint(
@@ -42,8 +41,7 @@ def resolve_endpoint(
 def refuse_token_over_plain_http(url: str) -> None:
     """A bearer token in clear text is readable by anyone on the path; loopback is the exception
     (a stand-in hub on this machine). Raises ``TOKEN_OVER_HTTP`` (exit 3)."""
-    parts = urlsplit(url)
-    if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
+    if plain_http_off_loopback(url):
         raise InputError(
             f"refusing to send a hub token over plain http to {url}",
             code="TOKEN_OVER_HTTP",

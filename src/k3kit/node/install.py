@@ -253,13 +253,28 @@ def install(
     """
     if not (kit.is_file() or kit.is_dir()):
         raise InputError(f"kit not found: {kit}", code="KIT_NOT_FOUND")
+    return install_fetched(lambda _holder: kit, trusted, into, rollback=rollback, expect=expect)
+
+
+def install_fetched(
+    fetch: Callable[[Path], Path],
+    trusted: TrustSource,
+    into: Path,
+    *,
+    rollback: RollbackPolicy | None = None,
+    expect: Callable[[Report], None] | None = None,
+) -> Installed:
+    """:func:`install` of the kit ``fetch(holder)`` returns, where ``holder`` is the private
+    staging folder inside ``into``: a kit downloaded from a registry (:mod:`k3kit.node.registry`)
+    is written there, once, and verified and installed from there exactly as a local archive,
+    so nobody else can change it between the download and the verification."""
     root = _destination_root(into)
     with contextlib.ExitStack() as stack:
         try:  # the staging folder a killed install left in ``root`` is removed first
             holder = stack.enter_context(owned_staging(root, _STAGING_PREFIX))
         except OSError as exc:
             raise EnvironmentProblem(f"cannot write to {root}: {exc.strerror or exc}") from exc
-        return _install_via(holder, kit, trusted, root, rollback, expect)
+        return _install_via(holder, fetch(holder), trusted, root, rollback, expect)
 
 
 def _install_via(

@@ -82,10 +82,13 @@ def render_site(
     trusted: TrustSource,
     rollback: RollbackPolicy | None = None,
     force: bool = False,
+    kit_ref: str | None = None,
 ) -> list[str]:
     """Verify ``kit_dir`` against ``trusted``, then write the filled-in files under ``out``;
     returns their relative paths. A kit that does not verify raises
-    :class:`k3kit.node.verify.KitNotVerified` (exit 1) before anything is written."""
+    :class:`k3kit.node.verify.KitNotVerified` (exit 1) before anything is written. With
+    ``kit_ref`` (``oci://…@sha256:…``) the Kubernetes workloads install the kit from that
+    registry in an init container instead of mounting ``KIT_DIR`` (:mod:`k3kit.oci.k8s`)."""
     verified = open_verified(kit_dir, trusted, rollback=rollback)
     manifest, info = verified.manifest, verified.info
     check_trust_anchor(site, "site file")  # it names the trust key, image and addresses
@@ -118,6 +121,11 @@ def render_site(
             values,
         )
         rel = entry.path.removeprefix("profiles/").replace(".template.service", "@.service")
+        if kit_ref is not None and "/k8s/" in rel and not rel.endswith("/service.yaml"):
+            from k3kit.oci.k8s import install_from_registry
+
+            folder = f"{info.package.name}-{info.package.version}"
+            filled = install_from_registry(filled, kit_ref=kit_ref, folder=folder)
         files[rel] = filled.encode("utf-8")
     site_lines = [f"{k}={values[k]}" for k in SITE_KEYS if k in values]
     files["site.env"] = ("\n".join(site_lines) + "\n").encode()

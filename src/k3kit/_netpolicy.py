@@ -1,0 +1,24 @@
+"""Where plain http may go: one rule for every client k3kit builds (the hub's, the registry's).
+
+Why one home: the exception "plain http is fine to this machine, nowhere else" was written out
+in the hub policy and would have been written again for OCI registries (and their redirects);
+two copies drift (one learns ``::1``, the other does not). Anything off loopback needs https.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback(host: str | None) -> bool:
+    """``host`` (a URL's hostname: no port, no brackets) names this machine."""
+    return host in LOOPBACK
+
+
+def plain_http_off_loopback(url: str) -> bool:
+    """True when ``url`` is plain http to another machine: what a token, a kit or a redirect
+    must never be sent over."""
+    parts = urlsplit(url)
+    return parts.scheme == "http" and not is_loopback(parts.hostname)
