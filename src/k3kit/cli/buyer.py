@@ -140,7 +140,7 @@ def pull(
         "bytes_hashed": report.bytes_hashed,
         "quarantined": [dataclasses.asdict(q) for q in report.quarantined],
         "problems": [dataclasses.asdict(p) for p in report.problems],
-        "errors": [dataclasses.asdict(e) for e in report.errors],
+        "errors": [e.as_json() for e in report.errors],
     }
     if as_json:
         emit_json(result)

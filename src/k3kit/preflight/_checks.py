@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from k3kit._values import compile_pattern, pattern_matches
 from k3kit.errors import InputError
+from k3kit.formats.vocab import PreflightStatus as Status
 from k3kit.preflight._facts import NodeFacts, OsFacts
 
-Status = Literal["pass", "fail", "not-checked"]
 GIB = 1024**3
 #: Share of the advertised memory a GPU must report (B300: 288 GB advertised, 275040 MiB seen).
 MEMORY_TOLERANCE = 0.95
@@ -89,7 +89,7 @@ class Requirements:
 
 
 def _missing(name: str, why: str, required: bool = True) -> Check:
-    return Check(name, "not-checked", required, why=why)
+    return Check(name, Status.NOT_CHECKED, required, why=why)
 
 
 def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
@@ -111,7 +111,7 @@ def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
     out.append(
         Check(
             "gpu.count",
-            "pass" if count == req.gpus_per_node else "fail",
+            Status.of(count == req.gpus_per_node),
             True,
             f"{req.gpus_per_node} GPU(s)",
             f"{count} GPU(s) ({node.source})",
@@ -121,7 +121,7 @@ def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
     out.append(
         Check(
             "gpu.model",
-            "fail" if wrong or not gpus else "pass",
+            Status.of(bool(gpus) and not wrong),
             True,
             f"name matching /{req.gpu_name_pattern}/",
             ", ".join(sorted({g.name for g in gpus})) or "none",
@@ -136,7 +136,7 @@ def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
         out.append(
             Check(
                 "gpu.memory",
-                "pass" if low >= floor else "fail",
+                Status.of(low >= floor),
                 True,
                 f">= {floor / GIB:.1f} GiB per GPU",
                 f"{low / GIB:.1f} GiB (smallest)",
@@ -150,7 +150,7 @@ def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
         out.append(
             Check(
                 "gpu.mig",
-                "fail" if on else "pass",
+                Status.of(not on),
                 True,
                 "MIG disabled",
                 f"enabled on GPU {on}" if on else "disabled",
@@ -172,7 +172,7 @@ def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
         out.append(
             Check(
                 "gpu.compute_capability",
-                "pass" if ok else "fail",
+                Status.of(ok),
                 True,
                 f">= {req.min_compute_capability}",
                 str(low_cc),
@@ -180,7 +180,7 @@ def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
         )
     links = [g.nvlink_active for g in gpus]
     if req.gpus_per_node == 1:
-        out.append(Check("gpu.nvlink", "pass", False, "not needed for 1 GPU", "-"))
+        out.append(Check("gpu.nvlink", Status.PASS, False, "not needed for 1 GPU", "-"))
     elif any(n is None for n in links):
         out.append(
             _missing(
@@ -194,7 +194,7 @@ def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
         out.append(
             Check(
                 "gpu.nvlink",
-                "fail" if dead else "pass",
+                Status.of(not dead),
                 False,
                 "active NVLinks on every GPU",
                 f"none on GPU {dead}" if dead else "ok",
@@ -210,13 +210,13 @@ def _version(text: str) -> tuple[int, ...]:
 
 def _cuda_check(req: Requirements, node: NodeFacts) -> Check:
     if req.min_cuda_driver_api is None:
-        return Check("driver.cuda", "pass", False, "no minimum set", str(node.cuda_driver_api))
+        return Check("driver.cuda", Status.PASS, False, "no minimum set", str(node.cuda_driver_api))
     if node.cuda_driver_api is None:
         return _missing("driver.cuda", f"{node.source} does not report the CUDA driver API")
     ok = node.cuda_driver_api >= req.min_cuda_driver_api
     return Check(
         "driver.cuda",
-        "pass" if ok else "fail",
+        Status.of(ok),
         True,
         f"CUDA driver API >= {req.min_cuda_driver_api}",
         f"{node.cuda_driver_api} (driver {node.driver_version})",
@@ -231,7 +231,7 @@ def os_checks(req: Requirements, osf: OsFacts) -> list[Check]:
         out.append(
             Check(
                 "os.shm",
-                "pass" if osf.shm_bytes >= req.min_shm_bytes else "fail",
+                Status.of(osf.shm_bytes >= req.min_shm_bytes),
                 True,
                 f">= {req.min_shm_bytes / GIB:.0f} GiB",
                 f"{osf.shm_bytes / GIB:.1f} GiB",
@@ -244,7 +244,7 @@ def os_checks(req: Requirements, osf: OsFacts) -> list[Check]:
         out.append(
             Check(
                 "os.memlock",
-                "pass" if unlimited else "fail",
+                Status.of(unlimited),
                 False,
                 "unlimited (RDMA)",
                 "unlimited" if unlimited else f"{osf.memlock_bytes} bytes",
@@ -259,7 +259,7 @@ def os_checks(req: Requirements, osf: OsFacts) -> list[Check]:
         out.append(
             Check(
                 "os.disk",
-                "pass" if osf.disk_free_bytes >= need else "fail",
+                Status.of(osf.disk_free_bytes >= need),
                 False,
                 f">= {need // GIB} GiB free at {osf.disk_path}",
                 f"{osf.disk_free_bytes / GIB:.1f} GiB",

@@ -271,16 +271,15 @@ class Puller:
                     self._problem(code, g.files[0].path, detail)
                     continue  # the hub's answer is refused: nothing was kept, no second try
                 elif isinstance(exc, K3kitError):
-                    g.error = PullError(g.files[0].path, exc.code, exc.message, exc.hint)
+                    g.error = PullError.of(g.files[0].path, exc)
                     if exc.code in FATAL_CODES and stopped is None:
                         stopped = exc.code
                         for other, (other_kind, _) in pending.items():
                             if other_kind == "download":
                                 other.cancel()
                 elif isinstance(exc, OSError):
-                    g.error = PullError(
-                        g.files[0].path, "LOCAL_IO_ERROR", f"writing failed: {exc.strerror or exc}"
-                    )
+                    detail = f"writing failed: {exc.strerror or exc}"
+                    g.error = PullError("LOCAL_IO_ERROR", g.files[0].path, detail)
                 elif exc is not None:
                     raise exc
                 check(g)
