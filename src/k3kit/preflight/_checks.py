@@ -14,7 +14,7 @@ from typing import Any
 from k3kit._values import compile_pattern, pattern_matches
 from k3kit.errors import InputError
 from k3kit.formats.vocab import PreflightStatus as Status
-from k3kit.preflight._facts import NodeFacts, OsFacts
+from k3kit.preflight._facts import GpuFacts, NodeFacts, OsFacts
 
 GIB = 1024**3
 #: Share of the advertised memory a GPU must report (B300: 288 GB advertised, 275040 MiB seen).
@@ -93,6 +93,8 @@ def _missing(name: str, why: str, required: bool = True) -> Check:
 
 
 def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
+    """One check per GPU property, in the order the report prints them; without a GPU source
+    every one is NOT-CHECKED (compute capability and NVLink advisory, the rest required)."""
     names = [
         "gpu.count",
         "gpu.model",
@@ -105,102 +107,99 @@ def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
     if node.gpus is None:
         why = node.why_unreadable or "no GPU source"
         return [_missing(n, why, n not in ("gpu.compute_capability", "gpu.nvlink")) for n in names]
-    gpus = node.gpus
-    out = []
-    count = len(gpus)
-    out.append(
-        Check(
-            "gpu.count",
-            Status.of(count == req.gpus_per_node),
-            True,
-            f"{req.gpus_per_node} GPU(s)",
-            f"{count} GPU(s) ({node.source})",
-        )
+    return [
+        _count_check(req, node),
+        _model_check(req, node.gpus),
+        _memory_check(req, node.gpus),
+        _mig_check(node.gpus),
+        _cuda_check(req, node),
+        _capability_check(req, node),
+        _nvlink_check(req, node),
+    ]
+
+
+def _count_check(req: Requirements, node: NodeFacts) -> Check:
+    count = len(node.gpus or [])
+    return Check(
+        "gpu.count",
+        Status.of(count == req.gpus_per_node),
+        True,
+        f"{req.gpus_per_node} GPU(s)",
+        f"{count} GPU(s) ({node.source})",
     )
+
+
+def _model_check(req: Requirements, gpus: list[GpuFacts]) -> Check:
     wrong = sorted({g.name for g in gpus if not pattern_matches(req.gpu_pattern, g.name)})
-    out.append(
-        Check(
-            "gpu.model",
-            Status.of(bool(gpus) and not wrong),
-            True,
-            f"name matching /{req.gpu_name_pattern}/",
-            ", ".join(sorted({g.name for g in gpus})) or "none",
-        )
+    return Check(
+        "gpu.model",
+        Status.of(bool(gpus) and not wrong),
+        True,
+        f"name matching /{req.gpu_name_pattern}/",
+        ", ".join(sorted({g.name for g in gpus})) or "none",
     )
+
+
+def _memory_check(req: Requirements, gpus: list[GpuFacts]) -> Check:
     totals = [g.memory_total_bytes for g in gpus]
     floor = int(req.gpu_memory_bytes * MEMORY_TOLERANCE)
     if not gpus or any(t is None for t in totals):
-        out.append(_missing("gpu.memory", "the source lists no memory total for a GPU"))
-    else:
-        low = min(t for t in totals if t is not None)
-        out.append(
-            Check(
-                "gpu.memory",
-                Status.of(low >= floor),
-                True,
-                f">= {floor / GIB:.1f} GiB per GPU",
-                f"{low / GIB:.1f} GiB (smallest)",
-            )
-        )
-    migs = [g.mig_enabled for g in gpus]
-    if any(m is None for m in migs) or not gpus:
-        out.append(_missing("gpu.mig", "the source does not report MIG mode"))
-    else:
-        on = [g.index for g in gpus if g.mig_enabled]
-        out.append(
-            Check(
-                "gpu.mig",
-                Status.of(not on),
-                True,
-                "MIG disabled",
-                f"enabled on GPU {on}" if on else "disabled",
-            )
-        )
-    out.append(_cuda_check(req, node))
+        return _missing("gpu.memory", "the source lists no memory total for a GPU")
+    low = min(t for t in totals if t is not None)
+    return Check(
+        "gpu.memory",
+        Status.of(low >= floor),
+        True,
+        f">= {floor / GIB:.1f} GiB per GPU",
+        f"{low / GIB:.1f} GiB (smallest)",
+    )
+
+
+def _mig_check(gpus: list[GpuFacts]) -> Check:
+    if any(g.mig_enabled is None for g in gpus) or not gpus:
+        return _missing("gpu.mig", "the source does not report MIG mode")
+    on = [g.index for g in gpus if g.mig_enabled]
+    return Check(
+        "gpu.mig",
+        Status.of(not on),
+        True,
+        "MIG disabled",
+        f"enabled on GPU {on}" if on else "disabled",
+    )
+
+
+def _capability_check(req: Requirements, node: NodeFacts) -> Check:
+    gpus = node.gpus or []
     caps = [g.compute_capability for g in gpus]
     if not gpus or any(c is None for c in caps):
-        out.append(
-            _missing(
-                "gpu.compute_capability",
-                f"{node.source} does not report compute capability (NVML does)",
-                False,
-            )
-        )
-    else:
-        low_cc = min(caps, key=_version)  # type: ignore[arg-type]
-        ok = _version(low_cc or "0.0") >= _version(req.min_compute_capability)
-        out.append(
-            Check(
-                "gpu.compute_capability",
-                Status.of(ok),
-                True,
-                f">= {req.min_compute_capability}",
-                str(low_cc),
-            )
-        )
-    links = [g.nvlink_active for g in gpus]
+        why = f"{node.source} does not report compute capability (NVML does)"
+        return _missing("gpu.compute_capability", why, False)
+    low_cc = min(caps, key=_version)  # type: ignore[arg-type]
+    ok = _version(low_cc or "0.0") >= _version(req.min_compute_capability)
+    return Check(
+        "gpu.compute_capability",
+        Status.of(ok),
+        True,
+        f">= {req.min_compute_capability}",
+        str(low_cc),
+    )
+
+
+def _nvlink_check(req: Requirements, node: NodeFacts) -> Check:
+    gpus = node.gpus or []
     if req.gpus_per_node == 1:
-        out.append(Check("gpu.nvlink", Status.PASS, False, "not needed for 1 GPU", "-"))
-    elif any(n is None for n in links):
-        out.append(
-            _missing(
-                "gpu.nvlink",
-                f"{node.source} does not report NVLink state; check `nvidia-smi nvlink -s`",
-                False,
-            )
-        )
-    else:
-        dead = [g.index for g in gpus if not g.nvlink_active]
-        out.append(
-            Check(
-                "gpu.nvlink",
-                Status.of(not dead),
-                False,
-                "active NVLinks on every GPU",
-                f"none on GPU {dead}" if dead else "ok",
-            )
-        )
-    return out
+        return Check("gpu.nvlink", Status.PASS, False, "not needed for 1 GPU", "-")
+    if any(g.nvlink_active is None for g in gpus):
+        why = f"{node.source} does not report NVLink state; check `nvidia-smi nvlink -s`"
+        return _missing("gpu.nvlink", why, False)
+    dead = [g.index for g in gpus if not g.nvlink_active]
+    return Check(
+        "gpu.nvlink",
+        Status.of(not dead),
+        False,
+        "active NVLinks on every GPU",
+        f"none on GPU {dead}" if dead else "ok",
+    )
 
 
 def _version(text: str) -> tuple[int, ...]:
