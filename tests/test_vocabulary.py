@@ -74,7 +74,7 @@ def _findings(rel: str, tree: ast.Module) -> list[str]:
     docs = _docstrings(tree)
     for node in ast.walk(tree):
         where = f"{rel}:{getattr(node, 'lineno', '?')}"
-        if isinstance(node, ast.BinOp) and _const_int(node) == CAP:
+        if isinstance(node, ast.BinOp | ast.Constant) and _const_int(node) == CAP:
             found.append(f"{where}: the 16 MiB cap (k3kit.formats.documents)")
         if isinstance(node, ast.Constant) and node.value in KIT_NAMES and id(node) not in docs:
             found.append(f"{where}: kit file name {node.value!r} (k3kit.formats.names)")
@@ -116,13 +116,14 @@ def test_the_scan_finds_a_copy_planted_in_a_module() -> None:
         "import os, time\n"
         "CAP = 16 << 20\n"
         "OTHER = 16 * 1024 * 1024\n"
+        "BARE = 16777216\n"
         "fd = os.open('x', os.O_WRONLY | os.O_NOFOLLOW)\n"
         "stamp = time.strftime('%Y')\n"
         "info = 'kit.json'\n"
     )
     kinds = [f.split(": ", 1)[1].split(" (")[0] for f in _findings("planted.py", planted)]
     assert sorted(kinds) == sorted(
-        ["the 16 MiB cap", "the 16 MiB cap", "O_NOFOLLOW", "strftime", "kit file name 'kit.json'"]
+        ["the 16 MiB cap"] * 3 + ["O_NOFOLLOW", "strftime", "kit file name 'kit.json'"]
     )
 
 
