@@ -1,9 +1,14 @@
-"""Filesystem primitives: the path policy, a tree walk that reports what it refuses, atomic writes.
+"""Filesystem primitives: the one safe open, a tree walk that reports what it refuses, atomic
+writes.
 
 Every file k3kit writes goes through :func:`atomic_write` (temp file in the same directory, fsync,
 rename, fsync of the directory) so a crash leaves either the old file or the new one, never half of
 one; nothing is replaced unless the caller passed ``force``. Directory outputs are staged beside
 their destination and renamed into place for the same reason (:func:`replace_dir`).
+
+Every ``os.open`` of a name someone else could have planted a link or a FIFO at goes through
+:func:`open_nofollow` (and :func:`create_new`, :func:`open_regular` built on it), the one place
+``O_NOFOLLOW`` is spelt. It sits on its own row below ``_digest``, which opens files through it.
 """
 
 from __future__ import annotations

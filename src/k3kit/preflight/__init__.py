@@ -6,7 +6,9 @@ compute capability, NVLink, ``/dev/shm``, memlock, disk, and the memory budget. 
 needs is read from the kit only after the kit verified against its signed receipt
 (:func:`k3kit.node.verify.open_verified`): a kit.json edited to ask for one small GPU, or a regex
 that matches anything, would otherwise turn an unverified file into a PASS. A CPU target is
-judged on cores, memory and instruction-set features instead (``_cpu``).
+judged on cores, memory and instruction-set features instead (``_cpu``). Used by the CLI
+(``k3kit preflight``, and ``launch`` before it starts an engine) and the API. Each check's
+status is one :class:`k3kit.formats.vocab.PreflightStatus`.
 """
 
 from __future__ import annotations
