@@ -181,7 +181,7 @@ def test_a_judged_comparison_is_pass_or_fail() -> None:
 
 def test_a_link_planted_where_a_file_is_created_is_refused(tmp_path: Path) -> None:
     """The attacker plants ``part -> victim`` where k3kit is about to create ``part``: the create
-    fails and the victim keeps its bytes."""
+    fails and the victim keeps its bytes (``O_EXCL``: a create never reuses a planted name)."""
     victim = tmp_path / "victim"
     victim.write_bytes(b"precious")
     (tmp_path / "part").symlink_to(victim)
@@ -199,14 +199,6 @@ def test_a_link_planted_where_a_file_is_rewritten_is_refused(tmp_path: Path) -> 
         _fs.open_nofollow(tmp_path / "state.tmp", flags)
     assert caught.value.errno == errno.ELOOP
     assert victim.read_bytes() == b"precious"
-
-
-def test_the_safe_open_is_not_inherited(tmp_path: Path) -> None:
-    fd = _fs.create_new(tmp_path / "new", 0o600)
-    try:
-        assert not os.get_inheritable(fd)
-    finally:
-        os.close(fd)
 
 
 def test_hashing_and_reading_share_one_not_a_regular_file(tmp_path: Path) -> None:
