@@ -20,60 +20,33 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
-import importlib.abc
-import importlib.machinery
 import importlib.metadata
+import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
-from unittest import mock
-
-STUBS = {
-    "vllm": ["llguidance", "openai_harmony", "xgrammar"],
-    "sglang": ["IPython", "IPython.display", "triton", "triton.language", "sgl_kernel"],
-}
 
 
-class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Stands in for stubbed packages and every submodule of them."""
-
-    def __init__(self, roots: list[str]) -> None:
-        self.roots = roots
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if any(name == r or name.startswith(r + ".") for r in self.roots):
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec: Any) -> Any:
-        module = mock.MagicMock(name=spec.name)
-        module.__path__ = []
-        module.__spec__ = spec
-        return module
-
-    def exec_module(self, module: Any) -> None:
-        return None
+def _introspection() -> ModuleType:
+    """k3kit's own engine introspection (``src/k3kit/engines/_introspect.py``, what ``k3kit
+    engine snapshot`` runs), loaded by its path: it is standard library only so that an engine's
+    interpreter can run it, and that interpreter has no k3kit installed. One stub finder, one
+    stub list: a module stubbed here is stubbed the same way there."""
+    path = Path(__file__).resolve().parents[1] / "src" / "k3kit" / "engines" / "_introspect.py"
+    spec = importlib.util.spec_from_file_location("k3kit_engines_introspect", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _stub(names: list[str]) -> list[str]:
-    stubbed = []
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except Exception:
-            sys.modules.pop(name, None)
-            stubbed.append(name)
-    sys.meta_path.insert(0, _StubFinder(stubbed))
-    return stubbed
-
-
-def _type_name(action: argparse.Action) -> str | None:
-    kind = action.type
-    if kind is None:
-        return None
-    return getattr(kind, "__name__", type(kind).__name__)
+_INTROSPECT = _introspection()
+STUBS: dict[str, list[str]] = _INTROSPECT.STUBS  # scripts/engine_parse.py imports these two
+_stub = _INTROSPECT._stub
+_type_name = _INTROSPECT._type_name
 
 
 def _jsonable(value: Any) -> Any:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
-import stat
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -27,6 +26,9 @@ from pathlib import Path
 from typing import Protocol
 
 import blake3
+
+from k3kit._fs import NotRegularFile as NotRegularFile  # its home; re-exported
+from k3kit._fs import open_regular
 
 CHUNK = 2 * 1024 * 1024
 PIPELINE_CHUNK = 4 * 1024 * 1024  # multi-threaded blake3 pays a hand-off per update: bigger reads
@@ -38,10 +40,6 @@ ALGORITHMS = ("sha256", "blake3")
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-class NotRegularFile(OSError):
-    """Raised when a path that should hold file content is a FIFO, device or directory."""
 
 
 class Cancelled(Exception):
@@ -235,18 +233,9 @@ def hash_fd(
 
 
 def _open_regular(path: Path, follow_symlinks: bool) -> tuple[int, os.stat_result]:
-    # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; it has
-    # no effect on reads from a regular file, the only kind that gets past the check below.
-    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_symlinks else os.O_NOFOLLOW)
-    fd = os.open(path, flags)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotRegularFile(f"not a regular file: {path}")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st
+    # k3kit._fs's safe open: non-blocking (a FIFO would otherwise wait for a writer forever),
+    # regular files only, checked on the descriptor that is then read.
+    return open_regular(path, follow_symlinks=follow_symlinks)
 
 
 def hash_file(

@@ -1,9 +1,14 @@
-"""Filesystem primitives: the path policy, a tree walk that reports what it refuses, atomic writes.
+"""Filesystem primitives: the one safe open, a tree walk that reports what it refuses, atomic
+writes.
 
 Every file k3kit writes goes through :func:`atomic_write` (temp file in the same directory, fsync,
 rename, fsync of the directory) so a crash leaves either the old file or the new one, never half of
 one; nothing is replaced unless the caller passed ``force``. Directory outputs are staged beside
 their destination and renamed into place for the same reason (:func:`replace_dir`).
+
+Every ``os.open`` of a name someone else could have planted a link or a FIFO at goes through
+:func:`open_nofollow` (and :func:`create_new`, :func:`open_regular` built on it), the one place
+``O_NOFOLLOW`` is spelt. It sits on its own row below ``_digest``, which opens files through it.
 """
 
 from __future__ import annotations
@@ -573,7 +578,7 @@ def owned_staging(parent: Path, prefix: str) -> Iterator[Path]:
 
 def _locked_marker(folder: Path) -> int:
     tmp = folder / f"{STAGING_MARKER}.new"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = create_new(tmp, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.write(
@@ -651,17 +656,42 @@ class NotRegularFile(OSError):
     can."""
 
 
-def open_regular(path: Path | str, *, dir_fd: int | None = None) -> tuple[int, os.stat_result]:
+def open_nofollow(
+    path: Path | str, flags: int, mode: int = 0o600, *, dir_fd: int | None = None
+) -> int:
+    """The one safe ``os.open``: never through a link at the last component, never inherited.
+
+    Every open of a name someone else could have planted a link at (a kit being installed, a
+    download's part file, an archive member, a state file) goes through here, so a new caller
+    cannot forget ``O_NOFOLLOW`` (a link there is ``ELOOP``) or ``O_CLOEXEC``. Folders above the
+    last component are the caller's to hold (:class:`k3kit.pull._safedir.SafeDir` walks them).
+    """
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+
+
+def create_new(path: Path | str, mode: int = 0o600, *, dir_fd: int | None = None) -> int:
+    """A write descriptor on a file this call creates: refused if anything (a file, a link, a
+    FIFO) is already there (``FileExistsError``), so a planted name is never written through."""
+    return open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode, dir_fd=dir_fd)
+
+
+def open_regular(
+    path: Path | str, *, dir_fd: int | None = None, follow_symlinks: bool = False
+) -> tuple[int, os.stat_result]:
     """The one safe open of a file someone else may have planted: a read descriptor and its stat.
 
-    Opened without following a link (a link is ``ELOOP``) and without blocking (a FIFO planted
-    where a file belongs must not hang the reader), close-on-exec, then checked with ``fstat`` on
-    that same descriptor, so nothing can be swapped in between the check and the read. Returns
-    ``(fd, stat)`` of a regular file; the caller closes ``fd``. Raises ``FileNotFoundError``,
-    :class:`NotRegularFile` (the descriptor already closed), or the ``OSError`` of the open.
+    Opened without following a link (a link is ``ELOOP``; ``follow_symlinks`` only for a path
+    the caller named itself) and without blocking (a FIFO planted where a file belongs must not
+    hang the reader), close-on-exec, then checked with ``fstat`` on that same descriptor, so
+    nothing can be swapped in between the check and the read. Returns ``(fd, stat)`` of a regular
+    file; the caller closes ``fd``. Raises ``FileNotFoundError``, :class:`NotRegularFile` (the
+    descriptor already closed), or the ``OSError`` of the open.
     """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    fd = os.open(path, flags, dir_fd=dir_fd)
+    flags = os.O_RDONLY | os.O_NONBLOCK
+    if follow_symlinks:
+        fd = os.open(path, flags | os.O_CLOEXEC, dir_fd=dir_fd)
+    else:
+        fd = open_nofollow(path, flags, dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
     except OSError:

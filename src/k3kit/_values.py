@@ -22,6 +22,9 @@ from typing import Any
 # The one form k3kit writes and signs: RFC 3339, UTC, whole seconds. Fixed width and ASCII, so
 # two such strings sort as their instants do (the ledger's SQL relies on that).
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+# The same instant for a file or folder name: no ``:`` (refused on some filesystems), still
+# fixed width, so names sort as their instants do.
+FILE_STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 TIMESTAMP_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"
 _RFC3339 = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,9})?"
@@ -81,6 +84,12 @@ def utc_timestamp(seconds: float | None = None) -> str:
     """The canonical k3kit form of ``seconds`` since the epoch (the clock now when None): the one
     place a timestamp is written, so every document and state file spells an instant one way."""
     return time.strftime(TIMESTAMP_FORMAT, time.gmtime(seconds))
+
+
+def utc_file_stamp(seconds: float | None = None) -> str:
+    """The instant ``seconds`` (now when None) as a name part, e.g. ``20260101T000000Z``: the one
+    place a timestamp is written into a file or folder name."""
+    return time.strftime(FILE_STAMP_FORMAT, time.gmtime(seconds))
 
 
 def canonical_timestamp(text: object) -> str:

@@ -33,6 +33,7 @@ from k3kit._resources import shipped_dir
 from k3kit.archive import pack
 from k3kit.audit import AuditReport, audit_path
 from k3kit.errors import EnvironmentProblem, InputError
+from k3kit.formats.names import LOCK_NAME, RECEIPT_NAME
 from k3kit.models import PackageDef
 from k3kit.node.install import install
 from k3kit.node.launch import LaunchPlan, plan_launch
@@ -210,7 +211,7 @@ def run_demo(workdir: Path, *, force: bool, now: str, say: Callable[[str], None]
     say("         (they stand in for the 96 shards / 1.56 TB of moonshotai/Kimi-K3)")
 
     lock = pin_local(snapshot, repo=pkg.model.repo, revision=snapshot.name, pinned_at=now)
-    lock_path = workdir / "weights.lock.json"
+    lock_path = workdir / LOCK_NAME
     atomic_write(lock_path, model_bytes(lock))
     result.paths["lock"] = lock_path
     say(
@@ -227,9 +228,7 @@ def run_demo(workdir: Path, *, force: bool, now: str, say: Callable[[str], None]
     )
 
     sign(kit_dir, signer_from_uri(str(paths.private)), example / "claims.toml", issued_at=now)
-    say(
-        f"sign     receipt (DSSE, Ed25519, in-toto Statement v1) -> {kit_dir / 'receipt.dsse.json'}"
-    )
+    say(f"sign     receipt (DSSE, Ed25519, in-toto Statement v1) -> {kit_dir / RECEIPT_NAME}")
 
     archive = workdir / f"{pkg.package.name}-{pkg.package.version}.kit.tar.gz"
     digest, size = pack(kit_dir, archive)

@@ -9,6 +9,9 @@ each signed claim with an interval (``compare``), check the profile's functional
 (``report``): a report the audit rejects is never signed as *reproduced*. A Ctrl-C stops the
 run where it is; what was measured is still judged and signed, with ``partial: true`` in the
 signed bytes.
+
+Used by the CLI (``k3kit accept``) only; it stands above ``card``, ``audit`` and ``node`` and
+nothing imports it back.
 """
 
 from __future__ import annotations

@@ -35,13 +35,14 @@ from k3kit._canonical import measurement_loads
 from k3kit._text import shown
 from k3kit.accept._net import AsyncioBackend
 from k3kit.errors import K3kitError
+from k3kit.formats.documents import MAX_DOCUMENT_BYTES
 
 #: A clock in seconds; ``time.perf_counter`` unless a test injects a deterministic one.
 Clock = Callable[[], float]
 
 MAX_ERROR_CHARS = 200
 MAX_LINE_BYTES = 1024 * 1024
-MAX_BODY_BYTES = 16 * 1024 * 1024
+MAX_BODY_BYTES = MAX_DOCUMENT_BYTES  # a JSON answer is held whole, as a document is
 #: The streamed text one request may carry (kept only until its tokens are counted).
 MAX_TEXT_CHARS = 4 * 1024 * 1024
 #: Nesting a server's JSON may have: a chat answer with tool calls is 8 deep.

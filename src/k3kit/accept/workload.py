@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import parse_serve_config, read_kit_documents, read_listed
 from k3kit.formats.manifest import RECEIPT_NAME
+from k3kit.formats.names import LOCK_NAME
 from k3kit.models import Run, Statement, WeightsLock, Workload
 from k3kit.node.launch import MAX_KIT_DOC_BYTES, pick_profile
 from k3kit.node.verify import KitNotVerified, verify_dir
@@ -147,7 +148,7 @@ def load_plan(
     report = verify_dir(kit_dir, trusted, weights=weights, weights_options=weights_options)
     if not report.ok or "weights" not in report.facts:
         raise KitNotVerified(report)
-    kit_sha256 = str(report.facts["kit_sha256"])
+    kit_sha256 = report.kit_sha256
     receipt_path = kit_dir / RECEIPT_NAME
     verified = read_receipt(receipt_path, trusted)
     statement = verified.statement
@@ -169,7 +170,7 @@ def load_plan(
     config = parse_serve_config(
         read_listed(kit_dir, manifest, serve, max_bytes=MAX_KIT_DOC_BYTES), source=serve
     )
-    lock_bytes = read_listed(kit_dir, manifest, "weights.lock.json", max_bytes=MAX_KIT_DOC_BYTES)
+    lock_bytes = read_listed(kit_dir, manifest, LOCK_NAME, max_bytes=MAX_KIT_DOC_BYTES)
     lock = WeightsLock.model_validate_json(lock_bytes)
     plans, skipped = select_points(statement, chosen, points, requests)
     return Plan(
@@ -178,7 +179,7 @@ def load_plan(
         publisher_keyid=verified.signer_keyid,
         kit_sha256=kit_sha256,
         lock=lock,
-        weights_root=Path(str(report.facts["weights"]["root"])),
+        weights_root=Path(report.facts["weights"]["root"]),
         profile=chosen,
         promises=_promises(config, kit_profile.served_model_name),
         points=plans,

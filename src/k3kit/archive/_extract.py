@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from k3kit._fs import need_free_space
+from k3kit._fs import create_new, need_free_space
 from k3kit._pathpolicy import path_problem
 from k3kit.archive._gzip import CHUNK, GzipMember
 from k3kit.archive._tar import (
@@ -242,7 +242,7 @@ def _write_member(staging: Path, rel: str, header: Header, body: Reader) -> None
         return
     target.parent.mkdir(parents=True, exist_ok=True)
     mode = 0o755 if header.mode & stat.S_IXUSR else 0o644
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    fd = create_new(target, mode)
     with os.fdopen(fd, "wb") as out:
         remaining = header.size
         while remaining:

@@ -4,7 +4,8 @@ Above ``node``: imports ``node.verify`` (for the signature), ``evidence``, ``arc
 models; never click, never numpy. Rule modules are discovered, not listed: every module of this
 package is imported here, and each registers its rules with :func:`k3kit.audit.findings.rule`; the
 engine runs them in id order. Rules are documented in ``docs/audit.md``; :func:`rule_span` names the
-range ("R01-R37") wherever it must be shown.
+range ("R01-R37") wherever it must be shown. Used by the CLI, the API, the demo, ``card`` (the
+card's audit summary) and ``accept`` (a report the audit rejects is never signed as reproduced).
 """
 
 import importlib

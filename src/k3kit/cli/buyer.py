@@ -6,7 +6,7 @@ import dataclasses
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -28,6 +28,9 @@ from k3kit.cli.signing import (
     trust_source,
 )
 from k3kit.errors import ExitCode
+
+if TYPE_CHECKING:  # the verb imports k3kit.pull when it runs, not at start-up
+    from k3kit.pull import PullError
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -140,7 +143,7 @@ def pull(
         "bytes_hashed": report.bytes_hashed,
         "quarantined": [dataclasses.asdict(q) for q in report.quarantined],
         "problems": [dataclasses.asdict(p) for p in report.problems],
-        "errors": [dataclasses.asdict(e) for e in report.errors],
+        "errors": [e.as_json() for e in report.errors],
     }
     if as_json:
         emit_json(result)
@@ -156,10 +159,10 @@ def pull(
     sys.exit(report.exit_code)
 
 
-def _print_errors(errors: list[Any]) -> None:
+def _print_errors(errors: list[PullError]) -> None:
     """One line per kind of failure, not one per file: a hub that is down fails every file the
     same way, and 13 identical lines (234 with the client's retry chatter) hide the cause."""
-    by_code: dict[str, list[Any]] = {}
+    by_code: dict[str, list[PullError]] = {}
     for e in errors:
         by_code.setdefault(e.code, []).append(e)
     stopped = by_code.pop("PULL_STOPPED", []) if len(by_code) > 1 else []

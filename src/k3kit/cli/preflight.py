@@ -19,13 +19,14 @@ from k3kit.cli.signing import (
     trust_source,
 )
 from k3kit.errors import InputError
+from k3kit.formats.vocab import PreflightStatus as Status
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from k3kit.preflight import PreflightReport
 
-_MARK = {"pass": "PASS", "fail": "FAIL", "not-checked": "NOT CHECKED"}
+_MARK = {Status.PASS: "PASS", Status.FAIL: "FAIL", Status.NOT_CHECKED: "NOT CHECKED"}
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -146,7 +147,9 @@ def print_preflight(report: PreflightReport) -> None:
     ``launch`` prints the same lines when its preflight refuses a node."""
     for c in report.checks:
         label = _MARK[c.status] + ("" if c.required else " (advisory)")
-        detail = f"expected {c.expected}; found {c.actual}" if c.status != "not-checked" else c.why
+        detail = (
+            f"expected {c.expected}; found {c.actual}" if c.status != Status.NOT_CHECKED else c.why
+        )
         err(f"{label:<24} {c.name:<24} {detail}")
     verdict = "this node can run" if report.ok else "this node cannot be shown to run"
     err(f"preflight: {verdict} {report.profile} ({report.topology}); GPUs from {report.source}")

@@ -18,6 +18,7 @@ from k3kit.cli._shared import (
     read_token,
 )
 from k3kit.cli.signing import key_option, load_signer
+from k3kit.formats.names import RECEIPT_NAME
 
 if TYPE_CHECKING:  # the CLI imports library modules inside each command (fast start-up)
     from k3kit.models import WeightsLock
@@ -290,7 +291,7 @@ def sign(
 
     signer = load_signer(key, passphrase_env)
     sign_kit(kit, signer, claims, issued_at=now_utc(), force=force)
-    receipt = kit / "receipt.dsse.json"
+    receipt = kit / RECEIPT_NAME
     if as_json:
         emit_json({"receipt": str(receipt), "keyid": keyid(signer.public_key())})
     else:

@@ -16,6 +16,7 @@ from k3kit._values import utc_timestamp
 from k3kit.cli._app import EXIT_CODES_HELP, cli, handle_errors
 from k3kit.cli._shared import KitFolder, no_trust_given
 from k3kit.errors import InputError, VerificationError
+from k3kit.formats.names import MANIFEST_SIG_NAME
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -115,9 +116,9 @@ def sshsig(kit: Path, key: str, principal: str, passphrase_env: str | None, forc
         code="KIT_INCOMPLETE",
     )
     signer = load_signer(key, passphrase_env)
-    atomic_write(kit / ssh.SIG_NAME, ssh.sign(manifest, signer).encode(), force=force)
+    atomic_write(kit / MANIFEST_SIG_NAME, ssh.sign(manifest, signer).encode(), force=force)
     click.echo(
-        f"wrote {kit / ssh.SIG_NAME}\nallowed_signers line (give it to buyers out of "
+        f"wrote {kit / MANIFEST_SIG_NAME}\nallowed_signers line (give it to buyers out of "
         f"band):\n{ssh.allowed_signers_line(signer.public_key(), principal)}"
     )
 

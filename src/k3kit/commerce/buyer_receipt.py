@@ -9,6 +9,7 @@ and checks the document, from bytes and a verification :class:`~k3kit.node.verif
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +127,7 @@ def _tag(value: Any) -> str:
 
 def _bind(body: BuyerReceiptBody, report: Report, licence: bytes | None, source: str) -> str:
     facts = report.facts
-    receipt = facts.get("receipt") or {}
+    receipt: Mapping[str, Any] = facts.get("receipt") or {}
     ours = {
         "kit checksum": (body.kit.kit_sha256, _tag(facts.get("kit_sha256"))),
         "weight checksum": (body.kit.weights_sha256, _tag(facts.get("weights_lock_sha256"))),

@@ -5,7 +5,8 @@ Each public module here is one adapter and registers itself with ``@engine`` (th
 :data:`ADAPTERS`, :mod:`k3kit._registry`) when this package imports it, so a new engine is one
 module plus its snapshot data; vLLM and SGLang are the two today. The versions are whatever
 ``k3kit/data/`` ships (:func:`shipped_versions`). Validation is stricter than the engines' own
-parsers on purpose: see :mod:`k3kit.engines._validate`.
+parsers on purpose: see :mod:`k3kit.engines._validate`. Used by ``publish`` (a kit's flags and
+deploy files), ``node`` (launch), ``preflight`` (the memory budget), the CLI and the API.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ schema's ``EvidenceTool`` (a test fails until the two agree).
 Which adapter reads a file is the claims' ``evidence_tool`` if given, else the first whose
 ``detect`` recognises the record (most specific formats first: SGLang's keys are a superset of
 vLLM's). The receipt records the tool's own numbers (:func:`summarize`), never recomputed ones.
+Used by ``formats`` (the receipt's evidence), ``publish``, ``audit`` and ``accept``.
 """
 
 from __future__ import annotations

@@ -32,11 +32,13 @@ from k3kit._canonical import require_canonical, strict_loads
 from k3kit._fs import read_capped
 from k3kit._text import shown
 from k3kit.errors import K3kitError, VerificationError
+from k3kit.formats.names import KIT_INFO_NAME, MANIFEST_NAME
 from k3kit.models import KitInfo, Manifest, load
 
 # The one cap on a document k3kit reads whole into memory: a kit's manifest, kit.json, lock and
-# deploy files, and a publisher's inputs. Every reader names this constant rather than its own
-# copy of the number, so the verifier, the launcher and the builder can never disagree on it.
+# deploy files, a publisher's inputs, a hub's small (non-LFS) file and an engine's JSON answer.
+# Every reader names this constant rather than its own copy of the number, so the verifier, the
+# launcher and the builder can never disagree on it.
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 
 M = TypeVar("M", bound=BaseModel)
@@ -164,18 +166,18 @@ def read_kit_documents(
     ``kit.json`` is hashed against the manifest's entry before it is parsed.
     """
     manifest = read_document(
-        kit_dir / "MANIFEST.json",  # k3kit.formats.manifest.MANIFEST_NAME (a level above this one)
+        kit_dir / MANIFEST_NAME,
         Manifest,
         max_bytes=max_bytes,
         expected_sha256=kit_sha256,
         code="MANIFEST_MALFORMED",
         mismatch_code=mismatch_code,
     ).model
-    entry = next((e for e in manifest.files if e.path == "kit.json"), None)
+    entry = next((e for e in manifest.files if e.path == KIT_INFO_NAME), None)
     if entry is None:
         raise VerificationError("MANIFEST.json does not list kit.json", code="KIT_INFO_MALFORMED")
     info = read_document(
-        kit_dir / "kit.json",
+        kit_dir / KIT_INFO_NAME,
         KitInfo,
         max_bytes=max_bytes,
         expected_sha256=entry.sha256,

@@ -19,17 +19,18 @@ from k3kit._pathpolicy import path_problem
 from k3kit._text import shown
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import read_bounded
+from k3kit.formats.names import MANIFEST_NAME as MANIFEST_NAME  # their home; re-exported
+from k3kit.formats.names import MANIFEST_SIG_NAME
+from k3kit.formats.names import RECEIPT_NAME as RECEIPT_NAME
 from k3kit.formats.vocab import Problem
 from k3kit.models import Manifest, ManifestEntry
 
-MANIFEST_NAME = "MANIFEST.json"
-RECEIPT_NAME = "receipt.dsse.json"
 EVIDENCE_DIR = "evidence"
 # The root chain (root/<N>.root.json, checked by k3kit.signing.trust.root) and the SSHSIG of
 # MANIFEST.json are signed documents of their own, added after the build: listing them would change
 # the kit checksum each time the publisher rotates a key.
 ROOT_DIR = "root"
-UNLISTED = frozenset({MANIFEST_NAME, RECEIPT_NAME, "MANIFEST.json.sig"})
+UNLISTED = frozenset({MANIFEST_NAME, RECEIPT_NAME, MANIFEST_SIG_NAME})
 
 
 def is_unlisted(rel: str) -> bool:

@@ -1,5 +1,5 @@
-"""The shared vocabulary of k3kit's results: check status, audit severity, one problem record,
-one report protocol.
+"""The shared vocabulary of k3kit's results: check status, preflight status, audit severity, one
+problem record, one report protocol.
 
 Before this module the same ideas had four problem shapes (a manifest ``Difference``, a
 ``WeightsProblem``, verify's ``{"code", "path", "detail"}`` dicts, pull's errors) and status words
@@ -20,6 +20,20 @@ class CheckStatus(enum.StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     NOT_CHECKED = "not checked"
+
+
+class PreflightStatus(enum.StrEnum):
+    """The outcome of one preflight check (``k3kit preflight``); a check whose source could not
+    be read is NOT_CHECKED, and a required one of those fails the verdict (docs/preflight.md)."""
+
+    PASS = "pass"  # noqa: S105 (a status, not a password)
+    FAIL = "fail"
+    NOT_CHECKED = "not-checked"
+
+    @classmethod
+    def of(cls, ok: bool) -> PreflightStatus:
+        """PASS when ``ok``, else FAIL: the one spelling of a judged comparison."""
+        return cls.PASS if ok else cls.FAIL
 
 
 class Severity(enum.StrEnum):
@@ -44,7 +58,7 @@ class Problem:
     path: str
     detail: str
 
-    def as_json(self) -> dict[str, str]:
+    def as_json(self) -> dict[str, Any]:
         """The record as the ``--json`` output writes it."""
         return {"code": str(self.code), "path": self.path, "detail": self.detail}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import re
+from dataclasses import dataclass
 
 import httpx2
 from huggingface_hub.errors import (
@@ -82,6 +83,16 @@ def _short(text: str | None, limit: int = 200) -> str:
     return first[:limit]
 
 
+@dataclass(frozen=True)
+class _Where:
+    """What a failed request was for, as the messages name it."""
+
+    endpoint: str
+    repo: str
+    revision: str
+    what: str  # "PATH in REPO@REV", or "REPO@REV" for a request about the repository
+
+
 def translate(
     exc: BaseException, endpoint: str, repo: str, revision: str, path: str | None
 ) -> K3kitError | None:
@@ -89,97 +100,126 @@ def translate(
 
     huggingface_hub wraps some HEAD failures in ``LocalEntryNotFoundError`` (it first looks for
     a cached copy), so the cause chain is searched for the HTTP status that really happened.
+    Each link is asked, in order: is it one of the hub's own errors, does it carry an HTTP
+    status, is it a transport failure; the first answer wins.
     """
     where = f"{repo}@{revision[:12] if _HEX40.match(revision) else revision}"
-    what = f"{path} in {where}" if path else where
+    w = _Where(endpoint, repo, revision, f"{path} in {where}" if path else where)
+    for item in _cause_chain(exc):
+        found = _from_hub_error(item, w) or _from_http_status(item, w) or _from_transport(item, w)
+        if found is not None:
+            return found
+    return _from_local(exc, w)
+
+
+def _cause_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it, at most ten deep (a cycle cannot loop)."""
     chain: list[BaseException] = []
     cur: BaseException | None = exc
     while cur is not None and len(chain) < 10:
         chain.append(cur)
         cur = cur.__cause__ or cur.__context__
-    for item in chain:
-        code = getattr(item, "code", None) if isinstance(item, _Coded) else None
-        if isinstance(item, GatedRepoError) or code == "HUB_AUTH":
-            return EnvironmentProblem(
-                f"{endpoint}: {repo} is gated and this request is not authorised",
-                code="HUB_AUTH",
-                hint=_ACCESS_HINT,
-            )
-        if isinstance(item, RevisionNotFoundError) or code == "HUB_REVISION_NOT_FOUND":
-            return EnvironmentProblem(
-                f"{endpoint}: revision {revision!r} not found in {repo}",
-                code="HUB_REVISION_NOT_FOUND",
-                hint="check the branch, tag or commit (`k3kit pin` records the commit it found)",
-            )
-        if isinstance(item, RepositoryNotFoundError) or code == "HUB_REPO_NOT_FOUND":
-            return EnvironmentProblem(
-                f"{endpoint}: repository {repo} not found (or private and not authorised)",
-                code="HUB_REPO_NOT_FOUND",
-                hint="check ORG/NAME; " + _ACCESS_HINT,
-            )
-        if isinstance(item, RemoteEntryNotFoundError) or code == "HUB_FILE_NOT_FOUND":
-            return EnvironmentProblem(f"{endpoint}: {what} not found", code="HUB_FILE_NOT_FOUND")
-        status: int | None = None
-        server: str | None = None
-        if isinstance(item, HfHubHTTPError) and item.response is not None:
-            status = item.response.status_code
-            server = item.server_message
-        elif isinstance(item, _HttpStatus):
-            status, server = item.status, item.server_message
-        if status is not None:
-            return _from_status(status, _short(server), endpoint, repo, what)
-        if isinstance(item, FileMetadataError):
-            return EnvironmentProblem(
-                f"{endpoint} did not answer like a Hugging Face Hub for {what}: "
-                + _short(str(item)),
-                code="HUB_BAD_ANSWER",
-            )
-        if isinstance(item, httpx2.TimeoutException) and not isinstance(
-            item, httpx2.ConnectTimeout
-        ):
-            return EnvironmentProblem(
-                f"{endpoint} stopped answering while serving {what} ({type(item).__name__})",
-                code="HUB_TIMEOUT",
-                hint="the hub or the network stalls; rerun later (the pull resumes)",
-            )
-        if isinstance(item, RuntimeError) and "client has been closed" in str(item):
-            # huggingface_hub closes its shared client when one request fails to connect,
-            # while other threads may still be using it: that is the same network failure.
-            return EnvironmentProblem(
-                f"cannot reach {endpoint} for {what}: the connection was reset",
-                code="HUB_UNREACHABLE",
-                hint="check the network, proxy and --endpoint; a rerun resumes the pull",
-            )
-        if isinstance(item, httpx2.TransportError) and not isinstance(
-            item, httpx2.ConnectError | httpx2.ConnectTimeout | httpx2.ProxyError
-        ):
-            return EnvironmentProblem(
-                f"the connection to {endpoint} broke off while fetching {what} "
-                f"({type(item).__name__})",
-                code="HUB_DOWNLOAD_FAILED",
-                hint="rerun: the pull resumes and keeps every file already verified",
-            )
-        if isinstance(item, httpx2.TransportError):
-            return EnvironmentProblem(
-                f"cannot reach {endpoint} for {what}: {type(item).__name__}",
-                code="HUB_UNREACHABLE",
-                hint="check the network, proxy and --endpoint; a rerun resumes the pull",
-            )
-        if isinstance(item, OSError) and str(item).startswith("Consistency check failed"):
-            return EnvironmentProblem(
-                f"download of {what} ended short: the connection broke or the server sent "
-                "the wrong length",
-                code="HUB_DOWNLOAD_FAILED",
-                hint="rerun: the pull resumes and keeps every file already verified",
-            )
+    return chain
+
+
+def _from_hub_error(item: BaseException, w: _Where) -> K3kitError | None:
+    """huggingface_hub's typed errors, or the test hub's coded ones, each to its code."""
+    code = getattr(item, "code", None) if isinstance(item, _Coded) else None
+    if isinstance(item, GatedRepoError) or code == "HUB_AUTH":
+        return EnvironmentProblem(
+            f"{w.endpoint}: {w.repo} is gated and this request is not authorised",
+            code="HUB_AUTH",
+            hint=_ACCESS_HINT,
+        )
+    if isinstance(item, RevisionNotFoundError) or code == "HUB_REVISION_NOT_FOUND":
+        return EnvironmentProblem(
+            f"{w.endpoint}: revision {w.revision!r} not found in {w.repo}",
+            code="HUB_REVISION_NOT_FOUND",
+            hint="check the branch, tag or commit (`k3kit pin` records the commit it found)",
+        )
+    if isinstance(item, RepositoryNotFoundError) or code == "HUB_REPO_NOT_FOUND":
+        return EnvironmentProblem(
+            f"{w.endpoint}: repository {w.repo} not found (or private and not authorised)",
+            code="HUB_REPO_NOT_FOUND",
+            hint="check ORG/NAME; " + _ACCESS_HINT,
+        )
+    if isinstance(item, RemoteEntryNotFoundError) or code == "HUB_FILE_NOT_FOUND":
+        return EnvironmentProblem(f"{w.endpoint}: {w.what} not found", code="HUB_FILE_NOT_FOUND")
+    return None
+
+
+def _from_http_status(item: BaseException, w: _Where) -> K3kitError | None:
+    """An HTTP status the hub answered with, whichever client raised it."""
+    if isinstance(item, HfHubHTTPError) and item.response is not None:
+        status, server = item.response.status_code, item.server_message
+    elif isinstance(item, _HttpStatus):
+        status, server = item.status, item.server_message
+    else:
+        return None
+    return _from_status(status, _short(server), w.endpoint, w.repo, w.what)
+
+
+def _from_transport(item: BaseException, w: _Where) -> K3kitError | None:
+    """A connection that failed, stalled or broke off, or an answer that was not a hub's."""
+    endpoint, what = w.endpoint, w.what
+    if isinstance(item, FileMetadataError):
+        return EnvironmentProblem(
+            f"{endpoint} did not answer like a Hugging Face Hub for {what}: " + _short(str(item)),
+            code="HUB_BAD_ANSWER",
+        )
+    if isinstance(item, httpx2.TimeoutException) and not isinstance(item, httpx2.ConnectTimeout):
+        return EnvironmentProblem(
+            f"{endpoint} stopped answering while serving {what} ({type(item).__name__})",
+            code="HUB_TIMEOUT",
+            hint="the hub or the network stalls; rerun later (the pull resumes)",
+        )
+    if isinstance(item, RuntimeError) and "client has been closed" in str(item):
+        # huggingface_hub closes its shared client when one request fails to connect,
+        # while other threads may still be using it: that is the same network failure.
+        return EnvironmentProblem(
+            f"cannot reach {endpoint} for {what}: the connection was reset",
+            code="HUB_UNREACHABLE",
+            hint="check the network, proxy and --endpoint; a rerun resumes the pull",
+        )
+    if isinstance(item, httpx2.TransportError):
+        return _from_transport_error(item, w)
+    if isinstance(item, OSError) and str(item).startswith("Consistency check failed"):
+        return EnvironmentProblem(
+            f"download of {what} ended short: the connection broke or the server sent "
+            "the wrong length",
+            code="HUB_DOWNLOAD_FAILED",
+            hint="rerun: the pull resumes and keeps every file already verified",
+        )
+    return None
+
+
+def _from_transport_error(item: httpx2.TransportError, w: _Where) -> K3kitError:
+    """Never connected (unreachable) or broke off after connecting (resumable)."""
+    if not isinstance(item, httpx2.ConnectError | httpx2.ConnectTimeout | httpx2.ProxyError):
+        return EnvironmentProblem(
+            f"the connection to {w.endpoint} broke off while fetching {w.what} "
+            f"({type(item).__name__})",
+            code="HUB_DOWNLOAD_FAILED",
+            hint="rerun: the pull resumes and keeps every file already verified",
+        )
+    return EnvironmentProblem(
+        f"cannot reach {w.endpoint} for {w.what}: {type(item).__name__}",
+        code="HUB_UNREACHABLE",
+        hint="check the network, proxy and --endpoint; a rerun resumes the pull",
+    )
+
+
+def _from_local(exc: BaseException, w: _Where) -> K3kitError | None:
+    """No link of the chain was the hub's: no cached copy, or a local I/O failure."""
     if isinstance(exc, LocalEntryNotFoundError):
         return EnvironmentProblem(
-            f"cannot fetch {what} from {endpoint}: {_short(str(exc))}", code="HUB_UNREACHABLE"
+            f"cannot fetch {w.what} from {w.endpoint}: {_short(str(exc))}",
+            code="HUB_UNREACHABLE",
         )
     if isinstance(exc, OSError) and exc.errno is not None:
         return EnvironmentProblem(
-            f"local I/O error while fetching {what}: {errno.errorcode.get(exc.errno, exc.errno)} "
-            f"{exc.strerror or ''}".rstrip(),
+            f"local I/O error while fetching {w.what}: "
+            f"{errno.errorcode.get(exc.errno, exc.errno)} {exc.strerror or ''}".rstrip(),
             code="LOCAL_IO_ERROR",
         )
     return None

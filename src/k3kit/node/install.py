@@ -31,6 +31,7 @@ from pathlib import Path
 from k3kit._fs import (
     NotRegularFile,
     TreeEntry,
+    create_new,
     foreign_entry,
     need_free_space,
     open_regular,
@@ -112,7 +113,7 @@ def _copy_file(src: Path, dst: Path, size: int) -> None:
         ) from exc
     try:
         mode = 0o755 if st.st_mode & stat.S_IXUSR else 0o644
-        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        out = create_new(dst, mode)
         try:
             copied = 0
             while chunk := os.read(fd, min(1024 * 1024, size + 1 - copied)):
@@ -302,12 +303,12 @@ def _install_via(
     if expect is not None:
         expect(report)
     receipt = report.facts["receipt"]
-    name, version = str(receipt["kit"]), str(receipt["version"])
+    name, version = receipt["kit"], receipt["version"]
     folder = f"{name}-{version}"
     if path_problem(folder) or "/" in folder:
         raise VerificationError(f"kit name {folder!r} is not a safe folder name", code="KIT_NAME")
     target = root / folder
-    kit_sha256 = str(report.facts["kit_sha256"])
+    kit_sha256 = report.kit_sha256
     if target.exists() or target.is_symlink():
         if _installed_already(target, staging, trusted, kit_sha256):
             return Installed(target, name, version, kit_sha256, True, report)

@@ -463,7 +463,7 @@ def plan_launch(
     first = verify_dir(kit_dir, trusted, rollback=rollback)
     if not first.ok:
         raise KitNotVerified(first)
-    kit_sha256 = str(first.facts["kit_sha256"])
+    kit_sha256 = first.kit_sha256
     # Read once and compared with what was just verified; a file swapped since is refused.
     manifest, info = read_kit_documents(
         kit_dir,
@@ -510,7 +510,7 @@ def plan_launch(
         raise VerificationError(
             "the kit changed while the weights were verified", code="KIT_FILE_CHANGED"
         )
-    weights_root = Path(str(report.facts["weights"]["root"]))
+    weights_root = Path(report.facts["weights"]["root"])
     if os.path.realpath(weights_root) != str(weights_root):
         # The verifier hashes under the real path it resolved; a path that still resolves through
         # a link could now lead somewhere else, so it is never handed to the engine.

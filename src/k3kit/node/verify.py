@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from pydantic import BaseModel
 
@@ -37,6 +37,9 @@ from k3kit.formats.manifest import (
     diff_evidence,
     diff_tree,
 )
+from k3kit.formats.names import KIT_INFO_NAME as KIT_INFO_NAME  # their home; re-exported
+from k3kit.formats.names import LOCK_NAME as LOCK_NAME
+from k3kit.formats.names import MANIFEST_SIG_NAME
 from k3kit.formats.vocab import CheckStatus, Problem
 from k3kit.models import (
     KIT_SUBJECT,
@@ -54,9 +57,7 @@ from k3kit.signing.trust.source import TrustSource as TrustSource  # its home; r
 from k3kit.weights import WeightsOptions, check_weights
 
 MAX_DOC_BYTES = MAX_DOCUMENT_BYTES
-LOCK_NAME = "weights.lock.json"
-KIT_INFO_NAME = "kit.json"
-SSHSIG_NAME = sshsig.SIG_NAME
+SSHSIG_NAME = MANIFEST_SIG_NAME
 MAX_SSHSIG_BYTES = 64 * 1024
 
 PASSED, FAILED, NOT_CHECKED = CheckStatus.PASSED, CheckStatus.FAILED, CheckStatus.NOT_CHECKED
@@ -88,11 +89,67 @@ class Check:
         return out
 
 
+class ReceiptFacts(TypedDict):
+    """What the signed receipt says this kit is (``facts["receipt"]``)."""
+
+    kit: str
+    version: str
+    sequence: int
+    issued_at: str
+
+
+class RollbackFacts(TypedDict):
+    """The rollback decision recorded for a passed verify (``facts["rollback"]``)."""
+
+    key: str
+    sequence: int
+    previous: int | None
+    override: bool
+
+
+class WeightsFacts(TypedDict):
+    """Where the weights were found and what hashing them cost (``facts["weights"]``)."""
+
+    root: str
+    layout: str
+    algorithm: str
+    files_hashed: int
+    bytes_hashed: int
+    files_from_cache: int
+    bytes_from_cache: int
+    cache: dict[str, Any]
+    workers: int
+    blake3_threads_per_file: int
+
+
+class VerifyFacts(TypedDict, total=False):
+    """What a verify learnt beside its checks, merged into its JSON at the top level.
+
+    Typed so that a misspelt fact (``facts["kit_sha"]``) is a mypy error, not a ``KeyError`` on a
+    buyer's node or, worse, a ``.get`` that quietly returns None. Each key is present only once
+    the step that learns it has run; ``launch``, ``install``, ``pull --trust``, ``accept`` and the
+    ledger read them to tie what they use to this verdict.
+    """
+
+    kit_sha256: str
+    rollback: RollbackFacts
+    weights_lock_sha256: str
+    receipt: ReceiptFacts
+    weights: WeightsFacts
+    archive_sha256: str | None  # None: the kit was a folder
+
+
 @dataclass
 class Report:
     kit: str
     checks: list[Check] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: VerifyFacts = field(default_factory=lambda: VerifyFacts())
+
+    @property
+    def kit_sha256(self) -> str:
+        """The checksum of the kit this verdict is about; only a report whose kit was read has
+        one (every caller asks after ``ok``)."""
+        return self.facts["kit_sha256"]
 
     @property
     def ok(self) -> bool:
@@ -474,22 +531,22 @@ def _add_facts(st: _State, report: Report) -> None:
         report.facts["kit_sha256"] = st.kit_sha256
     if report.ok and st.decision is not None and st.rollback is not None:
         rollback_state.record(st.rollback.state_dir, st.decision, now=st.rollback.now)
-        report.facts["rollback"] = {
-            "key": st.decision.key,
-            "sequence": st.decision.sequence,
-            "previous": st.decision.previous,
-            "override": st.decision.override,
-        }
+        report.facts["rollback"] = RollbackFacts(
+            key=st.decision.key,
+            sequence=st.decision.sequence,
+            previous=st.decision.previous,
+            override=st.decision.override,
+        )
     if st.lock_sha256 is not None:  # lets `pull --trust` tie the lock it uses to this verdict
         report.facts["weights_lock_sha256"] = st.lock_sha256
     if st.statement is not None:
         pred = st.statement.predicate
-        report.facts["receipt"] = {
-            "kit": pred.kit.name,
-            "version": pred.kit.version,
-            "sequence": pred.kit.sequence,
-            "issued_at": pred.issued_at,
-        }
+        report.facts["receipt"] = ReceiptFacts(
+            kit=pred.kit.name,
+            version=pred.kit.version,
+            sequence=pred.kit.sequence,
+            issued_at=pred.issued_at,
+        )
 
 
 _BEFORE_EXTRACTION = ("trust", "receipt_signature", "kit_checksum")
@@ -574,22 +631,22 @@ def _weights_check(
     except VerificationError as exc:
         check.status, check.code, check.detail = FAILED, exc.code, exc.message
         return check
-    report.facts["weights"] = {
-        "root": str(result.layout.root),
-        "layout": result.layout.kind,
-        "algorithm": result.algorithm,
-        "files_hashed": result.files_hashed,
-        "bytes_hashed": result.bytes_hashed,
-        "files_from_cache": result.files_from_cache,
-        "bytes_from_cache": result.bytes_from_cache,
-        "cache": {
+    report.facts["weights"] = WeightsFacts(
+        root=str(result.layout.root),
+        layout=result.layout.kind,
+        algorithm=result.algorithm,
+        files_hashed=result.files_hashed,
+        bytes_hashed=result.bytes_hashed,
+        files_from_cache=result.files_from_cache,
+        bytes_from_cache=result.bytes_from_cache,
+        cache={
             "status": result.cache_status,
             "saved": result.cache_saved,
             **({"note": result.cache_note} if result.cache_note else {}),
         },
-        "workers": result.workers,
-        "blake3_threads_per_file": result.blake3_threads,
-    }
+        workers=result.workers,
+        blake3_threads_per_file=result.blake3_threads,
+    )
     if result.problems:
         check.status = FAILED
         check.problems = list(result.problems)
@@ -692,7 +749,7 @@ class VerifiedKit:
 
     @property
     def kit_sha256(self) -> str:
-        return str(self.report.facts["kit_sha256"])
+        return self.report.kit_sha256
 
     def read(self, rel: str, *, max_bytes: int = MAX_DOC_BYTES) -> bytes:
         """The bytes of ``rel`` as the verified manifest lists them (``KIT_FILE_CHANGED`` if
@@ -721,7 +778,7 @@ def open_verified(
     manifest, info = read_kit_documents(
         kit_dir,
         max_bytes=MAX_DOC_BYTES,
-        kit_sha256=str(report.facts["kit_sha256"]),
+        kit_sha256=report.kit_sha256,
         mismatch_code="KIT_FILE_CHANGED",
     )
     return VerifiedKit(kit_dir, report, manifest, info)

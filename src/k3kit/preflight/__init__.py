@@ -6,7 +6,9 @@ compute capability, NVLink, ``/dev/shm``, memlock, disk, and the memory budget. 
 needs is read from the kit only after the kit verified against its signed receipt
 (:func:`k3kit.node.verify.open_verified`): a kit.json edited to ask for one small GPU, or a regex
 that matches anything, would otherwise turn an unverified file into a PASS. A CPU target is
-judged on cores, memory and instruction-set features instead (``_cpu``).
+judged on cores, memory and instruction-set features instead (``_cpu``). Used by the CLI
+(``k3kit preflight``, and ``launch`` before it starts an engine) and the API. Each check's
+status is one :class:`k3kit.formats.vocab.PreflightStatus`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from k3kit.engines import adapter
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_serve_config
+from k3kit.formats.vocab import PreflightStatus as Status
 from k3kit.models import KitInfo, KitProfile
 from k3kit.node.verify import TrustSource, open_verified
 from k3kit.preflight._budget import budget_checks
@@ -50,7 +53,7 @@ class PreflightReport:
     def ok(self) -> bool:
         """Every required check ran and passed: "could not look" is not a pass. Advisory
         checks (NVLink, memlock, disk) are shown but do not decide."""
-        return all(c.status == "pass" for c in self.checks if c.required)
+        return all(c.status == Status.PASS for c in self.checks if c.required)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -157,7 +160,7 @@ class NodeNotReady(VerificationError):
     every check, so a front door can show them."""
 
     def __init__(self, report: PreflightReport) -> None:
-        failed = [c.name for c in report.checks if c.required and c.status != "pass"]
+        failed = [c.name for c in report.checks if c.required and c.status != Status.PASS]
         super().__init__(
             f"this node cannot be shown to run profile {report.profile} ({report.topology}): "
             f"{', '.join(failed)}",

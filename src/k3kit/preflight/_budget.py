@@ -10,6 +10,7 @@ over-estimated; the numbers are printed so an operator can judge.
 
 from __future__ import annotations
 
+from k3kit.formats.vocab import PreflightStatus as Status
 from k3kit.preflight._checks import GIB, KV_BYTES, Check, Requirements
 from k3kit.preflight._facts import NodeFacts
 
@@ -19,14 +20,14 @@ def budget_checks(req: Requirements, node: NodeFacts) -> list[Check]:
     if not gpus or any(g.memory_total_bytes is None for g in gpus):
         why = node.why_unreadable or "no GPU memory total from the source"
         return [
-            Check("memory.weights", "not-checked", True, why=why),
-            Check("memory.kv_cache", "not-checked", True, why=why),
+            Check("memory.weights", Status.NOT_CHECKED, True, why=why),
+            Check("memory.kv_cache", Status.NOT_CHECKED, True, why=why),
         ]
     if req.memory_fraction is None:
         why = "the engine sizes its memory share at start (no utilisation in the profile)"
         return [
-            Check("memory.weights", "not-checked", True, why=why),
-            Check("memory.kv_cache", "not-checked", False, why=why),
+            Check("memory.weights", Status.NOT_CHECKED, True, why=why),
+            Check("memory.kv_cache", Status.NOT_CHECKED, False, why=why),
         ]
     total = min(g.memory_total_bytes or 0 for g in gpus)
     usable = total * req.memory_fraction
@@ -34,7 +35,7 @@ def budget_checks(req: Requirements, node: NodeFacts) -> list[Check]:
     left = usable - per_gpu
     weights = Check(
         "memory.weights",
-        "pass" if left > 0 else "fail",
+        Status.of(left > 0),
         True,
         f"weights/GPU < {usable / GIB:.1f} GiB ({total / GIB:.1f} GiB × {req.memory_fraction})",
         f"{per_gpu / GIB:.1f} GiB/GPU ({req.weight_bytes} bytes / TP {req.tp} × PP {req.pp})",
@@ -49,7 +50,7 @@ def _kv_check(req: Requirements, left: float) -> Check:
     if None in facts or unit is None:
         return Check(
             "memory.kv_cache",
-            "not-checked",
+            Status.NOT_CHECKED,
             False,
             why="needs layers, KV heads and head size from the weights' config.json "
             "(build --model-config) and a known KV dtype",
@@ -65,7 +66,7 @@ def _kv_check(req: Requirements, left: float) -> Check:
     )
     return Check(
         "memory.kv_cache",
-        "pass" if tokens >= context else "fail",
+        Status.of(tokens >= context),
         True,
         f">= {context} tokens (one sequence at the profile's context length)",
         actual,

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from k3kit._values import compile_pattern, pattern_matches
 from k3kit.errors import InputError
-from k3kit.preflight._facts import NodeFacts, OsFacts
+from k3kit.formats.vocab import PreflightStatus as Status
+from k3kit.preflight._facts import GpuFacts, NodeFacts, OsFacts
 
-Status = Literal["pass", "fail", "not-checked"]
 GIB = 1024**3
 #: Share of the advertised memory a GPU must report (B300: 288 GB advertised, 275040 MiB seen).
 MEMORY_TOLERANCE = 0.95
@@ -89,10 +89,12 @@ class Requirements:
 
 
 def _missing(name: str, why: str, required: bool = True) -> Check:
-    return Check(name, "not-checked", required, why=why)
+    return Check(name, Status.NOT_CHECKED, required, why=why)
 
 
 def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
+    """One check per GPU property, in the order the report prints them; without a GPU source
+    every one is NOT-CHECKED (compute capability and NVLink advisory, the rest required)."""
     names = [
         "gpu.count",
         "gpu.model",
@@ -105,102 +107,99 @@ def gpu_checks(req: Requirements, node: NodeFacts) -> list[Check]:
     if node.gpus is None:
         why = node.why_unreadable or "no GPU source"
         return [_missing(n, why, n not in ("gpu.compute_capability", "gpu.nvlink")) for n in names]
-    gpus = node.gpus
-    out = []
-    count = len(gpus)
-    out.append(
-        Check(
-            "gpu.count",
-            "pass" if count == req.gpus_per_node else "fail",
-            True,
-            f"{req.gpus_per_node} GPU(s)",
-            f"{count} GPU(s) ({node.source})",
-        )
+    return [
+        _count_check(req, node),
+        _model_check(req, node.gpus),
+        _memory_check(req, node.gpus),
+        _mig_check(node.gpus),
+        _cuda_check(req, node),
+        _capability_check(req, node),
+        _nvlink_check(req, node),
+    ]
+
+
+def _count_check(req: Requirements, node: NodeFacts) -> Check:
+    count = len(node.gpus or [])
+    return Check(
+        "gpu.count",
+        Status.of(count == req.gpus_per_node),
+        True,
+        f"{req.gpus_per_node} GPU(s)",
+        f"{count} GPU(s) ({node.source})",
     )
+
+
+def _model_check(req: Requirements, gpus: list[GpuFacts]) -> Check:
     wrong = sorted({g.name for g in gpus if not pattern_matches(req.gpu_pattern, g.name)})
-    out.append(
-        Check(
-            "gpu.model",
-            "fail" if wrong or not gpus else "pass",
-            True,
-            f"name matching /{req.gpu_name_pattern}/",
-            ", ".join(sorted({g.name for g in gpus})) or "none",
-        )
+    return Check(
+        "gpu.model",
+        Status.of(bool(gpus) and not wrong),
+        True,
+        f"name matching /{req.gpu_name_pattern}/",
+        ", ".join(sorted({g.name for g in gpus})) or "none",
     )
+
+
+def _memory_check(req: Requirements, gpus: list[GpuFacts]) -> Check:
     totals = [g.memory_total_bytes for g in gpus]
     floor = int(req.gpu_memory_bytes * MEMORY_TOLERANCE)
     if not gpus or any(t is None for t in totals):
-        out.append(_missing("gpu.memory", "the source lists no memory total for a GPU"))
-    else:
-        low = min(t for t in totals if t is not None)
-        out.append(
-            Check(
-                "gpu.memory",
-                "pass" if low >= floor else "fail",
-                True,
-                f">= {floor / GIB:.1f} GiB per GPU",
-                f"{low / GIB:.1f} GiB (smallest)",
-            )
-        )
-    migs = [g.mig_enabled for g in gpus]
-    if any(m is None for m in migs) or not gpus:
-        out.append(_missing("gpu.mig", "the source does not report MIG mode"))
-    else:
-        on = [g.index for g in gpus if g.mig_enabled]
-        out.append(
-            Check(
-                "gpu.mig",
-                "fail" if on else "pass",
-                True,
-                "MIG disabled",
-                f"enabled on GPU {on}" if on else "disabled",
-            )
-        )
-    out.append(_cuda_check(req, node))
+        return _missing("gpu.memory", "the source lists no memory total for a GPU")
+    low = min(t for t in totals if t is not None)
+    return Check(
+        "gpu.memory",
+        Status.of(low >= floor),
+        True,
+        f">= {floor / GIB:.1f} GiB per GPU",
+        f"{low / GIB:.1f} GiB (smallest)",
+    )
+
+
+def _mig_check(gpus: list[GpuFacts]) -> Check:
+    if any(g.mig_enabled is None for g in gpus) or not gpus:
+        return _missing("gpu.mig", "the source does not report MIG mode")
+    on = [g.index for g in gpus if g.mig_enabled]
+    return Check(
+        "gpu.mig",
+        Status.of(not on),
+        True,
+        "MIG disabled",
+        f"enabled on GPU {on}" if on else "disabled",
+    )
+
+
+def _capability_check(req: Requirements, node: NodeFacts) -> Check:
+    gpus = node.gpus or []
     caps = [g.compute_capability for g in gpus]
     if not gpus or any(c is None for c in caps):
-        out.append(
-            _missing(
-                "gpu.compute_capability",
-                f"{node.source} does not report compute capability (NVML does)",
-                False,
-            )
-        )
-    else:
-        low_cc = min(caps, key=_version)  # type: ignore[arg-type]
-        ok = _version(low_cc or "0.0") >= _version(req.min_compute_capability)
-        out.append(
-            Check(
-                "gpu.compute_capability",
-                "pass" if ok else "fail",
-                True,
-                f">= {req.min_compute_capability}",
-                str(low_cc),
-            )
-        )
-    links = [g.nvlink_active for g in gpus]
+        why = f"{node.source} does not report compute capability (NVML does)"
+        return _missing("gpu.compute_capability", why, False)
+    low_cc = min(caps, key=_version)  # type: ignore[arg-type]
+    ok = _version(low_cc or "0.0") >= _version(req.min_compute_capability)
+    return Check(
+        "gpu.compute_capability",
+        Status.of(ok),
+        True,
+        f">= {req.min_compute_capability}",
+        str(low_cc),
+    )
+
+
+def _nvlink_check(req: Requirements, node: NodeFacts) -> Check:
+    gpus = node.gpus or []
     if req.gpus_per_node == 1:
-        out.append(Check("gpu.nvlink", "pass", False, "not needed for 1 GPU", "-"))
-    elif any(n is None for n in links):
-        out.append(
-            _missing(
-                "gpu.nvlink",
-                f"{node.source} does not report NVLink state; check `nvidia-smi nvlink -s`",
-                False,
-            )
-        )
-    else:
-        dead = [g.index for g in gpus if not g.nvlink_active]
-        out.append(
-            Check(
-                "gpu.nvlink",
-                "fail" if dead else "pass",
-                False,
-                "active NVLinks on every GPU",
-                f"none on GPU {dead}" if dead else "ok",
-            )
-        )
-    return out
+        return Check("gpu.nvlink", Status.PASS, False, "not needed for 1 GPU", "-")
+    if any(g.nvlink_active is None for g in gpus):
+        why = f"{node.source} does not report NVLink state; check `nvidia-smi nvlink -s`"
+        return _missing("gpu.nvlink", why, False)
+    dead = [g.index for g in gpus if not g.nvlink_active]
+    return Check(
+        "gpu.nvlink",
+        Status.of(not dead),
+        False,
+        "active NVLinks on every GPU",
+        f"none on GPU {dead}" if dead else "ok",
+    )
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -210,13 +209,13 @@ def _version(text: str) -> tuple[int, ...]:
 
 def _cuda_check(req: Requirements, node: NodeFacts) -> Check:
     if req.min_cuda_driver_api is None:
-        return Check("driver.cuda", "pass", False, "no minimum set", str(node.cuda_driver_api))
+        return Check("driver.cuda", Status.PASS, False, "no minimum set", str(node.cuda_driver_api))
     if node.cuda_driver_api is None:
         return _missing("driver.cuda", f"{node.source} does not report the CUDA driver API")
     ok = node.cuda_driver_api >= req.min_cuda_driver_api
     return Check(
         "driver.cuda",
-        "pass" if ok else "fail",
+        Status.of(ok),
         True,
         f"CUDA driver API >= {req.min_cuda_driver_api}",
         f"{node.cuda_driver_api} (driver {node.driver_version})",
@@ -231,7 +230,7 @@ def os_checks(req: Requirements, osf: OsFacts) -> list[Check]:
         out.append(
             Check(
                 "os.shm",
-                "pass" if osf.shm_bytes >= req.min_shm_bytes else "fail",
+                Status.of(osf.shm_bytes >= req.min_shm_bytes),
                 True,
                 f">= {req.min_shm_bytes / GIB:.0f} GiB",
                 f"{osf.shm_bytes / GIB:.1f} GiB",
@@ -244,7 +243,7 @@ def os_checks(req: Requirements, osf: OsFacts) -> list[Check]:
         out.append(
             Check(
                 "os.memlock",
-                "pass" if unlimited else "fail",
+                Status.of(unlimited),
                 False,
                 "unlimited (RDMA)",
                 "unlimited" if unlimited else f"{osf.memlock_bytes} bytes",
@@ -259,7 +258,7 @@ def os_checks(req: Requirements, osf: OsFacts) -> list[Check]:
         out.append(
             Check(
                 "os.disk",
-                "pass" if osf.disk_free_bytes >= need else "fail",
+                Status.of(osf.disk_free_bytes >= need),
                 False,
                 f">= {need // GIB} GiB free at {osf.disk_path}",
                 f"{osf.disk_free_bytes / GIB:.1f} GiB",

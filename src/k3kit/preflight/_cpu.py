@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from k3kit.formats.vocab import PreflightStatus as Status
 from k3kit.preflight._checks import GIB, Check
 
 MAX_PROC_BYTES = 4 * 1024 * 1024
@@ -92,7 +93,7 @@ def cpu_checks(need: CpuNeeds, facts: CpuFacts) -> list[Check]:
 
 
 def _missing(name: str, facts: CpuFacts) -> Check:
-    return Check(name, "not-checked", True, why=facts.unreadable.get(name, "not read"))
+    return Check(name, Status.NOT_CHECKED, True, why=facts.unreadable.get(name, "not read"))
 
 
 def _cores_check(need: CpuNeeds, facts: CpuFacts) -> Check:
@@ -101,7 +102,7 @@ def _cores_check(need: CpuNeeds, facts: CpuFacts) -> Check:
     ok = facts.cores >= need.cores
     return Check(
         "cpu.cores",
-        "pass" if ok else "fail",
+        Status.of(ok),
         True,
         f">= {need.cores} CPUs this process may run on",
         f"{facts.cores}",
@@ -115,7 +116,7 @@ def _memory_check(need: CpuNeeds, facts: CpuFacts) -> Check:
     ok = facts.memory_bytes >= need.memory_gib * GIB
     return Check(
         "cpu.memory",
-        "pass" if ok else "fail",
+        Status.of(ok),
         True,
         f">= {need.memory_gib} GiB",
         f"{facts.memory_bytes / GIB:.1f} GiB",
@@ -129,7 +130,7 @@ def _features_check(need: CpuNeeds, facts: CpuFacts) -> Check:
     lacking = [name for name in need.features if name not in facts.features]
     return Check(
         "cpu.features",
-        "fail" if lacking else "pass",
+        Status.of(not lacking),
         True,
         ", ".join(need.features) or "(none stated)",
         f"missing {', '.join(lacking)}" if lacking else f"all present ({facts.model or 'CPU'})",

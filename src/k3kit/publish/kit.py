@@ -56,6 +56,7 @@ from k3kit.formats.manifest import (
     diff_tree,
     kit_checksum,
 )
+from k3kit.formats.names import KIT_INFO_NAME, LOCK_NAME
 from k3kit.formats.receipt import build_statement, evidence_kit_path
 from k3kit.models import PAYLOAD_TYPE, Claims, KitInfo, Manifest, PackageDef, WeightsLock, load
 from k3kit.publish.deploy import default_names
@@ -132,7 +133,7 @@ def is_kit_folder(folder: Path) -> bool:
         )
     except (InputError, VerificationError):  # whatever is wrong with it, it is not a kit
         return False
-    if not any(entry.path == "kit.json" for entry in manifest.files):
+    if not any(entry.path == KIT_INFO_NAME for entry in manifest.files):
         return False
     entries = ((e.rel, e.kind, e.size) for e in walk(folder))
     return kit_members_problem(entries, manifest) is None
@@ -267,8 +268,8 @@ def build(
     }
     rendered["README.md"] = (render(env, "kit/README.md.j2", ctx), 0o644)
     rendered["site.example.env"] = (render(env, "kit/site.example.env.j2", ctx), 0o644)
-    rendered["kit.json"] = (model_bytes(info), 0o644)
-    rendered["weights.lock.json"] = (model_bytes(lock), 0o644)
+    rendered[KIT_INFO_NAME] = (model_bytes(info), 0o644)
+    rendered[LOCK_NAME] = (model_bytes(lock), 0o644)
     if supplied is not None:
         rendered[KIT_SNAPSHOT_NAME] = (snapshot_file_bytes(supplied), 0o644)
 
@@ -391,8 +392,8 @@ def sign(
             code="SIGN_KIT_CHANGED",
             hint="rebuild the kit",
         )
-    info = _read_kit_doc(kit_dir, "kit.json", KitInfo)
-    lock = _read_kit_doc(kit_dir, "weights.lock.json", WeightsLock)
+    info = _read_kit_doc(kit_dir, KIT_INFO_NAME, KitInfo)
+    lock = _read_kit_doc(kit_dir, LOCK_NAME, WeightsLock)
     statement = build_statement(
         claims,
         info,

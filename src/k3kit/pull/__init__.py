@@ -1,5 +1,8 @@
 """Pull the weights a lock pins from the hub, hashing each file as soon as it has landed.
 
+Used by the CLI (``k3kit pull``) and the API. A file it could not finish is a :class:`PullError`,
+the one problem record (:class:`k3kit.formats.vocab.Problem`) with the error's hint.
+
 Downloads run in one thread pool (metadata through huggingface_hub, the body streamed by
 ``k3kit.hub`` with a cap at the locked size), each chunk hashed as it arrives
 (``k3kit._digest.StreamHash``), so a pull ends with the verifier's verdict, not with a second

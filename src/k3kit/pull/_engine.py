@@ -250,40 +250,57 @@ class Puller:
             for fut in done:
                 kind, g = pending.pop(fut)
                 if kind == "hash" or _succeeded(fut):  # a download returns its own hash verdict
-                    if self._judge(g, fut.result()) and g.error is None:
-                        if stopped is not None or g.downloads >= 2:
-                            if stopped is not None:
-                                g.error = stopped_error(g, stopped)
-                            continue
-                        self._say(
-                            f"fetching {g.files[0].path}" + (" once more" if g.downloads else "")
-                        )
-                        fetch(g)
+                    self._hashed(g, fut.result(), stopped, fetch)
                     continue
-                # A failed or cancelled download: hash whatever is in place now, so
-                # nothing that landed stays unverified.
-                exc = None if fut.cancelled() else fut.exception()
-                if fut.cancelled():
-                    g.error = stopped_error(g, stopped)
-                elif isinstance(exc, VerificationError | PathBlocked):
-                    code = exc.code if isinstance(exc, VerificationError) else "PULL_PATH_BLOCKED"
-                    detail = exc.message if isinstance(exc, VerificationError) else str(exc)
-                    self._problem(code, g.files[0].path, detail)
-                    continue  # the hub's answer is refused: nothing was kept, no second try
-                elif isinstance(exc, K3kitError):
-                    g.error = PullError(g.files[0].path, exc.code, exc.message, exc.hint)
-                    if exc.code in FATAL_CODES and stopped is None:
-                        stopped = exc.code
-                        for other, (other_kind, _) in pending.items():
-                            if other_kind == "download":
-                                other.cancel()
-                elif isinstance(exc, OSError):
-                    g.error = PullError(
-                        g.files[0].path, "LOCAL_IO_ERROR", f"writing failed: {exc.strerror or exc}"
-                    )
-                elif exc is not None:
-                    raise exc
-                check(g)
+                stopped, recheck = self._failed(fut, g, stopped, pending)
+                if recheck:
+                    check(g)
+
+    def _hashed(
+        self, g: Group, results: object, stopped: str | None, fetch: Callable[[Group], None]
+    ) -> None:
+        """A group was hashed: fetch it (once more) when it needs it and the pull goes on."""
+        if not self._judge(g, results) or g.error is not None:
+            return
+        if stopped is not None or g.downloads >= 2:
+            if stopped is not None:
+                g.error = stopped_error(g, stopped)
+            return
+        self._say(f"fetching {g.files[0].path}" + (" once more" if g.downloads else ""))
+        fetch(g)
+
+    def _failed(
+        self,
+        fut: Future[object],
+        g: Group,
+        stopped: str | None,
+        pending: dict[Future[object], tuple[str, Group]],
+    ) -> tuple[str | None, bool]:
+        """A failed or cancelled download: record why. Returns the pull's stop reason (the first
+        fatal code stops every other download) and whether to hash whatever is in place now, so
+        nothing that landed stays unverified."""
+        if fut.cancelled():
+            g.error = stopped_error(g, stopped)
+            return stopped, True
+        exc = fut.exception()
+        if isinstance(exc, VerificationError | PathBlocked):
+            code = exc.code if isinstance(exc, VerificationError) else "PULL_PATH_BLOCKED"
+            detail = exc.message if isinstance(exc, VerificationError) else str(exc)
+            self._problem(code, g.files[0].path, detail)
+            return stopped, False  # the hub's answer is refused: nothing was kept, no second try
+        if isinstance(exc, K3kitError):
+            g.error = PullError.of(g.files[0].path, exc)
+            if exc.code in FATAL_CODES and stopped is None:
+                for other, (other_kind, _) in pending.items():
+                    if other_kind == "download":
+                        other.cancel()
+                return exc.code, True
+        elif isinstance(exc, OSError):
+            detail = f"writing failed: {exc.strerror or exc}"
+            g.error = PullError("LOCAL_IO_ERROR", g.files[0].path, detail)
+        elif exc is not None:
+            raise exc
+        return stopped, True
 
     def _judge(self, g: Group, results: object) -> bool:
         """Quarantine what is wrong; True when the group needs (another) download."""

@@ -92,4 +92,4 @@ class DaemonPool:
 
 def stopped_error(g: Group, after: str | None) -> PullError:
     reason = f"not fetched: the pull stopped after {after}"
-    return PullError(g.files[0].path, "PULL_STOPPED", reason)
+    return PullError("PULL_STOPPED", g.files[0].path, reason)

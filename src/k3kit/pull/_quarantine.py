@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 import stat
 import threading
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from k3kit._canonical import dumps
+from k3kit._fs import open_nofollow
+from k3kit._values import utc_file_stamp
 from k3kit.errors import EnvironmentProblem
 from k3kit.models import LockedFile
 from k3kit.pull._safedir import PathBlocked, SafeDir, open_dir_at, split
@@ -75,7 +76,7 @@ class Quarantine:
 
     def _open_run(self) -> int:
         if self._run_fd is None:
-            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            stamp = utc_file_stamp()
             run = f"{self.commit[:12]}-{stamp}-{os.getpid()}"
             parent = os.open(self.base.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
@@ -142,12 +143,8 @@ class Quarantine:
             return
         doc = dumps({"commit": self.commit, "quarantined": [asdict(r) for r in records]})
         name = "quarantine.json"
-        fd = os.open(
-            name + ".tmp",
-            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
-            0o600,
-            dir_fd=self._run_fd,
-        )
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        fd = open_nofollow(name + ".tmp", flags, 0o600, dir_fd=self._run_fd)
         try:
             view = memoryview(doc)
             while view:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from k3kit.errors import K3kitError
+from k3kit.formats.vocab import Problem
 from k3kit.models import WeightsLock
 from k3kit.pull._quarantine import QuarantineRecord
 from k3kit.weights import WeightsProblem
@@ -13,12 +15,29 @@ from k3kit.weights import WeightsProblem
 LayoutName = Literal["cache", "plain"]
 
 
-@dataclass
-class PullError:
-    path: str
-    code: str
-    message: str
+@dataclass(frozen=True)
+class PullError(Problem):
+    """A file the pull could not finish: the one problem record (:class:`Problem`) with the
+    ``hint`` of the :class:`K3kitError` it came from, so every layer reports problems one way.
+
+    ``message`` stays readable (the CLI's and the JSON's name for ``detail``).
+    """
+
     hint: str | None = None
+
+    @classmethod
+    def of(cls, path: str, exc: K3kitError) -> PullError:
+        """The problem an error raised while fetching ``path`` stands for."""
+        return cls(exc.code, path, exc.message, exc.hint)
+
+    @property
+    def message(self) -> str:
+        """The human explanation (``detail``), under the name pull's output has always used."""
+        return self.detail
+
+    def as_json(self) -> dict[str, Any]:
+        """The record as ``pull --json`` writes it, keys in their published order."""
+        return {"path": self.path, "code": self.code, "message": self.detail, "hint": self.hint}
 
 
 @dataclass

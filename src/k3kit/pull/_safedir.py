@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from k3kit._fs import NotRegularFile, open_regular
+from k3kit._fs import NotRegularFile, open_nofollow, open_regular
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY  # opened through k3kit._fs.open_nofollow
 
 
 class PathBlocked(Exception):
@@ -42,7 +42,7 @@ def split(rel: str) -> tuple[list[str], str]:
 def open_dir_at(parent_fd: int, name: str, rel: str, *, create: bool, mode: int = 0o755) -> int:
     """Open ``name`` in ``parent_fd`` as a folder without following a link (creating it)."""
     try:
-        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        return open_nofollow(name, _DIR_FLAGS, dir_fd=parent_fd)
     except FileNotFoundError:
         if not create:
             raise

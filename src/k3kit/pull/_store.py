@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from k3kit._digest import FileStamp, StreamHash
+from k3kit._fs import create_new
 from k3kit.models import LockedFile, WeightsLock
 from k3kit.pull._safedir import PathBlocked, SafeDir, not_ours, split
 from k3kit.weights.layouts import repo_folder_name
@@ -178,8 +179,7 @@ class Part:
         self.hash = StreamHash(algorithms)  # of exactly the bytes written since the last restart
         with store.safe.folder(parents, create=True) as fd:
             self.dir_fd = os.dup(fd)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        self.fd = os.open(self.name, flags, 0o644, dir_fd=self.dir_fd)
+        self.fd = create_new(self.name, 0o644, dir_fd=self.dir_fd)
         self.received = 0  # every byte taken from the network, all attempts together
         self.closed = False
 

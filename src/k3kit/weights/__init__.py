@@ -235,19 +235,9 @@ def check_weights(
     if problems and not all_errors:
         report.cache_status = "not used (the file set or sizes differ)"
         return report
-    by_path = {f.path: f for f in lock.files}
     cache = VerifyCache(state_dir, sha256_of_model(lock)) if state_dir is not None else None
     report.cache_status = "off" if cache is None else "bypassed (--full)" if full else cache.status
-    jobs: list[HashJob] = []
-    for rel, (real, st) in sorted(present.items()):
-        want = by_path[rel]
-        expected = _expected(want, algo)
-        key = os.path.realpath(real)
-        if cache is not None and not full and cache.lookup(key, FileStamp.of(st), algo, expected):
-            report.files_from_cache += 1
-            report.bytes_from_cache += want.size
-            continue
-        jobs.append(HashJob(rel, Path(key), want.size, expected))
+    jobs = _hash_jobs(report, lock, present, None if full else cache)
 
     def done(result: JobResult) -> None:
         if on_file_done is not None:
@@ -264,8 +254,46 @@ def check_weights(
     )
     report.workers, report.blake3_threads = pool.threads, pool.blake3_threads
     report.bytes_hashed = pool.bytes_read
+    unleased = _judge_results(report, pool.results, cache)
+    if unleased:
+        report.cache_note = "cache not used for " + "; ".join(
+            f"{n} file(s): {why}" for why, n in sorted(unleased.items())
+        )
+    if cache is not None:
+        _save_cache(report, cache)
+    report.problems.sort(key=lambda p: p.path)
+    return report
+
+
+def _hash_jobs(
+    report: WeightsReport,
+    lock: WeightsLock,
+    present: dict[str, tuple[Path, os.stat_result]],
+    cache: VerifyCache | None,
+) -> list[HashJob]:
+    """The files to read: every present one but those ``cache`` (None: none) still vouches for,
+    which are counted in ``report`` instead."""
+    by_path = {f.path: f for f in lock.files}
+    jobs: list[HashJob] = []
+    for rel, (real, st) in sorted(present.items()):
+        want = by_path[rel]
+        expected = _expected(want, report.algorithm)
+        key = os.path.realpath(real)
+        if cache is not None and cache.lookup(key, FileStamp.of(st), report.algorithm, expected):
+            report.files_from_cache += 1
+            report.bytes_from_cache += want.size
+            continue
+        jobs.append(HashJob(rel, Path(key), want.size, expected))
+    return jobs
+
+
+def _judge_results(
+    report: WeightsReport, results: list[JobResult], cache: VerifyCache | None
+) -> dict[str, int]:
+    """Record each hashed file's verdict, and remember (or forget) it in the cache; returns how
+    many verified files the cache could not keep, by reason (their lease note)."""
     unleased: dict[str, int] = {}
-    for result in pool.results:
+    for result in results:
         report.files_hashed += 1
         if result.problem is not None:
             code, detail = result.problem
@@ -274,24 +302,23 @@ def check_weights(
             continue
         key = str(result.job.path)
         if result.ok and result.digest is not None and result.lease_note is None:
-            cache.remember(key, result.digest, algo, result.job.expected, result.started_ns)
+            expected = result.job.expected
+            cache.remember(key, result.digest, report.algorithm, expected, result.started_ns)
         else:
             cache.forget(key)
             if result.ok and result.lease_note is not None:
                 unleased[result.lease_note] = unleased.get(result.lease_note, 0) + 1
-    if unleased:
-        report.cache_note = "cache not used for " + "; ".join(
-            f"{n} file(s): {why}" for why, n in sorted(unleased.items())
-        )
-    if cache is not None:
-        try:
-            cache.save()
-            report.cache_saved = True
-        except K3kitError as exc:
-            note = f"verification cache not saved: {exc.message}"
-            report.cache_note = f"{report.cache_note}; {note}" if report.cache_note else note
-    report.problems.sort(key=lambda p: p.path)
-    return report
+    return unleased
+
+
+def _save_cache(report: WeightsReport, cache: VerifyCache) -> None:
+    """A cache that cannot be saved costs the next run time, never this verdict: noted only."""
+    try:
+        cache.save()
+        report.cache_saved = True
+    except K3kitError as exc:
+        note = f"verification cache not saved: {exc.message}"
+        report.cache_note = f"{report.cache_note}; {note}" if report.cache_note else note
 
 
 def hash_tree(

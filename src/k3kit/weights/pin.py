@@ -33,12 +33,13 @@ from k3kit._fs import atomic_write, refuse_existing
 from k3kit._pathpolicy import path_problem
 from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
+from k3kit.formats.documents import MAX_DOCUMENT_BYTES
 from k3kit.models import REPO_ID_PATTERN, PinSource, WeightsLock, load
 from k3kit.weights import hash_tree, local_layout
 from k3kit.weights.layouts import Layout, repo_folder_name
 
 # The Hub refuses non-LFS files over 10 MB; anything bigger listed as non-LFS is a bad answer.
-MAX_SMALL_FILE_BYTES = 16 * 1024 * 1024
+MAX_SMALL_FILE_BYTES = MAX_DOCUMENT_BYTES  # the one in-memory cap (k3kit.formats.documents)
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 from k3kit.commerce.buyer_receipt import read_buyer_receipt
 from k3kit.commerce.ledger import chain
@@ -248,71 +248,9 @@ def verify_ledger(
     report = LedgerReport(issuers_checked=trusted is not None, anchors=list(anchors))
     with reading(engine) as conn:
         require_current(conn)
-        stored = [
-            tuple(r)
-            for r in conn.execute(
-                text(
-                    "SELECT seq, kind, ref, body_sha256, prev_hash, row_hash"
-                    " FROM entries ORDER BY seq"
-                )
-            )
-        ]
-        report.rows = len(stored)
-        entries = _well_typed_entries(stored, report)
-        if entries:
-            report.head = (int(entries[-1][0]), str(entries[-1][5]))
+        entries = _read_entries(conn, report)
         _check_chain(entries, report)
-        by_seq = {e[0]: e for e in entries}
-        terms = {
-            r["sha256"]: r["text"].encode()
-            for r in _rows(conn, "terms")
-            if isinstance(r["text"], str)  # any other value is reported with its row below
-        }
-        seen: set[int] = set()
-        licences: dict[str, LicenceBody] = {}
-        for table in chain.COLUMNS:
-            rows = _rows(conn, table)
-            report.counts[table] = len(rows)
-            for row in rows:
-                seq, ref = row.pop("seq"), str(row[chain.KEY[table]])
-                seen.add(seq)
-                entry = by_seq.get(seq)
-                if entry is None or entry[1] != table or entry[2] != ref:
-                    report.breaks.append(
-                        Break(
-                            seq,
-                            table,
-                            ref,
-                            "LEDGER_ROW_UNCHAINED",
-                            "no chain entry announces this row",
-                        )
-                    )
-                    continue
-                odd = _odd_column(row)
-                if odd is not None:
-                    report.breaks.append(Break(seq, table, ref, "LEDGER_ROW_MALFORMED", odd))
-                    continue
-                if chain.body_hash(table, row) != entry[3]:
-                    report.breaks.append(
-                        Break(
-                            seq,
-                            table,
-                            ref,
-                            "LEDGER_ROW_CHANGED",
-                            "the row differs from what the chain recorded",
-                        )
-                    )
-                    continue
-                if table == "licences":
-                    row["_terms"] = terms.get(row["terms_sha256"])
-                try:
-                    found = _check_row(table, row, trusted, licences)
-                    if found is not None:
-                        report.anchors.append(found)
-                except (K3kitError, ValueError, TypeError, AttributeError) as exc:
-                    # a NULL where a NOT NULL constraint was dropped reaches here as a TypeError
-                    code = getattr(exc, "code", "LEDGER_ROW")
-                    report.breaks.append(Break(seq, table, ref, code, str(exc)))
+        seen = _check_tables(conn, report, {e[0]: e for e in entries}, trusted)
         for seq, kind, ref, *_ in entries:
             if seq not in seen:
                 report.breaks.append(
@@ -325,16 +263,88 @@ def verify_ledger(
                     )
                 )
         _check_anchors(entries, report)
-        for name, sql in _ORPHANS.items():
-            report.orphans[name] = int(conn.execute(text(sql)).scalar() or 0)
-            if report.orphans[name]:
-                report.breaks.append(
-                    Break(
-                        None,
-                        name.split("_")[0],
-                        "*",
-                        "LEDGER_ORPHANS",
-                        f"{report.orphans[name]} {name.replace('_', ' ')}",
-                    )
-                )
+        _check_orphans(conn, report)
     return report
+
+
+def _read_entries(conn: Connection, report: LedgerReport) -> list[Any]:
+    """The chain's entries in order, those of a shape the chain can hold (the rest reported)."""
+    stored = [
+        tuple(r)
+        for r in conn.execute(
+            text(
+                "SELECT seq, kind, ref, body_sha256, prev_hash, row_hash FROM entries ORDER BY seq"
+            )
+        )
+    ]
+    report.rows = len(stored)
+    entries = _well_typed_entries(stored, report)
+    if entries:
+        report.head = (int(entries[-1][0]), str(entries[-1][5]))
+    return entries
+
+
+def _check_tables(
+    conn: Connection,
+    report: LedgerReport,
+    by_seq: Mapping[Any, Any],
+    trusted: list[Ed25519PublicKey] | None,
+) -> set[int]:
+    """Every row of every chained table against its chain entry and its own signatures;
+    returns the sequence numbers of the rows found."""
+    terms = {
+        r["sha256"]: r["text"].encode()
+        for r in _rows(conn, "terms")
+        if isinstance(r["text"], str)  # any other value is reported with its row below
+    }
+    seen: set[int] = set()
+    licences: dict[str, LicenceBody] = {}
+    for table in chain.COLUMNS:
+        rows = _rows(conn, table)
+        report.counts[table] = len(rows)
+        for row in rows:
+            seq, ref = row.pop("seq"), str(row[chain.KEY[table]])
+            seen.add(seq)
+            broken = _unchained(table, row, by_seq.get(seq), ref)
+            if broken is not None:
+                report.breaks.append(Break(seq, table, ref, *broken))
+                continue
+            if table == "licences":
+                row["_terms"] = terms.get(row["terms_sha256"])
+            try:
+                found = _check_row(table, row, trusted, licences)
+                if found is not None:
+                    report.anchors.append(found)
+            except (K3kitError, ValueError, TypeError, AttributeError) as exc:
+                # a NULL where a NOT NULL constraint was dropped reaches here as a TypeError
+                code = getattr(exc, "code", "LEDGER_ROW")
+                report.breaks.append(Break(seq, table, ref, code, str(exc)))
+    return seen
+
+
+def _unchained(table: str, row: dict[str, Any], entry: Any, ref: str) -> tuple[str, str] | None:
+    """Why ``row`` is not what its chain ``entry`` recorded (code, detail), or None."""
+    if entry is None or entry[1] != table or entry[2] != ref:
+        return "LEDGER_ROW_UNCHAINED", "no chain entry announces this row"
+    odd = _odd_column(row)
+    if odd is not None:
+        return "LEDGER_ROW_MALFORMED", odd
+    if chain.body_hash(table, row) != entry[3]:
+        return "LEDGER_ROW_CHANGED", "the row differs from what the chain recorded"
+    return None
+
+
+def _check_orphans(conn: Connection, report: LedgerReport) -> None:
+    """Rows that reference what is not there (a licence for no payment, ...): counted."""
+    for name, sql in _ORPHANS.items():
+        report.orphans[name] = int(conn.execute(text(sql)).scalar() or 0)
+        if report.orphans[name]:
+            report.breaks.append(
+                Break(
+                    None,
+                    name.split("_")[0],
+                    "*",
+                    "LEDGER_ORPHANS",
+                    f"{report.orphans[name]} {name.replace('_', ' ')}",
+                )
+            )

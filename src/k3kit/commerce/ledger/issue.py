@@ -100,7 +100,7 @@ def issue(
     if not report.ok:
         raise KitNotVerified(report)
     receipt = report.facts["receipt"]
-    kit_ref = {
+    kit_ref: dict[str, Any] = {
         "name": receipt["kit"],
         "version": receipt["version"],
         "sequence": receipt["sequence"],

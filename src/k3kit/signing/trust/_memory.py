@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from k3kit._canonical import dumps, strict_loads
-from k3kit._fs import NotRegularFile, atomic_write, open_regular, private_dir
+from k3kit._fs import NotRegularFile, atomic_write, open_nofollow, open_regular, private_dir
 from k3kit.errors import EnvironmentProblem, VerificationError
 
 STATE_NAME = "rollback.json"
@@ -191,7 +191,7 @@ def _memory(folder: Path) -> Memory:
 def locked(state_dir: Path) -> Iterator[tuple[Path, Memory]]:
     folder = private_dir(state_dir)
     try:
-        fd = os.open(folder / "rollback.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = open_nofollow(folder / "rollback.lock", os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise EnvironmentProblem(
             f"cannot open the rollback state in {state_dir}: {exc.strerror or exc}",

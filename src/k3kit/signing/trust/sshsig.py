@@ -22,7 +22,6 @@ from k3kit.signing.signers import Signer
 
 NAMESPACE = "k3kit"
 MAGIC = b"SSHSIG"
-SIG_NAME = "MANIFEST.json.sig"
 _ARMOR = ("-----BEGIN SSH SIGNATURE-----", "-----END SSH SIGNATURE-----")
 _PRINCIPAL = re.compile(r"^[A-Za-z0-9._@+-]{1,128}$")
 
