@@ -232,9 +232,13 @@ def _expect(entry: Entry) -> Callable[[Report], None]:
     signed receipt must name the release the channel entry names."""
 
     def check(report: Report) -> None:
-        receipt = report.facts.get("receipt") or {}
+        receipt = report.facts.get("receipt")
         theirs = (entry.package, entry.version, entry.kit_sha256)
-        mine = (receipt.get("kit"), receipt.get("version"), report.facts.get("kit_sha256"))
+        mine = (
+            receipt["kit"] if receipt else None,
+            receipt["version"] if receipt else None,
+            report.facts.get("kit_sha256"),
+        )
         if theirs != mine:
             _mismatch(entry, theirs, mine)
 

@@ -15,19 +15,19 @@ from typing import Any
 
 from k3kit.channel.repository import Expiries, Release, publish_release
 from k3kit.errors import InputError, VerificationError
-from k3kit.node.verify import FAILED, TrustSource, verify_path
+from k3kit.node.verify import FAILED, Report, TrustSource, verify_path
 from k3kit.signing.signers import Signer
 
 
-def release_of(report_facts: dict[str, Any], channel: str) -> Release:
-    receipt = report_facts["receipt"]
+def release_of(report: Report, channel: str) -> Release:
+    receipt = report.facts["receipt"]
     package, version = str(receipt["kit"]), str(receipt["version"])
     return Release(
         path=f"{channel}/{package}/{version}.kit.tar.gz",
         package=package,
         version=version,
         sequence=int(receipt["sequence"]),
-        kit_sha256=str(report_facts["kit_sha256"]),
+        kit_sha256=report.kit_sha256,
         released_at=str(receipt["issued_at"]),
     )
 
@@ -62,6 +62,6 @@ def publish_archive(
             code="CHANNEL_KIT_UNVERIFIED",
             hint=f"run `k3kit verify {archive} --trust KEY.pub` and fix the kit first",
         )
-    release = release_of(report.facts, channel)
+    release = release_of(report, channel)
     added = publish_release(repo, archive, release, signers, now=now, expires=expires)
     return {"published": added, "target": release.path, **release.custom()}

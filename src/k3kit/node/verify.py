@@ -137,6 +137,7 @@ class VerifyFacts(TypedDict, total=False):
     receipt: ReceiptFacts
     weights: WeightsFacts
     archive_sha256: str | None  # None: the kit was a folder
+    oci_digest: str  # the manifest digest a kit was installed from (``install oci://...``)
 
 
 @dataclass
