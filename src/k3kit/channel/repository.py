@@ -42,7 +42,7 @@ from tuf.api.metadata import (
 )
 from tuf.api.serialization.json import JSONSerializer
 
-from k3kit._fs import atomic_write, read_capped
+from k3kit._fs import atomic_write, open_nofollow, read_capped
 from k3kit.channel.tufsigner import K3kitTufSigner, tuf_key
 from k3kit.errors import InputError
 from k3kit.signing.signers import Signer
@@ -284,7 +284,7 @@ def _publish_lock(repo: Path) -> Iterator[None]:
     current view and write the same next version numbers."""
     if not (_metadata_dir(repo) / "1.root.json").is_file():
         raise _repo_problem(repo, "no metadata/1.root.json")
-    fd = os.open(repo / ".k3kit-publish.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fd = open_nofollow(repo / ".k3kit-publish.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

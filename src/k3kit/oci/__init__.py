@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from k3kit._fs import need_free_space
+from k3kit._fs import create_new, need_free_space
 from k3kit.archive import MAX_TOTAL_BYTES
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.oci import artifact as art
@@ -176,7 +176,7 @@ def fetch_kit(ref: Reference, dest: Path, *, verb: str) -> tuple[Path, str]:
         layer = _kit_layer(kit, digest)
         need_free_space(dest, layer.size, what=f"downloading {ref.repo}@{digest[:19]}…")
         path = dest / ARCHIVE_NAME
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        fd = create_new(path)
         with os.fdopen(fd, "wb") as out:
             reg.fetch_blob(ref.repo, layer.digest, layer.size, out)
             out.flush()

@@ -19,6 +19,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from k3kit._fs import open_nofollow
 from k3kit._netpolicy import is_loopback, plain_http_off_loopback
 from k3kit.errors import EnvironmentProblem, VerificationError
 
@@ -189,7 +190,7 @@ def _read_capped(resp: httpx.Response, cap: int, *, what: str) -> bytes:
 
 
 def _file_chunks(path: Path) -> Iterator[bytes]:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    fd = open_nofollow(path, os.O_RDONLY)
     try:
         while chunk := os.read(fd, _CHUNK):
             yield chunk

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from k3kit.errors import VerificationError
+from k3kit.formats.documents import MAX_DOCUMENT_BYTES
 from k3kit.oci.ref import DIGEST
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
@@ -32,7 +33,7 @@ ATTACHMENT_ARTIFACT = "application/vnd.k3kit.attachment.v1"
 ATTACHMENT_LAYER = "application/octet-stream"
 TITLE = "org.opencontainers.image.title"
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # distribution's own limit on a manifest
-MAX_REFERRER_BYTES = 16 * 1024 * 1024  # a receipt, card or report attached to a kit
+MAX_REFERRER_BYTES = MAX_DOCUMENT_BYTES  # a receipt, card or report attached to a kit
 ACCEPT_MANIFEST = MANIFEST_TYPE
 ACCEPT_INDEX = INDEX_TYPE
 
