@@ -173,70 +173,96 @@ def _length_check(
     mean_iv: Interval | None,
     source: str = "",
 ) -> bool:
+    """R09/R10 for one of input or output: each request's length when there is per-request
+    data, then the mean (from the requests, else ``mean_iv``) against the declared length.
+    False when there is nothing to check."""
     wl = rv.workload
-    declared, span, kind = wl.declared(what), wl.length_range(what), wl.length_kind(what)
-    exact = what == "output" and wl.ignore_eos is True and kind == "fixed"
+    exact = what == "output" and wl.ignore_eos is True and wl.length_kind(what) == "fixed"
     if values:
-        off = [v for v in values if v != declared] if exact else []
-        if exact and off:
-            out.error(
-                rv.id,
-                f"ignore_eos declared, but {len(off)}/{len(values)} requests generated "
-                f"{min(off)}..{max(off)} tokens",
-                f"{declared} {what} tokens each",
-                f"{min(values)}..{max(values)}",
-            )
+        if _request_lengths(out, rv, what, values, exact):
             return True
-        if declared is not None and span is not None and what == "input":
-            # Tokenizers and chat templates move a prompt by a few tokens: vLLM's random dataset
-            # decodes random token ids to text and the server re-tokenizes it (64 declared
-            # arrives as 64..66). Beyond max(RETOKENIZE_ABS tokens, 1%) is a warning, beyond
-            # max(RETOKENIZE_ABS tokens, 10%) outside the declared range a false claim. The
-            # range is the tool's own (Workload.length_range: vLLM's and SGLang's differ).
-            lo, hi = span
-            # Only the extremes can be furthest outside [lo, hi] (exact, without a Fraction per
-            # request: 10,000 requests made this rule the slowest of the audit).
-            worst = max(lo - min(values), max(values) - hi, Fraction(0))
-            if worst > max(Fraction(RETOKENIZE_ABS), declared * Fraction(1, 100)):
-                error = worst > max(Fraction(RETOKENIZE_ABS), declared * Fraction(1, 10))
-                severity = out.error if error else out.warning
-                worst = worst / declared
-                severity(
-                    rv.id,
-                    f"{what} lengths {min(values)}..{max(values)} vs declared {declared}"
-                    + (
-                        f" ({kind}, {wl.range_convention}: [{num(lo)}, {num(hi)}])"
-                        if lo != hi
-                        else ""
-                    )
-                    + f" (worst {pct(worst, 3)} outside)",
-                    (f"{declared}" if lo == hi else f"[{num(lo)}, {num(hi)}]")
-                    + f" ± max({RETOKENIZE_ABS} tokens, 1%)",
-                    f"{min(values)}..{max(values)}",
-                )
-                return True
         mean_iv = Interval.exact(Fraction(sum(values), len(values)))
     if mean_iv is None:
         return False
+    _mean_length(out, rv, what, (values, mean_iv, source), exact)
+    return True
+
+
+def _request_lengths(out: Out, rv: RunView, what: str, values: list[int], exact: bool) -> bool:
+    """Per-request lengths: under ignore_eos every output is the declared length; every input
+    lies in the declared range up to re-tokenization. True when a finding was reported."""
+    declared = rv.workload.declared(what)
+    off = [v for v in values if v != declared] if exact else []
+    if exact and off:
+        out.error(
+            rv.id,
+            f"ignore_eos declared, but {len(off)}/{len(values)} requests generated "
+            f"{min(off)}..{max(off)} tokens",
+            f"{declared} {what} tokens each",
+            f"{min(values)}..{max(values)}",
+        )
+        return True
+    if declared is not None and what == "input":
+        return _input_range(out, rv, what, values, declared)
+    return False
+
+
+def _input_range(out: Out, rv: RunView, what: str, values: list[int], declared: int) -> bool:
+    """Tokenizers and chat templates move a prompt by a few tokens: vLLM's random dataset
+    decodes random token ids to text and the server re-tokenizes it (64 declared arrives as
+    64..66). Beyond max(RETOKENIZE_ABS tokens, 1%) is a warning, beyond max(RETOKENIZE_ABS
+    tokens, 10%) outside the declared range a false claim. The range is the tool's own
+    (Workload.length_range: vLLM's and SGLang's differ). True when a finding was reported."""
+    wl = rv.workload
+    span = wl.length_range(what)
+    if span is None:
+        return False
+    lo, hi = span
+    # Only the extremes can be furthest outside [lo, hi] (exact, without a Fraction per
+    # request: 10,000 requests made this rule the slowest of the audit).
+    worst = max(lo - min(values), max(values) - hi, Fraction(0))
+    if worst <= max(Fraction(RETOKENIZE_ABS), declared * Fraction(1, 100)):
+        return False
+    error = worst > max(Fraction(RETOKENIZE_ABS), declared * Fraction(1, 10))
+    severity = out.error if error else out.warning
+    worst = worst / declared
+    severity(
+        rv.id,
+        f"{what} lengths {min(values)}..{max(values)} vs declared {declared}"
+        + (
+            f" ({wl.length_kind(what)}, {wl.range_convention}: [{num(lo)}, {num(hi)}])"
+            if lo != hi
+            else ""
+        )
+        + f" (worst {pct(worst, 3)} outside)",
+        (f"{declared}" if lo == hi else f"[{num(lo)}, {num(hi)}]")
+        + f" ± max({RETOKENIZE_ABS} tokens, 1%)",
+        f"{min(values)}..{max(values)}",
+    )
+    return True
+
+
+MeanOf = tuple[list[int] | None, Interval, str]  # (per-request values, their mean, source)
+
+
+def _mean_length(out: Out, rv: RunView, what: str, mean_of: MeanOf, exact: bool) -> None:
+    """The mean length against ±10% of the declared mean (MLPerf TEST09), widened by the draw
+    error of ranged lengths: exact under ignore_eos, short-but-disclosed without it."""
+    values, mean_iv, source = mean_of
+    wl = rv.workload
+    declared, span = wl.declared(what), wl.length_range(what)
     expected = wl.mean_length(what)
     if declared is None or expected is None:
         out.info(
             rv.id,
-            f"mean {what} length {mean_iv.text()} tokens ({kind} lengths, "
+            f"mean {what} length {mean_iv.text()} tokens ({wl.length_kind(what)} lengths, "
             "no declared mean to compare)",
         )
-        return True
+        return
     # The mean the workload implies: L, except SGLang's one-sided range, whose middle it is.
     slack = _draw_slack(span, _sample_size(rv, values))
     band = Interval(expected * Fraction(9, 10) - slack, expected * Fraction(11, 10) + slack)
-    if expected != declared:
-        declared_text = (
-            f"{num(expected)} (the middle of SGLang's [{num(span[0])}, {declared}])"
-            if span
-            else str(declared)
-        )
-    else:
-        declared_text = str(declared)
+    declared_text = _declared_text(declared, expected, span)
     if exact and not mean_iv.contains(declared):
         out.error(
             rv.id,
@@ -254,24 +280,44 @@ def _length_check(
             mean_iv.text(),
         )
     elif not mean_iv.overlaps(band):
-        counter = None if rv.result is None else rv.result.token_counter
-        # A length counted with another tokenizer than the model's (llmperf counts every text
-        # with a Llama tokenizer) is in other units than the declared one: the gap is disclosed,
-        # not called false. Throughput and totals are still recomputed from the same counts.
-        severity = out.error if counter is None else out.warning
-        severity(
-            rv.id,
-            f"mean {what} length {mean_iv.text()} tokens"
-            + (f" ({source})" if source else "")
-            + f" is outside ±10% of the declared {declared_text} (MLPerf TEST09 bound)"
-            + (f" ± {num(slack)} for a mean of random lengths" if slack else "")
-            + (f"; counted with {counter}, not the model's tokenizer" if counter else ""),
-            band.range_text(),
-            mean_iv.text(),
-        )
+        _mean_outside(out, rv, what, (mean_iv, source, band, slack), declared_text)
     else:
         out.passed(rv.id, f"mean {what} length {mean_iv.text()} for declared {declared_text}")
-    return True
+
+
+def _declared_text(
+    declared: int, expected: Fraction, span: tuple[Fraction, Fraction] | None
+) -> str:
+    """How the declared mean is named in a finding: SGLang's one-sided range says its middle."""
+    if expected != declared and span:
+        return f"{num(expected)} (the middle of SGLang's [{num(span[0])}, {declared}])"
+    return str(declared)
+
+
+def _mean_outside(
+    out: Out,
+    rv: RunView,
+    what: str,
+    measured: tuple[Interval, str, Interval, Fraction],
+    declared_text: str,
+) -> None:
+    """A mean ``(mean, source, band, slack)`` outside its band. A length counted with another
+    tokenizer than the model's (llmperf counts every text with a Llama tokenizer) is in other
+    units than the declared one: the gap is disclosed, not called false. Throughput and totals
+    are still recomputed from the same counts."""
+    mean_iv, source, band, slack = measured
+    counter = None if rv.result is None else rv.result.token_counter
+    severity = out.error if counter is None else out.warning
+    severity(
+        rv.id,
+        f"mean {what} length {mean_iv.text()} tokens"
+        + (f" ({source})" if source else "")
+        + f" is outside ±10% of the declared {declared_text} (MLPerf TEST09 bound)"
+        + (f" ± {num(slack)} for a mean of random lengths" if slack else "")
+        + (f"; counted with {counter}, not the model's tokenizer" if counter else ""),
+        band.range_text(),
+        mean_iv.text(),
+    )
 
 
 @rule("R09", "Output length", "MLPerf TEST06/TEST09; vLLM ignore_eos with the random dataset")

@@ -130,83 +130,107 @@ def tpot(ctx: Context, out: Out) -> None:
         if rv.no_success():
             out.not_checkable(rv.id, "no request completed: no TPOT to recompute")
             continue
-        checked, bad = 0, 0
-        for key in rv.published_keys("tpot"):
-            published = rv.published("tpot", key)
-            tool = rv.tool("tpot", key)
-            if published is None or tool is None:
-                continue
-            checked += 1
-            claimed = Interval.published(published)
-            if not claimed.overlaps(Interval.measured(tool)):
-                bad += 1
-                out.error(
-                    rv.id,
-                    f"published TPOT {key} is not the evidence's TPOT {key}"
-                    + _itl_hint(rv, key, claimed),
-                    f"{num(tool, 9)} ms (evidence)",
-                    f"{published} ms",
-                )
+        checked, bad = _tpot_published_vs_tool(rv, out)
         samples = rv.samples_s("tpot")
         if samples:
-            ordered = rv.ordered_s("tpot") or []
-            for key in tool_keys(rv, "tpot"):
-                tool = rv.tool("tpot", key)
-                assert tool is not None
-                recomputed = statistic(ordered, key)
-                checked += 1
-                scale = statistic(ordered, "mean") if key == "std" else None
-                bounds = rv.rebuilt_bounds("tpot")
-                if bounds is not None:
-                    ok = bounds.admits(float(tool), key)
-                    expected = f"{bounds.text(key)} from {len(samples)} requests"
-                else:
-                    ok = close(float(tool), recomputed, scale)
-                    expected = f"{num(recomputed, 9)} ms from {len(samples)} requests"
-                if not ok:
-                    bad += 1
-                    out.error(
-                        rv.id,
-                        f"evidence TPOT {key} is not the statistic of per-request "
-                        "(E2E - TTFT)/(N - 1)"
-                        + (
-                            " (E2E rebuilt as TTFT + sum(ITL) + a tail of at most the "
-                            "request's longest chunk gap)"
-                            if bounds is not None
-                            else ""
-                        )
-                        + _itl_hint(rv, key, Interval.measured(tool)),
-                        expected,
-                        f"{num(tool, 9)} ms",
-                    )
-            method = ctx.predicate.definitions.percentile_method
-            for key in rv.published_keys("tpot"):
-                published = rv.published("tpot", key)
-                if published is None or rv.tool("tpot", key) is not None:
-                    continue
-                checked += 1
-                recomputed = statistic(ordered, key, method)
-                bounds = rv.rebuilt_bounds("tpot")
-                if bounds is not None and key != "std":
-                    fits = Interval.published(published).overlaps(bounds.range_ms(key, method))
-                else:
-                    fits = Interval.published(published).contains(Fraction(recomputed))
-                if not fits:
-                    bad += 1
-                    out.error(
-                        rv.id,
-                        f"published TPOT {key} does not match the per-request data ({method})",
-                        f"{num(recomputed, 9)} ms",
-                        f"{published} ms",
-                    )
+            made, failed = _tpot_tool_vs_samples(rv, len(samples), out)
+            more, wrong = _tpot_published_vs_samples(ctx, rv, out)
+            made, failed = made + more, failed + wrong
         else:
             made, failed = _proxy(out, rv)
-            checked += made
-            bad += failed
+        checked += made
+        bad += failed
         if not checked:
             out.not_checkable(rv.id, "no TPOT with matching E2E and TTFT statistics to check")
         elif not bad:
             out.passed(rv.id, f"{checked} TPOT check(s) hold")
+
+
+def _tpot_published_vs_tool(rv: RunView, out: Out) -> tuple[int, int]:
+    """A published TPOT must be the tool's own figure (checks made, checks failed)."""
+    checked = bad = 0
+    for key in rv.published_keys("tpot"):
+        published = rv.published("tpot", key)
+        tool = rv.tool("tpot", key)
+        if published is None or tool is None:
+            continue
+        checked += 1
+        claimed = Interval.published(published)
+        if not claimed.overlaps(Interval.measured(tool)):
+            bad += 1
+            out.error(
+                rv.id,
+                f"published TPOT {key} is not the evidence's TPOT {key}"
+                + _itl_hint(rv, key, claimed),
+                f"{num(tool, 9)} ms (evidence)",
+                f"{published} ms",
+            )
+    return checked, bad
+
+
+def _tpot_tool_vs_samples(rv: RunView, n: int, out: Out) -> tuple[int, int]:
+    """The tool's TPOT statistics must be those of its ``n`` per-request (E2E - TTFT)/(N - 1),
+    or lie within their rebuilt bounds when E2E had to be rebuilt (checks made, failed)."""
+    checked = bad = 0
+    ordered = rv.ordered_s("tpot") or []
+    for key in tool_keys(rv, "tpot"):
+        tool = rv.tool("tpot", key)
+        assert tool is not None
+        recomputed = statistic(ordered, key)
+        checked += 1
+        scale = statistic(ordered, "mean") if key == "std" else None
+        bounds = rv.rebuilt_bounds("tpot")
+        if bounds is not None:
+            ok = bounds.admits(float(tool), key)
+            expected = f"{bounds.text(key)} from {n} requests"
+        else:
+            ok = close(float(tool), recomputed, scale)
+            expected = f"{num(recomputed, 9)} ms from {n} requests"
+        if not ok:
+            bad += 1
+            out.error(
+                rv.id,
+                f"evidence TPOT {key} is not the statistic of per-request "
+                "(E2E - TTFT)/(N - 1)"
+                + (
+                    " (E2E rebuilt as TTFT + sum(ITL) + a tail of at most the "
+                    "request's longest chunk gap)"
+                    if bounds is not None
+                    else ""
+                )
+                + _itl_hint(rv, key, Interval.measured(tool)),
+                expected,
+                f"{num(tool, 9)} ms",
+            )
+    return checked, bad
+
+
+def _tpot_published_vs_samples(ctx: Context, rv: RunView, out: Out) -> tuple[int, int]:
+    """A published TPOT the tool does not report must follow from the per-request data by the
+    declared percentile method (checks made, checks failed)."""
+    checked = bad = 0
+    ordered = rv.ordered_s("tpot") or []
+    method = ctx.predicate.definitions.percentile_method
+    for key in rv.published_keys("tpot"):
+        published = rv.published("tpot", key)
+        if published is None or rv.tool("tpot", key) is not None:
+            continue
+        checked += 1
+        recomputed = statistic(ordered, key, method)
+        bounds = rv.rebuilt_bounds("tpot")
+        if bounds is not None and key != "std":
+            fits = Interval.published(published).overlaps(bounds.range_ms(key, method))
+        else:
+            fits = Interval.published(published).contains(Fraction(recomputed))
+        if not fits:
+            bad += 1
+            out.error(
+                rv.id,
+                f"published TPOT {key} does not match the per-request data ({method})",
+                f"{num(recomputed, 9)} ms",
+                f"{published} ms",
+            )
+    return checked, bad
 
 
 # vLLM's older clients count output tokens by re-tokenizing the generated text ("may inflate the
@@ -303,87 +327,119 @@ def itl_chunks(ctx: Context, out: Out) -> None:
         spec_checks = _spec_counters(out, rv)
         ok = rv.successes
         if ok is not None:
-            timed = [r for r in ok if r.latency_s is not None]
-            gaps = [r for r in timed if not _tail_fits(r)]
-            if gaps:
-                out.error(
-                    rv.id,
-                    f"{len(gaps)}/{len(timed)} requests: E2E is not TTFT + sum(ITL) plus a tail "
-                    "of at most the request's longest chunk gap (the clock stops at the "
-                    "trailing usage chunk), ±1 ms",
-                    "TTFT + sum(ITL) <= E2E <= TTFT + sum(ITL) + max(ITL), ±1 ms",
-                    f"{len(gaps)} mismatches",
-                )
-            crowded = [r for r in ok if _crowded(len(r.itl_s) + 1, r.output_len)]
-            if crowded:
-                out.error(
-                    rv.id,
-                    f"{len(crowded)} requests have more streamed chunks than output tokens, "
-                    "beyond the re-tokenization tolerance (max(3, 5%) per request)",
-                    "chunks <= output tokens + max(3, 5%)",
-                    f"{len(crowded)} requests over",
-                )
-            tokens = sum(r.output_len for r in ok)
-            chunks = sum(len(r.itl_s) + 1 for r in ok)
-            per_chunk = Fraction(tokens, chunks)
-            spec = _spec_expected(rv)
-            accept = None if rv.summary is None else rv.summary.spec_decode_acceptance_length
-            inflated = not spec and per_chunk > MERGE_RUN
-            merged = not spec and not inflated and per_chunk > 1 + RETOKENIZE_RUN
-            if merged:
-                out.warning(
-                    rv.id,
-                    f"{tokens} output tokens in {chunks} streamed chunks "
-                    f"({num(per_chunk, 4)} tok/chunk) without speculative decoding: vLLM V1 "
-                    "merges tokens into one chunk when its API server falls behind; otherwise "
-                    "the output lengths are inflated",
-                    f"<= {num(1 + RETOKENIZE_RUN, 3)} tok/chunk unless chunks were merged",
-                    f"{num(per_chunk, 4)}",
-                )
-            if inflated:
-                out.error(
-                    rv.id,
-                    f"{tokens} output tokens in {chunks} streamed chunks "
-                    f"({num(per_chunk, 4)} tok/chunk) without speculative decoding: more tokens "
-                    "than the stream carried (declare speculative_decoding if it was on)",
-                    f"<= {num(MERGE_RUN, 3)} tok/chunk (merged chunks, re-tokenization)",
-                    f"{num(per_chunk, 4)}",
-                )
-            if accept is not None and not (
-                Fraction(accept) * Fraction(4, 5) <= per_chunk <= Fraction(accept) * Fraction(6, 5)
-            ):
-                out.warning(
-                    rv.id,
-                    f"{num(per_chunk, 4)} tokens per chunk vs speculative acceptance length "
-                    f"{num(accept, 4)} (±20%)",
-                    f"{num(accept, 4)} tok/chunk",
-                    f"{num(per_chunk, 4)}",
-                )
-            if not gaps and not crowded and not inflated and not merged:
-                out.passed(
-                    rv.id,
-                    f"{tokens} tokens in {chunks} chunks ({num(per_chunk, 4)} tok/chunk); "
-                    f"TTFT + sum(ITL) = E2E for {len(timed)} requests with latencies",
-                )
-            continue
-        itl, _ = _value(rv, "itl", "mean")
-        tpot_mean, _ = _value(rv, "tpot", "mean")
-        if itl is None or tpot_mean is None or not rv.fixed_length() or tpot_mean.mid <= 0:
-            if not spec_checks:
-                out.not_checkable(rv.id, "needs mean ITL and mean TPOT, or per-request evidence")
-            continue
-        if itl.hi < tpot_mean.lo:
-            out.error(
-                rv.id,
-                "mean ITL below mean TPOT is impossible for fixed-length outputs: every chunk "
-                "carries at least one token",
-                f">= {tpot_mean.text()} ms",
-                f"{itl.text()} ms",
-            )
+            _chunks_per_request(rv, ok, out)
         else:
-            out.passed(
-                rv.id, f"mean ITL / mean TPOT = {num(itl.mid / tpot_mean.mid, 4)} tok per chunk"
-            )
+            _chunks_from_means(rv, spec_checks, out)
+
+
+def _chunks_per_request(rv: RunView, ok: list[Request], out: Out) -> None:
+    """Per-request evidence: each request's clock adds up, no request streams more chunks than
+    tokens, and the tokens per chunk are what the decoding mode allows."""
+    timed = [r for r in ok if r.latency_s is not None]
+    gaps = _tail_mismatches(rv, timed, out)
+    crowded = _crowded_requests(rv, ok, out)
+    tokens = sum(r.output_len for r in ok)
+    chunks = sum(len(r.itl_s) + 1 for r in ok)
+    per_chunk = Fraction(tokens, chunks)
+    flagged = _tokens_per_chunk(rv, (tokens, chunks, per_chunk), out)
+    if not gaps and not crowded and not flagged:
+        out.passed(
+            rv.id,
+            f"{tokens} tokens in {chunks} chunks ({num(per_chunk, 4)} tok/chunk); "
+            f"TTFT + sum(ITL) = E2E for {len(timed)} requests with latencies",
+        )
+
+
+def _tail_mismatches(rv: RunView, timed: list[Request], out: Out) -> bool:
+    """Report requests whose E2E is not TTFT + sum(ITL) plus at most one chunk gap; True if any."""
+    gaps = [r for r in timed if not _tail_fits(r)]
+    if gaps:
+        out.error(
+            rv.id,
+            f"{len(gaps)}/{len(timed)} requests: E2E is not TTFT + sum(ITL) plus a tail "
+            "of at most the request's longest chunk gap (the clock stops at the "
+            "trailing usage chunk), ±1 ms",
+            "TTFT + sum(ITL) <= E2E <= TTFT + sum(ITL) + max(ITL), ±1 ms",
+            f"{len(gaps)} mismatches",
+        )
+    return bool(gaps)
+
+
+def _crowded_requests(rv: RunView, ok: list[Request], out: Out) -> bool:
+    """Report requests with more chunks than output tokens (beyond re-tokenization); True if any."""
+    crowded = [r for r in ok if _crowded(len(r.itl_s) + 1, r.output_len)]
+    if crowded:
+        out.error(
+            rv.id,
+            f"{len(crowded)} requests have more streamed chunks than output tokens, "
+            "beyond the re-tokenization tolerance (max(3, 5%) per request)",
+            "chunks <= output tokens + max(3, 5%)",
+            f"{len(crowded)} requests over",
+        )
+    return bool(crowded)
+
+
+def _tokens_per_chunk(rv: RunView, counts: tuple[int, int, Fraction], out: Out) -> bool:
+    """Tokens per chunk ``(tokens, chunks, per_chunk)`` against the decoding mode: above one
+    without speculative decoding is merged chunks (a warning) or, past :data:`MERGE_RUN`,
+    inflated output lengths (an error); with it, near the acceptance length. True when merged
+    or inflated (the run then does not pass)."""
+    tokens, chunks, per_chunk = counts
+    spec = _spec_expected(rv)
+    accept = None if rv.summary is None else rv.summary.spec_decode_acceptance_length
+    inflated = not spec and per_chunk > MERGE_RUN
+    merged = not spec and not inflated and per_chunk > 1 + RETOKENIZE_RUN
+    if merged:
+        out.warning(
+            rv.id,
+            f"{tokens} output tokens in {chunks} streamed chunks "
+            f"({num(per_chunk, 4)} tok/chunk) without speculative decoding: vLLM V1 "
+            "merges tokens into one chunk when its API server falls behind; otherwise "
+            "the output lengths are inflated",
+            f"<= {num(1 + RETOKENIZE_RUN, 3)} tok/chunk unless chunks were merged",
+            f"{num(per_chunk, 4)}",
+        )
+    if inflated:
+        out.error(
+            rv.id,
+            f"{tokens} output tokens in {chunks} streamed chunks "
+            f"({num(per_chunk, 4)} tok/chunk) without speculative decoding: more tokens "
+            "than the stream carried (declare speculative_decoding if it was on)",
+            f"<= {num(MERGE_RUN, 3)} tok/chunk (merged chunks, re-tokenization)",
+            f"{num(per_chunk, 4)}",
+        )
+    if accept is not None and not (
+        Fraction(accept) * Fraction(4, 5) <= per_chunk <= Fraction(accept) * Fraction(6, 5)
+    ):
+        out.warning(
+            rv.id,
+            f"{num(per_chunk, 4)} tokens per chunk vs speculative acceptance length "
+            f"{num(accept, 4)} (±20%)",
+            f"{num(accept, 4)} tok/chunk",
+            f"{num(per_chunk, 4)}",
+        )
+    return inflated or merged
+
+
+def _chunks_from_means(rv: RunView, spec_checks: int, out: Out) -> None:
+    """Summary-only evidence: with fixed-length outputs every chunk carries at least one token,
+    so the mean ITL cannot be below the mean TPOT."""
+    itl, _ = _value(rv, "itl", "mean")
+    tpot_mean, _ = _value(rv, "tpot", "mean")
+    if itl is None or tpot_mean is None or not rv.fixed_length() or tpot_mean.mid <= 0:
+        if not spec_checks:
+            out.not_checkable(rv.id, "needs mean ITL and mean TPOT, or per-request evidence")
+        return
+    if itl.hi < tpot_mean.lo:
+        out.error(
+            rv.id,
+            "mean ITL below mean TPOT is impossible for fixed-length outputs: every chunk "
+            "carries at least one token",
+            f">= {tpot_mean.text()} ms",
+            f"{itl.text()} ms",
+        )
+    else:
+        out.passed(rv.id, f"mean ITL / mean TPOT = {num(itl.mid / tpot_mean.mid, 4)} tok per chunk")
 
 
 def _ordered(values: list[tuple[str, Interval]]) -> list[str]:
@@ -394,47 +450,18 @@ def _ordered(values: list[tuple[str, Interval]]) -> list[str]:
     return problems
 
 
+Row = list[tuple[str, Interval]]  # one metric's statistics in percentile order, max last
+
+
 @rule("R18", "Ordering and units", "definition of quantiles; TTFT is part of E2E")
 def ordering(ctx: Context, out: Out) -> None:
     for rv in ctx.runs:
         problems: list[str] = []
         compared = 0
         for source in ("published", "evidence"):
-            medians: dict[str, Interval] = {}
-            for metric in METRICS:
-                row: list[tuple[str, Interval]] = []
-                if source == "published":
-                    for key in (*PUBLISHED_PCTS, "max"):
-                        value = rv.published(metric, key)
-                        if value is not None:
-                            row.append((key, Interval.published(value)))
-                            if value <= 0:
-                                problems.append(f"{source} {metric} {key} = {value} <= 0")
-                    mean_value: Decimal | None = rv.published(metric, "mean")
-                else:
-                    # In percentile order: tools report p0.1, p1, p5 ... below the median too.
-                    keys = [k for k in tool_keys(rv, metric) if k not in ("mean", "std")]
-                    for key in sorted(keys, key=lambda k: 50.0 if k == "median" else float(k[1:])):
-                        tool = rv.tool(metric, key)
-                        assert tool is not None
-                        row.append((key, Interval.measured(tool)))
-                    mean_value = None
-                compared += max(0, len(row) - 1)
-                problems += [f"{source} {metric}: {p}" for p in _ordered(row)]
-                median = next((iv for k, iv in row if k in ("p50", "median")), None)
-                if median is not None:
-                    medians[metric] = median
-                if mean_value is not None and row and row[-1][0] == "max":
-                    compared += 1
-                    if Interval.published(mean_value).lo > row[-1][1].hi:
-                        problems.append(f"{source} {metric}: mean {mean_value} > max")
-            if "ttft" in medians and "e2el" in medians:
-                compared += 1
-                if medians["ttft"].lo > medians["e2el"].hi:
-                    problems.append(
-                        f"{source}: median TTFT {medians['ttft'].text()} > median E2E "
-                        f"{medians['e2el'].text()}"
-                    )
+            made, found = _source_order(rv, source)
+            compared += made
+            problems += found
         for metric in ("ttft", "tpot", "e2el"):
             for source in ("published", "evidence"):
                 made, problem = _mean_vs_quantiles(ctx, rv, metric, source)
@@ -452,6 +479,70 @@ def ordering(ctx: Context, out: Out) -> None:
             out.passed(rv.id, f"{compared} ordering relation(s) hold")
         else:
             out.not_checkable(rv.id, "fewer than two statistics to order")
+
+
+def _source_order(rv: RunView, source: str) -> tuple[int, list[str]]:
+    """One layer (published or evidence): each metric's statistics in order, then the median
+    TTFT no larger than the median E2E, which contains it (relations compared, problems)."""
+    compared, problems = 0, []
+    medians: dict[str, Interval] = {}
+    for metric in METRICS:
+        made, found, median = _metric_order(rv, metric, source)
+        compared += made
+        problems += found
+        if median is not None:
+            medians[metric] = median
+    if "ttft" in medians and "e2el" in medians:
+        compared += 1
+        if medians["ttft"].lo > medians["e2el"].hi:
+            problems.append(
+                f"{source}: median TTFT {medians['ttft'].text()} > median E2E "
+                f"{medians['e2el'].text()}"
+            )
+    return compared, problems
+
+
+def _metric_order(rv: RunView, metric: str, source: str) -> tuple[int, list[str], Interval | None]:
+    """One metric of one layer: percentiles non-decreasing and a published mean no larger than
+    the published max (relations compared, problems, the median if the layer has one)."""
+    if source == "published":
+        row, problems = _published_row(rv, metric)
+        mean_value: Decimal | None = rv.published(metric, "mean")
+    else:
+        row, problems, mean_value = _evidence_row(rv, metric), [], None
+    compared = max(0, len(row) - 1)
+    problems += [f"{source} {metric}: {p}" for p in _ordered(row)]
+    median = next((iv for k, iv in row if k in ("p50", "median")), None)
+    if mean_value is not None and row and row[-1][0] == "max":
+        compared += 1
+        if Interval.published(mean_value).lo > row[-1][1].hi:
+            problems.append(f"{source} {metric}: mean {mean_value} > max")
+    return compared, problems, median
+
+
+def _published_row(rv: RunView, metric: str) -> tuple[Row, list[str]]:
+    """The published percentiles and max, with a problem for each that is not positive."""
+    row: Row = []
+    problems = []
+    for key in (*PUBLISHED_PCTS, "max"):
+        value = rv.published(metric, key)
+        if value is not None:
+            row.append((key, Interval.published(value)))
+            if value <= 0:
+                problems.append(f"published {metric} {key} = {value} <= 0")
+    return row, problems
+
+
+def _evidence_row(rv: RunView, metric: str) -> Row:
+    """The tool's percentiles in percentile order: tools report p0.1, p1, p5 ... below the
+    median too, so their keys are sorted by the percentile they name."""
+    keys = [k for k in tool_keys(rv, metric) if k not in ("mean", "std")]
+    row: Row = []
+    for key in sorted(keys, key=lambda k: 50.0 if k == "median" else float(k[1:])):
+        tool = rv.tool(metric, key)
+        assert tool is not None
+        row.append((key, Interval.measured(tool)))
+    return row
 
 
 # How each tool computes its percentiles (their sources: vLLM, SGLang, llmperf and AIPerf call

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from fractions import Fraction
 
 from k3kit.audit.context import (
@@ -36,107 +37,187 @@ def _methods_matching(
     return [m for m in PERCENTILE_METHODS if claimed.contains(Fraction(statistic(ordered, key, m)))]
 
 
+Tally = tuple[int, int]  # (statistics checked, statistics that failed)
+
+
+def _add(a: Tally, b: Tally) -> Tally:
+    return a[0] + b[0], a[1] + b[1]
+
+
 @rule("R19", "Percentile recomputation", "numpy.percentile (vLLM); Hyndman & Fan (1996)")
 def recompute(ctx: Context, out: Out) -> None:
-    declared = ctx.predicate.definitions.percentile_method
     for rv in ctx.runs:
         if rv.no_success():
             out.not_checkable(rv.id, "no request completed: no statistic to recompute")
             continue
-        checked, bad = 0, 0
+        tally: Tally = (0, 0)
         for metric in RECOMPUTED:
-            label = LABELS[metric]
-            for key in rv.published_keys(metric):
-                published, tool = rv.published(metric, key), rv.tool(metric, key)
-                if published is None or tool is None:
-                    continue
-                checked += 1
-                if not Interval.published(published).overlaps(Interval.measured(tool)):
-                    bad += 1
-                    out.error(
-                        rv.id,
-                        f"published {label} {key} is not the evidence's {key}",
-                        f"{num(tool, 9)} ms (evidence)",
-                        f"{published} ms",
-                    )
-            samples = rv.samples_s(metric)
-            if not samples:
-                continue
-            ordered = rv.ordered_s(metric) or []
-            bounds = rv.rebuilt_bounds(metric)
-            for key in tool_keys(rv, metric):
-                tool = rv.tool(metric, key)
-                assert tool is not None
-                checked += 1
-                recomputed = statistic(ordered, key)
-                scale = statistic(ordered, "mean") if key == "std" else None
-                ok = (
-                    bounds.admits(float(tool), key)
-                    if bounds is not None
-                    else close(float(tool), recomputed, scale)
-                )
-                if not ok:
-                    bad += 1
-                    others = [
-                        m
-                        for m in PERCENTILE_METHODS
-                        if key not in ("mean", "std")
-                        and close(float(tool), statistic(ordered, key, m))
-                    ]
-                    out.error(
-                        rv.id,
-                        f"evidence {label} {key} does not match its {len(samples)} samples "
-                        f"(numpy-linear, as vLLM computes it)"
-                        + (f"; it matches {', '.join(others)}" if others else ""),
-                        f"{num(recomputed, 9)} ms",
-                        f"{num(tool, 9)} ms",
-                    )
-            for key in rv.published_keys(metric):
-                published = rv.published(metric, key)
-                if published is None or rv.tool(metric, key) is not None:
-                    continue
-                checked += 1
-                claimed = Interval.published(published)
-                if key in ("mean", "max"):
-                    value = statistic(ordered, key)
-                    if not (
-                        claimed.overlaps(bounds.range_ms(key))
-                        if bounds is not None
-                        else claimed.contains(Fraction(value))
-                    ):
-                        bad += 1
-                        out.error(
-                            rv.id,
-                            f"published {label} {key} does not match the samples",
-                            f"{num(value, 9)} ms",
-                            f"{published} ms",
-                        )
-                    continue
-                matching = _methods_matching(ordered, key, claimed, bounds)
-                if ctx.predicate.definitions_declared and declared not in matching:
-                    bad += 1
-                    out.error(
-                        rv.id,
-                        f"published {label} {key} is not the {declared} percentile of the "
-                        f"samples" + (f"; it matches {', '.join(matching)}" if matching else ""),
-                        f"{num(statistic(ordered, key, declared), 9)} ms ({declared})",
-                        f"{published} ms",
-                    )
-                elif not matching:
-                    bad += 1
-                    out.error(
-                        rv.id,
-                        f"no percentile method reproduces the published {label} {key}",
-                        f"{num(statistic(ordered, key, declared), 9)} ms ({declared})",
-                        f"{published} ms",
-                    )
-        if not checked:
-            out.not_checkable(
-                rv.id, rv.raw_note or "no TTFT/ITL/E2E statistics in both claims and evidence"
+            tally = _add(tally, _recompute_metric(ctx, rv, metric, out))
+        _recompute_verdict(rv, tally, out)
+
+
+def _recompute_metric(ctx: Context, rv: RunView, metric: str, out: Out) -> Tally:
+    """One metric's three checks, in the order its findings are reported: the published figures
+    against the tool's, the tool's against the samples, then the published figures the tool
+    does not report against the samples (the last two need per-request samples)."""
+    tally = _published_vs_tool(rv, metric, out)
+    samples = rv.samples_s(metric)
+    if not samples:
+        return tally
+    tally = _add(tally, _tool_vs_samples(rv, metric, len(samples), out))
+    return _add(tally, _published_vs_samples(ctx, rv, metric, out))
+
+
+def _published_vs_tool(rv: RunView, metric: str, out: Out) -> Tally:
+    """A published statistic must be the tool's own figure, within its printed rounding."""
+    checked, bad = 0, 0
+    label = LABELS[metric]
+    for key in rv.published_keys(metric):
+        published, tool = rv.published(metric, key), rv.tool(metric, key)
+        if published is None or tool is None:
+            continue
+        checked += 1
+        if not Interval.published(published).overlaps(Interval.measured(tool)):
+            bad += 1
+            out.error(
+                rv.id,
+                f"published {label} {key} is not the evidence's {key}",
+                f"{num(tool, 9)} ms (evidence)",
+                f"{published} ms",
             )
-        elif not bad:
-            source = "per-request data" if rv.successes is not None else "the evidence summary"
-            out.passed(rv.id, f"{checked} TTFT/ITL/E2E statistics match {source}")
+    return checked, bad
+
+
+def _tool_vs_samples(rv: RunView, metric: str, n: int, out: Out) -> Tally:
+    """The tool's own statistics must follow from its ``n`` samples (numpy-linear, as vLLM
+    computes them; within the rebuilt bounds when the samples were rounded)."""
+    checked, bad = 0, 0
+    ordered = rv.ordered_s(metric) or []
+    bounds = rv.rebuilt_bounds(metric)
+    for key in tool_keys(rv, metric):
+        tool = rv.tool(metric, key)
+        assert tool is not None
+        checked += 1
+        recomputed = statistic(ordered, key)
+        scale = statistic(ordered, "mean") if key == "std" else None
+        ok = (
+            bounds.admits(float(tool), key)
+            if bounds is not None
+            else close(float(tool), recomputed, scale)
+        )
+        if not ok:
+            bad += 1
+            _tool_mismatch(rv, metric, key, (n, ordered, recomputed), tool, out)
+    return checked, bad
+
+
+def _tool_mismatch(
+    rv: RunView,
+    metric: str,
+    key: str,
+    sample: tuple[int, list[float], float],
+    tool: Decimal,
+    out: Out,
+) -> None:
+    """Report a tool statistic its samples do not give, naming any other percentile method that
+    does (a tool that interpolates differently is a different finding from a wrong number)."""
+    n, ordered, recomputed = sample
+    others = [
+        m
+        for m in PERCENTILE_METHODS
+        if key not in ("mean", "std") and close(float(tool), statistic(ordered, key, m))
+    ]
+    out.error(
+        rv.id,
+        f"evidence {LABELS[metric]} {key} does not match its {n} samples "
+        f"(numpy-linear, as vLLM computes it)"
+        + (f"; it matches {', '.join(others)}" if others else ""),
+        f"{num(recomputed, 9)} ms",
+        f"{num(tool, 9)} ms",
+    )
+
+
+def _published_vs_samples(ctx: Context, rv: RunView, metric: str, out: Out) -> Tally:
+    """A published statistic the tool does not report must follow from the samples: the mean
+    and maximum exactly, a percentile by the declared method (or, undeclared, by some method)."""
+    checked, bad = 0, 0
+    ordered = rv.ordered_s(metric) or []
+    bounds = rv.rebuilt_bounds(metric)
+    for key in rv.published_keys(metric):
+        published = rv.published(metric, key)
+        if published is None or rv.tool(metric, key) is not None:
+            continue
+        checked += 1
+        check = _published_moment if key in ("mean", "max") else _published_percentile
+        bad += not check(ctx, rv, (metric, key, published), (ordered, bounds), out)
+    return checked, bad
+
+
+Claim = tuple[str, str, Decimal]  # (metric, key, the published figure)
+Sample = tuple[list[float], Bounds | None]  # (ordered samples, rebuilt bounds if rounded)
+
+
+def _published_moment(ctx: Context, rv: RunView, claim: Claim, sample: Sample, out: Out) -> bool:
+    """A published mean or maximum against the samples (or their rebuilt bounds)."""
+    metric, key, published = claim
+    ordered, bounds = sample
+    claimed = Interval.published(published)
+    value = statistic(ordered, key)
+    if (
+        claimed.overlaps(bounds.range_ms(key))
+        if bounds is not None
+        else claimed.contains(Fraction(value))
+    ):
+        return True
+    out.error(
+        rv.id,
+        f"published {LABELS[metric]} {key} does not match the samples",
+        f"{num(value, 9)} ms",
+        f"{published} ms",
+    )
+    return False
+
+
+def _published_percentile(
+    ctx: Context, rv: RunView, claim: Claim, sample: Sample, out: Out
+) -> bool:
+    """A published percentile must be the declared method's; undeclared, any method's will do,
+    and the error names the methods that would have produced it."""
+    metric, key, published = claim
+    ordered, bounds = sample
+    declared = ctx.predicate.definitions.percentile_method
+    label = LABELS[metric]
+    matching = _methods_matching(ordered, key, Interval.published(published), bounds)
+    if ctx.predicate.definitions_declared and declared not in matching:
+        out.error(
+            rv.id,
+            f"published {label} {key} is not the {declared} percentile of the "
+            f"samples" + (f"; it matches {', '.join(matching)}" if matching else ""),
+            f"{num(statistic(ordered, key, declared), 9)} ms ({declared})",
+            f"{published} ms",
+        )
+        return False
+    if not matching:
+        out.error(
+            rv.id,
+            f"no percentile method reproduces the published {label} {key}",
+            f"{num(statistic(ordered, key, declared), 9)} ms ({declared})",
+            f"{published} ms",
+        )
+        return False
+    return True
+
+
+def _recompute_verdict(rv: RunView, tally: Tally, out: Out) -> None:
+    """Nothing comparable is not checkable; all comparable and none wrong is a pass."""
+    checked, bad = tally
+    if not checked:
+        out.not_checkable(
+            rv.id, rv.raw_note or "no TTFT/ITL/E2E statistics in both claims and evidence"
+        )
+    elif not bad:
+        source = "per-request data" if rv.successes is not None else "the evidence summary"
+        out.passed(rv.id, f"{checked} TTFT/ITL/E2E statistics match {source}")
 
 
 def _claimed_percentiles(rv: RunView) -> list[tuple[str, str, float]]:

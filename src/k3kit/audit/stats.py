@@ -273,6 +273,9 @@ def _anchor(n: int, p: Fraction, method: str) -> tuple[int, Fraction] | None:
     return None
 
 
+Anchor = tuple[int, Fraction, Quantile]  # (k, f, the quantile): see _anchor
+
+
 def sum_bounds(
     n: int, quantiles: list[Quantile], method: str, floor: Fraction = Fraction(0)
 ) -> tuple[Fraction, Fraction | None] | None:
@@ -289,45 +292,82 @@ def sum_bounds(
     n = 8, median 6.66, p99 9.39 allow a sum of at most 61.47, a mean of 7.68).
     Returns None for a method it does not model or for n < 1.
     """
-    anchors: list[tuple[int, Fraction, Quantile]] = []
+    anchors = _anchors(n, quantiles, method)
+    if anchors is None:
+        return None
+    pairs = _pair_sums(n, anchors, floor)
+    paired = {i for k in pairs for i in (k, k + 1)}
+    low_sum, high_sum, unbounded = _unpaired_sums(n, anchors, paired, floor)
+    for lo_pair, hi_pair in pairs.values():
+        low_sum += lo_pair
+        high_sum += hi_pair if hi_pair is not None else 0
+        unbounded = unbounded or hi_pair is None
+    return low_sum, None if unbounded else high_sum
+
+
+def _anchors(n: int, quantiles: list[Quantile], method: str) -> list[Anchor] | None:
+    """Each quantile's anchor in the sorted sample; None if ``method`` is not modelled or n < 1
+    (then no bound can be claimed at all)."""
+    anchors: list[Anchor] = []
     for q in quantiles:
         at = _anchor(n, q.p, method) if n >= 1 else None
         if at is None:
             return None
         anchors.append((at[0], at[1], q))
+    return anchors
 
-    def upper(i: int) -> Fraction | None:
-        caps = [q.hi for k, _, q in anchors if i <= k]
-        return min(caps) if caps else None
 
-    def lower(i: int) -> Fraction:
-        floors = [q.lo for k, f, q in anchors if i >= k + (1 if f > 0 else 0)]
-        return max([floor, *floors])
+def _upper(anchors: list[Anchor], i: int) -> Fraction | None:
+    """The least value x_i can be held under: every quantile anchored at or above i caps it."""
+    caps = [q.hi for k, _, q in anchors if i <= k]
+    return min(caps) if caps else None
 
+
+def _lower(anchors: list[Anchor], floor: Fraction, i: int) -> Fraction:
+    """The greatest value x_i must reach: every quantile anchored wholly below i, or ``floor``."""
+    floors = [q.lo for k, f, q in anchors if i >= k + (1 if f > 0 else 0)]
+    return max([floor, *floors])
+
+
+def _pair_sums(
+    n: int, anchors: list[Anchor], floor: Fraction
+) -> dict[int, tuple[Fraction, Fraction | None]]:
+    """The joint extremes of each interpolated pair (x_k, x_(k+1)), keyed by k; pairs that
+    would overlap an earlier one are left to the per-position bounds (no double count)."""
     pairs: dict[int, tuple[Fraction, Fraction | None]] = {}
     for k, f, q in sorted(anchors, key=lambda a: a[0]):
         if f == 0 or k + 1 >= n or k in pairs or k - 1 in pairs:
             continue
-        pairs[k] = _pair_sum(f, q, lower(k), upper(k), lower(k + 1), upper(k + 1))
-    paired = {i for k in pairs for i in (k, k + 1)}
-    # Both bounds are constant between consecutive anchor positions (k and k + 1 of each).
+        pairs[k] = _pair_sum(
+            f,
+            q,
+            _lower(anchors, floor, k),
+            _upper(anchors, k),
+            _lower(anchors, floor, k + 1),
+            _upper(anchors, k + 1),
+        )
+    return pairs
+
+
+def _unpaired_sums(
+    n: int, anchors: list[Anchor], paired: set[int], floor: Fraction
+) -> tuple[Fraction, Fraction, bool]:
+    """Smallest and largest sum of the positions outside any pair, and whether some position
+    has no upper bound. Both bounds are constant between consecutive anchor positions (k and
+    k + 1 of each), so each stretch between cuts adds count x its bound."""
     cuts = sorted({0, n} | {i for k, _, _ in anchors for i in (k, k + 1) if 0 <= i <= n})
     low_sum, high_sum, unbounded = Fraction(0), Fraction(0), False
     for start, end in itertools.pairwise(cuts):
         count = end - start - (1 if start in paired else 0)  # a paired position starts its cut
         if count <= 0:
             continue
-        low_sum += count * lower(start)
-        cap = upper(start)
+        low_sum += count * _lower(anchors, floor, start)
+        cap = _upper(anchors, start)
         if cap is None:
             unbounded = True
         else:
             high_sum += count * cap
-    for lo_pair, hi_pair in pairs.values():
-        low_sum += lo_pair
-        high_sum += hi_pair if hi_pair is not None else 0
-        unbounded = unbounded or hi_pair is None
-    return low_sum, None if unbounded else high_sum
+    return low_sum, high_sum, unbounded
 
 
 def _pair_sum(

@@ -51,6 +51,9 @@ def _detect(obj: dict[str, Any]) -> bool:
     return any(isinstance(m.get(k), dict) and "unit" in m[k] for k in _LATENCY)
 
 
+Values = dict[str, float | int | str | None]
+
+
 @adapter("aiperf", _detect, priority=30)
 def parse(doc: Document, record: int | None) -> RunData:
     obj, index = doc.one(record)
@@ -61,24 +64,54 @@ def parse(doc: Document, record: int | None) -> RunData:
         "AIPerf/GenAI-Perf export: inter_token_latency filed as TPOT (same formula), "
         "inter_chunk_latency as ITL (gaps between streamed chunks, pooled)"
     ]
-    stats: dict[str, dict[str, float]] = {}
     used: set[str] = set()
+    stats = _latencies(metrics, doc, used)
+    values: Values = {}
+    _throughputs(metrics, doc, values, used)
+    _totals(metrics, doc, values, used)
+    _duration(metrics, doc, values, used)
+    _load_values(obj, doc, values, notes)
+    _request_count(metrics, doc, values, used)
+    if not stats and not values:
+        raise doc.fail("no metric k3kit reads (not checked)")
+    unmapped = [k for k in metrics if k not in used]
+    if metrics is not obj:
+        unmapped += [k for k in obj if k != "records"]
+    return RunData(doc.source, "aiperf", values, stats, None, None, notes, unmapped[:64], index)
+
+
+def _time_unit(r: Reader, raw: Any) -> float:
+    """The factor to milliseconds of a block's own ``unit``; an unknown unit is refused rather
+    than a latency misread by a factor of a thousand."""
+    unit = r.text("unit", raw)
+    if unit not in _TO_MS:
+        raise r.fail("unit", f"unknown unit {unit!r}")
+    return _TO_MS[unit]
+
+
+def _latencies(
+    metrics: dict[str, Any], doc: Document, used: set[str]
+) -> dict[str, dict[str, float]]:
+    """Each latency block's mean, std and percentiles in ms, filed under vLLM's metric names."""
+    stats: dict[str, dict[str, float]] = {}
     for name, metric in _LATENCY.items():
         block = metrics.get(name)
         if not isinstance(block, dict):
             continue
         used.add(name)
         r = Reader(block, f"{doc.source}: {name}", doc.error, doc.code)
-        unit = r.text("unit", r.get("unit"))
-        if unit not in _TO_MS:
-            raise r.fail("unit", f"unknown unit {unit!r}")
+        to_ms = _time_unit(r, r.get("unit"))
         for key, value in block.items():
             kind = {"avg": "mean", "std": "std"}.get(key)
             if kind is None and _PCT.match(key):
                 kind = key
             if kind is not None and value is not None:
-                stats.setdefault(metric, {})[kind] = float(r.number(key, value)) * _TO_MS[unit]
-    values: dict[str, float | int | str | None] = {}
+                stats.setdefault(metric, {})[kind] = float(r.number(key, value)) * to_ms
+    return stats
+
+
+def _throughputs(metrics: dict[str, Any], doc: Document, values: Values, used: set[str]) -> None:
+    """The per-second throughputs (``avg`` of a block in a per-second unit)."""
     for name, key in _SCALARS.items():
         block = metrics.get(name)
         if isinstance(block, dict) and block.get("avg") is not None:
@@ -88,15 +121,21 @@ def parse(doc: Document, record: int | None) -> RunData:
             if unit not in _PER_S:
                 raise r.fail("unit", f"expected a per-second unit, got {unit!r}")
             values[key] = r.number("avg", block["avg"])
-    _totals(metrics, doc, values, used)
+
+
+def _duration(metrics: dict[str, Any], doc: Document, values: Values, used: set[str]) -> None:
+    """The benchmark's duration in seconds, from a block in any time unit."""
     duration = metrics.get("benchmark_duration")
     if isinstance(duration, dict) and duration.get("avg") is not None:
         used.add("benchmark_duration")
         r = Reader(duration, f"{doc.source}: benchmark_duration", doc.error, doc.code)
-        unit = r.text("unit", duration.get("unit"))
-        if unit not in _TO_MS:
-            raise r.fail("unit", f"unknown unit {unit!r}")
-        values["duration"] = float(r.number("avg", duration["avg"])) * _TO_MS[unit] / 1000
+        to_ms = _time_unit(r, duration.get("unit"))
+        values["duration"] = float(r.number("avg", duration["avg"])) * to_ms / 1000
+
+
+def _load_values(obj: dict[str, Any], doc: Document, values: Values, notes: list[str]) -> None:
+    """The concurrency and request rate the run was configured with (:func:`_load`), noted as
+    read from the configuration rather than measured."""
     concurrency, rate = _load(obj.get("input_config"), doc)
     if concurrency is not None:
         values["max_concurrency"] = concurrency
@@ -104,24 +143,22 @@ def parse(doc: Document, record: int | None) -> RunData:
     if rate is not None:
         values["request_rate"] = repr(rate)  # as the vLLM adapter files it (a string, "inf" too)
         notes.append("request rate read from the run's profiling phase")
+
+
+def _request_count(metrics: dict[str, Any], doc: Document, values: Values, used: set[str]) -> None:
+    """The completed requests, a whole number in an ``avg`` block."""
     count = metrics.get("request_count")
     if isinstance(count, dict) and count.get("avg") is not None:
         used.add("request_count")
         values["completed"] = Reader(count, doc.source, doc.error, doc.code).count(
             "request_count", count["avg"]
         )
-    if not stats and not values:
-        raise doc.fail("no metric k3kit reads (not checked)")
-    unmapped = [k for k in metrics if k not in used]
-    if metrics is not obj:
-        unmapped += [k for k in obj if k != "records"]
-    return RunData(doc.source, "aiperf", values, stats, None, None, notes, unmapped[:64], index)
 
 
 def _totals(
     metrics: dict[str, Any],
     doc: Document,
-    values: dict[str, float | int | str | None],
+    values: Values,
     used: set[str],
 ) -> None:
     """Token totals and the failure count, each a ``{unit, avg}`` block with a whole number."""

@@ -67,6 +67,28 @@ def _success(block: Any) -> dict[str, Any] | None:
 
 @adapter("guidellm", _detect, priority=10)
 def parse(doc: Document, record: int | None) -> RunData:
+    bench, index, metrics = _benchmark(doc, record)
+    used: set[str] = set()
+    stats = _latencies(metrics, doc, used)
+    values: dict[str, float | int | str | None] = {}
+    notes = ["GuideLLM: percentiles are nearest-rank; rates are time-series means (unmapped)"]
+    if "tpot" in stats and not _fixed_outputs(metrics, doc):
+        del stats["tpot"]
+        used.discard("inter_token_latency_ms")
+        notes.append("inter_token_latency_ms is token-weighted over unequal outputs: not TPOT")
+    _counts(bench, metrics, doc, values, used)
+    _concurrency(bench, doc, values)
+    if not stats and not values:
+        raise doc.fail(f"benchmarks[{index or 0}]: no metric k3kit reads (not checked)")
+    unmapped = [k for k in metrics if k not in used]
+    return RunData(doc.source, "guidellm", values, stats, None, None, notes, unmapped[:64], index)
+
+
+def _benchmark(
+    doc: Document, record: int | None
+) -> tuple[dict[str, Any], int | None, dict[str, Any]]:
+    """The cited benchmark of the report, its index and its metrics object; a report whose
+    shape is not GuideLLM's is refused here, before any number is read."""
     report, _ = doc.one(None, "report")
     benches = report.get("benchmarks")  # absent when the tool was named, not detected
     if not isinstance(benches, list) or not all(isinstance(b, dict) for b in benches):
@@ -77,8 +99,14 @@ def parse(doc: Document, record: int | None) -> RunData:
     metrics = bench.get("metrics")
     if not isinstance(metrics, dict):
         raise doc.fail(f"benchmarks[{index or 0}].metrics: expected an object")
+    return bench, index, metrics
+
+
+def _latencies(
+    metrics: dict[str, Any], doc: Document, used: set[str]
+) -> dict[str, dict[str, float]]:
+    """The successful distribution of each latency metric, in ms under vLLM's names."""
     stats: dict[str, dict[str, float]] = {}
-    used: set[str] = set()
     for name, (metric, scale) in _LATENCY.items():
         dist = _success(metrics.get(name))
         if dist is None:
@@ -89,30 +117,35 @@ def parse(doc: Document, record: int | None) -> RunData:
             value = r.opt_number(key)
             if value is not None:
                 stats.setdefault(metric, {})[kind] = float(value) * scale
-        pcts = dist.get("percentiles")
-        if pcts is not None and not isinstance(pcts, dict):
-            raise r.fail("percentiles", "expected an object")
-        for key, value in (pcts or {}).items():
-            pct_kind = _PCTS.get(key)
-            if pct_kind is not None and value is not None:
-                stats.setdefault(metric, {})[pct_kind] = float(r.number(key, value)) * scale
-    values: dict[str, float | int | str | None] = {}
-    notes = ["GuideLLM: percentiles are nearest-rank; rates are time-series means (unmapped)"]
-    if "tpot" in stats and not _fixed_outputs(metrics, doc):
-        del stats["tpot"]
-        used.discard("inter_token_latency_ms")
-        notes.append("inter_token_latency_ms is token-weighted over unequal outputs: not TPOT")
-    _counts(bench, metrics, doc, values, used)
+        for pct_kind, value in _percentiles(r, dist):
+            stats.setdefault(metric, {})[pct_kind] = value * scale
+    return stats
+
+
+def _percentiles(r: Reader, dist: dict[str, Any]) -> list[tuple[str, float]]:
+    """GuideLLM's named percentile fields (:data:`_PCTS`), in the file's order; any other key
+    is ignored, so a forged key cannot overwrite a real percentile."""
+    pcts = dist.get("percentiles")
+    if pcts is not None and not isinstance(pcts, dict):
+        raise r.fail("percentiles", "expected an object")
+    found = []
+    for key, value in (pcts or {}).items():
+        pct_kind = _PCTS.get(key)
+        if pct_kind is not None and value is not None:
+            found.append((pct_kind, float(r.number(key, value))))
+    return found
+
+
+def _concurrency(
+    bench: dict[str, Any], doc: Document, values: dict[str, float | int | str | None]
+) -> None:
+    """The concurrency of a ``synchronous`` or ``concurrent`` strategy (the others have none)."""
     strategy = (
         bench.get("config", {}).get("strategy") if isinstance(bench.get("config"), dict) else None
     )
     if isinstance(strategy, dict) and strategy.get("type_") in ("synchronous", "concurrent"):
         r = Reader(strategy, f"{doc.source}: config.strategy", doc.error, doc.code)
         values["max_concurrency"] = r.opt_count("max_concurrency")
-    if not stats and not values:
-        raise doc.fail(f"benchmarks[{index or 0}]: no metric k3kit reads (not checked)")
-    unmapped = [k for k in metrics if k not in used]
-    return RunData(doc.source, "guidellm", values, stats, None, None, notes, unmapped[:64], index)
 
 
 def _fixed_outputs(metrics: dict[str, Any], doc: Document) -> bool:
