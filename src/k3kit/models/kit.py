@@ -7,7 +7,15 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from k3kit.models._base import CommitSha, Frozen, Name, NonNegInt, RelPath, RepoId, Sha256Hex
-from k3kit.models.package import EnginePin, HardwareTarget, ModelInfo, PackageInfo, Price
+from k3kit.models.package import (
+    Disaggregation,
+    EnginePin,
+    HardwareTarget,
+    ModelInfo,
+    PackageInfo,
+    PoolRole,
+    Price,
+)
 
 
 class KitProfile(Frozen):
@@ -24,6 +32,15 @@ class KitProfile(Frozen):
     measured: bool | None = None
     parallel: dict[str, int] = Field(
         default_factory=dict, description="tp, pp, dp, dp_local as the engine config sets them"
+    )
+    role: PoolRole | None = Field(
+        default=None, description="the pool of a disaggregated package this shape is"
+    )
+    gpu: str | None = Field(
+        default=None, max_length=100, description="a pool's GPU model (default: hardware.gpu)"
+    )
+    gpu_memory_gb: int | None = Field(
+        default=None, ge=1, description="a pool's GPU memory (default: hardware's)"
     )
 
 
@@ -68,6 +85,7 @@ class KitInfo(Frozen):
     engine_snapshot: KitEngineSnapshot | None = None
     weights: KitWeights
     profiles: list[KitProfile]
+    disaggregation: Disaggregation | None = None
     model_config_facts: ModelConfigFacts | None = None
     price: Price | None = None
     limitations: list[str]

@@ -83,10 +83,13 @@ def requirements(info: KitInfo, chosen: KitProfile, serve: dict[str, Any]) -> Re
     hw = info.hardware
     par = chosen.parallel
     concurrency = serve.get(eng.concurrency_key)
+    # A pool of a disaggregated kit may run on another GPU model than [hardware] names.
+    gpu = chosen.gpu or hw.gpu
+    pattern = hw.gpu_name_pattern if gpu == hw.gpu else None
     return Requirements(
         gpus_per_node=chosen.gpus_per_node or hw.gpus_per_node,
-        gpu_name_pattern=hw.gpu_name_pattern or (re.escape(hw.gpu) if hw.gpu else ""),
-        gpu_memory_bytes=(hw.gpu_memory_gb or 0) * GB,
+        gpu_name_pattern=pattern or (re.escape(gpu) if gpu else ""),
+        gpu_memory_bytes=(chosen.gpu_memory_gb or hw.gpu_memory_gb or 0) * GB,
         min_compute_capability=hw.min_compute_capability or "0.0",
         min_cuda_driver_api=hw.min_cuda_driver_api,
         min_shm_bytes=hw.min_shm_gib * 1024**3,

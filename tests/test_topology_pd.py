@@ -1,0 +1,211 @@
+"""Prefill/decode disaggregation in the package: each pool is built, checked and rendered as its
+own engine group, and every way a package can misstate its pools is refused at build (exit 3)
+before anything is written. Builds run the real CLI on the golden kit's weights lock."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from k3kit.errors import InputError
+from k3kit.models import KitInfo, PackageDef, load
+from k3kit.preflight import requirements
+from k3kit.publish.kit import load_toml
+from k3kit.publish.targets import chosen_targets
+from tests.conftest import GoldenKit, run_k3kit
+from tests.pdkit import LAYOUT, SGLANG_DECODE, VLLM_DECODE, VLLM_PREFILL, pd_package
+
+
+def _build(golden: GoldenKit, package: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    return run_k3kit("build", package, "--lock", golden.lock, "-o", out)
+
+
+def _serve(kit: Path, profile: str, role: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(
+        (kit / f"profiles/{profile}/{LAYOUT}/{role}/serve.yaml").read_text()
+    )
+    return loaded
+
+
+def test_vllm_pools_build_one_engine_group_each(golden: GoldenKit, tmp_path: Path) -> None:
+    out = tmp_path / "kit"
+    proc = _build(golden, pd_package(tmp_path), out)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads((out / "kit.json").read_text())
+    shapes = {(p["name"], p["topology"], p["role"], p["nodes"]) for p in info["profiles"]}
+    assert ("batch", f"{LAYOUT}/prefill", "prefill", 1) in shapes
+    assert ("batch", f"{LAYOUT}/decode", "decode", 2) in shapes
+    assert len(shapes) == 4 and all(p["measured"] for p in info["profiles"])
+    assert info["disaggregation"]["decode"]["nodes"] == 2
+    prefill, decode = _serve(out, "batch", "prefill"), _serve(out, "batch", "decode")
+    assert prefill["kv-transfer-config"]["kv_role"] == "kv_producer"
+    assert decode["kv-transfer-config"]["kv_role"] == "kv_consumer"
+    assert decode["data-parallel-size-local"] == 1 and "data-parallel-size-local" not in prefill
+    # One unit per pool, named apart, so both can run on one systemd or in one namespace.
+    units = sorted(p.name for p in out.rglob("profiles/batch/*/*/systemd/*"))
+    assert units == [
+        "k3kit-decode-kimi-k3-b300x8-batch.template.service",
+        "k3kit-prefill-kimi-k3-b300x8-batch.service",
+    ]
+    lws = yaml.safe_load(
+        (out / f"profiles/batch/{LAYOUT}/decode/k8s/leaderworkerset.yaml").read_text()
+    )
+    assert lws["metadata"]["name"] == "k3kit-decode-kimi-k3-b300x8-batch"
+    assert (out / f"profiles/batch/{LAYOUT}/prefill/k8s/deployment.yaml").is_file()
+    router = (out / f"profiles/batch/{LAYOUT}/router.md").read_text()
+    assert "NixlConnector" in router and f"--topology {LAYOUT}/decode" in router
+
+
+def test_sglang_pools_on_two_gpu_models(golden: GoldenKit, tmp_path: Path) -> None:
+    out = tmp_path / "kit"
+    package = pd_package(tmp_path, engine="sglang", decode_gpu=("NVIDIA H200", 141))
+    proc = _build(golden, package, out)
+    assert proc.returncode == 0, proc.stderr
+    decode = _serve(out, "chat", "decode")
+    assert decode["disaggregation-mode"] == "decode" and decode["nnodes"] == 2
+    assert (
+        "sglang_router.launch_router --pd-disaggregation"
+        in (out / f"profiles/chat/{LAYOUT}/router.md").read_text()
+    )
+    # preflight on a decode node expects the decode pool's GPU, not [hardware]'s B300.
+    info = load(KitInfo, json.loads((out / "kit.json").read_text()), source="kit.json")
+    by_role = {p.role: p for p in info.profiles}
+    need = requirements(info, by_role["decode"], decode)
+    assert need.gpu_name_pattern == "NVIDIA\\ H200" and need.gpu_memory_bytes == 141 * 10**9
+    assert requirements(info, by_role["prefill"], {}).gpu_name_pattern == "B300"
+
+
+def _refused(golden: GoldenKit, tmp_path: Path, package: Path, *needles: str) -> str:
+    out = tmp_path / "kit"
+    proc = _build(golden, package, out)
+    assert proc.returncode == 3, proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr
+    assert not out.exists()
+    return proc.stderr
+
+
+def test_decode_pool_without_its_role_flag_is_refused(golden: GoldenKit, tmp_path: Path) -> None:
+    decode = {"tensor-parallel-size": 8, "data-parallel-size": 2}
+    _refused(
+        golden,
+        tmp_path,
+        pd_package(tmp_path, decode=decode),
+        "decode pool's kv-transfer-config.kv_role not set",
+    )
+
+
+def test_prefill_pool_configured_as_consumer_is_refused(golden: GoldenKit, tmp_path: Path) -> None:
+    prefill = {**VLLM_PREFILL, "kv-transfer-config": {**VLLM_DECODE["kv-transfer-config"]}}
+    _refused(golden, tmp_path, pd_package(tmp_path, prefill=prefill), "prefill pool", "says decode")
+
+
+def test_sglang_pool_with_the_other_mode_is_refused(golden: GoldenKit, tmp_path: Path) -> None:
+    decode = {**SGLANG_DECODE, "disaggregation-mode": "prefill"}
+    _refused(
+        golden,
+        tmp_path,
+        pd_package(tmp_path, engine="sglang", decode=decode),
+        "decode pool's disaggregation-mode says prefill",
+    )
+
+
+def test_pools_moving_kv_two_ways_are_refused(golden: GoldenKit, tmp_path: Path) -> None:
+    decode = {
+        **VLLM_DECODE,
+        "kv-transfer-config": {"kv_connector": "P2pNcclConnector", "kv_role": "kv_consumer"},
+    }
+    _refused(
+        golden, tmp_path, pd_package(tmp_path, decode=decode), "move KV differently", "P2pNccl"
+    )
+
+
+@pytest.mark.parametrize("form", ["table", "json string"])
+def test_connector_module_path_smuggled_into_a_pool_is_refused(
+    golden: GoldenKit, tmp_path: Path, form: str
+) -> None:
+    """The attacker's package makes the decode pool import its own module as the KV connector:
+    code outside the kit's signature and the weights lock, run on every decode node."""
+    config = {
+        "kv_connector": "NixlConnector",
+        "kv_role": "kv_consumer",
+        "kv_connector_module_path": "evil_connector.mod",
+    }
+    value = config if form == "table" else json.dumps(config)
+    decode = {**VLLM_DECODE, "kv-transfer-config": value}
+    _refused(
+        golden,
+        tmp_path,
+        pd_package(tmp_path, decode=decode),
+        "disaggregation.decode: `kv-transfer-config.kv_connector_module_path`",
+        "[engine.loads]",
+    )
+
+
+def test_pool_parallel_sizes_must_fill_its_gpus(golden: GoldenKit, tmp_path: Path) -> None:
+    decode = {**VLLM_DECODE, "data-parallel-size": 4}
+    _refused(
+        golden,
+        tmp_path,
+        pd_package(tmp_path, decode=decode),
+        f"topology {LAYOUT}/decode",
+        "needs 32 GPU(s)",
+        "= 16",
+    )
+
+
+def test_hardware_must_count_both_pools_nodes(golden: GoldenKit, tmp_path: Path) -> None:
+    _refused(
+        golden,
+        tmp_path,
+        pd_package(tmp_path, hardware_nodes=2),
+        "hardware.nodes is 2",
+        "1 + 2 = 3",
+    )
+
+
+def test_pd_package_cannot_also_declare_topologies(golden: GoldenKit, tmp_path: Path) -> None:
+    package = pd_package(tmp_path)
+    package.write_text(
+        package.read_text() + '\n[[topologies]]\nkind = "single-node"\ngpus_per_node = 8\n'
+    )
+    _refused(golden, tmp_path, package, "remove [[topologies]]")
+
+
+def test_aggregated_server_configured_as_prefill_only_is_refused(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Without pools a kv_producer would wait for a decode peer the kit never starts."""
+    from tests.conftest import EXAMPLE
+
+    text = (
+        (EXAMPLE / "package.toml")
+        .read_text()
+        .replace(
+            "[profiles.batch.serve]\n",
+            '[profiles.batch.serve]\nkv-transfer-config = { kv_connector = "NixlConnector", '
+            'kv_role = "kv_producer" }\n',
+        )
+    )
+    package = tmp_path / "package.toml"
+    package.write_text(text)
+    _refused(golden, tmp_path, package, "makes this a prefill instance", "[disaggregation]")
+
+
+def test_slurm_cannot_run_pools_and_says_so(golden: GoldenKit, tmp_path: Path) -> None:
+    package = pd_package(tmp_path, targets=["shell", "slurm"])
+    with pytest.raises(InputError) as caught:
+        chosen_targets(load_toml(package, PackageDef))
+    assert caught.value.code == "DEPLOY_TARGET_NO_PD"
+    _refused(
+        golden,
+        tmp_path,
+        package,
+        "slurm cannot express",
+        "one unit per pool: compose, k8s, shell, systemd",
+    )
