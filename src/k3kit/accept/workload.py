@@ -118,7 +118,7 @@ def select_points(
             continue
         # The same request count or more; five waves where the receipt did not publish one.
         count = requests if requests is not None else max(run.requests or 0, 5 * c)
-        plans.append(PointPlan(run, workload, c, count, run.gpus or pred.environment.gpu_count))
+        plans.append(PointPlan(run, workload, c, count, run.gpus_in(pred.environment)))
     if not plans:
         raise InputError(
             f"no replayable run of profile {profile!r} at the chosen points"
