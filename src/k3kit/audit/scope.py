@@ -7,6 +7,7 @@ from decimal import Decimal
 
 from k3kit.audit.context import PUBLISHED_PCTS, Context, RunView
 from k3kit.audit.findings import Out, rule
+from k3kit.audit.lengths import length_checks
 from k3kit.audit.numbers import Interval
 from k3kit.audit.stats import mlperf_min_samples
 from k3kit.audit.topology import disaggregated, environment_gpus, pool_checks
@@ -61,6 +62,7 @@ def scope(ctx: Context, out: Out) -> None:
             out.passed(rv.id, f"evidence ran at concurrency {s.max_concurrency or 'uncapped'}")
         _offered(out, rv)
     pool_checks(ctx, out)
+    length_checks(ctx, out)
     if ctx.kit is None or ctx.kit.info is None:
         out.not_checkable(
             "kit",
