@@ -3,8 +3,9 @@ tool that wrote the evidence drew, by that tool's own convention (k3kit.evidence
 
 The SGLang lines (tests/data/real/sglang-llama70b-online.jsonl, SOURCES.md) were run with
 ``--random-input-len 1024 --random-output-len 1024 --random-range-ratio 0.0``: by SGLang's rule
-every prompt is uniform in [1, 1024] (the file's own total is 508.7 tokens per prompt), not 1024 long.
-Each fabrication is a receipt a publisher would write to make that run look like longer prompts."""
+every prompt is uniform in [1, 1024] (the file's own total is 508.7 tokens per prompt), not
+1024 long. Each fabrication is a receipt a publisher would write to make that run look like
+longer prompts."""
 
 from __future__ import annotations
 
