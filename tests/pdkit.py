@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.benchgen import Claims, GenRun, make_claims, published_metrics
 from tests.conftest import EXAMPLE
 
 LAYOUT = "pd-1x8gpu-2x8gpu"
@@ -84,3 +86,63 @@ def pd_package(
     path = folder / "package.toml"
     path.write_text(text)
     return path
+
+
+AGGREGATED_ENV = "gpu_count = 8\nnodes = 1\n"
+PD_GPUS = 24
+POOLS = (
+    "[environment.pools.prefill]\n"
+    'gpu = "NVIDIA B300"\ngpus_per_node = 8\nnodes = 1\n'
+    "[environment.pools.decode]\n"
+    'gpu = "NVIDIA B300"\ngpus_per_node = 8\nnodes = {decode_nodes}\n'
+)
+
+
+@dataclass
+class PdClaims(Claims):
+    """Claims whose [environment] states the pools (after the aggregated lines it replaces)."""
+
+    gpu_count: int = PD_GPUS
+    nodes: int = 3
+    decode_nodes: int = 2
+    pools: bool = True
+
+    def render(self) -> str:
+        text = super().render()
+        env = f"gpu_count = {self.gpu_count}\nnodes = {self.nodes}\n"
+        text = text.replace(AGGREGATED_ENV, env, 1)
+        if self.pools:
+            text = text.replace(
+                "[workloads.synthetic]",
+                POOLS.format(decode_nodes=self.decode_nodes) + "[workloads.synthetic]",
+                1,
+            )
+        return text
+
+
+def pd_claims(
+    runs: list[GenRun],
+    divisor: int = PD_GPUS,
+    *,
+    gpu_count: int = PD_GPUS,
+    nodes: int = 3,
+    decode_nodes: int = 2,
+    pools: bool = True,
+) -> PdClaims:
+    """Honest claims of a 1x8 prefill + 2x8 decode measurement: per-GPU over all 24 GPUs;
+    the keywords are what a fabrication changes."""
+    base = make_claims(runs, input_len=2048, output_len=128)
+    claims = PdClaims(
+        base.runs,
+        base.workload,
+        base.comparisons,
+        base.controls,
+        gpu_count=gpu_count,
+        nodes=nodes,
+        decode_nodes=decode_nodes,
+        pools=pools,
+    )
+    by_id = {run.id: run for run in runs}
+    for row in claims.runs:
+        row["metrics"] = published_metrics(by_id[row["id"]].result, divisor)
+    return claims

@@ -9,47 +9,15 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from k3kit.audit import AuditReport
 from tests.auditkit import audit_kit, sign_generated
-from tests.benchgen import Claims, GenRun, make_claims, published_metrics, standard_runs
+from tests.benchgen import Claims, GenRun, standard_runs
 from tests.conftest import GoldenKit, run_k3kit
-from tests.pdkit import pd_package
-
-AGGREGATED_ENV = "gpu_count = 8\nnodes = 1\n"
-PD_GPUS = 24
-POOLS = (
-    "[environment.pools.prefill]\n"
-    'gpu = "NVIDIA B300"\ngpus_per_node = 8\nnodes = 1\n'
-    "[environment.pools.decode]\n"
-    'gpu = "NVIDIA B300"\ngpus_per_node = 8\nnodes = {decode_nodes}\n'
-)
-
-
-@dataclass
-class PdClaims(Claims):
-    """Claims whose [environment] states the pools (after the aggregated lines it replaces)."""
-
-    gpu_count: int = PD_GPUS
-    nodes: int = 3
-    decode_nodes: int = 2
-    pools: bool = True
-
-    def render(self) -> str:
-        text = super().render()
-        env = f"gpu_count = {self.gpu_count}\nnodes = {self.nodes}\n"
-        text = text.replace(AGGREGATED_ENV, env, 1)
-        if self.pools:
-            text = text.replace(
-                "[workloads.synthetic]",
-                POOLS.format(decode_nodes=self.decode_nodes) + "[workloads.synthetic]",
-                1,
-            )
-        return text
+from tests.pdkit import pd_claims, pd_package
 
 
 @pytest.fixture(scope="module")
@@ -64,32 +32,6 @@ def pd_kit(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = run_k3kit("build", pd_package(root), "--lock", golden.lock, "-o", out)
     assert proc.returncode == 0, proc.stderr
     return out
-
-
-def _claims(
-    runs: list[GenRun],
-    divisor: int = PD_GPUS,
-    *,
-    gpu_count: int = PD_GPUS,
-    nodes: int = 3,
-    decode_nodes: int = 2,
-    pools: bool = True,
-) -> PdClaims:
-    base = make_claims(runs, input_len=2048, output_len=128)
-    claims = PdClaims(
-        base.runs,
-        base.workload,
-        base.comparisons,
-        base.controls,
-        gpu_count=gpu_count,
-        nodes=nodes,
-        decode_nodes=decode_nodes,
-        pools=pools,
-    )
-    by_id = {run.id: run for run in runs}
-    for row in claims.runs:
-        row["metrics"] = published_metrics(by_id[row["id"]].result, divisor)
-    return claims
 
 
 def _audit(
@@ -108,7 +50,7 @@ def _r30(report: AuditReport, severity: str) -> list[str]:
 def test_honest_pd_receipt_passes_its_pools(
     pd_kit: Path, golden: GoldenKit, tmp_path: Path, runs: list[GenRun]
 ) -> None:
-    report = _audit(pd_kit, golden, tmp_path, runs, _claims(runs))
+    report = _audit(pd_kit, golden, tmp_path, runs, pd_claims(runs))
     assert _r30(report, "error") == []
     passed = _r30(report, "pass")
     assert "prefill pool measured on the kit's target: 1 x 8x NVIDIA B300" in passed
@@ -120,22 +62,22 @@ Fabrication = Callable[[list[GenRun]], Claims]
 FABRICATIONS: dict[str, tuple[Fabrication, str]] = {
     # Per-GPU throughput over the decode GPUs only: 1.5x better per GPU than the truth.
     "per_gpu_over_decode_gpus_only": (
-        lambda runs: _claims(runs, divisor=16, gpu_count=16),
+        lambda runs: pd_claims(runs, divisor=16, gpu_count=16),
         "environment.gpu_count is not every GPU of the prefill and decode pools",
     ),
     # Honest environment, but each run says it used only the 16 decode GPUs.
     "runs_claim_decode_gpus_only": (
-        lambda runs: _with_run_gpus(_claims(runs, divisor=16), 16),
+        lambda runs: _with_run_gpus(pd_claims(runs, divisor=16), 16),
         "a disaggregated run is served by both pools",
     ),
     # The receipt shrinks the decode pool to one node (and its GPU count with it).
     "decode_pool_shrunk": (
-        lambda runs: _claims(runs, divisor=16, gpu_count=16, nodes=2, decode_nodes=1),
+        lambda runs: pd_claims(runs, divisor=16, gpu_count=16, nodes=2, decode_nodes=1),
         "the kit's decode pool is not the one the receipt says was measured",
     ),
     # The PD measurement is passed off as one aggregated 24-GPU server: no pools stated.
     "pools_left_out": (
-        lambda runs: _claims(runs, pools=False),
+        lambda runs: pd_claims(runs, pools=False),
         "the kit runs prefill and decode pools, but the receipt's environment states none",
     ),
 }
@@ -160,7 +102,7 @@ def test_pd_receipt_for_an_aggregated_kit_is_an_error(
     golden: GoldenKit, tmp_path: Path, runs: list[GenRun]
 ) -> None:
     """A PD measurement signed into the single-node kit: the figures are not that kit's."""
-    report = _audit(golden.kit, golden, tmp_path, runs, _claims(runs))
+    report = _audit(golden.kit, golden, tmp_path, runs, pd_claims(runs))
     assert any(
         "the receipt states prefill and decode pools, but the kit runs one aggregated server"
         in text

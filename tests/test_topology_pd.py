@@ -5,6 +5,7 @@ before anything is written. Builds run the real CLI on the golden kit's weights 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,18 @@ from k3kit.models import KitInfo, PackageDef, load
 from k3kit.preflight import requirements
 from k3kit.publish.kit import load_toml
 from k3kit.publish.targets import chosen_targets
+from tests.auditkit import sign_generated
+from tests.benchgen import standard_runs
 from tests.conftest import GoldenKit, run_k3kit
-from tests.pdkit import LAYOUT, SGLANG_DECODE, VLLM_DECODE, VLLM_PREFILL, pd_package
+from tests.pdkit import (
+    LAYOUT,
+    SGLANG_DECODE,
+    VLLM_DECODE,
+    VLLM_PREFILL,
+    pd_claims,
+    pd_package,
+)
+from tests.test_deploy_targets import K8S_VERSION, SITE
 
 
 def _build(golden: GoldenKit, package: Path, out: Path) -> subprocess.CompletedProcess[str]:
@@ -209,3 +220,58 @@ def test_slurm_cannot_run_pools_and_says_so(golden: GoldenKit, tmp_path: Path) -
         "slurm cannot express",
         "one unit per pool: compose, k8s, shell, systemd",
     )
+
+
+@pytest.fixture(scope="module")
+def signed_pd(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A PD kit signed with honest PD claims (a real ``sign``), as a buyer receives it."""
+    root = tmp_path_factory.mktemp("signed-pd")
+    out = root / "kit"
+    assert _build(golden, pd_package(root), out).returncode == 0
+    runs = standard_runs(save_detailed=False)
+    sign_generated(out, golden.key, root / "bundle", pd_claims(runs), runs)
+    return out
+
+
+def test_pd_kit_renders_for_a_site_and_every_file_validates(
+    signed_pd: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """render-site verifies the PD kit and fills each pool's files; Kubernetes objects validate
+    against the Kubernetes schemas, units with systemd-analyze, scripts with shellcheck."""
+    site = tmp_path / "site.env"
+    site.write_text(SITE)
+    out = tmp_path / "out"
+    proc = run_k3kit(
+        "render-site", signed_pd, "--trust", golden.key.public, "--site", site, "-o", out
+    )
+    assert proc.returncode == 0, proc.stderr
+    decode = out / f"batch/{LAYOUT}/decode"
+    lws = yaml.safe_load((decode / "k8s/leaderworkerset.yaml").read_text())
+    leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
+    assert leader["command"][leader["command"].index("--topology") + 1] == f"{LAYOUT}/decode"
+    assert (decode / "systemd/k3kit-decode-kimi-k3-b300x8-batch@.service").is_file()
+    kv = pytest.importorskip("kubernetes_validate")
+    for path in sorted(out.rglob("k8s/*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        if doc["kind"] != "LeaderWorkerSet":
+            kv.validate(doc, K8S_VERSION, strict=True)
+    tools = {name: shutil.which(name) for name in ("systemd-analyze", "shellcheck")}
+    if tools["systemd-analyze"]:
+        for unit in sorted(out.rglob("*.service")):
+            check = subprocess.run(
+                [tools["systemd-analyze"], "verify", "--man=no", str(unit)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert check.returncode == 0, check.stderr
+    if tools["shellcheck"]:
+        scripts = sorted(str(p) for p in signed_pd.rglob("*.sh"))
+        assert len(scripts) == 4  # a run.sh per pool and profile
+        check = subprocess.run(
+            [tools["shellcheck"], "--severity=style", *scripts],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert check.returncode == 0, check.stdout

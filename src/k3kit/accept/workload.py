@@ -164,7 +164,7 @@ def load_plan(
     )
     chosen = _choose_profile(statement, profile)
     kit_profile = pick_profile(info, chosen, None)
-    folder = f"profiles/{kit_profile.name}/{kit_profile.topology}"
+    folder = kit_profile.folder
     serve = f"{folder}/serve.yaml"
     config = parse_serve_config(
         read_listed(kit_dir, manifest, serve, max_bytes=MAX_KIT_DOC_BYTES), source=serve

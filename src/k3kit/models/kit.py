@@ -43,6 +43,12 @@ class KitProfile(Frozen):
         default=None, ge=1, description="a pool's GPU memory (default: hardware's)"
     )
 
+    @property
+    def folder(self) -> str:
+        """The kit folder of this profile × shape. A pool's topology has two segments
+        (``pd-1x8gpu-2x8gpu/decode``), so nothing may count path segments to find it."""
+        return f"profiles/{self.name}/{self.topology}"
+
 
 class ModelConfigFacts(Frozen):
     """Facts read at build time from the weights' ``config.json``, whose bytes matched the

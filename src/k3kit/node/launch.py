@@ -480,7 +480,7 @@ def plan_launch(
         # before hours of hashing on a node that cannot run the profile. It can only refuse.
         say("checking the node (preflight)")
         check_node(chosen)
-    folder = f"profiles/{chosen.name}/{chosen.topology}"
+    folder = chosen.folder
     config = read_listed(kit_dir, manifest, f"{folder}/serve.yaml", max_bytes=MAX_KIT_DOC_BYTES)
     engine_env = parse_engine_env(
         read_listed(kit_dir, manifest, f"{folder}/engine.env", max_bytes=MAX_KIT_DOC_BYTES),

@@ -126,7 +126,7 @@ def run_preflight(
     kit = open_verified(kit_dir, trusted, rollback=rollback)
     chosen = _profile(kit.info, profile, topology)
     info = kit.info
-    rel = f"profiles/{chosen.name}/{chosen.topology}/serve.yaml"
+    rel = f"{chosen.folder}/serve.yaml"
     data = kit.read(rel, max_bytes=MAX_DOC_BYTES)
     req = requirements(info, chosen, parse_serve_config(data, source=rel))
     osf = osf or os_facts(weights)
