@@ -94,7 +94,7 @@ POOLS = (
     "[environment.pools.prefill]\n"
     'gpu = "NVIDIA B300"\ngpus_per_node = 8\nnodes = 1\n'
     "[environment.pools.decode]\n"
-    'gpu = "NVIDIA B300"\ngpus_per_node = 8\nnodes = {decode_nodes}\n'
+    'gpu = "{decode_gpu}"\ngpus_per_node = 8\nnodes = {decode_nodes}\n'
 )
 
 
@@ -106,17 +106,15 @@ class PdClaims(Claims):
     nodes: int = 3
     decode_nodes: int = 2
     pools: bool = True
+    decode_gpu: str = "NVIDIA B300"
 
     def render(self) -> str:
         text = super().render()
         env = f"gpu_count = {self.gpu_count}\nnodes = {self.nodes}\n"
         text = text.replace(AGGREGATED_ENV, env, 1)
         if self.pools:
-            text = text.replace(
-                "[workloads.synthetic]",
-                POOLS.format(decode_nodes=self.decode_nodes) + "[workloads.synthetic]",
-                1,
-            )
+            pools = POOLS.format(decode_nodes=self.decode_nodes, decode_gpu=self.decode_gpu)
+            text = text.replace("[workloads.synthetic]", pools + "[workloads.synthetic]", 1)
         return text
 
 
@@ -128,6 +126,7 @@ def pd_claims(
     nodes: int = 3,
     decode_nodes: int = 2,
     pools: bool = True,
+    decode_gpu: str = "NVIDIA B300",
 ) -> PdClaims:
     """Honest claims of a 1x8 prefill + 2x8 decode measurement: per-GPU over all 24 GPUs;
     the keywords are what a fabrication changes."""
@@ -141,6 +140,7 @@ def pd_claims(
         nodes=nodes,
         decode_nodes=decode_nodes,
         pools=pools,
+        decode_gpu=decode_gpu,
     )
     by_id = {run.id: run for run in runs}
     for row in claims.runs:

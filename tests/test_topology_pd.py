@@ -31,6 +31,8 @@ from tests.pdkit import (
 )
 from tests.test_deploy_targets import K8S_VERSION, SITE
 
+PREFLIGHT = Path(__file__).parent / "data" / "preflight"
+
 
 def _build(golden: GoldenKit, package: Path, out: Path) -> subprocess.CompletedProcess[str]:
     return run_k3kit("build", package, "--lock", golden.lock, "-o", out)
@@ -227,10 +229,42 @@ def signed_pd(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Pa
     """A PD kit signed with honest PD claims (a real ``sign``), as a buyer receives it."""
     root = tmp_path_factory.mktemp("signed-pd")
     out = root / "kit"
-    assert _build(golden, pd_package(root), out).returncode == 0
+    package = pd_package(root, decode_gpu=("NVIDIA H200", 141))
+    assert _build(golden, package, out).returncode == 0
     runs = standard_runs(save_detailed=False)
-    sign_generated(out, golden.key, root / "bundle", pd_claims(runs), runs)
+    claims = pd_claims(runs, decode_gpu="NVIDIA H200")
+    sign_generated(out, golden.key, root / "bundle", claims, runs)
     return out
+
+
+def _preflight(kit: Path, golden: GoldenKit, role: str, xml: str) -> dict[str, str]:
+    proc = run_k3kit(
+        "preflight",
+        kit,
+        "--trust",
+        golden.key.public,
+        "--profile",
+        "batch",
+        "--topology",
+        f"{LAYOUT}/{role}",
+        "--nvidia-smi-xml",
+        PREFLIGHT / xml,
+        "--os-facts",
+        PREFLIGHT / "node-os.synthetic.json",
+        "--json",
+    )
+    assert "Traceback" not in proc.stderr
+    return {c["name"]: c["status"] for c in json.loads(proc.stdout)["checks"]}
+
+
+def test_preflight_judges_each_pool_by_its_own_gpu(signed_pd: Path, golden: GoldenKit) -> None:
+    """Prefill runs on B300 and decode on H200: a B300 node passes for prefill and fails for
+    decode, an H200 node the other way round (its one GPU still fails the pool's count of 8)."""
+    prefill_on_b300 = _preflight(signed_pd, golden, "prefill", "b300x8.synthetic.xml")
+    assert prefill_on_b300["gpu.model"] == "pass" and prefill_on_b300["gpu.count"] == "pass"
+    assert _preflight(signed_pd, golden, "decode", "b300x8.synthetic.xml")["gpu.model"] == "fail"
+    decode_on_h200 = _preflight(signed_pd, golden, "decode", "h200x1.synthetic.xml")
+    assert decode_on_h200["gpu.model"] == "pass" and decode_on_h200["gpu.count"] == "fail"
 
 
 def test_pd_kit_renders_for_a_site_and_every_file_validates(
