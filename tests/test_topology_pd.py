@@ -190,6 +190,16 @@ def test_pd_package_cannot_also_declare_topologies(golden: GoldenKit, tmp_path: 
     _refused(golden, tmp_path, package, "remove [[topologies]]")
 
 
+def test_profile_rendered_for_one_pool_only_is_refused(golden: GoldenKit, tmp_path: Path) -> None:
+    """A kit with only the prefill pool of a profile would serve nothing and still say measured."""
+    package = pd_package(tmp_path)
+    text = package.read_text().replace(
+        "[profiles.batch]\n", f'[profiles.batch]\ntopologies = ["{LAYOUT}/prefill"]\n'
+    )
+    package.write_text(text)
+    _refused(golden, tmp_path, package, "profiles.batch.topologies", "for both pools")
+
+
 def test_aggregated_server_configured_as_prefill_only_is_refused(
     golden: GoldenKit, tmp_path: Path
 ) -> None:

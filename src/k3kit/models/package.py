@@ -425,6 +425,13 @@ class PackageDef(Frozen):
             )
         if self.hardware.is_cpu:
             raise ValueError("disaggregation needs GPU pools: hardware.accelerator is cpu")
+        chosen = [name for name, prof in self.profiles.items() if prof.topologies is not None]
+        if chosen:
+            # One pool alone serves nothing: each profile is rendered for both or not at all.
+            raise ValueError(
+                f"profiles.{chosen[0]}.topologies: a disaggregated package renders every profile "
+                "for both pools; remove it"
+            )
         if self.hardware.nodes != pd.nodes:
             raise ValueError(
                 f"hardware.nodes is {self.hardware.nodes}, but the prefill and decode pools "
