@@ -319,3 +319,29 @@ def test_pd_kit_renders_for_a_site_and_every_file_validates(
             check=False,
         )
         assert check.returncode == 0, check.stdout
+
+
+def test_card_of_a_pd_kit_names_both_pools(
+    signed_pd: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    out = tmp_path / "card.md"
+    proc = run_k3kit(
+        "card",
+        signed_pd,
+        "--trust",
+        golden.key.public,
+        "-o",
+        tmp_path / "card.html",
+        "--markdown",
+        out,
+        "--gpu-hour-usd",
+        "2",
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    measured = "prefill 1 node(s) × 8 NVIDIA B300 + decode 2 node(s) × 8 NVIDIA H200"
+    assert f"| measured on | 3 node(s), {measured}, vllm 0.33.0, text |" in text
+    assert "| hardware | prefill 1 node(s) × 8 NVIDIA B300 (288 GB) + decode 2 node(s)" in text
+    # One section per profile (the two pools are one server), per-GPU cost over all 24 GPUs.
+    assert text.count("## Profile batch") == 1
+    assert "| batch-c32 | 32 | 24 | 2951.98 | $4.52 |" in text
