@@ -345,3 +345,16 @@ def test_card_of_a_pd_kit_names_both_pools(
     # One section per profile (the two pools are one server), per-GPU cost over all 24 GPUs.
     assert text.count("## Profile batch") == 1
     assert "| batch-c32 | 32 | 24 | 2951.98 | $4.52 |" in text
+
+
+def test_release_notes_show_the_move_to_pools(signed_pd: Path, golden: GoldenKit) -> None:
+    """From one aggregated node to prefill and decode pools: each pool is a hardware change."""
+    result = run_k3kit(
+        "release-notes", golden.kit, signed_pd, "--trust", golden.key.public, "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    listed = json.loads(result.stdout)["changes"]
+    changes = {(c["section"], c["item"]): (c["old"], c["new"]) for c in listed}
+    assert changes[("hardware", "prefill pool")] == (None, "1 x 8 NVIDIA B300 (288 GB)")
+    assert changes[("hardware", "decode pool")] == (None, "2 x 8 NVIDIA H200 (141 GB)")
+    assert changes[("hardware", "nodes")] == ("1", "3")
