@@ -358,3 +358,27 @@ def test_release_notes_show_the_move_to_pools(signed_pd: Path, golden: GoldenKit
     assert changes[("hardware", "prefill pool")] == (None, "1 x 8 NVIDIA B300 (288 GB)")
     assert changes[("hardware", "decode pool")] == (None, "2 x 8 NVIDIA H200 (141 GB)")
     assert changes[("hardware", "nodes")] == ("1", "3")
+
+
+@pytest.mark.parametrize("verb", ["launch", "preflight"])
+def test_profile_of_pools_is_never_started_as_one_pool_by_default(
+    verb: str, signed_pd: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Without --topology the plain invocation used to mean "the one-node shape": here the
+    prefill pool, which would start half a server. Both verbs refuse and name the pools."""
+    extra = ["--no-preflight"] if verb == "launch" else []
+    proc = run_k3kit(
+        verb,
+        *extra,
+        signed_pd,
+        "--profile",
+        "batch",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        golden.snapshot,
+        "--state-dir",
+        tmp_path / "state",
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert f"pass --topology {LAYOUT}/decode or {LAYOUT}/prefill" in proc.stderr

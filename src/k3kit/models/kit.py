@@ -50,6 +50,15 @@ class KitProfile(Frozen):
         return f"profiles/{self.name}/{self.topology}"
 
 
+def pools_unchosen(matches: list[KitProfile], topology: str | None) -> str | None:
+    """Why a profile cannot be picked without ``--topology``: it runs as prefill and decode
+    pools, and starting "the" profile would start one pool of it; None when it can."""
+    pools = sorted(p.topology for p in matches if p.role is not None)
+    if topology is not None or not pools:
+        return None
+    return f"profile {matches[0].name!r} runs as two pools; pass --topology {' or '.join(pools)}"
+
+
 class ModelConfigFacts(Frozen):
     """Facts read at build time from the weights' ``config.json``, whose bytes matched the
     sha256 the lock lists for it; preflight's memory budget uses them."""

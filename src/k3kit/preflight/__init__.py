@@ -21,6 +21,7 @@ from k3kit.engines import adapter
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_serve_config
 from k3kit.models import KitInfo, KitProfile
+from k3kit.models.kit import pools_unchosen
 from k3kit.node.verify import TrustSource, open_verified
 from k3kit.preflight._budget import budget_checks
 from k3kit.preflight._checks import Check, Requirements, gpu_checks, os_checks
@@ -64,6 +65,9 @@ class PreflightReport:
 
 def _profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile:
     matches = [p for p in info.profiles if p.name == profile]
+    unchosen = pools_unchosen(matches, topology)
+    if unchosen:
+        raise InputError(unchosen, code="TOPOLOGY_UNKNOWN")
     if topology is not None:
         matches = [p for p in matches if p.topology == topology]
     elif len(matches) > 1:
