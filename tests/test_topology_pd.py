@@ -344,6 +344,7 @@ def test_card_of_a_pd_kit_names_both_pools(
     assert "| hardware | prefill 1 node(s) × 8 NVIDIA B300 (288 GB) + decode 2 node(s)" in text
     # One section per profile (the two pools are one server), per-GPU cost over all 24 GPUs.
     assert text.count("## Profile batch") == 1
+    assert f"--profile batch --topology {LAYOUT}/prefill --trust" in text
     assert "| batch-c32 | 32 | 24 | 2951.98 | $4.52 |" in text
 
 

@@ -197,6 +197,8 @@ def _commands(view: KitView) -> list[tuple[str, str]]:
     name = f"{view.info.package.name}-{view.info.package.version}"
     kit = f"/opt/k3kit/{name}"
     first = view.info.profiles[0].name if view.info.profiles else "PROFILE"
+    if view.info.disaggregation is not None:  # a pool must be named (launch refuses without)
+        first += f" --topology {view.info.profiles[0].topology}"
     return [
         ("install", f"k3kit install {name}.kit.tar.gz --trust publisher.pub --into /opt/k3kit"),
         ("pull", f"k3kit pull {kit} --trust publisher.pub --dir /srv/models"),
