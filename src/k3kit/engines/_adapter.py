@@ -103,6 +103,11 @@ class EngineAdapter:
         """Flags appended at start on each node of a multi-node group."""
         return []
 
+    #: The engine's own flag that makes a server a prefill or decode instance, and what to set
+    #: it to for each pool (empty: the engine cannot run disaggregated, pools are refused).
+    pd_flag: ClassVar[str] = ""
+    pd_values: ClassVar[dict[str, str]] = {}
+
     def pd_role(self, settings: Mapping[str, Setting]) -> str | None:
         """The prefill/decode role the engine's own PD flags give this config: ``prefill``,
         ``decode``, ``both`` (an instance that sends and receives KV) or None (no PD flag)."""

@@ -75,6 +75,9 @@ class Sglang(EngineAdapter):
         inside = settings.get("enable-dp-attention") is True or "attn-dp-size" in settings
         return Parallel(tp, pp, dp, tp * pp * (1 if inside else dp), nodes, gpus)
 
+    pd_flag = "disaggregation-mode"
+    pd_values: ClassVar[dict[str, str]] = {"prefill": "prefill", "decode": "decode"}
+
     def pd_role(self, settings: Mapping[str, Setting]) -> str | None:
         """``--disaggregation-mode`` (server_args.py: null | prefill | decode)."""
         mode = settings.get("disaggregation-mode")

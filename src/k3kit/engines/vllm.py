@@ -82,6 +82,12 @@ class Vllm(EngineAdapter):
         "kv_both": "both",
     }
 
+    pd_flag = "kv-transfer-config.kv_role"
+    pd_values: ClassVar[dict[str, str]] = {
+        "prefill": "kv_producer or kv_both",
+        "decode": "kv_consumer or kv_both",
+    }
+
     def pd_role(self, settings: Mapping[str, Setting]) -> str | None:
         config = json_setting(settings.get("kv-transfer-config"))
         if config is None or config.get("kv_role") is None:

@@ -134,7 +134,6 @@ def plan_targets(
 #: The engine's own PD role names that each pool accepts ("both": an instance that sends and
 #: receives KV, as vLLM's NIXL examples configure both sides with kv_role kv_both).
 POOL_ACCEPTS = {"prefill": ("prefill", "both"), "decode": ("decode", "both")}
-PD_FLAG = {"vllm": "kv-transfer-config.kv_role", "sglang": "disaggregation-mode"}
 
 
 def pd_problems(eng: EngineAdapter, name: str, topo: Shape, settings: dict[str, Any]) -> list[str]:
@@ -143,22 +142,21 @@ def pd_problems(eng: EngineAdapter, name: str, topo: Shape, settings: dict[str, 
     would wait for a peer that the kit never starts)."""
     role = eng.pd_role(settings)
     where = f"profiles.{name}.serve (topology {topo.name})"
-    flag = PD_FLAG.get(eng.name, "the engine's PD flag")
     if not isinstance(topo, PoolShape):
         if role is None or role == "both":
             return []
         return [
-            f"{where}: {flag} makes this a {role} instance, but the package declares no "
+            f"{where}: {eng.pd_flag} makes this a {role} instance, but the package declares no "
             "[disaggregation] pools; declare them, or remove the flag"
         ]
+    if not eng.pd_flag:
+        return [f"{where}: {eng.display} has no prefill/decode flag k3kit knows; remove the pools"]
     if role in POOL_ACCEPTS[topo.role]:
         return []
     got = "not set" if role is None else f"says {role}"
     return [
-        f"{where}: the {topo.role} pool's {flag} {got}; set it in "
-        f"[disaggregation.{topo.role}.serve] to the {topo.role} role "
-        + ("(kv_producer or kv_both)" if topo.role == "prefill" else "(kv_consumer or kv_both)")
-        * (eng.name == "vllm")
+        f"{where}: the {topo.role} pool's {eng.pd_flag} {got}; set it in "
+        f"[disaggregation.{topo.role}.serve] to {eng.pd_values[topo.role]}"
     ]
 
 
