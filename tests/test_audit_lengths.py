@@ -9,6 +9,7 @@ longer prompts."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -84,3 +85,18 @@ def test_llmperf_has_no_range_ratio(kits: RealKits) -> None:
         output_tokens=150,
     )
     assert any("llmperf has no range ratio" in m for m in _r30(report, "warning"))
+
+
+@pytest.mark.parametrize("ratio", [1e-30, -0.5, 7.0])
+def test_hostile_range_ratio_in_the_evidence_is_no_verdict_and_no_crash(
+    kits: RealKits, ratio: float
+) -> None:
+    """A file whose recorded ratio no SGLang run could write (a denormal-small, negative or
+    above-one ratio) gives no range to compare with: no length finding, and the audit completes."""
+    wl, row, data = case(SGLANG, 0)
+    line = json.loads(data.splitlines()[0])
+    line["random_range_ratio"] = ratio
+    edited = json.dumps(line).encode() + b"\n"
+    report = audit_cases([(wl, row, edited)], kits, evidence={row["id"]: edited})
+    assert not [m for m in _r30(report, "error") if "asked the tool for" in m]
+    assert any(f.rule == "R30" for f in report.findings)

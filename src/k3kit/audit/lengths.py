@@ -11,7 +11,10 @@ ratio 0 (prompts anywhere in [1, 1024], mean about 512) is an error that names b
 
 from __future__ import annotations
 
+from decimal import Decimal
 from fractions import Fraction
+
+from pydantic import ValidationError
 
 from k3kit.audit.context import Context, RunView
 from k3kit.audit.findings import Out
@@ -65,19 +68,24 @@ def _drawn(rv: RunView) -> Workload | None:
     ratio = v.get("random_range_ratio")
     if v.get("dataset_name") != "random" or v.get("range_convention") != "sglang":
         return None
-    if not all(isinstance(n, int) and n >= 1 for n in lengths) or not isinstance(ratio, float):
+    if not all(isinstance(n, int) and n >= 1 for n in lengths):
         return None
-    fixed = ratio == 1.0  # SGLang: [L * 1, L]
-    return Workload.model_validate(
-        {
-            "description": "as the evidence file records it",
-            "input_tokens": lengths[0],
-            "output_tokens": lengths[1],
-            "lengths": "fixed" if fixed else "ranged",
-            "range_ratio": None if fixed else str(ratio),
-            "range_convention": "sglang",
-        }
-    )
+    if not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+        return None  # outside SGLang's own range of the ratio: nothing to rebuild a range from
+    fixed = ratio == 1  # SGLang: [L * 1, L]
+    try:
+        return Workload.model_validate(
+            {
+                "description": "as the evidence file records it",
+                "input_tokens": lengths[0],
+                "output_tokens": lengths[1],
+                "lengths": "fixed" if fixed else "ranged",
+                "range_ratio": None if fixed else Decimal(repr(float(ratio))),
+                "range_convention": "sglang",
+            }
+        )
+    except ValidationError:
+        return None  # bytes of someone else's file (a ratio of 1e-30): not a range, no verdict
 
 
 def _span(span: tuple[Fraction, Fraction] | None) -> str:
