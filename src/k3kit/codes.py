@@ -323,6 +323,11 @@ class InputCode(ErrorCode):
         _INPUT,
         "package.toml's [deploy] targets names a deploy target k3kit does not have",
     )
+    DEPLOY_TARGET_NO_PD = (
+        "DEPLOY_TARGET_NO_PD",
+        _INPUT,
+        "a chosen deploy target cannot run the package's prefill/decode pools",
+    )
     ENGINE_SETTING_INVALID = "ENGINE_SETTING_INVALID", _INPUT, "a flag the engine refuses"
     ENGINE_UNKNOWN = "ENGINE_UNKNOWN", _INPUT, "no flag snapshot for the engine"
     ENGINE_SNAPSHOT_INVALID = (

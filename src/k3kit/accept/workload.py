@@ -119,7 +119,7 @@ def select_points(
             continue
         # The same request count or more; five waves where the receipt did not publish one.
         count = requests if requests is not None else max(run.requests or 0, 5 * c)
-        plans.append(PointPlan(run, workload, c, count, run.gpus or pred.environment.gpu_count))
+        plans.append(PointPlan(run, workload, c, count, run.gpus_in(pred.environment)))
     if not plans:
         raise InputError(
             f"no replayable run of profile {profile!r} at the chosen points"
@@ -165,7 +165,7 @@ def load_plan(
     )
     chosen = _choose_profile(statement, profile)
     kit_profile = pick_profile(info, chosen, None)
-    folder = f"profiles/{kit_profile.name}/{kit_profile.topology}"
+    folder = kit_profile.folder
     serve = f"{folder}/serve.yaml"
     config = parse_serve_config(
         read_listed(kit_dir, manifest, serve, max_bytes=MAX_KIT_DOC_BYTES), source=serve

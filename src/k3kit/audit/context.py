@@ -287,7 +287,7 @@ def build_context(
         view = RunView(
             run,
             predicate.workloads[run.workload],
-            run.gpus or predicate.environment.gpu_count,
+            run.gpus_in(predicate.environment),
             results.get(run.id),
         )
         if run.evidence is None:

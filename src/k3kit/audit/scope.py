@@ -7,8 +7,12 @@ from decimal import Decimal
 
 from k3kit.audit.context import PUBLISHED_PCTS, Context, RunView
 from k3kit.audit.findings import Out, rule
+from k3kit.audit.lengths import length_checks
 from k3kit.audit.numbers import Interval
 from k3kit.audit.stats import mlperf_min_samples
+from k3kit.audit.topology import disaggregated, environment_gpus, pool_checks
+from k3kit.models.claims import Environment
+from k3kit.models.package import HardwareTarget
 
 
 @rule("R30", "Scope", "MLPerf closed division: declared scope; k3kit kit binding")
@@ -29,11 +33,11 @@ def scope(ctx: Context, out: Out) -> None:
             )
     for rv in ctx.runs:
         s = rv.summary
-        if rv.gpus > env.gpu_count * env.nodes:
+        if rv.gpus > environment_gpus(env):
             out.error(
                 rv.id,
                 "run uses more GPUs than the environment has",
-                f"<= {env.gpu_count * env.nodes}",
+                f"<= {environment_gpus(env)}",
                 str(rv.gpus),
             )
         if (
@@ -57,6 +61,8 @@ def scope(ctx: Context, out: Out) -> None:
         elif s is not None:
             out.passed(rv.id, f"evidence ran at concurrency {s.max_concurrency or 'uncapped'}")
         _offered(out, rv)
+    pool_checks(ctx, out)
+    length_checks(ctx, out)
     if ctx.kit is None or ctx.kit.info is None:
         out.not_checkable(
             "kit",
@@ -66,17 +72,8 @@ def scope(ctx: Context, out: Out) -> None:
         return
     info = ctx.kit.info
     hw = info.hardware
-    if hw.gpu != env.gpu or hw.gpus_per_node * hw.nodes != env.gpu_count * env.nodes:
-        out.error(
-            "kit",
-            "the kit targets other hardware than was measured",
-            f"{hw.nodes} x {hw.gpus_per_node}x {hw.gpu}",
-            f"{env.nodes} x {env.gpu_count}x {env.gpu}",
-        )
-    else:
-        out.passed(
-            "kit", f"measured on the kit's target: {hw.nodes} x {hw.gpus_per_node}x {hw.gpu}"
-        )
+    if not disaggregated(ctx):  # pools were compared one by one (pool_checks)
+        _hardware(hw, env, out)
     measured = {rv.run.profile for rv in ctx.runs}
     for profile in info.profiles:
         if profile.name not in measured:
@@ -102,6 +99,20 @@ def scope(ctx: Context, out: Out) -> None:
                 "a limitation on untested context lengths",
                 "none",
             )
+
+
+def _hardware(hw: HardwareTarget, env: Environment, out: Out) -> None:
+    if hw.gpu != env.gpu or hw.gpus_per_node * hw.nodes != env.gpu_count * env.nodes:
+        out.error(
+            "kit",
+            "the kit targets other hardware than was measured",
+            f"{hw.nodes} x {hw.gpus_per_node}x {hw.gpu}",
+            f"{env.nodes} x {env.gpu_count}x {env.gpu}",
+        )
+    else:
+        out.passed(
+            "kit", f"measured on the kit's target: {hw.nodes} x {hw.gpus_per_node}x {hw.gpu}"
+        )
 
 
 def _longest_request(ctx: Context) -> tuple[int, str]:

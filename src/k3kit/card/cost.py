@@ -69,7 +69,7 @@ def point_costs(pred: ReceiptPredicate, gpu_hour_usd: Decimal | None) -> list[Po
     """One entry per signed run that states a concurrency, in receipt order."""
     out: list[PointCost] = []
     for run in pred.runs:
-        gpus = run.gpus or pred.environment.gpu_count
+        gpus = run.gpus_in(pred.environment)
         agg = run.metrics.output_tok_s
         cost: Decimal | None = None
         reason = ""

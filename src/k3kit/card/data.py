@@ -148,14 +148,7 @@ def _facts(view: KitView) -> list[tuple[str, str]]:
     if view.archive_sha256:
         facts.append(("archive checksum", f"sha256:{view.archive_sha256}"))
     facts += [
-        (
-            "hardware",
-            f"{info.hardware.nodes} node(s) × {info.hardware.device}"
-            if info.hardware.is_cpu
-            else f"{info.hardware.nodes} node(s) × {info.hardware.gpus_per_node} "
-            f"{info.hardware.gpu} ({info.hardware.gpu_memory_gb} GB), compute "
-            f"capability ≥ {info.hardware.min_compute_capability}",
-        ),
+        ("hardware", _hardware(info)),
         (
             "engine",
             engine
@@ -176,6 +169,21 @@ def _facts(view: KitView) -> list[tuple[str, str]]:
     return facts
 
 
+def _hardware(info: KitInfo) -> str:
+    """The kit's target in words; a disaggregated kit's two pools, each with its own GPU."""
+    hw = info.hardware
+    if hw.is_cpu:
+        return f"{hw.nodes} node(s) × {hw.device}"
+    capability = f"compute capability ≥ {hw.min_compute_capability}"
+    if info.disaggregation is not None:
+        pools = " + ".join(
+            f"{role} {p.nodes} node(s) × {p.gpus_per_node} {p.gpu} ({p.gpu_memory_gb} GB)"
+            for role, p in info.disaggregation.pools()
+        )
+        return f"{pools}, {capability}"
+    return f"{hw.nodes} node(s) × {hw.gpus_per_node} {hw.gpu} ({hw.gpu_memory_gb} GB), {capability}"
+
+
 def _declared_loads(info: KitInfo) -> list[tuple[str, str]]:
     """What the publisher declared the engine loads from outside the kit and the weights
     (``engine.loads``): the buyer reads it before launch, here and in ``launch --dry-run``."""
@@ -189,6 +197,8 @@ def _commands(view: KitView) -> list[tuple[str, str]]:
     name = f"{view.info.package.name}-{view.info.package.version}"
     kit = f"/opt/k3kit/{name}"
     first = view.info.profiles[0].name if view.info.profiles else "PROFILE"
+    if view.info.disaggregation is not None:  # a pool must be named (launch refuses without)
+        first += f" --topology {view.info.profiles[0].topology}"
     return [
         ("install", f"k3kit install {name}.kit.tar.gz --trust publisher.pub --into /opt/k3kit"),
         ("pull", f"k3kit pull {kit} --trust publisher.pub --dir /srv/models"),
@@ -211,6 +221,8 @@ def card_data(view: KitView, gpu_hour_usd: Decimal | None) -> CardData:
         source = "none given or declared"
     profiles = []
     for prof in info.profiles:
+        if prof.role == "decode":
+            continue  # a disaggregated profile is one server of two pools: listed once
         # A profile is listed once per topology; its runs belong to the measured shape only,
         # so a serving curve never shows one run twice or under a shape nobody measured.
         runs = (
@@ -220,7 +232,7 @@ def card_data(view: KitView, gpu_hour_usd: Decimal | None) -> CardData:
             ProfileData(
                 prof.name,
                 prof.description,
-                prof.topology,
+                prof.topology.rsplit("/", 1)[0] if prof.role else prof.topology,
                 prof.served_model_name,
                 runs,
                 _columns(runs),

@@ -177,7 +177,7 @@ def _read_view(
     )
     settings: dict[str, dict[str, dict[str, str]]] = {}
     for prof in info.profiles:
-        folder = f"profiles/{prof.name}/{prof.topology}"
+        folder = prof.folder
         settings[prof.name] = {
             name: parse_settings(
                 _checked_bytes(kit_dir, manifest, f"{folder}/{name}"),

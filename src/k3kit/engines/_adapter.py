@@ -3,6 +3,7 @@ how a multi-node group is wired. Everything version-specific stays in the snapsh
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -40,6 +41,17 @@ class Runtime:
     node_rank: int
     leader: str
     port: int | None = None
+
+
+def json_setting(value: Setting) -> Mapping[str, Setting] | None:
+    """A JSON-valued flag as the engine reads it: a mapping, or a string holding one (vLLM and
+    SGLang parse ``'{"kv_role": "kv_producer"}'`` like the table form); None for anything else."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            return None
+    return value if isinstance(value, Mapping) else None
 
 
 def _int(settings: Mapping[str, Setting], key: str, default: int = 1) -> int:
@@ -90,6 +102,20 @@ class EngineAdapter:
     def runtime_argv(self, par: Parallel, runtime: Runtime) -> list[str]:
         """Flags appended at start on each node of a multi-node group."""
         return []
+
+    #: The engine's own flag that makes a server a prefill or decode instance, and what to set
+    #: it to for each pool (empty: the engine cannot run disaggregated, pools are refused).
+    pd_flag: ClassVar[str] = ""
+    pd_values: ClassVar[dict[str, str]] = {}
+
+    def pd_role(self, settings: Mapping[str, Setting]) -> str | None:
+        """The prefill/decode role the engine's own PD flags give this config: ``prefill``,
+        ``decode``, ``both`` (an instance that sends and receives KV) or None (no PD flag)."""
+        return None
+
+    def pd_transport(self, settings: Mapping[str, Setting]) -> str | None:
+        """How KV moves between the pools (connector or transfer backend), as the flags say."""
+        return None
 
     def memory_fraction(self, settings: Mapping[str, Setting]) -> float | None:
         value = settings.get(self.memory_key)

@@ -75,6 +75,20 @@ class Sglang(EngineAdapter):
         inside = settings.get("enable-dp-attention") is True or "attn-dp-size" in settings
         return Parallel(tp, pp, dp, tp * pp * (1 if inside else dp), nodes, gpus)
 
+    pd_flag = "disaggregation-mode"
+    pd_values: ClassVar[dict[str, str]] = {"prefill": "prefill", "decode": "decode"}
+
+    def pd_role(self, settings: Mapping[str, Setting]) -> str | None:
+        """``--disaggregation-mode`` (server_args.py: null | prefill | decode)."""
+        mode = settings.get("disaggregation-mode")
+        return None if mode in (None, "null") else str(mode)
+
+    def pd_transport(self, settings: Mapping[str, Setting]) -> str | None:
+        """``--disaggregation-transfer-backend``; SGLang's default is mooncake."""
+        if self.pd_role(settings) is None:
+            return None
+        return str(settings.get("disaggregation-transfer-backend", "mooncake"))
+
     def topology_settings(self, par: Parallel) -> dict[str, Setting]:
         return {"nnodes": par.nodes} if par.nodes > 1 else {}
 

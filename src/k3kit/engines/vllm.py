@@ -4,10 +4,18 @@ nodes, else as one model spread over nodes (``--nnodes``/``--node-rank``/``--mas
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
-from k3kit.engines._adapter import EngineAdapter, Parallel, Runtime, Setting, engine
+from k3kit.engines._adapter import (
+    EngineAdapter,
+    Parallel,
+    Runtime,
+    Setting,
+    engine,
+    json_setting,
+)
 
 
 @engine
@@ -65,6 +73,31 @@ class Vllm(EngineAdapter):
             "--port",
             str(port),
         ]
+
+    #: ``KVTransferConfig.kv_role`` (vllm/config/kv_transfer.py: KVProducer = kv_producer |
+    #: kv_both, KVConsumer = kv_consumer | kv_both) as a pool role.
+    KV_ROLES: ClassVar[dict[str, str]] = {
+        "kv_producer": "prefill",
+        "kv_consumer": "decode",
+        "kv_both": "both",
+    }
+
+    pd_flag = "kv-transfer-config.kv_role"
+    pd_values: ClassVar[dict[str, str]] = {
+        "prefill": "kv_producer or kv_both",
+        "decode": "kv_consumer or kv_both",
+    }
+
+    def pd_role(self, settings: Mapping[str, Setting]) -> str | None:
+        config = json_setting(settings.get("kv-transfer-config"))
+        if config is None or config.get("kv_role") is None:
+            return None
+        return self.KV_ROLES.get(str(config.get("kv_role")), f"unknown ({config.get('kv_role')})")
+
+    def pd_transport(self, settings: Mapping[str, Setting]) -> str | None:
+        config = json_setting(settings.get("kv-transfer-config"))
+        connector = None if config is None else config.get("kv_connector")
+        return None if connector is None else str(connector)
 
     def _dp_form(self, par: Parallel) -> bool:
         return par.nodes > 1 and par.dp >= par.nodes and par.dp % par.nodes == 0

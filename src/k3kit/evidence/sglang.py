@@ -25,6 +25,21 @@ def _detect(obj: dict[str, Any]) -> bool:
     return any(k in obj for k in _SIGNS)
 
 
+def _random_lengths(r: Reader) -> dict[str, float | int | str | None]:
+    """The dataset and the lengths it was asked for, with its range ratio read by SGLang's own
+    convention ([L r, L]; :data:`k3kit.evidence.lengths.LENGTH_SPREAD`), so the audit can hold
+    the receipt's workload to what the tool drew."""
+    dataset = r.text("dataset_name", r.get("dataset_name"))
+    return {
+        "dataset_name": dataset or None,
+        "random_input_len": r.opt_count("random_input_len"),
+        "random_output_len": r.opt_count("random_output_len"),
+        "random_range_ratio": r.opt_number("random_range_ratio"),
+        "sharegpt_output_len": r.opt_count("sharegpt_output_len"),
+        "range_convention": "sglang",
+    }
+
+
 @adapter("sglang bench_serving", _detect, priority=10)
 def parse(doc: Document, record: int | None) -> RunData:
     obj, index = doc.one(record, "line")
@@ -42,6 +57,7 @@ def parse(doc: Document, record: int | None) -> RunData:
         if match and obj[key] is not None:
             name = "median" if match.group(1) == "median" else match.group(1)
             stats.setdefault("e2el", {})[name] = float(r.number(key, r.get(key)))
+    values.update(_random_lengths(r))
     requests = _requests(r, notes) if "output_lens" in obj else None
     if requests is None:
         notes.append("no per-request data (run without --output-details)")

@@ -21,6 +21,19 @@ from k3kit.models.evidence import Definitions, EvidenceLevel, EvidenceSummary, E
 EVIDENCE_IN_KIT = r"^evidence/[a-z0-9][a-z0-9._-]{0,63}\.json$"
 
 
+class PoolEnvironment(Frozen):
+    """One pool of a prefill/decode-disaggregated measurement: what served that phase."""
+
+    gpu: str = Field(min_length=1, max_length=100)
+    gpu_memory_gb: int | None = Field(default=None, ge=1)
+    gpus_per_node: int = Field(ge=1, le=64)
+    nodes: int = Field(default=1, ge=1, le=1024)
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+
 class Environment(Frozen):
     """Where the runs were measured. On a CPU node (``accelerator = "cpu"``) there is no GPU:
     ``gpu`` is omitted and ``gpu_count`` is 1 per node, so per-GPU figures are per node."""
@@ -38,6 +51,19 @@ class Environment(Frozen):
     engine_version: str = Field(min_length=1)
     modality: Literal["text", "text+image"] = "text"
     notes: str = ""
+    pools: dict[Literal["prefill", "decode"], PoolEnvironment] | None = Field(
+        default=None,
+        description="a disaggregated run's prefill and decode pools; gpu_count is then every "
+        "GPU of both (the per-GPU divisor) and nodes every node",
+    )
+
+    @property
+    def per_gpu_divisor(self) -> int:
+        """The GPUs a run's per-GPU figures divide by when the run states none: for a
+        disaggregated run every GPU of both pools (prefill GPUs serve the same tokens)."""
+        if self.pools:
+            return sum(pool.gpus for pool in self.pools.values())
+        return self.gpu_count
 
     @model_validator(mode="after")
     def _device_stated(self) -> Environment:
@@ -48,11 +74,18 @@ class Environment(Frozen):
                 raise ValueError("a cpu environment counts one engine per node: gpu_count = 1")
         elif self.gpu is None:
             raise ValueError("gpu is required (or accelerator = 'cpu')")
+        if self.pools is not None and set(self.pools) != {"prefill", "decode"}:
+            raise ValueError("pools: state both the prefill and the decode pool")
         return self
 
     @property
     def device(self) -> str:
-        """What served the runs, in words: ``8 × B300`` or ``CPU``."""
+        """What served the runs, in words: ``8 × B300``, ``CPU`` or both pools."""
+        if self.pools:
+            return " + ".join(
+                f"{role} {p.nodes} node(s) × {p.gpus_per_node} {p.gpu}"
+                for role, p in sorted(self.pools.items(), key=lambda kv: kv[0] != "prefill")
+            )
         return (
             "CPU (per-GPU figures are per node)"
             if self.accelerator == "cpu"
@@ -205,7 +238,9 @@ class Run(Frozen):
     requests: NonNegInt | None = Field(default=None, description="None: not published")
     completed: NonNegInt | None = None
     failed: NonNegInt | None = None
-    gpus: int | None = Field(default=None, ge=1, description="overrides environment.gpu_count")
+    gpus: int | None = Field(
+        default=None, ge=1, description="overrides environment.gpu_count (the per-GPU divisor)"
+    )
     metrics: RunMetrics = Field(default_factory=RunMetrics)
     notes: str = ""
     evidence: RelPath | None = Field(
@@ -225,6 +260,11 @@ class Run(Frozen):
     evidence_sha256: Sha256Hex | None = None
     evidence_bytes: NonNegInt | None = None
     evidence_summary: EvidenceSummary | None = None
+
+    def gpus_in(self, env: Environment) -> int:
+        """The GPUs this run's per-GPU figures divide by: its own count, else the
+        environment's (every card, cost and audit rule divides by this one number)."""
+        return self.gpus or env.per_gpu_divisor
 
 
 class ComparisonPoint(Frozen):

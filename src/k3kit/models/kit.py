@@ -7,7 +7,15 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from k3kit.models._base import CommitSha, Frozen, Name, NonNegInt, RelPath, RepoId, Sha256Hex
-from k3kit.models.package import EnginePin, HardwareTarget, ModelInfo, PackageInfo, Price
+from k3kit.models.package import (
+    Disaggregation,
+    EnginePin,
+    HardwareTarget,
+    ModelInfo,
+    PackageInfo,
+    PoolRole,
+    Price,
+)
 
 
 class KitProfile(Frozen):
@@ -25,6 +33,30 @@ class KitProfile(Frozen):
     parallel: dict[str, int] = Field(
         default_factory=dict, description="tp, pp, dp, dp_local as the engine config sets them"
     )
+    role: PoolRole | None = Field(
+        default=None, description="the pool of a disaggregated package this shape is"
+    )
+    gpu: str | None = Field(
+        default=None, max_length=100, description="a pool's GPU model (default: hardware.gpu)"
+    )
+    gpu_memory_gb: int | None = Field(
+        default=None, ge=1, description="a pool's GPU memory (default: hardware's)"
+    )
+
+    @property
+    def folder(self) -> str:
+        """The kit folder of this profile × shape. A pool's topology has two segments
+        (``pd-1x8gpu-2x8gpu/decode``), so nothing may count path segments to find it."""
+        return f"profiles/{self.name}/{self.topology}"
+
+
+def pools_unchosen(matches: list[KitProfile], topology: str | None) -> str | None:
+    """Why a profile cannot be picked without ``--topology``: it runs as prefill and decode
+    pools, and starting "the" profile would start one pool of it; None when it can."""
+    pools = sorted(p.topology for p in matches if p.role is not None)
+    if topology is not None or not pools:
+        return None
+    return f"profile {matches[0].name!r} runs as two pools; pass --topology {' or '.join(pools)}"
 
 
 class ModelConfigFacts(Frozen):
@@ -68,6 +100,7 @@ class KitInfo(Frozen):
     engine_snapshot: KitEngineSnapshot | None = None
     weights: KitWeights
     profiles: list[KitProfile]
+    disaggregation: Disaggregation | None = None
     model_config_facts: ModelConfigFacts | None = None
     price: Price | None = None
     limitations: list[str]

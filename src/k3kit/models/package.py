@@ -11,6 +11,7 @@ the lock by ``kit.build``, not trusted from this file.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
@@ -245,6 +246,88 @@ class TopologyDef(Frozen):
         return f"multi-node-{self.nodes}x{self.gpus_per_node}gpu"
 
 
+PoolRole = Literal["prefill", "decode"]
+#: The pool roles in the order they are rendered and listed.
+POOL_ROLES: tuple[PoolRole, ...] = ("prefill", "decode")
+
+
+class PoolDef(Frozen):
+    """One pool of a prefill/decode-disaggregated deployment: its own GPU model, GPUs per node
+    and node count, and the settings only it takes (its parallel sizes and the engine's own PD
+    flags: vLLM ``kv-transfer-config`` with its ``kv_role``, SGLang ``disaggregation-mode``).
+    Prefill is compute-bound and decode memory-bound, so the two are often sized, and even
+    equipped, differently; a package that could state only one shape could not describe them."""
+
+    gpu: str = Field(min_length=1, max_length=100)
+    gpu_memory_gb: int = Field(ge=1)
+    gpus_per_node: int = Field(ge=1, le=64)
+    nodes: int = Field(default=1, ge=1, le=1024)
+    serve: dict[str, EngineSetting] = Field(
+        default_factory=dict,
+        description="settings of this pool only: parallel sizes and the engine's PD flags",
+    )
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+
+class Disaggregation(Frozen):
+    """``[disaggregation]``: prefill and decode run as separate engine groups, each with its own
+    hardware, and the KV cache moves from one to the other (the engines' own connectors). The
+    layout is the package's only shape: its name is derived from the two pools, never chosen."""
+
+    prefill: PoolDef
+    decode: PoolDef
+
+    def pools(self) -> list[tuple[PoolRole, PoolDef]]:
+        return [("prefill", self.prefill), ("decode", self.decode)]
+
+    @property
+    def name(self) -> str:
+        p, d = self.prefill, self.decode
+        return f"pd-{p.nodes}x{p.gpus_per_node}gpu-{d.nodes}x{d.gpus_per_node}gpu"
+
+    @property
+    def gpus(self) -> int:
+        """Every GPU of both pools: a disaggregated run's per-GPU divisor."""
+        return self.prefill.gpus + self.decode.gpus
+
+    @property
+    def nodes(self) -> int:
+        return self.prefill.nodes + self.decode.nodes
+
+
+@dataclass(frozen=True)
+class PoolShape:
+    """One pool as a shape the profiles are rendered for (``<layout>/<role>``): what a
+    :class:`TopologyDef` is to an aggregated package, so rendering and launch treat a pool
+    like any topology (its own folder, serve.yaml, units and node wiring)."""
+
+    layout: str
+    role: PoolRole
+    pool: PoolDef
+
+    @property
+    def name(self) -> str:
+        return f"{self.layout}/{self.role}"
+
+    @property
+    def nodes(self) -> int:
+        return self.pool.nodes
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.pool.gpus_per_node
+
+    @property
+    def serve(self) -> dict[str, EngineSetting]:
+        return self.pool.serve
+
+
+Shape = TopologyDef | PoolShape
+
+
 class Profile(Frozen):
     description: str = Field(min_length=1, max_length=500)
     served_model_name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")
@@ -307,6 +390,9 @@ class PackageDef(Frozen):
     profiles: dict[Name, Profile] = Field(min_length=1)
     price: Price | None = None
     deploy: DeployDef = Field(default_factory=DeployDef)
+    disaggregation: Disaggregation | None = Field(
+        default=None, description="prefill and decode pools (PD disaggregation); else aggregated"
+    )
     limitations: list[str] = Field(
         min_length=1, description="what was NOT measured, stated plainly"
     )
@@ -315,6 +401,8 @@ class PackageDef(Frozen):
     def _consistent(self) -> PackageDef:
         if any(not item.strip() for item in self.limitations):
             raise ValueError("limitations must not contain blank entries")
+        if self.disaggregation is not None:
+            self._disaggregated_ok(self.disaggregation)
         names = [t.name for t in self.shapes]
         if len(set(names)) != len(names):
             raise ValueError(f"topologies repeat a shape: {', '.join(names)}")
@@ -327,9 +415,43 @@ class PackageDef(Frozen):
                     )
         return self
 
+    def _disaggregated_ok(self, pd: Disaggregation) -> None:
+        """A disaggregated package has one layout, its pools, on GPU nodes that [hardware]
+        counts in full: the receipt's environment is checked against that total."""
+        if self.topologies:
+            raise ValueError(
+                "a disaggregated package's only shape is its [disaggregation] pools; "
+                "remove [[topologies]]"
+            )
+        if self.hardware.is_cpu:
+            raise ValueError("disaggregation needs GPU pools: hardware.accelerator is cpu")
+        chosen = [name for name, prof in self.profiles.items() if prof.topologies is not None]
+        if chosen:
+            # One pool alone serves nothing: each profile is rendered for both or not at all.
+            raise ValueError(
+                f"profiles.{chosen[0]}.topologies: a disaggregated package renders every profile "
+                "for both pools; remove it"
+            )
+        if self.hardware.nodes != pd.nodes:
+            raise ValueError(
+                f"hardware.nodes is {self.hardware.nodes}, but the prefill and decode pools "
+                f"have {pd.prefill.nodes} + {pd.decode.nodes} = {pd.nodes} node(s); "
+                f"set hardware.nodes = {pd.nodes}"
+            )
+        gpus = {pd.prefill.gpu, pd.decode.gpu}
+        if self.hardware.gpu not in gpus:
+            raise ValueError(
+                f"hardware.gpu is {self.hardware.gpu!r}, but the pools run on "
+                f"{' and '.join(sorted(gpus))}; name one of them"
+            )
+
     @property
-    def shapes(self) -> list[TopologyDef]:
-        """The declared topologies, or one node of the measured hardware when none is declared."""
+    def shapes(self) -> list[Shape]:
+        """The declared topologies, the two pools of a disaggregated package, or one node of the
+        measured hardware when neither is declared."""
+        if self.disaggregation is not None:
+            pd = self.disaggregation
+            return [PoolShape(pd.name, role, pool) for role, pool in pd.pools()]
         if self.topologies:
             return list(self.topologies)
         kind: Literal["single-node", "multi-node"] = (
@@ -341,8 +463,18 @@ class PackageDef(Frozen):
             )
         ]
 
-    def measured(self, topo: TopologyDef) -> bool:
+    @property
+    def total_gpus(self) -> int:
+        """Every GPU the measured layout serves on: both pools, or the hardware target's."""
+        if self.disaggregation is not None:
+            return self.disaggregation.gpus
+        return self.hardware.nodes * self.hardware.gpus_per_node
+
+    def measured(self, topo: Shape) -> bool:
         """A topology is measured only when it is the hardware target the receipt's claims
-        describe (``audit`` checks the claims' environment against that target)."""
+        describe (``audit`` checks the claims' environment against that target); a pool is
+        part of the one layout a disaggregated package declares, which is the measured one."""
+        if isinstance(topo, PoolShape):
+            return True
         hw = self.hardware
         return (topo.nodes, topo.gpus_per_node) == (hw.nodes, hw.gpus_per_node)

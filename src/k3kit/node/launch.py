@@ -71,6 +71,7 @@ from k3kit.formats.documents import (
     read_listed,
 )
 from k3kit.models import EnginePin, KitInfo, KitProfile, Manifest
+from k3kit.models.kit import pools_unchosen
 from k3kit.node.site import HOST_PATTERN, site_values
 from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_dir
 from k3kit.signing.trust import RollbackPolicy
@@ -254,6 +255,9 @@ def pick_profile(info: KitInfo, profile: str, topology: str | None) -> KitProfil
             raise InputError(
                 f"profile {profile!r} has no topology {topology!r}", code="TOPOLOGY_UNKNOWN"
             )
+    unchosen = pools_unchosen(matches, topology)
+    if unchosen:
+        raise InputError(unchosen, code="TOPOLOGY_UNKNOWN")
     if len(matches) > 1 and topology is None:
         # A multi-node topology needs node wiring; the plain invocation means one node.
         single = [p for p in matches if p.nodes == 1]
@@ -480,7 +484,7 @@ def plan_launch(
         # before hours of hashing on a node that cannot run the profile. It can only refuse.
         say("checking the node (preflight)")
         check_node(chosen)
-    folder = f"profiles/{chosen.name}/{chosen.topology}"
+    folder = chosen.folder
     config = read_listed(kit_dir, manifest, f"{folder}/serve.yaml", max_bytes=MAX_KIT_DOC_BYTES)
     engine_env = parse_engine_env(
         read_listed(kit_dir, manifest, f"{folder}/engine.env", max_bytes=MAX_KIT_DOC_BYTES),

@@ -112,9 +112,10 @@ def render_site(
             )
     refuse_existing(out, force=force, folder=MARKED)  # never a folder of yours
     files: dict[str, bytes] = {}
+    folders = tuple(f"{p.folder}/" for p in info.profiles)
     for entry in manifest.files:
-        parts = entry.path.split("/")
-        if parts[0] != "profiles" or not "/".join(parts[3:]).startswith(FILLED):
+        folder = next((f for f in folders if entry.path.startswith(f)), None)
+        if folder is None or not entry.path.removeprefix(folder).startswith(FILLED):
             continue
         filled = fill(
             read_listed(kit_dir, manifest, entry.path, max_bytes=MAX_DOC_BYTES).decode("utf-8"),

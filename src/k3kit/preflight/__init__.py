@@ -24,6 +24,7 @@ from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_serve_config
 from k3kit.formats.vocab import PreflightStatus as Status
 from k3kit.models import KitInfo, KitProfile
+from k3kit.models.kit import pools_unchosen
 from k3kit.node.verify import TrustSource, open_verified
 from k3kit.preflight._budget import budget_checks
 from k3kit.preflight._checks import Check, Requirements, gpu_checks, os_checks
@@ -67,6 +68,9 @@ class PreflightReport:
 
 def _profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile:
     matches = [p for p in info.profiles if p.name == profile]
+    unchosen = pools_unchosen(matches, topology)
+    if unchosen:
+        raise InputError(unchosen, code="TOPOLOGY_UNKNOWN")
     if topology is not None:
         matches = [p for p in matches if p.topology == topology]
     elif len(matches) > 1:
@@ -86,10 +90,13 @@ def requirements(info: KitInfo, chosen: KitProfile, serve: dict[str, Any]) -> Re
     hw = info.hardware
     par = chosen.parallel
     concurrency = serve.get(eng.concurrency_key)
+    # A pool of a disaggregated kit may run on another GPU model than [hardware] names.
+    gpu = chosen.gpu or hw.gpu
+    pattern = hw.gpu_name_pattern if gpu == hw.gpu else None
     return Requirements(
         gpus_per_node=chosen.gpus_per_node or hw.gpus_per_node,
-        gpu_name_pattern=hw.gpu_name_pattern or (re.escape(hw.gpu) if hw.gpu else ""),
-        gpu_memory_bytes=(hw.gpu_memory_gb or 0) * GB,
+        gpu_name_pattern=pattern or (re.escape(gpu) if gpu else ""),
+        gpu_memory_bytes=(chosen.gpu_memory_gb or hw.gpu_memory_gb or 0) * GB,
         min_compute_capability=hw.min_compute_capability or "0.0",
         min_cuda_driver_api=hw.min_cuda_driver_api,
         min_shm_bytes=hw.min_shm_gib * 1024**3,
@@ -126,7 +133,7 @@ def run_preflight(
     kit = open_verified(kit_dir, trusted, rollback=rollback)
     chosen = _profile(kit.info, profile, topology)
     info = kit.info
-    rel = f"profiles/{chosen.name}/{chosen.topology}/serve.yaml"
+    rel = f"{chosen.folder}/serve.yaml"
     data = kit.read(rel, max_bytes=MAX_DOC_BYTES)
     req = requirements(info, chosen, parse_serve_config(data, source=rel))
     osf = osf or os_facts(weights)

@@ -64,6 +64,8 @@ from k3kit.publish.targets import (
     check_model,
     chosen_targets,
     plan_targets,
+    pool_facts,
+    render_routers,
     render_target,
     site_example,
 )
@@ -242,14 +244,17 @@ def build(
                 "gpus_per_node": target.topo.gpus_per_node,
                 "measured": target.measured,
                 "parallel": target.parallel.as_dict(),
+                **pool_facts(target.topo),
             }
         )
+    rendered.update(render_routers(env, base, pkg, targets))
     info = load(
         KitInfo,
         {
             **base,
             "engine_snapshot": _snapshot_ref(supplied),
             "profiles": profiles,
+            "disaggregation": pkg.disaggregation,
             "model_config_facts": facts,
             "price": pkg.price,
             "limitations": pkg.limitations,

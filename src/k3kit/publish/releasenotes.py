@@ -19,6 +19,7 @@ from k3kit.card.data import LATENCIES, STATS, fig, metric
 from k3kit.card.markdown import md
 from k3kit.card.source import KitView, load_view
 from k3kit.models.claims import Run
+from k3kit.models.kit import KitInfo
 from k3kit.models.package import HardwareTarget
 
 SCALARS = ("output_tok_s_per_gpu", "output_tok_s", "total_tok_s", "request_rate", "duration_s")
@@ -101,7 +102,7 @@ def _pins(view: KitView) -> dict[str, dict[str, str]]:
             "bytes": str(info.weights.total_bytes),
             "weight checksum": f"sha256:{view.weights_sha256}",
         },
-        "hardware": _hardware(hw),
+        "hardware": {**_hardware(hw), **_pools(info)},
         "price": (
             {
                 "amount": f"{fig(info.price.amount)} {info.price.currency}",
@@ -218,6 +219,16 @@ def render_markdown(notes: ReleaseNotes) -> str:
         )
     out += ["", "## Measurements", "", *_measurements(notes.old), *_measurements(notes.new)]
     return "\n".join(out)
+
+
+def _pools(info: KitInfo) -> dict[str, str]:
+    """A disaggregated kit's pools as rows, so a changed pool (GPU model, size) is a change."""
+    if info.disaggregation is None:
+        return {}
+    return {
+        f"{role} pool": f"{p.nodes} x {p.gpus_per_node} {p.gpu} ({p.gpu_memory_gb} GB)"
+        for role, p in info.disaggregation.pools()
+    }
 
 
 def _hardware(hw: HardwareTarget) -> dict[str, str]:

@@ -28,11 +28,12 @@ from k3kit.engines import (
     validate_env,
     validate_settings,
 )
+from k3kit.errors import InputError
 from k3kit.models.kit import ModelConfigFacts
 from k3kit.models.lock import WeightsLock
-from k3kit.models.package import PackageDef, TopologyDef
+from k3kit.models.package import PackageDef, PoolShape, Shape
 from k3kit.node.site import SITE_KEYS
-from k3kit.publish.deploy import DeployTarget, Files, choose
+from k3kit.publish.deploy import TARGETS, DeployTarget, Files, choose
 from k3kit.render import render
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
@@ -45,7 +46,7 @@ class Target:
     """One profile rendered for one topology."""
 
     profile: str
-    topo: TopologyDef
+    topo: Shape
     settings: dict[str, Any]
     parallel: Parallel
     measured: bool
@@ -100,9 +101,12 @@ def plan_targets(
     problems: list[str] = []
     shapes = pkg.shapes
     reviews: dict[str, Review] = {}
-    for i, topo in enumerate(pkg.topologies):
-        problems += validate_settings(eng, snap, topo.serve, f"topologies[{i}].serve")
-        reviews[f"topologies[{i}]"] = review_profile(snap, topo.serve, {}, f"topologies[{i}].serve")
+    blocks = {f"topologies[{i}]": topo.serve for i, topo in enumerate(pkg.topologies)}
+    if pkg.disaggregation is not None:
+        blocks.update({f"disaggregation.{r}": p.serve for r, p in pkg.disaggregation.pools()})
+    for where, serve in blocks.items():
+        problems += validate_settings(eng, snap, serve, f"{where}.serve")
+        reviews[where] = review_profile(snap, serve, {}, f"{where}.serve")
     targets = []
     for name in sorted(pkg.profiles):
         prof = pkg.profiles[name]
@@ -121,8 +125,59 @@ def plan_targets(
             par = eng.parallel(settings, topo.nodes, topo.gpus_per_node)
             problems += _check_shape(eng, pkg, name, topo, settings, par, facts)
             settings.update(eng.topology_settings(par))
+            problems += pd_problems(eng, name, topo, settings)
             targets.append(Target(name, topo, settings, par, pkg.measured(topo)))
+    problems += _same_transport(eng, targets)
     return targets, problems + _review_problems(pkg, snap, reviews)
+
+
+#: The engine's own PD role names that each pool accepts ("both": an instance that sends and
+#: receives KV, as vLLM's NIXL examples configure both sides with kv_role kv_both).
+POOL_ACCEPTS = {"prefill": ("prefill", "both"), "decode": ("decode", "both")}
+
+
+def pd_problems(eng: EngineAdapter, name: str, topo: Shape, settings: dict[str, Any]) -> list[str]:
+    """The engine's PD flags against the shape they are rendered for: a pool must say its own
+    role in the engine's words; an aggregated shape must not claim a prefill or decode role (it
+    would wait for a peer that the kit never starts)."""
+    role = eng.pd_role(settings)
+    where = f"profiles.{name}.serve (topology {topo.name})"
+    if not isinstance(topo, PoolShape):
+        if role is None or role == "both":
+            return []
+        return [
+            f"{where}: {eng.pd_flag} makes this a {role} instance, but the package declares no "
+            "[disaggregation] pools; declare them, or remove the flag"
+        ]
+    if not eng.pd_flag:
+        return [f"{where}: {eng.display} has no prefill/decode flag k3kit knows; remove the pools"]
+    if role in POOL_ACCEPTS[topo.role]:
+        return []
+    got = "not set" if role is None else f"says {role}"
+    return [
+        f"{where}: the {topo.role} pool's {eng.pd_flag} {got}; set it in "
+        f"[disaggregation.{topo.role}.serve] to {eng.pd_values[topo.role]}"
+    ]
+
+
+def _same_transport(eng: EngineAdapter, targets: list[Target]) -> list[str]:
+    """Both pools of a profile must move KV the same way (one connector, one backend)."""
+    problems = []
+    for name in sorted({t.profile for t in targets if isinstance(t.topo, PoolShape)}):
+        used = {
+            t.topo.name: how
+            for t in targets
+            if t.profile == name and isinstance(t.topo, PoolShape)
+            for how in [eng.pd_transport(t.settings)]
+            if how is not None  # a pool without PD flags is refused on its own
+        }
+        if len(set(used.values())) > 1:
+            shown = ", ".join(f"{shape} {how}" for shape, how in sorted(used.items()))
+            problems.append(
+                f"profiles.{name}: the pools move KV differently ({shown}); use one "
+                "connector / transfer backend in both"
+            )
+    return problems
 
 
 def _review_problems(
@@ -153,7 +208,7 @@ def _check_shape(
     eng: EngineAdapter,
     pkg: PackageDef,
     name: str,
-    topo: TopologyDef,
+    topo: Shape,
     settings: dict[str, Any],
     par: Parallel,
     facts: ModelConfigFacts | None,
@@ -188,7 +243,20 @@ def _check_shape(
 def chosen_targets(pkg: PackageDef) -> list[DeployTarget]:
     """The deploy targets the package selects (``[deploy] targets``), checked against the
     registry before anything is rendered: an unknown name is ``DEPLOY_TARGET_UNKNOWN``."""
-    return choose(pkg.deploy.targets, where="deploy.targets")
+    chosen = choose(pkg.deploy.targets, where="deploy.targets")
+    if pkg.disaggregation is None:
+        return chosen
+    cannot = [t.name for t in chosen if not t.disaggregated]
+    if cannot:
+        raise InputError(
+            f"deploy.targets: {', '.join(cannot)} cannot express a prefill/decode-disaggregated "
+            "package (two engine groups that must find each other); the package declares "
+            "[disaggregation]",
+            code="DEPLOY_TARGET_NO_PD",
+            hint="choose targets that render one unit per pool: "
+            + ", ".join(sorted(n for n, t in TARGETS.items() if t.disaggregated)),
+        )
+    return chosen
 
 
 def render_target(
@@ -203,7 +271,8 @@ def render_target(
     of each chosen deploy target."""
     eng = adapter(pkg.engine.name)
     topo = target.topo
-    unit = k8s_name("k3kit", pkg.package.name, target.profile)
+    role = [topo.role] if isinstance(topo, PoolShape) else []
+    unit = k8s_name("k3kit", *role, pkg.package.name, target.profile)
     multi = topo.nodes > 1
     ctx = {
         **base,
@@ -238,6 +307,51 @@ def render_target(
         f"{target.folder}/{rel}": (render(env, template, ctx), mode)
         for rel, (template, mode) in files.items()
     }
+
+
+def render_routers(
+    env: SandboxedEnvironment, base: dict[str, Any], pkg: PackageDef, targets: list[Target]
+) -> dict[str, tuple[bytes, int]]:
+    """``profiles/<profile>/<layout>/router.md`` for each profile of a disaggregated package:
+    which pool is where, how KV moves, and the router the engine documents (not shipped: the
+    kit signs what it can verify, and says plainly what it does not)."""
+    if pkg.disaggregation is None:
+        return {}
+    eng = adapter(pkg.engine.name)
+    layout = pkg.disaggregation.name
+    out = {}
+    for name in sorted({t.profile for t in targets}):
+        pools = [t for t in targets if t.profile == name and isinstance(t.topo, PoolShape)]
+        ctx = {
+            **base,
+            "profile_name": name,
+            "layout": layout,
+            "default_port": eng.default_port,
+            "transport": eng.pd_transport(pools[0].settings) if pools else None,
+            "pools": [
+                {
+                    "role": t.topo.role,
+                    "nodes": t.topo.nodes,
+                    "gpus_per_node": t.topo.gpus_per_node,
+                    "gpu": t.topo.pool.gpu,
+                    "folder": t.folder,
+                    "topology": t.topo.name,
+                }
+                for t in pools
+                if isinstance(t.topo, PoolShape)
+            ],
+        }
+        path = f"profiles/{name}/{layout}/router.md"
+        out[path] = (render(env, "profile/pd-router.md.j2", ctx), 0o644)
+    return out
+
+
+def pool_facts(topo: Shape) -> dict[str, Any]:
+    """What ``kit.json`` records of a pool beyond its shape: its role and its own GPU, which
+    preflight checks on that pool's nodes instead of ``[hardware]``'s."""
+    if not isinstance(topo, PoolShape):
+        return {}
+    return {"role": topo.role, "gpu": topo.pool.gpu, "gpu_memory_gb": topo.pool.gpu_memory_gb}
 
 
 def _with_name(target: Target, pkg: PackageDef) -> dict[str, Any]:

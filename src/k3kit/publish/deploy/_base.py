@@ -29,12 +29,20 @@ class DeployTarget:
     about: str
     files: FilesFn
     default: bool
+    #: Whether the target can run a prefill/decode-disaggregated package: one unit per pool,
+    #: each started on its own nodes. A target that cannot is refused at build
+    #: (``DEPLOY_TARGET_NO_PD``), never rendered as if the pools were one server.
+    disaggregated: bool = True
 
 
 #: Every deploy target, by the name ``[deploy] targets`` in package.toml uses.
 TARGETS: Registry[DeployTarget] = Registry("deploy target", code="DEPLOY_TARGET_UNKNOWN")
 
 
-def deploy_target(name: str, about: str, *, default: bool = True) -> Callable[[FilesFn], FilesFn]:
+def deploy_target(
+    name: str, about: str, *, default: bool = True, disaggregated: bool = True
+) -> Callable[[FilesFn], FilesFn]:
     """Register a function naming a target's files (given the rendering context)."""
-    return TARGETS.decorator(name, lambda files: DeployTarget(name, about, files, default))
+    return TARGETS.decorator(
+        name, lambda files: DeployTarget(name, about, files, default, disaggregated)
+    )

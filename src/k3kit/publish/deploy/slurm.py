@@ -10,6 +10,13 @@ from typing import Any
 from k3kit.publish.deploy._base import Files, deploy_target
 
 
-@deploy_target("slurm", "`slurm.sbatch`, a Slurm batch script (`sbatch`)", default=False)
+# One batch job is one engine group: the two pools of a disaggregated package would be two jobs
+# that must learn each other's addresses, which this script cannot wire (refused at build).
+@deploy_target(
+    "slurm",
+    "`slurm.sbatch`, a Slurm batch script (`sbatch`)",
+    default=False,
+    disaggregated=False,
+)
 def files(ctx: Mapping[str, Any]) -> Files:
     return {"slurm.sbatch": ("profile/slurm.sbatch.j2", 0o755)}
