@@ -210,15 +210,20 @@ def _commands(view: KitView) -> list[tuple[str, str]]:
     ]
 
 
-def card_data(view: KitView, gpu_hour_usd: Decimal | None) -> CardData:
-    """Gather the card; ``gpu_hour_usd`` given by the reader wins over the package's own."""
-    pred, info = view.statement.predicate, view.info
-    source = "given with --gpu-hour-usd"
+def _price(view: KitView, gpu_hour_usd: Decimal | None) -> tuple[Decimal | None, str]:
+    """The GPU-hour price and where it came from: the reader's wins over the package's own."""
+    info = view.info
     declared = info.price.gpu_hour_usd if info.price is not None else None
-    if gpu_hour_usd is None and declared is not None:
-        gpu_hour_usd, source = declared, "declared in the package"
-    elif gpu_hour_usd is None:
-        source = "none given or declared"
+    if gpu_hour_usd is not None:
+        return gpu_hour_usd, "given with --gpu-hour-usd"
+    if declared is not None:
+        return declared, "declared in the package"
+    return None, "none given or declared"
+
+
+def _profiles(view: KitView) -> list[ProfileData]:
+    """One entry per served profile, then the runs of profiles the kit lacks (never dropped)."""
+    pred, info = view.statement.predicate, view.info
     profiles = []
     for prof in info.profiles:
         if prof.role == "decode":
@@ -228,14 +233,10 @@ def card_data(view: KitView, gpu_hour_usd: Decimal | None) -> CardData:
         runs = (
             [r for r in pred.runs if r.profile == prof.name] if prof.measured is not False else []
         )
+        shape = prof.topology.rsplit("/", 1)[0] if prof.role else prof.topology
         profiles.append(
             ProfileData(
-                prof.name,
-                prof.description,
-                prof.topology.rsplit("/", 1)[0] if prof.role else prof.topology,
-                prof.served_model_name,
-                runs,
-                _columns(runs),
+                prof.name, prof.description, shape, prof.served_model_name, runs, _columns(runs)
             )
         )
     known = {p.name for p in info.profiles}
@@ -251,6 +252,14 @@ def card_data(view: KitView, gpu_hour_usd: Decimal | None) -> CardData:
                 _columns(orphans),
             )
         )
+    return profiles
+
+
+def card_data(view: KitView, gpu_hour_usd: Decimal | None) -> CardData:
+    """Gather the card; ``gpu_hour_usd`` given by the reader wins over the package's own."""
+    pred, info = view.statement.predicate, view.info
+    gpu_hour_usd, source = _price(view, gpu_hour_usd)
+    profiles = _profiles(view)
     findings = [f for f in view.audit.findings if f.severity in ("error", "warning")]
     workloads = []
     for wid, w in pred.workloads.items():
