@@ -20,7 +20,7 @@ from k3kit._canonical import (
     require_canonical,
     strict_loads,
 )
-from k3kit._pathpolicy import MAX_DEPTH, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, path_problem
+from k3kit._policy import MAX_DEPTH, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, path_problem
 from k3kit.errors import InputError, VerificationError
 from k3kit.render import env_value, yaml_scalar
 

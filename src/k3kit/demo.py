@@ -28,7 +28,7 @@ from k3kit._fs import (
     remove_tree,
     write_output_marker,
 )
-from k3kit._pathpolicy import path_problem
+from k3kit._policy import path_problem
 from k3kit._resources import shipped_dir
 from k3kit.archive import pack
 from k3kit.audit import AuditReport, audit_path

@@ -2,7 +2,7 @@
 
 Never ``tarfile.extractall``, never tarfile's stream mode: the gzip member is decoded by
 :mod:`._gzip`, the headers parsed by :mod:`._tar`, and each member's name must be UTF-8,
-printable, pass the one path policy (:mod:`k3kit._pathpolicy`) and collide with no other name
+printable, pass the one path policy (:mod:`k3kit._policy`) and collide with no other name
 (duplicates, case or Unicode variants, a file where a directory is needed). Files are created
 with ``O_EXCL|O_NOFOLLOW`` in a staging directory the caller verifies before anything in it is
 used; what is verified there is what ``install`` installs, so nothing reads the archive again
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from k3kit._fs import create_new, need_free_space
-from k3kit._pathpolicy import path_problem
+from k3kit._policy import path_problem
 from k3kit.archive._gzip import CHUNK, GzipMember
 from k3kit.archive._tar import (
     BLOCK,

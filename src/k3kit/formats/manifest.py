@@ -15,7 +15,7 @@ from pathlib import Path
 from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._digest import hash_file, sha256_hex
 from k3kit._fs import walk
-from k3kit._pathpolicy import path_problem
+from k3kit._policy import path_problem
 from k3kit._text import shown
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import read_bounded

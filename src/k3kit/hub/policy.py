@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from k3kit._netpolicy import plain_http_off_loopback
+from k3kit._policy import plain_http_off_loopback
 from k3kit.errors import InputError
 from k3kit.models.lock import ENDPOINT_PATTERN
 

@@ -1,6 +1,6 @@
 """Pydantic models of every k3kit document, one module per family of documents.
 
-Near the bottom of the layers: imports only ``errors``, ``_values``, ``_pathpolicy``, pydantic and
+Near the bottom of the layers: imports only ``errors``, ``_values``, ``_policy``, pydantic and
 ``packaging.version``,
 so every folder above (formats, signing, weights, node, publish, commerce, the tools) can use them.
 

@@ -22,7 +22,7 @@ from pydantic import (
     ValidationError,
 )
 
-from k3kit._pathpolicy import path_problem
+from k3kit._policy import path_problem
 from k3kit._values import TIMESTAMP_PATTERN, canonical_timestamp
 from k3kit.errors import InputError, K3kitError
 

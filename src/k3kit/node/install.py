@@ -39,7 +39,7 @@ from k3kit._fs import (
     swappable_on_the_way,
     walk,
 )
-from k3kit._pathpolicy import path_problem
+from k3kit._policy import path_problem
 from k3kit.archive import MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.formats.kitpath import extract_kit

@@ -20,7 +20,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from k3kit._fs import open_nofollow
-from k3kit._netpolicy import is_loopback, plain_http_off_loopback
+from k3kit._policy import is_loopback, plain_http_off_loopback
 from k3kit.errors import EnvironmentProblem, VerificationError
 
 _MAX_REDIRECTS = 5

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from k3kit._netpolicy import is_loopback
+from k3kit._policy import is_loopback
 from k3kit.errors import InputError
 
 _COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._digest import sha256_hex
 from k3kit._fs import atomic_write, refuse_existing
-from k3kit._pathpolicy import path_problem
+from k3kit._policy import path_problem
 from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES

@@ -1,14 +1,20 @@
-"""The one path policy for names that come from untrusted bytes (locks, manifests, archives).
+"""The policies for names that come from untrusted bytes: paths and URLs.
 
-It lives at the bottom layer so that the models can refuse an unsafe path when a document is
-loaded, before any code can join it onto a directory: a lock naming ``../victim`` must fail to
-parse, not depend on every caller remembering to check.
+Paths (locks, manifests, archives): the one path policy lives at the bottom layer so that the
+models can refuse an unsafe path when a document is loaded, before any code can join it onto a
+directory: a lock naming ``../victim`` must fail to parse, not depend on every caller remembering
+to check.
+
+URLs (the hub's, a registry's, their redirects): plain http is fine to this machine, nowhere
+else. It was written out in the hub policy and would have been written again for OCI registries;
+two copies drift (one learns ``::1``, the other does not). Anything off loopback needs https.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from urllib.parse import urlsplit
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9._-]+$")
 _RESERVED_SEGMENTS = {".", ".."}
@@ -47,3 +53,18 @@ def path_problem(rel: str) -> str | None:
         if len(part.encode()) > MAX_SEGMENT_BYTES:
             return "segment too long"
     return None
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback(host: str | None) -> bool:
+    """``host`` (a URL's hostname: no port, no brackets) names this machine."""
+    return host in LOOPBACK
+
+
+def plain_http_off_loopback(url: str) -> bool:
+    """True when ``url`` is plain http to another machine: what a token, a kit or a redirect
+    must never be sent over."""
+    parts = urlsplit(url)
+    return parts.scheme == "http" and not is_loopback(parts.hostname)
