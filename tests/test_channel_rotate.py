@@ -221,3 +221,19 @@ def test_a_root_key_rotation_then_a_timestamp_revoked_by_key_id(
         f"{PACKAGE}-1.0.0",
         f"{PACKAGE}-1.1.0",
     ]
+
+
+def test_a_rotation_that_changes_nothing_renews_the_root(tmp_path: Path) -> None:
+    """The root expires after 365 days: `rotate --role root` with no change writes root 2 with
+    the same keys and a later expiry, re-signing nothing else."""
+    chan = init_channel(tmp_path)
+    done = _rotate(chan.repo, "root", "--key", chan.keys["root"].private)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["version"] == 2 and out["resigned"] == []
+    meta = chan.repo / "metadata"
+    first = json.loads((meta / "1.root.json").read_text())["signed"]
+    second = json.loads((meta / "2.root.json").read_text())["signed"]
+    assert second["roles"] == first["roles"] and second["keys"] == first["keys"]
+    assert second["expires"] >= first["expires"]
+    assert (meta / "root.json").read_bytes() == (meta / "2.root.json").read_bytes()
