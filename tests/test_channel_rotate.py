@@ -237,3 +237,32 @@ def test_a_rotation_that_changes_nothing_renews_the_root(tmp_path: Path) -> None
     assert second["roles"] == first["roles"] and second["keys"] == first["keys"]
     assert second["expires"] >= first["expires"]
     assert (meta / "root.json").read_bytes() == (meta / "2.root.json").read_bytes()
+
+
+def test_a_rotation_killed_part_way_is_finished_by_a_rotation_without_change(
+    releases: Releases, tmp_path: Path
+) -> None:
+    """A rotation of the release key killed after root 2 was written, before the re-signed
+    targets, snapshot and timestamp: buyers would meet targets the revoked key signed. Running
+    `rotate --role targets` again with no change re-signs them under the newest root."""
+    chan = _published(tmp_path, releases)
+    meta = chan.repo / "metadata"
+    timestamp_1 = (meta / "timestamp.json").read_bytes()
+    new = make_keys(tmp_path / "new-keys", ("targets",))["targets"]
+    assert rotate_targets(chan, new).returncode == 0
+    (meta / "2.targets.json").unlink()  # as if the kill came before them: root 2 is all it wrote
+    (meta / "2.snapshot.json").unlink()
+    (meta / "timestamp.json").write_bytes(timestamp_1)
+    with serve(chan.repo) as url:
+        broken = update(url, chan, tmp_path / "kits-0", tmp_path / "state-0", releases.key.public)
+    assert json.loads(broken.stdout)["error"]["code"] == "CHANNEL_UNTRUSTED", broken.stderr
+    done = _rotate(
+        chan.repo, "targets", "--key", chan.keys["root"].private,
+        *Channel(chan.repo, {**chan.keys, "targets": new}).online_keys(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["resigned"] == ["targets", "snapshot", "timestamp"]
+    with serve(chan.repo) as url:
+        got = update(url, chan, tmp_path / "kits", tmp_path / "state", releases.key.public)
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["version"] == "1.0.0"

@@ -1,6 +1,8 @@
 """Attacks on `k3kit update` from a channel served by a real static HTTP server on 127.0.0.1
 (tests/test_channel_attacks.py has the same attacks with the install folder checked too). Each
-builder sets the channel up as the attacker leaves it and returns the buyer's `update` call."""
+builder sets the channel up as the attacker leaves it and returns the buyer's `update` call; the
+last two return a publisher-side `channel rotate` an insider or a mistake makes
+(tests/test_channel_rotate.py checks that those leave the repository byte for byte unchanged)."""
 
 from __future__ import annotations
 
