@@ -152,6 +152,19 @@ def update(
     )
 
 
+def rotate_targets(chan: Channel, new: KeyFiles, *extra: str | Path) -> Any:
+    """``k3kit channel rotate``: the targets role's key ``chan.keys["targets"]`` is revoked and
+    replaced by ``new``; signed by the root key, the new targets key and the snapshot and
+    timestamp keys (the roles re-signed under the new root)."""
+    return run_k3kit(
+        "channel", "rotate", "--repo", chan.repo, "--role", "targets",
+        "--add-key", new.public, "--remove-key", chan.keys["targets"].public,
+        "--key", chan.keys["root"].private,
+        *Channel(chan.repo, {**chan.keys, "targets": new}).online_keys(),
+        *extra, "--json",
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Releases:
     """The genuine v1.0.0 and v1.1.0 archives of the example, signed by one publisher key."""

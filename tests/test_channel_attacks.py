@@ -23,10 +23,8 @@ from k3kit.channel.repository import (
     Release,
     publish_release,
     renew_timestamp,
-    rotate_keys,
     utc_now,
 )
-from k3kit.signing.keys import load_public
 from k3kit.signing.schemes import signer_from_uri
 from tests.channelkit import (
     PACKAGE,
@@ -39,6 +37,7 @@ from tests.channelkit import (
     make_releases,
     publish,
     replace_tree,
+    rotate_targets,
     serve,
     update,
 )
@@ -136,14 +135,9 @@ def test_targets_signed_by_a_revoked_release_key_are_refused(
         assert update(url, chan, into, state, releases.key.public).returncode == 0
     thief_copy = copy_repo(chan.repo, tmp_path / "thief")
     new = make_keys(tmp_path / "new-keys", ("targets",))["targets"]
-    root_v2 = rotate_keys(
-        chan.repo,
-        "targets",
-        [load_public(new.public)],
-        1,
-        _signers(chan.keys["root"]),
-        now=utc_now(),
-    )
+    rotated = rotate_targets(chan, new)
+    assert rotated.returncode == 0, rotated.stderr
+    root_v2 = Path(json.loads(rotated.stdout)["root"])
     stolen = Channel(thief_copy, chan.keys)  # the old targets key, snapshot and timestamp keys
     assert publish(stolen, releases.v110, releases.key.public).returncode == 0
     shutil.copyfile(root_v2, thief_copy / "metadata" / "2.root.json")
@@ -157,14 +151,7 @@ def test_the_rotated_key_serves_the_next_release(releases: Releases, tmp_path: P
     the root chain from the pinned v1 root and install v1.1.0."""
     chan = _published(tmp_path, releases, releases.v100)
     new = make_keys(tmp_path / "new-keys", ("targets",))["targets"]
-    rotate_keys(
-        chan.repo,
-        "targets",
-        [load_public(new.public)],
-        1,
-        _signers(chan.keys["root"]),
-        now=utc_now(),
-    )
+    assert rotate_targets(chan, new).returncode == 0
     rotated = Channel(chan.repo, {**chan.keys, "targets": new})
     assert publish(rotated, releases.v110, releases.key.public).returncode == 0
     with serve(chan.repo) as url:

@@ -39,6 +39,7 @@ DOCS = (
     "docs/runbook-publisher.md",
     "docs/licence.md",
     "docs/ledger.md",
+    "docs/distribution.md",
 )
 LANGS = ("bash", "sh", "console")
 _FENCE = re.compile(r"^```([A-Za-z]*)\s*$")

@@ -722,6 +722,11 @@ class ChannelCode(ErrorCode):
         _FAIL,
         "publish refused a kit archive that does not verify against the publisher's trust",
     )
+    CHANNEL_ROTATION_INVALID = (
+        "CHANNEL_ROTATION_INVALID",
+        _INPUT,
+        "a key rotation would leave a role without keys or with a threshold it cannot meet",
+    )
 
 
 class CliCode(ErrorCode):

@@ -1,14 +1,16 @@
 """Attacks on `k3kit update` from a channel served by a real static HTTP server on 127.0.0.1
 (tests/test_channel_attacks.py has the same attacks with the install folder checked too). Each
-builder sets the channel up as the attacker leaves it and returns the buyer's `update` call."""
+builder sets the channel up as the attacker leaves it and returns the buyer's `update` call; the
+last two return a publisher-side `channel rotate` an insider or a mistake makes
+(tests/test_channel_rotate.py checks that those leave the repository byte for byte unchanged)."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
-from k3kit.channel.repository import Expiries, renew_timestamp, rotate_keys, utc_now
-from k3kit.signing.keys import load_public
+from k3kit.channel.repository import Expiries, renew_timestamp, utc_now
 from k3kit.signing.schemes import signer_from_uri
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.channelkit import (
@@ -19,6 +21,7 @@ from tests.channelkit import (
     make_keys,
     publish,
     replace_tree,
+    rotate_targets,
     serve_until_exit,
 )
 from tests.conftest import run_k3kit
@@ -86,14 +89,9 @@ def channel_targets_signed_by_a_revoked_key(w: Workbench) -> Argv:
     _first_update(w, url, chan)
     thief = copy_repo(chan.repo, w.root / "thief")
     new = make_keys(w.root / "new-keys", ("targets",))["targets"]
-    root_v2 = rotate_keys(
-        chan.repo,
-        "targets",
-        [load_public(new.public)],
-        1,
-        [signer_from_uri(str(chan.keys["root"].private))],
-        now=utc_now(),
-    )
+    rotated = rotate_targets(chan, new)
+    assert rotated.returncode == 0, rotated.stderr
+    root_v2 = Path(json.loads(rotated.stdout)["root"])
     stolen = Channel(thief, chan.keys)
     assert publish(stolen, w.archive(), w.trust, "--channel", "beta").returncode == 0
     (thief / "metadata" / "2.root.json").write_bytes(root_v2.read_bytes())
@@ -117,3 +115,32 @@ def channel_server_swaps_the_kit_bytes(w: Workbench) -> Argv:
     data[len(data) // 2] ^= 0xFF
     stored.write_bytes(bytes(data))
     return _update(w, serve_until_exit(served), chan)
+
+
+def _rotate_targets_argv(chan: Channel, new: Path, *keys: Path) -> Argv:
+    """`channel rotate` swapping the targets key for ``new`` (a .pub), signed by ``keys``."""
+    argv: list[str | Path] = [
+        "channel", "rotate", "--repo", chan.repo, "--role", "targets", "--add-key", new,
+        "--remove-key", chan.keys["targets"].public,
+    ]  # fmt: skip
+    for key in keys:
+        argv += ["--key", key]
+    return argv
+
+
+@attack("CHANNEL_KEYS_MISSING", exit_code=3)
+def channel_rotate_without_the_old_roots_threshold(w: Workbench) -> Argv:
+    """An insider with every online key but no root key swaps in a release key of their own."""
+    chan = _channel(w)
+    theirs = make_keys(w.root / "insider", ("targets",))["targets"]
+    online = [chan.keys[role].private for role in ("snapshot", "timestamp")]
+    return _rotate_targets_argv(chan, theirs.public, theirs.private, *online)
+
+
+@attack("CHANNEL_ROTATION_INVALID", exit_code=3)
+def channel_rotate_leaves_the_release_role_without_keys(w: Workbench) -> Argv:
+    chan = _channel(w)
+    return [
+        "channel", "rotate", "--repo", chan.repo, "--role", "targets",
+        "--remove-key", chan.keys["targets"].public, "--key", chan.keys["root"].private,
+    ]  # fmt: skip

@@ -18,6 +18,7 @@ last, so the files it names are in place before any client is told about them.
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import os
 import shutil
@@ -128,8 +129,8 @@ def _role_signers(role: str, root: Root, signers: Sequence[Signer]) -> list[K3ki
             chosen.setdefault(adapter.keyid, adapter)
     if len(chosen) < wanted.threshold:
         raise InputError(
-            f"the {role} role needs {wanted.threshold} of its {len(wanted.keyids)} keys; the "
-            f"--key signers given hold {len(chosen)}",
+            f"the {role} role of root version {root.version} needs {wanted.threshold} of its "
+            f"{len(wanted.keyids)} keys; the --key signers given hold {len(chosen)}",
             code="CHANNEL_KEYS_MISSING",
             hint=f"give --key for the {role} keys of the channel's root (key ids: "
             f"{', '.join(sorted(wanted.keyids))})",
@@ -237,29 +238,60 @@ def _commit(
 ) -> None:
     """Sign and write a new view: targets (when changed), then snapshot, then timestamp."""
     _, root_md = latest_root(repo)
-    root = root_md.signed
+    resign = frozenset({"targets", "snapshot"}) if targets is not None else frozenset()
+    view = (targets or Metadata(_unpublished(Targets())), snapshot, timestamp)
+    files, stamp = _next_view(repo, root_md.signed, view, signers, resign, now=now, expires=expires)
+    _write_view(repo, files, stamp)
+
+
+def _next_view(
+    repo: Path,
+    root: Root,
+    view: tuple[Metadata[Targets], Metadata[Snapshot], Metadata[Timestamp]],
+    signers: Sequence[Signer],
+    resign: frozenset[str],
+    *,
+    now: datetime,
+    expires: Expiries,
+) -> tuple[list[tuple[Path, bytes]], bytes]:
+    """Sign, in memory, the next versions of the roles in ``resign`` (targets, snapshot) and
+    always the next timestamp, with the keys ``root`` names. Returns the versioned files in the
+    order to write them, and the timestamp's bytes (written last). Nothing is written here: a
+    missing key (``CHANNEL_KEYS_MISSING``) or a failing signer leaves the channel as it was."""
+    targets, snapshot, timestamp = view
     meta = _metadata_dir(repo)
-    if targets is not None:
+    files: list[tuple[Path, bytes]] = []
+    if "targets" in resign:
         _bump(targets.signed, now, expires.targets)
         _sign(targets, "targets", root, signers)
         data = targets.to_bytes(_SERIALIZER)
         snapshot.signed.meta["targets.json"] = MetaFile.from_data(
             targets.signed.version, data, ["sha256"]
         )
+        files.append((meta / f"{targets.signed.version}.targets.json", data))
+    if "snapshot" in resign:
         _bump(snapshot.signed, now, expires.snapshot)
         _sign(snapshot, "snapshot", root, signers)
-    _bump(timestamp.signed, now, expires.timestamp)
     snapshot_bytes = snapshot.to_bytes(_SERIALIZER)
+    if "snapshot" in resign:
+        files.append((meta / f"{snapshot.signed.version}.snapshot.json", snapshot_bytes))
+    _bump(timestamp.signed, now, expires.timestamp)
     timestamp.signed.snapshot_meta = MetaFile.from_data(
         snapshot.signed.version, snapshot_bytes, ["sha256"]
     )
     _sign(timestamp, "timestamp", root, signers)
-    if targets is not None:
-        # force: a file of this version can only be what a publish killed before its timestamp
-        # left; no timestamp ever named it, so no client can have read it as part of a view.
-        _write(meta / f"{targets.signed.version}.targets.json", targets, force=True)
-        atomic_write(meta / f"{snapshot.signed.version}.snapshot.json", snapshot_bytes, force=True)
-    _write(meta / "timestamp.json", timestamp, force=True)
+    return files, timestamp.to_bytes(_SERIALIZER)
+
+
+def _write_view(repo: Path, files: list[tuple[Path, bytes]], stamp: bytes) -> None:
+    """Write the versioned files, then the timestamp that names them.
+
+    ``force`` on the versioned files: a file of a version no timestamp names yet can only be
+    what a publish or rotation killed before its timestamp left; no client can have read it as
+    part of a view."""
+    for path, data in files:
+        atomic_write(path, data, force=True)
+    atomic_write(_metadata_dir(repo) / "timestamp.json", stamp, force=True)
 
 
 def publish_release(
@@ -342,36 +374,143 @@ def renew_timestamp(
         return timestamp.signed.version
 
 
+@dataclass(frozen=True)
+class KeyChange:
+    """What a rotation changes in one role: keys added, key ids removed (revoked: clients refuse
+    what they sign from the new root on), and the threshold (``None``: unchanged)."""
+
+    role: str
+    add: tuple[Ed25519PublicKey, ...] = ()
+    remove: tuple[str, ...] = ()
+    threshold: int | None = None
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """What :func:`rotate_keys` wrote: the new root and the roles re-signed under it."""
+
+    root: Path
+    version: int
+    keyids: tuple[str, ...]
+    threshold: int
+    resigned: tuple[str, ...]
+
+
+#: The roles a key change makes stale: the role itself and every role that names its files
+#: (a new targets version needs a new snapshot, which needs a new timestamp). A root change
+#: needs none: the current timestamp, snapshot and targets stay valid under the new root.
+_DOWNSTREAM = {
+    "root": (),
+    "targets": ("targets", "snapshot", "timestamp"),
+    "snapshot": ("snapshot", "timestamp"),
+    "timestamp": ("timestamp",),
+}
+
+
+def _rotation_problem(why: str, hint: str) -> InputError:
+    return InputError(why, code="CHANNEL_ROTATION_INVALID", hint=hint)
+
+
+def _changed_root(old: Root, change: KeyChange, *, now: datetime, expires: Expiries) -> Root:
+    """Root N+1: ``old`` with ``change`` applied, checked to be a root its own keys can meet
+    (every role keeps at least one key and a threshold it can reach)."""
+    root = copy.deepcopy(old)  # Root.from_dict(old.to_dict()) would share the keyid lists
+    role = root.roles[change.role]
+    for keyid in change.remove:
+        if keyid not in role.keyids:
+            raise _rotation_problem(
+                f"key {keyid} is not a key of the {change.role} role",
+                f"the {change.role} role's keys are {', '.join(sorted(role.keyids))}",
+            )
+        root.revoke_key(keyid, change.role)
+    for public in change.add:
+        key = tuf_key(public)
+        if key.keyid in role.keyids:
+            raise _rotation_problem(
+                f"key {key.keyid} is already a key of the {change.role} role",
+                "give --add-key only for a key the role does not have yet",
+            )
+        root.add_key(key, change.role)
+    if change.threshold is not None:
+        role.threshold = change.threshold
+    _check_thresholds(root)
+    root.version = old.version + 1
+    root.expires = now + expires.root
+    return root
+
+
+def _check_thresholds(root: Root) -> None:
+    for name in ROLES:
+        role = root.roles[name]
+        if not role.keyids:
+            raise _rotation_problem(
+                f"the rotation would leave the {name} role with no keys: nothing could sign it",
+                f"add the new {name} key (--add-key) in the same rotation that removes the old",
+            )
+        if not 1 <= role.threshold <= len(role.keyids):
+            raise _rotation_problem(
+                f"the new root gives the {name} role a threshold of {role.threshold} with "
+                f"{len(role.keyids)} keys: it could never be met",
+                f"give --threshold between 1 and {len(role.keyids)}",
+            )
+
+
+def _signed_root(old: Root, root: Root, signers: Sequence[Signer]) -> bytes:
+    """Root N+1 signed by the root keys given: they must reach the old root's threshold (so
+    clients trusting root N accept it) and the new root's (so it verifies itself): TUF's rule."""
+    md = Metadata(root)
+    md.signatures.clear()
+    for adapter in {**_by_keyid("root", old, signers), **_by_keyid("root", root, signers)}.values():
+        md.sign(adapter, append=True)
+    return md.to_bytes(_SERIALIZER)
+
+
+def _by_keyid(role: str, root: Root, signers: Sequence[Signer]) -> dict[str, K3kitTufSigner]:
+    return {adapter.keyid: adapter for adapter in _role_signers(role, root, signers)}
+
+
 def rotate_keys(
     repo: Path,
-    role: str,
-    keys: Sequence[Ed25519PublicKey],
-    threshold: int,
-    root_signers: Sequence[Signer],
+    change: KeyChange,
+    signers: Sequence[Signer],
     *,
     now: datetime,
     expires: Expiries = Expiries(),
+) -> Rotation:
+    """Write root N+1 with ``change`` applied, signed by the old root's threshold of root keys
+    and the new root's, then re-sign the roles the change made stale (:data:`_DOWNSTREAM`) with
+    the keys the NEW root names. Everything is checked and signed in memory first: a rotation
+    refused (``CHANNEL_ROTATION_INVALID``, ``CHANNEL_KEYS_MISSING``) writes nothing."""
+    with _publish_lock(repo):
+        version, old = latest_root(repo)
+        root = _changed_root(old.signed, change, now=now, expires=expires)
+        root_bytes = _signed_root(old.signed, root, signers)
+        targets, snapshot, timestamp = _current(repo)
+        resign = _DOWNSTREAM[change.role] if timestamp.signed.version else ()
+        files: list[tuple[Path, bytes]] = []
+        stamp = b""
+        if resign:
+            view = (targets, snapshot, timestamp)
+            files, stamp = _next_view(
+                repo, root, view, signers, frozenset(resign), now=now, expires=expires
+            )
+        path = _write_root(repo, files, root_bytes, version + 1)
+        if resign:
+            atomic_write(_metadata_dir(repo) / "timestamp.json", stamp, force=True)
+        role = root.roles[change.role]
+        return Rotation(path, version + 1, tuple(sorted(role.keyids)), role.threshold, resign)
+
+
+def _write_root(
+    repo: Path, files: list[tuple[Path, bytes]], root_bytes: bytes, version: int
 ) -> Path:
-    """Write root N+1 where ``role`` has exactly ``keys`` (a removed key is revoked: clients
-    refuse what it signs from then on). Signed by the root keys given, which must reach the
-    threshold of the old root and of the new one (TUF's rule for a root rotation)."""
-    version, old = latest_root(repo)
-    root = Root.from_dict(old.signed.to_dict())
-    for keyid in list(root.roles[role].keyids):
-        root.revoke_key(keyid, role)
-    for public in keys:
-        root.add_key(tuf_key(public), role)
-    root.roles[role].threshold = threshold
-    root.version = version + 1
-    root.expires = now + expires.root
-    md = Metadata(root)
-    _sign(md, "root", old.signed, root_signers)
-    signatures = dict(md.signatures)
-    _sign(md, "root", root, root_signers)
-    md.signatures.update(signatures)
-    path = _metadata_dir(repo) / f"{root.version}.root.json"
-    _write(path, md)
-    _write(_metadata_dir(repo) / "root.json", md, force=True)
+    """The re-signed versioned files (no timestamp names them yet), then root N+1 and its copy
+    ``root.json``; the caller writes the timestamp last."""
+    for file, data in files:
+        atomic_write(file, data, force=True)
+    path = _metadata_dir(repo) / f"{version}.root.json"
+    atomic_write(path, root_bytes)
+    atomic_write(_metadata_dir(repo) / "root.json", root_bytes, force=True)
     return path
 
 

@@ -212,6 +212,101 @@ def channel_timestamp(
     err(f"timestamp version {version} written to {repo}/metadata/timestamp.json")
 
 
+_KEYID_HEX = frozenset("0123456789abcdef")
+
+
+def _keyid(value: str) -> str:
+    """A key to remove, named by its public key file or by its TUF key id (64 hex digits: a
+    leaked key is revoked even when its .pub file is gone)."""
+    if len(value) == 64 and set(value) <= _KEYID_HEX and not Path(value).exists():
+        return value
+    from k3kit.channel.tufsigner import tuf_key
+    from k3kit.signing.keys import load_public
+
+    return tuf_key(load_public(Path(value))).keyid
+
+
+@channel.command("rotate", epilog=EXIT_CODES_HELP)
+@click.option("--repo", required=True, type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "--role",
+    required=True,
+    type=click.Choice(["root", "targets", "snapshot", "timestamp"]),
+    help="The role whose keys or threshold change.",
+)
+@click.option(
+    "--add-key",
+    "add_keys",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A public key (KEY.pub) the role gains (repeatable).",
+)
+@click.option(
+    "--remove-key",
+    "remove_keys",
+    multiple=True,
+    metavar="KEY.pub|KEYID",
+    help="A key the role loses, revoked from the new root on (repeatable).",
+)
+@click.option("--threshold", type=click.IntRange(1), help="The role's new threshold.")
+@click.option("--key", "keys", multiple=True, required=True, metavar="URI", help=_KEY_HELP)
+@click.option("--passphrase-env", metavar="VAR", help="Read the keys' passphrase from $VAR.")
+@_timestamp_option
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def channel_rotate(
+    repo: Path,
+    role: str,
+    add_keys: tuple[Path, ...],
+    remove_keys: tuple[str, ...],
+    threshold: int | None,
+    keys: tuple[str, ...],
+    passphrase_env: str | None,
+    timestamp_hours: float,
+    as_json: bool,
+) -> None:
+    """Rotate or revoke ROLE's keys: write root N+1 and re-sign what the change made stale.
+
+    The new root must be signed by the old root's threshold of root keys AND the new one's
+    (TUF's rule), so --key gives the root keys, plus the keys of the roles re-signed under the
+    new root: targets, snapshot and timestamp for a targets change; snapshot and timestamp for
+    a snapshot change; the timestamp for a timestamp change; none for a root change. Refused,
+    writing nothing: too few keys (CHANNEL_KEYS_MISSING), a role left without keys or with a
+    threshold its keys cannot meet (CHANNEL_ROTATION_INVALID).
+    """
+    _need_tuf()
+    from k3kit.channel.repository import KeyChange, rotate_keys, utc_now
+
+    change = KeyChange(
+        role,
+        tuple(_public_keys(add_keys)),
+        tuple(_keyid(value) for value in remove_keys),
+        threshold,
+    )
+    done = rotate_keys(
+        repo,
+        change,
+        _signers(keys, passphrase_env),
+        now=utc_now(),
+        expires=_expiries(timestamp_hours),
+    )
+    if as_json:
+        emit_json(
+            {
+                "root": str(done.root),
+                "version": done.version,
+                "role": role,
+                "keyids": list(done.keyids),
+                "threshold": done.threshold,
+                "resigned": list(done.resigned),
+            }
+        )
+    err(
+        f"wrote {done.root}: {role} now has {len(done.keyids)} key(s), threshold "
+        f"{done.threshold}; re-signed: {', '.join(done.resigned) or 'nothing else'}"
+    )
+
+
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.option("--channel", "channel_name", required=True, help="Channel name, e.g. stable.")
 @click.option("--from", "url", required=True, help="Base URL the channel is served from.")
