@@ -569,3 +569,45 @@ def test_push_and_install_with_a_root_of_trust(
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "kits" / FOLDER).is_dir()
+
+
+def test_attack_many_referrers_share_one_large_blob(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit
+) -> None:
+    """Someone with push rights uploads ONE 16 MiB blob and lists eight referrers that all point
+    at it (plus the genuine one twice more): each passes the per-referrer cap, so a verifier
+    that reads them all holds 128 MiB for 16 MiB of the attacker's storage, and 256 of them
+    would be 4 GiB. The referrers' bytes are bounded in total, counted before each blob is
+    read, and a digest listed twice is read once."""
+    from k3kit.oci import artifact as art
+    from k3kit.oci._http import Registry
+
+    digest = push(registry, archive, golden.key.public)
+    big = bytes(range(256)) * (art.MAX_REFERRER_BYTES // 256)
+    with Registry(f"http://{registry.host}") as client:
+        manifest = client.get_small(
+            f"/v2/{REPO}/manifests/{digest}", accept=art.MANIFEST_TYPE, cap=1 << 20
+        )
+        assert manifest is not None
+        subject = art.describe(art.MANIFEST_TYPE, manifest)
+        layer = art.describe(art.ATTACHMENT_LAYER, big, title="report.bin")
+        client.push_blob(REPO, layer.digest, layer.size, big)
+        tag = art.fallback_tag(digest)
+        old = client.get_small(f"/v2/{REPO}/manifests/{tag}", accept=art.INDEX_TYPE, cap=1 << 20)
+        listed = art.parse_index(old, label="index") if old else []
+        listed = listed * 3  # the genuine receipt, listed three times
+        for n in range(8):
+            data = art.manifest_bytes(
+                art.ATTACHMENT_ARTIFACT, [layer], subject=subject, annotations={art.TITLE: f"r{n}"}
+            )
+            client.put_manifest(REPO, art.digest_of(data), data, art.MANIFEST_TYPE)
+            listed.append(
+                art.Descriptor(
+                    art.MANIFEST_TYPE, art.digest_of(data), len(data), None, art.ATTACHMENT_ARTIFACT
+                )
+            )
+        client.put_manifest(REPO, tag, art.index_bytes(listed), art.INDEX_TYPE)
+    rc, out, _ = k3kit_json(
+        "verify", registry.ref(REPO, f"@{digest}"), "--trust", golden.key.public
+    )
+    assert rc == 1 and error_code(out) == "OCI_MANIFEST_INVALID", out

@@ -41,6 +41,9 @@ __all__ = [
 
 ARCHIVE_NAME = "registry.kit.tar.gz"
 MAX_REFERRERS = 256  # each is read (up to 16 MiB): a bound on what a listing may cost
+# What all of a kit's referrers may weigh together: each is held in memory to be judged, and 256
+# referrer manifests may all name the same 16 MiB blob (one upload, 4 GiB read).
+MAX_REFERRERS_TOTAL_BYTES = 4 * art.MAX_REFERRER_BYTES
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,9 @@ def list_referrers(ref: Reference, digest: str) -> tuple[list[Referrer], str]:
                 hint="someone with push rights filled the referrers list: ask the registry's "
                 "operator to clean it",
             )
-        return [_read_referrer(reg, ref.repo, digest, d) for d in listed], source
+        budget = _Budget(MAX_REFERRERS_TOTAL_BYTES, digest)
+        unique = list({d.digest: d for d in listed}.values())  # a digest listed twice: read once
+        return [_read_referrer(reg, ref.repo, digest, d, budget) for d in unique], source
 
 
 def _referrer_index(reg: Registry, repo: str, digest: str) -> tuple[list[art.Descriptor], str]:
@@ -231,7 +236,29 @@ def _referrer_index(reg: Registry, repo: str, digest: str) -> tuple[list[art.Des
     return found, f"tag {tag}"
 
 
-def _read_referrer(reg: Registry, repo: str, subject: str, d: art.Descriptor) -> Referrer:
+class _Budget:
+    """The bytes the referrers of one kit may still bring: charged with each referrer's
+    declared layer size BEFORE its blob is read (``fetch_blob`` then refuses a byte beyond
+    that size), so a hostile listing is refused having read at most the budget."""
+
+    def __init__(self, total: int, subject: str) -> None:
+        self.left, self.total, self.subject = total, total, subject
+
+    def charge(self, size: int) -> None:
+        if size > self.left:
+            raise VerificationError(
+                f"the referrers of {self.subject[:19]}… weigh more than the {self.total} bytes "
+                "k3kit reads for one kit; the rest was not read",
+                code="OCI_MANIFEST_INVALID",
+                hint="someone with push rights attached large or repeated artifacts: ask the "
+                "registry's operator to remove them (the kit itself can still be installed)",
+            )
+        self.left -= size
+
+
+def _read_referrer(
+    reg: Registry, repo: str, subject: str, d: art.Descriptor, budget: _Budget
+) -> Referrer:
     found = art.parse_manifest(fetch_manifest(reg, repo, d.digest), label=f"referrer {d.digest}")
     if found.subject != subject:
         raise VerificationError(
@@ -242,6 +269,7 @@ def _read_referrer(reg: Registry, repo: str, subject: str, d: art.Descriptor) ->
     if len(found.layers) != 1 or found.layers[0].size > art.MAX_REFERRER_BYTES:
         raise art._invalid(f"referrer {d.digest[:19]}…", "not one layer under the size cap")
     layer = found.layers[0]
+    budget.charge(layer.size)
     out = _Sink()
     reg.fetch_blob(repo, layer.digest, layer.size, out)  # type: ignore[arg-type]
     title = found.annotations.get(art.TITLE) or (layer.annotations or {}).get(art.TITLE, "")
