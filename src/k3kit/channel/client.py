@@ -31,6 +31,7 @@ from tuf.ngclient.urllib3_fetcher import Urllib3Fetcher
 
 from k3kit._fs import check_trust_anchor, foreign_entry, owned_staging, private_dir, read_capped
 from k3kit._values import parse_timestamp
+from k3kit.archive import admit_download
 from k3kit.channel.errors import tuf_refusals
 from k3kit.channel.repository import MAX_METADATA_BYTES
 from k3kit.channel.term import Term
@@ -288,6 +289,9 @@ def update(
     with owned_staging(folder, ".download-") as holder:
         kit = holder / entry.path.rsplit("/", 1)[1]
         fetcher.expected = entry.target.length
+        admit_download(
+            holder, entry.target.length, what=f"downloading {entry.path}", code="CHANNEL_INVALID"
+        )
         with tuf_refusals(f"downloading {entry.path}"):
             updater.download_target(entry.target, str(kit))
         installed = install(kit, trusted, request.into, rollback=rollback, expect=_expect(entry))

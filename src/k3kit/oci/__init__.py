@@ -20,8 +20,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from k3kit._fs import need_free_space
-from k3kit.archive import MAX_TOTAL_BYTES
+from k3kit.archive import admit_download
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.oci import artifact as art
 from k3kit.oci._http import Registry
@@ -177,7 +176,8 @@ def fetch_kit(ref: Reference, dest: Path, *, verb: str) -> tuple[Path, str]:
             fetch_manifest(reg, ref.repo, digest), label=f"{ref.repo}@{digest}"
         )
         layer = _kit_layer(kit, digest)
-        need_free_space(dest, layer.size, what=f"downloading {ref.repo}@{digest[:19]}…")
+        what = f"downloading {ref.repo}@{digest[:19]}…"
+        admit_download(dest, layer.size, what=what, code="OCI_BLOB_OVERSIZED")
         path = dest / ARCHIVE_NAME
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as out:
@@ -194,12 +194,6 @@ def _kit_layer(kit: art.Artifact, digest: str) -> art.Descriptor:
     layer = kit.layers[0]
     if layer.media_type != art.KIT_LAYER:
         raise art._invalid(label, f"its layer is {layer.media_type!r}, not {art.KIT_LAYER}")
-    if layer.size > MAX_TOTAL_BYTES:
-        raise VerificationError(
-            f"{label} says the kit is {layer.size} bytes, over the kit cap of {MAX_TOTAL_BYTES}; "
-            "nothing was downloaded",
-            code="OCI_BLOB_OVERSIZED",
-        )
     return layer
 
 

@@ -1,0 +1,66 @@
+"""More attacks on `k3kit update` from the outside attack pass: the download's size is known
+from signed metadata before a byte arrives, so a disk that cannot hold it is refused first."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.channelkit import Releases, init_channel, make_releases, publish, serve, update
+from tests.conftest import GoldenKit
+
+
+@pytest.fixture(scope="module")
+def releases(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Releases:
+    return make_releases(golden, tmp_path_factory.mktemp("releases"))
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 256 KiB tmpfs (root only): room for the channel's metadata, not for a kit."""
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def test_update_into_a_state_disk_too_small_for_the_kit_is_refused_before_download(
+    releases: Releases, tmp_path: Path, small_disk: Path
+) -> None:
+    """The buyer's state folder sits on a nearly full disk (or a hostile channel's huge release
+    would fill it): the signed length says v1.1.0 cannot fit, so nothing is downloaded and the
+    refusal is DISK_TOO_SMALL naming the disk, not a write failing part-way."""
+    chan = init_channel(tmp_path / "chan")
+    assert publish(chan, releases.v100, releases.key.public).returncode == 0
+    state = small_disk / "state"
+    with serve(chan.repo) as url:
+        first = update(url, chan, tmp_path / "kits-1", state, releases.key.public)
+        assert first.returncode == 0, first.stderr
+        assert publish(chan, releases.v110, releases.key.public).returncode == 0
+        # leave three pages: room to refresh the metadata, not for the kit (four or more)
+        free = shutil.disk_usage(small_disk).free
+        (small_disk / "filler").write_bytes(b"\0" * (free - 3 * 4096))
+        assert releases.v110.stat().st_size > shutil.disk_usage(small_disk).free
+        into = tmp_path / "kits-2"
+        done = update(url, chan, into, state, releases.key.public)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 4, (done.returncode, done.stdout, done.stderr)
+    assert json.loads(done.stdout)["error"]["code"] == "DISK_TOO_SMALL", done.stdout
+    kits = [p.name for p in state.rglob("*.kit.tar.gz")]
+    assert kits == [], kits
+    assert not into.exists() or os.listdir(into) == []
