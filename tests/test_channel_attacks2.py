@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.channelkit import Releases, init_channel, make_releases, publish, serve, update
+from tests.channelkit import (
+    Releases,
+    entitlement,
+    init_channel,
+    make_releases,
+    publish,
+    serve,
+    update,
+)
 from tests.conftest import GoldenKit
 
 
@@ -64,3 +72,26 @@ def test_update_into_a_state_disk_too_small_for_the_kit_is_refused_before_downlo
     kits = [p.name for p in state.rglob("*.kit.tar.gz")]
     assert kits == [], kits
     assert not into.exists() or os.listdir(into) == []
+
+
+def test_a_term_that_ends_after_year_9999_is_a_clear_answer_not_a_crash(
+    releases: Releases, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A buyer receipt issued 9999-06-01 under a licence of 3660 days (the most a licence may
+    give): its term ends past what a date can hold. The buyer's update must answer (the term
+    covers every release), never exit 70 with an OverflowError from bytes the seller signed."""
+    chan = init_channel(tmp_path / "chan")
+    assert publish(chan, releases.v100, releases.key.public).returncode == 0
+    receipt, lic = entitlement(
+        tmp_path, golden.key, term_days=3660, issued_at="9999-06-01T00:00:00Z"
+    )
+    into = tmp_path / "kits"
+    with serve(chan.repo) as url:
+        done = update(
+            url, chan, into, tmp_path / "state", releases.key.public,
+            "--buyer-receipt", receipt, "--licence", lic,
+        )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    out = json.loads(done.stdout)
+    assert out["version"] == "1.0.0" and out["term"]["ends_at"].startswith("9999-12-31T23:59:59")
