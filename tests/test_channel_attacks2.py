@@ -95,3 +95,35 @@ def test_a_term_that_ends_after_year_9999_is_a_clear_answer_not_a_crash(
     assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
     out = json.loads(done.stdout)
     assert out["version"] == "1.0.0" and out["term"]["ends_at"].startswith("9999-12-31T23:59:59")
+
+
+def test_update_over_plain_http_from_another_machine_is_refused_before_any_request(
+    releases: Releases, tmp_path: Path
+) -> None:
+    """Whoever sits on the path to a channel served over plain http reads every kit the buyer
+    installs (TUF keeps the bytes honest, not private): refused, whatever the network does."""
+    chan = init_channel(tmp_path / "chan")
+    into = tmp_path / "kits"
+    done = update("http://channel.example.com/c", chan, into, tmp_path / "st", releases.key.public)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 3, (done.returncode, done.stdout, done.stderr)
+    assert json.loads(done.stdout)["error"]["code"] == "CHANNEL_URL_REFUSED"
+    assert not (tmp_path / "st").exists() and not into.exists()
+
+
+def test_a_password_in_the_channel_url_is_neither_sent_nor_printed(
+    releases: Releases, tmp_path: Path
+) -> None:
+    """The buyer pastes https://user:password@… from their portal (here a real channel on this
+    machine): the password would go out as Basic auth and be echoed in every message naming the
+    URL. Refused before a request, and the password appears nowhere in the output."""
+    chan = init_channel(tmp_path / "chan")
+    assert publish(chan, releases.v100, releases.key.public).returncode == 0
+    into = tmp_path / "kits"
+    with serve(chan.repo) as url:
+        with_password = url.replace("http://", "http://buyer:hunter2@")
+        done = update(with_password, chan, into, tmp_path / "st", releases.key.public)
+    assert done.returncode == 3, (done.returncode, done.stdout, done.stderr)
+    assert json.loads(done.stdout)["error"]["code"] == "CHANNEL_URL_REFUSED"
+    assert "hunter2" not in done.stdout + done.stderr
+    assert not into.exists()

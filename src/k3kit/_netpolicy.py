@@ -22,3 +22,19 @@ def plain_http_off_loopback(url: str) -> bool:
     must never be sent over."""
     parts = urlsplit(url)
     return parts.scheme == "http" and not is_loopback(parts.hostname)
+
+
+def url_refusal(url: str) -> str | None:
+    """Why ``url`` may not be handed to one of k3kit's clients, or None: only http(s), no
+    ``user:password@`` (urllib3 would send it as Basic auth, and every message naming the URL
+    would print it), and plain http only to this machine. The one check of every base URL a
+    person types (``update --from``); the registry's references get the same rule in their own
+    grammar (:mod:`k3kit.oci.ref`)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "it is not an http(s) URL with a host"
+    if parts.username is not None or parts.password is not None:
+        return "it carries a user name or password, which would be sent and printed"
+    if plain_http_off_loopback(url):
+        return "it is plain http to another machine: anyone on the path could read what is fetched"
+    return None

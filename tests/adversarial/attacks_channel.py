@@ -117,3 +117,10 @@ def channel_server_swaps_the_kit_bytes(w: Workbench) -> Argv:
     data[len(data) // 2] ^= 0xFF
     stored.write_bytes(bytes(data))
     return _update(w, serve_until_exit(served), chan)
+
+
+@attack("CHANNEL_URL_REFUSED", exit_code=3)
+def channel_update_over_plain_http_off_this_machine(w: Workbench) -> Argv:
+    """Anyone on the path would read every kit the buyer installs: refused before a request."""
+    chan = init_channel(w.root / "publisher")
+    return _update(w, "http://channel.example.com/kits", chan)

@@ -30,6 +30,7 @@ from tuf.ngclient import Updater, UpdaterConfig
 from tuf.ngclient.urllib3_fetcher import Urllib3Fetcher
 
 from k3kit._fs import check_trust_anchor, foreign_entry, owned_staging, private_dir, read_capped
+from k3kit._netpolicy import url_refusal
 from k3kit._values import parse_timestamp
 from k3kit.archive import admit_download
 from k3kit.channel.errors import tuf_refusals
@@ -251,6 +252,19 @@ def _mismatch(entry: Entry, theirs: tuple[Any, ...], mine: tuple[Any, ...]) -> N
         )
 
 
+def _check_url(url: str) -> None:
+    """The channel's URL, refused before any request (``CHANNEL_URL_REFUSED``): the URL itself
+    is never echoed, since it may hold a password."""
+    why = url_refusal(url)
+    if why is not None:
+        raise InputError(
+            f"refusing the channel URL given with --from: {why}",
+            code="CHANNEL_URL_REFUSED",
+            hint="give https://HOST/PATH (plain http only to 127.0.0.1, ::1 or localhost), "
+            "without user:password@",
+        )
+
+
 def update(
     request: Request,
     trusted: TrustSource,
@@ -260,6 +274,7 @@ def update(
 ) -> Updated:
     """Refresh the channel, choose a release, download it into a private staging folder inside
     ``request.into`` and install it as ``k3kit install`` does."""
+    _check_url(request.url)
     check_trust_anchor(request.channel_root, "--channel-root")
     root_bytes = read_capped(
         request.channel_root,
