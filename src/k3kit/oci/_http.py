@@ -152,7 +152,7 @@ class _Streamed:
                 return self._resp
             target = urljoin(url, self._resp.headers.get("Location", ""))
             self._resp.close()
-            url = _allowed_hop(target)
+            url = _allowed_hop(target, self._reg.base)
         raise EnvironmentProblem(
             f"the registry redirected more than {_MAX_REDIRECTS} times", code="OCI_REDIRECT_REFUSED"
         )
@@ -166,13 +166,19 @@ class _Streamed:
             raise _unreachable(self._reg.base, exc) from exc
 
 
-def _allowed_hop(url: str) -> str:
-    if urlsplit(url).scheme in ("http", "https") and not plain_http_off_loopback(url):
+def _allowed_hop(url: str, origin: str) -> str:
+    """A redirect the client may follow: https, or plain http to this machine; and to this
+    machine only from a registry on it (a remote registry redirecting to 127.0.0.1 would make
+    the node send a request to its own local services: a request forgery)."""
+    web = urlsplit(url).scheme in ("http", "https") and not plain_http_off_loopback(url)
+    inward = is_loopback(urlsplit(url).hostname) and not is_loopback(urlsplit(origin).hostname)
+    if web and not inward:
         return url
     raise EnvironmentProblem(
-        f"the registry redirected to {url!r}: only https (or this machine) is followed",
+        f"the registry {origin} redirected to {url!r}: only https is followed, and this "
+        "machine only from a registry on it",
         code="OCI_REDIRECT_REFUSED",
-        hint="ask the registry's operator to serve blobs over https",
+        hint="ask the registry's operator to serve blobs over https from another host",
     )
 
 
