@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.channelkit import (
+    Channel,
     Releases,
     entitlement,
     init_channel,
@@ -21,7 +22,8 @@ from tests.channelkit import (
     serve,
     update,
 )
-from tests.conftest import GoldenKit
+from tests.conftest import GoldenKit, run_k3kit
+from tests.netkit import OFF_MACHINE, recording_server, redirector, self_signed, tls_env
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +129,57 @@ def test_a_password_in_the_channel_url_is_neither_sent_nor_printed(
     assert json.loads(done.stdout)["error"]["code"] == "CHANNEL_URL_REFUSED"
     assert "hunter2" not in done.stdout + done.stderr
     assert not into.exists()
+
+
+def test_a_remote_channel_redirecting_into_this_machine_is_not_followed(
+    releases: Releases, tmp_path: Path
+) -> None:
+    """A channel server off this machine (https, a valid certificate) answers with a redirect
+    to http://127.0.0.1:PORT/admin/wipe: the buyer's own local services. Not followed (no
+    request reaches them), refused with the redirect's own code."""
+    chan = init_channel(tmp_path / "chan")
+    hits: list[str] = []
+    local = recording_server(hits)
+    target = f"http://127.0.0.1:{local.server_address[1]}/admin/wipe"
+    cert, key = self_signed(tmp_path, OFF_MACHINE)
+    try:
+        with redirector(OFF_MACHINE, target, tls=(cert, key)) as port:
+            done = run_k3kit(
+                *_update_args(f"https://{OFF_MACHINE}:{port}/c", chan, tmp_path, releases),
+                env=tls_env(cert),
+            )
+    finally:
+        local.shutdown()
+    assert "Traceback" not in done.stderr, done.stderr
+    assert hits == [], f"the buyer's node requested {hits} on this machine"
+    assert json.loads(done.stdout)["error"]["code"] == "CHANNEL_REDIRECT_REFUSED", done.stdout
+
+
+def test_a_channel_redirecting_to_plain_http_elsewhere_is_not_followed(
+    releases: Releases, tmp_path: Path
+) -> None:
+    """The channel's server (here on this machine) redirects every file to plain http on
+    another machine, where anyone on the path reads what the buyer installs: not followed."""
+    chan = init_channel(tmp_path / "chan")
+    hits: list[str] = []
+    elsewhere = recording_server(hits, host=OFF_MACHINE)
+    target = f"http://{OFF_MACHINE}:{elsewhere.server_address[1]}/c/metadata/2.root.json"
+    try:
+        with redirector("127.0.0.1", target) as port:
+            done = run_k3kit(
+                *_update_args(f"http://127.0.0.1:{port}/c", chan, tmp_path, releases),
+                env={"NO_PROXY": "*", "no_proxy": "*"},
+            )
+    finally:
+        elsewhere.shutdown()
+    assert "Traceback" not in done.stderr, done.stderr
+    assert hits == [], f"the buyer's node requested {hits} over plain http elsewhere"
+    assert json.loads(done.stdout)["error"]["code"] == "CHANNEL_REDIRECT_REFUSED", done.stdout
+
+
+def _update_args(url: str, chan: Channel, tmp_path: Path, releases: Releases) -> list[str | Path]:
+    return [
+        "update", "--channel", "stable", "--from", url, "--channel-root", chan.root,
+        "--into", tmp_path / "kits", "--trust", releases.key.public,
+        "--state-dir", tmp_path / "state", "--json",
+    ]  # fmt: skip

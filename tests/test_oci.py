@@ -25,6 +25,7 @@ import pytest
 from k3kit.archive import pack
 from tests.conftest import GoldenKit, KeyFiles, make_kit, make_snapshot, refusing_url, run_k3kit
 from tests.cotenant import COTENANT_UID, cotenant_python, needs_root, shared_folder
+from tests.netkit import OFF_MACHINE, recording_server, redirector, self_signed, tls_env
 from tests.ocikit import (
     SKOPEO_BIN,
     LiveRegistry,
@@ -613,45 +614,6 @@ def test_attack_many_referrers_share_one_large_blob(
     assert rc == 1 and error_code(out) == "OCI_MANIFEST_INVALID", out
 
 
-def _self_signed(folder: Path, host: str) -> tuple[Path, Path]:
-    """A certificate for ``host`` (an IP) and its key, as a registry off this machine has one."""
-    import datetime as dt
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]), False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = folder / "registry.crt", folder / "registry.key"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_file, key_file
-
-
 def test_attack_remote_registry_redirects_into_this_machine(
     golden: GoldenKit, tmp_path: Path
 ) -> None:
@@ -659,61 +621,20 @@ def test_attack_remote_registry_redirects_into_this_machine(
     redirect to http://127.0.0.1:PORT/admin/wipe: the node's own local services, which trust
     requests from this machine. The node must not make that request (a GET with side effects,
     a request forgery); only a registry on this machine may redirect to this machine."""
-    import ssl
-
     hits: list[str] = []
-    local = _Recorder.serving(hits)
+    local = recording_server(hits)
     target = f"http://127.0.0.1:{local.server_address[1]}/admin/wipe"
-
-    class Redirect(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(307)
-            self.send_header("Location", target)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    host = "127.0.0.2"  # not this machine's name to k3kit (is_loopback), so https as elsewhere
-    cert, key = _self_signed(tmp_path, host)
-    remote = http.server.ThreadingHTTPServer((host, 0), Redirect)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    remote.socket = context.wrap_socket(remote.socket, server_side=True)
-    threading.Thread(target=remote.serve_forever, daemon=True).start()
+    cert, key = self_signed(tmp_path, OFF_MACHINE)
     try:
-        ref = f"oci://{host}:{remote.server_address[1]}/{REPO}@sha256:{'a' * 64}"
-        proc = run_k3kit(
-            "install", ref, "--trust", golden.key.public, "--into", tmp_path / "kits", "--json",
-            env={"SSL_CERT_FILE": str(cert), "NO_PROXY": "*", "no_proxy": "*"},
-        )  # fmt: skip
+        with redirector(OFF_MACHINE, target, tls=(cert, key)) as port:
+            ref = f"oci://{OFF_MACHINE}:{port}/{REPO}@sha256:{'a' * 64}"
+            proc = run_k3kit(
+                "install", ref, "--trust", golden.key.public, "--into", tmp_path / "kits",
+                "--json", env=tls_env(cert),
+            )  # fmt: skip
     finally:
-        remote.shutdown()
         local.shutdown()
     assert "Traceback" not in proc.stderr, proc.stderr
+    assert hits == [], f"the node requested {hits} on this machine for a remote registry"
     out = json.loads(proc.stdout)
     assert out["error"]["code"] == "OCI_REDIRECT_REFUSED", out
-    assert hits == [], f"the node requested {hits} on this machine for a remote registry"
-
-
-class _Recorder(http.server.BaseHTTPRequestHandler):
-    """A local service on this machine: records every request it is sent."""
-
-    hits: ClassVar[list[str]] = []
-
-    def do_GET(self) -> None:
-        self.hits.append(self.path)
-        self.send_response(404)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    @classmethod
-    def serving(cls, hits: list[str]) -> http.server.ThreadingHTTPServer:
-        handler = type("Recorder", (cls,), {"hits": hits})
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return server

@@ -38,3 +38,17 @@ def url_refusal(url: str) -> str | None:
     if plain_http_off_loopback(url):
         return "it is plain http to another machine: anyone on the path could read what is fetched"
     return None
+
+
+def redirect_refusal(url: str, origin: str) -> str | None:
+    """Why a redirect from ``origin`` to ``url`` may not be followed, or None: only http(s), no
+    plain http off this machine (a downgrade anyone on the path reads), and into this machine
+    only from a server on it (a remote server redirecting to 127.0.0.1 would make the node send
+    a request to its own local services: a request forgery). Every client that follows
+    redirects by hand (the registry's, the channel's) asks this."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or plain_http_off_loopback(url):
+        return "only https is followed (plain http only on this machine)"
+    if is_loopback(parts.hostname) and not is_loopback(urlsplit(origin).hostname):
+        return "a server off this machine may not send the node to this machine"
+    return None

@@ -24,13 +24,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
+import urllib3
+from tuf.api import exceptions as tuf_exceptions
 from tuf.api.metadata import TargetFile
 from tuf.ngclient import Updater, UpdaterConfig
 from tuf.ngclient.urllib3_fetcher import Urllib3Fetcher
 
 from k3kit._fs import check_trust_anchor, foreign_entry, owned_staging, private_dir, read_capped
-from k3kit._netpolicy import url_refusal
+from k3kit._netpolicy import redirect_refusal, url_refusal
 from k3kit._values import parse_timestamp
 from k3kit.archive import admit_download
 from k3kit.channel.errors import tuf_refusals
@@ -101,10 +104,46 @@ class _CountingFetcher(Urllib3Fetcher):
         self.expected = 0
 
     def _fetch(self, url: str) -> Iterator[bytes]:
-        chunks = super()._fetch(url)
+        chunks = self._followed(url)
         if self.on_progress is None or "/targets/" not in url:
             return chunks
         return self._counted(chunks, self.on_progress)
+
+    def _followed(self, url: str) -> Iterator[bytes]:
+        """python-tuf's GET (its ``_fetch``, same status and timeout handling) with redirects
+        followed by hand, each hop by the one redirect rule (:func:`redirect_refusal`):
+        urllib3 alone follows any, to plain http or into this machine."""
+        origin = url
+        for _ in range(_MAX_REDIRECTS + 1):
+            response = self._get(url)
+            location = response.get_redirect_location()
+            if not location:
+                if response.status >= 400:
+                    response.close()
+                    raise tuf_exceptions.DownloadHTTPError(
+                        f"HTTP error occurred with status {response.status}", response.status
+                    )
+                return self._chunks(response)
+            response.close()
+            url = _hop(urljoin(url, location), origin)
+        raise EnvironmentProblem(
+            f"the channel's server redirected more than {_MAX_REDIRECTS} times",
+            code="CHANNEL_REDIRECT_REFUSED",
+        )
+
+    def _get(self, url: str) -> urllib3.BaseHTTPResponse:
+        try:
+            return self._proxy_env.request(
+                "GET",
+                url,
+                preload_content=False,
+                redirect=False,
+                timeout=urllib3.Timeout(self.socket_timeout),
+            )
+        except urllib3.exceptions.MaxRetryError as exc:
+            if isinstance(exc.reason, urllib3.exceptions.TimeoutError):
+                raise tuf_exceptions.SlowRetrievalError from exc
+            raise
 
     def _counted(self, chunks: Iterator[bytes], report: Progress) -> Iterator[bytes]:
         done = 0
@@ -112,6 +151,20 @@ class _CountingFetcher(Urllib3Fetcher):
             done += len(chunk)
             report(done, self.expected)
             yield chunk
+
+
+_MAX_REDIRECTS = 5
+
+
+def _hop(url: str, origin: str) -> str:
+    why = redirect_refusal(url, origin)
+    if why is None:
+        return url
+    raise EnvironmentProblem(
+        f"the channel's server redirected {origin} to {url}: {why}",
+        code="CHANNEL_REDIRECT_REFUSED",
+        hint="use a mirror that serves the channel over https without leaving its host",
+    )
 
 
 def metadata_folder(state_dir: Path, root_bytes: bytes) -> Path:

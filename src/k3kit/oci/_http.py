@@ -19,7 +19,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from k3kit._netpolicy import is_loopback, plain_http_off_loopback
+from k3kit._netpolicy import is_loopback, redirect_refusal
 from k3kit.errors import EnvironmentProblem, VerificationError
 
 _MAX_REDIRECTS = 5
@@ -167,16 +167,12 @@ class _Streamed:
 
 
 def _allowed_hop(url: str, origin: str) -> str:
-    """A redirect the client may follow: https, or plain http to this machine; and to this
-    machine only from a registry on it (a remote registry redirecting to 127.0.0.1 would make
-    the node send a request to its own local services: a request forgery)."""
-    web = urlsplit(url).scheme in ("http", "https") and not plain_http_off_loopback(url)
-    inward = is_loopback(urlsplit(url).hostname) and not is_loopback(urlsplit(origin).hostname)
-    if web and not inward:
+    """A redirect the registry's client may follow (:func:`redirect_refusal`, the one rule)."""
+    why = redirect_refusal(url, origin)
+    if why is None:
         return url
     raise EnvironmentProblem(
-        f"the registry {origin} redirected to {url!r}: only https is followed, and this "
-        "machine only from a registry on it",
+        f"the registry {origin} redirected to {url!r}: {why}",
         code="OCI_REDIRECT_REFUSED",
         hint="ask the registry's operator to serve blobs over https from another host",
     )
