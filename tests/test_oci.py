@@ -25,6 +25,7 @@ import pytest
 from k3kit.archive import pack
 from tests.conftest import GoldenKit, KeyFiles, make_kit, make_snapshot, refusing_url, run_k3kit
 from tests.cotenant import COTENANT_UID, cotenant_python, needs_root, shared_folder
+from tests.netkit import OFF_MACHINE, recording_server, redirector, self_signed, tls_env
 from tests.ocikit import (
     SKOPEO_BIN,
     LiveRegistry,
@@ -569,3 +570,71 @@ def test_push_and_install_with_a_root_of_trust(
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "kits" / FOLDER).is_dir()
+
+
+def test_attack_many_referrers_share_one_large_blob(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit
+) -> None:
+    """Someone with push rights uploads ONE 16 MiB blob and lists eight referrers that all point
+    at it (plus the genuine one twice more): each passes the per-referrer cap, so a verifier
+    that reads them all holds 128 MiB for 16 MiB of the attacker's storage, and 256 of them
+    would be 4 GiB. The referrers' bytes are bounded in total, counted before each blob is
+    read, and a digest listed twice is read once."""
+    from k3kit.oci import artifact as art
+    from k3kit.oci._http import Registry
+
+    digest = push(registry, archive, golden.key.public)
+    big = bytes(range(256)) * (art.MAX_REFERRER_BYTES // 256)
+    with Registry(f"http://{registry.host}") as client:
+        manifest = client.get_small(
+            f"/v2/{REPO}/manifests/{digest}", accept=art.MANIFEST_TYPE, cap=1 << 20
+        )
+        assert manifest is not None
+        subject = art.describe(art.MANIFEST_TYPE, manifest)
+        layer = art.describe(art.ATTACHMENT_LAYER, big, title="report.bin")
+        client.push_blob(REPO, layer.digest, layer.size, big)
+        tag = art.fallback_tag(digest)
+        old = client.get_small(f"/v2/{REPO}/manifests/{tag}", accept=art.INDEX_TYPE, cap=1 << 20)
+        listed = art.parse_index(old, label="index") if old else []
+        listed = listed * 3  # the genuine receipt, listed three times
+        for n in range(8):
+            data = art.manifest_bytes(
+                art.ATTACHMENT_ARTIFACT, [layer], subject=subject, annotations={art.TITLE: f"r{n}"}
+            )
+            client.put_manifest(REPO, art.digest_of(data), data, art.MANIFEST_TYPE)
+            listed.append(
+                art.Descriptor(
+                    art.MANIFEST_TYPE, art.digest_of(data), len(data), None, art.ATTACHMENT_ARTIFACT
+                )
+            )
+        client.put_manifest(REPO, tag, art.index_bytes(listed), art.INDEX_TYPE)
+    rc, out, _ = k3kit_json(
+        "verify", registry.ref(REPO, f"@{digest}"), "--trust", golden.key.public
+    )
+    assert rc == 1 and error_code(out) == "OCI_MANIFEST_INVALID", out
+
+
+def test_attack_remote_registry_redirects_into_this_machine(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A registry off this machine (https, a valid certificate) answers the manifest with a
+    redirect to http://127.0.0.1:PORT/admin/wipe: the node's own local services, which trust
+    requests from this machine. The node must not make that request (a GET with side effects,
+    a request forgery); only a registry on this machine may redirect to this machine."""
+    hits: list[str] = []
+    local = recording_server(hits)
+    target = f"http://127.0.0.1:{local.server_address[1]}/admin/wipe"
+    cert, key = self_signed(tmp_path, OFF_MACHINE)
+    try:
+        with redirector(OFF_MACHINE, target, tls=(cert, key)) as port:
+            ref = f"oci://{OFF_MACHINE}:{port}/{REPO}@sha256:{'a' * 64}"
+            proc = run_k3kit(
+                "install", ref, "--trust", golden.key.public, "--into", tmp_path / "kits",
+                "--json", env=tls_env(cert),
+            )  # fmt: skip
+    finally:
+        local.shutdown()
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert hits == [], f"the node requested {hits} on this machine for a remote registry"
+    out = json.loads(proc.stdout)
+    assert out["error"]["code"] == "OCI_REDIRECT_REFUSED", out

@@ -702,6 +702,16 @@ class ChannelCode(ErrorCode):
         _ENV,
         "the channel's server cannot be reached or answered with an HTTP error",
     )
+    CHANNEL_URL_REFUSED = (
+        "CHANNEL_URL_REFUSED",
+        _INPUT,
+        "the channel URL is not https (or http to this machine), or carries credentials",
+    )
+    CHANNEL_REDIRECT_REFUSED = (
+        "CHANNEL_REDIRECT_REFUSED",
+        _ENV,
+        "the channel's server redirected to plain http elsewhere, or into this machine",
+    )
     CHANNEL_KEYS_MISSING = (
         "CHANNEL_KEYS_MISSING",
         _INPUT,

@@ -144,3 +144,10 @@ def channel_rotate_leaves_the_release_role_without_keys(w: Workbench) -> Argv:
         "channel", "rotate", "--repo", chan.repo, "--role", "targets",
         "--remove-key", chan.keys["targets"].public, "--key", chan.keys["root"].private,
     ]  # fmt: skip
+
+
+@attack("CHANNEL_URL_REFUSED", exit_code=3)
+def channel_update_over_plain_http_off_this_machine(w: Workbench) -> Argv:
+    """Anyone on the path would read every kit the buyer installs: refused before a request."""
+    chan = init_channel(w.root / "publisher")
+    return _update(w, "http://channel.example.com/kits", chan)

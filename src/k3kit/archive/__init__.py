@@ -11,6 +11,9 @@ admitted before anything is written (:func:`extract_safely`).
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from k3kit._fs import need_free_space
 from k3kit.archive._extract import (
     MAX_INFLATED_BYTES,
     MAX_MEMBER_BYTES,
@@ -22,6 +25,7 @@ from k3kit.archive._extract import (
     extract_safely,
 )
 from k3kit.archive._pack import FIXED_MTIME, pack
+from k3kit.errors import VerificationError
 
 __all__ = [
     "FIXED_MTIME",
@@ -32,6 +36,23 @@ __all__ = [
     "Admit",
     "ArchiveIndex",
     "Member",
+    "admit_download",
     "extract_safely",
     "pack",
 ]
+
+
+def admit_download(dest: Path, size: int, *, what: str, code: str) -> None:
+    """Refuse a kit archive about to be downloaded into ``dest`` whose size (read from metadata
+    already checked: a digest-checked OCI manifest, a channel's signed targets) is over the kit
+    cap (``code``) or more than ``dest``'s disk holds (``DISK_TOO_SMALL``): both before the first
+    byte, so a hostile source never fills a disk with what would be refused at the end. The one
+    gate of every verb that downloads a kit (install/verify oci://, update)."""
+    if size > MAX_TOTAL_BYTES:
+        raise VerificationError(
+            f"{what}: the kit is {size} bytes, over the kit cap of {MAX_TOTAL_BYTES}; nothing "
+            "was downloaded",
+            code=code,
+            hint="a genuine kit is never this large: ask its publisher what was released",
+        )
+    need_free_space(dest, size, what=what)

@@ -24,13 +24,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
+import urllib3
+from tuf.api import exceptions as tuf_exceptions
 from tuf.api.metadata import TargetFile
 from tuf.ngclient import Updater, UpdaterConfig
 from tuf.ngclient.urllib3_fetcher import Urllib3Fetcher
 
 from k3kit._fs import check_trust_anchor, foreign_entry, owned_staging, private_dir, read_capped
+from k3kit._policy import redirect_refusal, url_refusal
 from k3kit._values import parse_timestamp
+from k3kit.archive import admit_download
 from k3kit.channel.errors import tuf_refusals
 from k3kit.channel.repository import MAX_METADATA_BYTES
 from k3kit.channel.term import Term
@@ -99,10 +104,46 @@ class _CountingFetcher(Urllib3Fetcher):
         self.expected = 0
 
     def _fetch(self, url: str) -> Iterator[bytes]:
-        chunks = super()._fetch(url)
+        chunks = self._followed(url)
         if self.on_progress is None or "/targets/" not in url:
             return chunks
         return self._counted(chunks, self.on_progress)
+
+    def _followed(self, url: str) -> Iterator[bytes]:
+        """python-tuf's GET (its ``_fetch``, same status and timeout handling) with redirects
+        followed by hand, each hop by the one redirect rule (:func:`redirect_refusal`):
+        urllib3 alone follows any, to plain http or into this machine."""
+        origin = url
+        for _ in range(_MAX_REDIRECTS + 1):
+            response = self._get(url)
+            location = response.get_redirect_location()
+            if not location:
+                if response.status >= 400:
+                    response.close()
+                    raise tuf_exceptions.DownloadHTTPError(
+                        f"HTTP error occurred with status {response.status}", response.status
+                    )
+                return self._chunks(response)
+            response.close()
+            url = _hop(urljoin(url, location), origin)
+        raise EnvironmentProblem(
+            f"the channel's server redirected more than {_MAX_REDIRECTS} times",
+            code="CHANNEL_REDIRECT_REFUSED",
+        )
+
+    def _get(self, url: str) -> urllib3.BaseHTTPResponse:
+        try:
+            return self._proxy_env.request(
+                "GET",
+                url,
+                preload_content=False,
+                redirect=False,
+                timeout=urllib3.Timeout(self.socket_timeout),
+            )
+        except urllib3.exceptions.MaxRetryError as exc:
+            if isinstance(exc.reason, urllib3.exceptions.TimeoutError):
+                raise tuf_exceptions.SlowRetrievalError from exc
+            raise
 
     def _counted(self, chunks: Iterator[bytes], report: Progress) -> Iterator[bytes]:
         done = 0
@@ -110,6 +151,20 @@ class _CountingFetcher(Urllib3Fetcher):
             done += len(chunk)
             report(done, self.expected)
             yield chunk
+
+
+_MAX_REDIRECTS = 5
+
+
+def _hop(url: str, origin: str) -> str:
+    why = redirect_refusal(url, origin)
+    if why is None:
+        return url
+    raise EnvironmentProblem(
+        f"the channel's server redirected {origin} to {url}: {why}",
+        code="CHANNEL_REDIRECT_REFUSED",
+        hint="use a mirror that serves the channel over https without leaving its host",
+    )
 
 
 def metadata_folder(state_dir: Path, root_bytes: bytes) -> Path:
@@ -254,6 +309,19 @@ def _mismatch(entry: Entry, theirs: tuple[Any, ...], mine: tuple[Any, ...]) -> N
         )
 
 
+def _check_url(url: str) -> None:
+    """The channel's URL, refused before any request (``CHANNEL_URL_REFUSED``): the URL itself
+    is never echoed, since it may hold a password."""
+    why = url_refusal(url)
+    if why is not None:
+        raise InputError(
+            f"refusing the channel URL given with --from: {why}",
+            code="CHANNEL_URL_REFUSED",
+            hint="give https://HOST/PATH (plain http only to 127.0.0.1, ::1 or localhost), "
+            "without user:password@",
+        )
+
+
 def update(
     request: Request,
     trusted: TrustSource,
@@ -263,6 +331,7 @@ def update(
 ) -> Updated:
     """Refresh the channel, choose a release, download it into a private staging folder inside
     ``request.into`` and install it as ``k3kit install`` does."""
+    _check_url(request.url)
     check_trust_anchor(request.channel_root, "--channel-root")
     root_bytes = read_capped(
         request.channel_root,
@@ -292,6 +361,9 @@ def update(
     with owned_staging(folder, ".download-") as holder:
         kit = holder / entry.path.rsplit("/", 1)[1]
         fetcher.expected = entry.target.length
+        admit_download(
+            holder, entry.target.length, what=f"downloading {entry.path}", code="CHANNEL_INVALID"
+        )
         with tuf_refusals(f"downloading {entry.path}"):
             updater.download_target(entry.target, str(kit))
         installed = install(kit, trusted, request.into, rollback=rollback, expect=_expect(entry))

@@ -64,6 +64,8 @@ _UNREACHABLE_FIX = "check the --from URL and the network; nothing was installed"
 
 def channel_error(exc: BaseException, *, where: str) -> K3kitError:
     """The registered error for ``exc`` raised by python-tuf while doing ``where``."""
+    if isinstance(exc.__cause__, K3kitError):  # k3kit's own fetcher refused (a redirect)
+        return exc.__cause__
     for cls, code, meaning, fix in _TABLE:
         if isinstance(exc, cls):
             return VerificationError(f"{where}: {meaning} ({exc})", code=code, hint=fix)

@@ -15,13 +15,13 @@ read the server) is then the only limit.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._fs import read_capped
-from k3kit._values import format_timestamp, parse_timestamp
+from k3kit._values import add_days, format_timestamp, parse_timestamp
 from k3kit.commerce.buyer_receipt import read_buyer_receipt
 from k3kit.commerce.licence import verify_licence
 from k3kit.errors import VerificationError
@@ -68,9 +68,19 @@ def read_term(buyer_receipt: Path, licence: Path, trusted: list[Ed25519PublicKey
             f"{lic.licence_sha256}",
             code="BUYER_RECEIPT_WRONG_LICENCE",
         )
-    started = parse_timestamp(body.issued_at)
     return Term(
         package=body.kit.name,
-        ends_at=started + timedelta(days=lic.body.price.term_days),
+        ends_at=_term_end(body.issued_at, lic.body.price.term_days),
         licensee=body.licensee,
     )
+
+
+def _term_end(issued_at: str, days: int) -> datetime:
+    """``days`` after ``issued_at`` by k3kit's one date arithmetic (:func:`add_days`); a term
+    that ends past year 9999 covers every release a timestamp can name, so it ends at the last
+    instant one can (a signed receipt dated 9999 is the seller's to sign, not a crash)."""
+    parse_timestamp(issued_at)  # a malformed date is refused here, never read as "no end"
+    try:
+        return parse_timestamp(add_days(issued_at, days))
+    except ValueError:
+        return datetime.max.replace(microsecond=0, tzinfo=UTC)

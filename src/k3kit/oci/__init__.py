@@ -20,8 +20,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from k3kit._fs import create_new, need_free_space
-from k3kit.archive import MAX_TOTAL_BYTES
+from k3kit._fs import create_new
+from k3kit.archive import admit_download
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.oci import artifact as art
 from k3kit.oci._http import Registry
@@ -41,6 +41,9 @@ __all__ = [
 
 ARCHIVE_NAME = "registry.kit.tar.gz"
 MAX_REFERRERS = 256  # each is read (up to 16 MiB): a bound on what a listing may cost
+# What all of a kit's referrers may weigh together: each is held in memory to be judged, and 256
+# referrer manifests may all name the same 16 MiB blob (one upload, 4 GiB read).
+MAX_REFERRERS_TOTAL_BYTES = 4 * art.MAX_REFERRER_BYTES
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,8 @@ def fetch_kit(ref: Reference, dest: Path, *, verb: str) -> tuple[Path, str]:
             fetch_manifest(reg, ref.repo, digest), label=f"{ref.repo}@{digest}"
         )
         layer = _kit_layer(kit, digest)
-        need_free_space(dest, layer.size, what=f"downloading {ref.repo}@{digest[:19]}…")
+        what = f"downloading {ref.repo}@{digest[:19]}…"
+        admit_download(dest, layer.size, what=what, code="OCI_BLOB_OVERSIZED")
         path = dest / ARCHIVE_NAME
         fd = create_new(path)
         with os.fdopen(fd, "wb") as out:
@@ -191,12 +195,6 @@ def _kit_layer(kit: art.Artifact, digest: str) -> art.Descriptor:
     layer = kit.layers[0]
     if layer.media_type != art.KIT_LAYER:
         raise art._invalid(label, f"its layer is {layer.media_type!r}, not {art.KIT_LAYER}")
-    if layer.size > MAX_TOTAL_BYTES:
-        raise VerificationError(
-            f"{label} says the kit is {layer.size} bytes, over the kit cap of {MAX_TOTAL_BYTES}; "
-            "nothing was downloaded",
-            code="OCI_BLOB_OVERSIZED",
-        )
     return layer
 
 
@@ -214,7 +212,9 @@ def list_referrers(ref: Reference, digest: str) -> tuple[list[Referrer], str]:
                 hint="someone with push rights filled the referrers list: ask the registry's "
                 "operator to clean it",
             )
-        return [_read_referrer(reg, ref.repo, digest, d) for d in listed], source
+        budget = _Budget(MAX_REFERRERS_TOTAL_BYTES, digest)
+        unique = list({d.digest: d for d in listed}.values())  # a digest listed twice: read once
+        return [_read_referrer(reg, ref.repo, digest, d, budget) for d in unique], source
 
 
 def _referrer_index(reg: Registry, repo: str, digest: str) -> tuple[list[art.Descriptor], str]:
@@ -231,7 +231,29 @@ def _referrer_index(reg: Registry, repo: str, digest: str) -> tuple[list[art.Des
     return found, f"tag {tag}"
 
 
-def _read_referrer(reg: Registry, repo: str, subject: str, d: art.Descriptor) -> Referrer:
+class _Budget:
+    """The bytes the referrers of one kit may still bring: charged with each referrer's
+    declared layer size BEFORE its blob is read (``fetch_blob`` then refuses a byte beyond
+    that size), so a hostile listing is refused having read at most the budget."""
+
+    def __init__(self, total: int, subject: str) -> None:
+        self.left, self.total, self.subject = total, total, subject
+
+    def charge(self, size: int) -> None:
+        if size > self.left:
+            raise VerificationError(
+                f"the referrers of {self.subject[:19]}… weigh more than the {self.total} bytes "
+                "k3kit reads for one kit; the rest was not read",
+                code="OCI_MANIFEST_INVALID",
+                hint="someone with push rights attached large or repeated artifacts: ask the "
+                "registry's operator to remove them (the kit itself can still be installed)",
+            )
+        self.left -= size
+
+
+def _read_referrer(
+    reg: Registry, repo: str, subject: str, d: art.Descriptor, budget: _Budget
+) -> Referrer:
     found = art.parse_manifest(fetch_manifest(reg, repo, d.digest), label=f"referrer {d.digest}")
     if found.subject != subject:
         raise VerificationError(
@@ -242,6 +264,7 @@ def _read_referrer(reg: Registry, repo: str, subject: str, d: art.Descriptor) ->
     if len(found.layers) != 1 or found.layers[0].size > art.MAX_REFERRER_BYTES:
         raise art._invalid(f"referrer {d.digest[:19]}…", "not one layer under the size cap")
     layer = found.layers[0]
+    budget.charge(layer.size)
     out = _Sink()
     reg.fetch_blob(repo, layer.digest, layer.size, out)  # type: ignore[arg-type]
     title = found.annotations.get(art.TITLE) or (layer.annotations or {}).get(art.TITLE, "")

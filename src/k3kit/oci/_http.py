@@ -20,7 +20,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from k3kit._fs import open_nofollow
-from k3kit._policy import is_loopback, plain_http_off_loopback
+from k3kit._policy import is_loopback, redirect_refusal
 from k3kit.errors import EnvironmentProblem, VerificationError
 
 _MAX_REDIRECTS = 5
@@ -153,7 +153,7 @@ class _Streamed:
                 return self._resp
             target = urljoin(url, self._resp.headers.get("Location", ""))
             self._resp.close()
-            url = _allowed_hop(target)
+            url = _allowed_hop(target, self._reg.base)
         raise EnvironmentProblem(
             f"the registry redirected more than {_MAX_REDIRECTS} times", code="OCI_REDIRECT_REFUSED"
         )
@@ -167,13 +167,15 @@ class _Streamed:
             raise _unreachable(self._reg.base, exc) from exc
 
 
-def _allowed_hop(url: str) -> str:
-    if urlsplit(url).scheme in ("http", "https") and not plain_http_off_loopback(url):
+def _allowed_hop(url: str, origin: str) -> str:
+    """A redirect the registry's client may follow (:func:`redirect_refusal`, the one rule)."""
+    why = redirect_refusal(url, origin)
+    if why is None:
         return url
     raise EnvironmentProblem(
-        f"the registry redirected to {url!r}: only https (or this machine) is followed",
+        f"the registry {origin} redirected to {url!r}: {why}",
         code="OCI_REDIRECT_REFUSED",
-        hint="ask the registry's operator to serve blobs over https",
+        hint="ask the registry's operator to serve blobs over https from another host",
     )
 
 
