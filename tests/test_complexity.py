@@ -17,9 +17,6 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "k3kit"
 
 #: ``path:name`` → why it may stay at D or E for now.
 ALLOWED = {
-    # Issue 22's disaggregated topology landed in scope() and the claims model the same day
-    # their neighbours were split; these two are next.
-    "audit/scope.py:scope": "audit scope rule, split after issue 22's topology",
     # A pydantic model: its rank is the sum of its validators, which move to helpers next.
     "models/claims.py:ClaimsBody": "validators of one model",
 }
