@@ -11,13 +11,25 @@ from k3kit.audit.lengths import length_checks
 from k3kit.audit.numbers import Interval
 from k3kit.audit.stats import mlperf_min_samples
 from k3kit.audit.topology import disaggregated, environment_gpus, pool_checks
+from k3kit.models import KitInfo
 from k3kit.models.claims import Environment
 from k3kit.models.package import HardwareTarget
 
 
 @rule("R30", "Scope", "MLPerf closed division: declared scope; k3kit kit binding")
 def scope(ctx: Context, out: Out) -> None:
-    env = ctx.predicate.environment
+    """What each run measured against what it claims, then what the kit promises against
+    what was measured. Each step is its own helper, called in the order findings are listed."""
+    _shared_evidence(ctx, out)
+    for rv in ctx.runs:
+        _run_scope(out, rv, ctx.predicate.environment)
+    pool_checks(ctx, out)
+    length_checks(ctx, out)
+    _kit_scope(ctx, out)
+
+
+def _shared_evidence(ctx: Context, out: Out) -> None:
+    """One evidence file claimed by several runs: one measurement counted as several."""
     by_digest: dict[str, list[str]] = {}
     for rv in ctx.runs:
         if rv.run.evidence_sha256 is not None:
@@ -31,38 +43,48 @@ def scope(ctx: Context, out: Out) -> None:
                 "one evidence file per measured run",
                 f"{len(ids)} runs, one file",
             )
-    for rv in ctx.runs:
-        s = rv.summary
-        if rv.gpus > environment_gpus(env):
-            out.error(
-                rv.id,
-                "run uses more GPUs than the environment has",
-                f"<= {environment_gpus(env)}",
-                str(rv.gpus),
-            )
-        if (
-            s is not None
-            and s.max_concurrency is not None
-            and s.max_concurrency != rv.run.concurrency
-        ):
-            out.error(
-                rv.id,
-                "the evidence ran at another concurrency than the run claims",
-                f"max_concurrency {rv.run.concurrency}",
-                f"max_concurrency {s.max_concurrency}",
-            )
-        elif s is not None and s.max_concurrency is None and rv.run.concurrency is not None:
-            out.warning(
-                rv.id,
-                "the evidence has no max_concurrency: the claimed concurrency is not evidenced",
-                f"max_concurrency {rv.run.concurrency}",
-                "none",
-            )
-        elif s is not None:
-            out.passed(rv.id, f"evidence ran at concurrency {s.max_concurrency or 'uncapped'}")
-        _offered(out, rv)
-    pool_checks(ctx, out)
-    length_checks(ctx, out)
+
+
+def _run_scope(out: Out, rv: RunView, env: Environment) -> None:
+    """One run against its environment and its evidence: GPUs, concurrency, offered rate."""
+    if rv.gpus > environment_gpus(env):
+        out.error(
+            rv.id,
+            "run uses more GPUs than the environment has",
+            f"<= {environment_gpus(env)}",
+            str(rv.gpus),
+        )
+    _concurrency(out, rv)
+    _offered(out, rv)
+
+
+def _concurrency(out: Out, rv: RunView) -> None:
+    """The concurrency the evidence ran at against the one the run claims (no evidence: no
+    finding; evidence without a cap: the claim is not evidenced)."""
+    s = rv.summary
+    if s is None:
+        return
+    if s.max_concurrency is not None and s.max_concurrency != rv.run.concurrency:
+        out.error(
+            rv.id,
+            "the evidence ran at another concurrency than the run claims",
+            f"max_concurrency {rv.run.concurrency}",
+            f"max_concurrency {s.max_concurrency}",
+        )
+    elif s.max_concurrency is None and rv.run.concurrency is not None:
+        out.warning(
+            rv.id,
+            "the evidence has no max_concurrency: the claimed concurrency is not evidenced",
+            f"max_concurrency {rv.run.concurrency}",
+            "none",
+        )
+    else:
+        out.passed(rv.id, f"evidence ran at concurrency {s.max_concurrency or 'uncapped'}")
+
+
+def _kit_scope(ctx: Context, out: Out) -> None:
+    """What the kit promises (hardware, profiles, context length) against what was measured;
+    without kit.json none of it can be compared, and the audit says so."""
     if ctx.kit is None or ctx.kit.info is None:
         out.not_checkable(
             "kit",
@@ -71,9 +93,14 @@ def scope(ctx: Context, out: Out) -> None:
         )
         return
     info = ctx.kit.info
-    hw = info.hardware
     if not disaggregated(ctx):  # pools were compared one by one (pool_checks)
-        _hardware(hw, env, out)
+        _hardware(info.hardware, ctx.predicate.environment, out)
+    _unmeasured_profiles(ctx, info, out)
+    _context_length(ctx, info, out)
+
+
+def _unmeasured_profiles(ctx: Context, info: KitInfo, out: Out) -> None:
+    """A profile the kit ships that no run measured is sold without evidence."""
     measured = {rv.run.profile for rv in ctx.runs}
     for profile in info.profiles:
         if profile.name not in measured:
@@ -83,22 +110,28 @@ def scope(ctx: Context, out: Out) -> None:
                 "a run per profile",
                 "none",
             )
+
+
+def _context_length(ctx: Context, info: KitInfo, out: Out) -> None:
+    """A model that serves more context than any measured request must say so in limitations:
+    the receipt shows nothing about the lengths beyond the longest one."""
     longest, what = _longest_request(ctx)
-    if info.model.max_context_tokens > longest:
-        stated = _mentions(ctx, r"context")
-        message = (
-            f"the model serves up to {info.model.max_context_tokens} tokens of context; "
-            + what.format(n=longest)
+    if info.model.max_context_tokens <= longest:
+        return
+    stated = _mentions(ctx, r"context")
+    message = (
+        f"the model serves up to {info.model.max_context_tokens} tokens of context; "
+        + what.format(n=longest)
+    )
+    if stated:
+        out.info("kit", f"{message}; stated in limitations: {stated!r}")
+    else:
+        out.error(
+            "kit",
+            message + ", and no limitation says so",
+            "a limitation on untested context lengths",
+            "none",
         )
-        if stated:
-            out.info("kit", f"{message}; stated in limitations: {stated!r}")
-        else:
-            out.error(
-                "kit",
-                message + ", and no limitation says so",
-                "a limitation on untested context lengths",
-                "none",
-            )
 
 
 def _hardware(hw: HardwareTarget, env: Environment, out: Out) -> None:

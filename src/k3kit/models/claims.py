@@ -319,35 +319,56 @@ class ClaimsBody(Frozen):
 
     @model_validator(mode="after")
     def _references_resolve(self) -> ClaimsBody:
-        ids = [r.id for r in self.runs]
-        if len(set(ids)) != len(ids):
-            raise ValueError("run ids must be unique")
-        for run in self.runs:
-            if run.workload not in self.workloads:
-                raise ValueError(f"run {run.id!r} names unknown workload {run.workload!r}")
-            load = self.workloads[run.workload].load
-            if load == "closed-loop" and run.concurrency is None:
-                raise ValueError(f"run {run.id!r}: a closed-loop run needs its concurrency")
-            if load == "closed-loop" and run.offered_rate is not None:
-                raise ValueError(f"run {run.id!r}: offered_rate is for open-loop workloads")
-            if (
-                run.completed is not None
-                and run.requests is not None
-                and run.completed > run.requests
-            ):
-                raise ValueError(f"run {run.id!r}: completed {run.completed} > requests")
-        known = set(ids)
-        for comp in self.comparisons:
-            for point in comp.points:
-                for ref in (point.subject_run, point.baseline_run):
-                    if ref is not None and ref not in known:
-                        raise ValueError(f"comparison {comp.id!r} names unknown run {ref!r}")
-            controls = {c.id for c in self.controls}
-            if comp.aa_control is not None and comp.aa_control not in controls:
-                raise ValueError(
-                    f"comparison {comp.id!r} names unknown control {comp.aa_control!r}"
-                )
+        """Every id a run or comparison names exists, and each run fits its workload's load."""
+        known = _runs_resolve(self.runs, self.workloads)
+        _comparisons_resolve(self.comparisons, known, {c.id for c in self.controls})
         return self
+
+
+def _runs_resolve(runs: list[Run], workloads: dict[str, Workload]) -> set[str]:
+    """Run ids are unique (comparisons name runs by id, so a shared id would be ambiguous) and
+    every run fits the workload it names; returns the ids. The first problem found is raised,
+    runs in file order, so the message a publisher sees does not depend on this split."""
+    ids = [r.id for r in runs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("run ids must be unique")
+    for run in runs:
+        _run_fits(run, workloads)
+    return set(ids)
+
+
+def _run_fits(run: Run, workloads: dict[str, Workload]) -> None:
+    """A run names a declared workload, states what its load needs, and does not complete more
+    requests than it sent: a figure the auditor cannot place is refused before it is signed."""
+    if run.workload not in workloads:
+        raise ValueError(f"run {run.id!r} names unknown workload {run.workload!r}")
+    if workloads[run.workload].load == "closed-loop":
+        _closed_loop_run(run)
+    if run.completed is not None and run.requests is not None and run.completed > run.requests:
+        raise ValueError(f"run {run.id!r}: completed {run.completed} > requests")
+
+
+def _closed_loop_run(run: Run) -> None:
+    """A closed loop is a fixed number of clients, so its run states that number; an offered
+    rate belongs to an open loop, where it would say how arrivals were generated."""
+    if run.concurrency is None:
+        raise ValueError(f"run {run.id!r}: a closed-loop run needs its concurrency")
+    if run.offered_rate is not None:
+        raise ValueError(f"run {run.id!r}: offered_rate is for open-loop workloads")
+
+
+def _comparisons_resolve(
+    comparisons: list[Comparison], known: set[str], controls: set[str]
+) -> None:
+    """Each comparison's points name known runs and its A/A control a known control: a
+    percentage against a run that is not in the file could not be recomputed by the audit."""
+    for comp in comparisons:
+        for point in comp.points:
+            for ref in (point.subject_run, point.baseline_run):
+                if ref is not None and ref not in known:
+                    raise ValueError(f"comparison {comp.id!r} names unknown run {ref!r}")
+        if comp.aa_control is not None and comp.aa_control not in controls:
+            raise ValueError(f"comparison {comp.id!r} names unknown control {comp.aa_control!r}")
 
 
 class Claims(ClaimsBody):
