@@ -335,3 +335,36 @@ def test_a_tail_with_a_whole_character_after_the_text_is_no_witness() -> None:
 
 def test_id_allowance_bounds_what_splitting_gains() -> None:
     assert [id_allowance(n) for n in (1, 16, 32, 1000)] == [3, 4, 8, 250]
+
+
+def test_ids_that_made_the_text_are_no_more_than_its_bytes_whatever_the_tail() -> None:
+    """The attack pass: the "no more ids than bytes" check counted each U+FFFD of a withheld
+    tail as 3 bytes, so a few lead-byte ids let more ids than the text has bytes pass as its
+    account. The ids before the tail are held to the text's own bytes."""
+    tok = _byte_tokenizer()
+    text_ids = _byte_ids(tok, "ab")
+    lead = _byte_ids(tok, "\u00ec")
+    ids = text_ids + lead * 2  # honest: two ids of text, two withheld
+
+    def decode(i: list[int]) -> str:
+        return tok.decode(i, skip_special_tokens=False)
+
+    honest = _tail_sample("ab", ids, tail_events=2)
+    honest.usage = None
+    check_sample(honest, lambda t: len(tok.encode(t, add_special_tokens=False).ids), decode)
+    assert honest.ok and honest.output_len == 4
+
+    # four ids claimed to have made the same two bytes (a decoding where two ids add nothing,
+    # as tokenizers' decoding of ids outside a vocabulary does), then one withheld: the old
+    # check saw 5 ids against "ab" plus U+FFFD, 5 bytes, and let the ids count 5
+    empty = tok.token_to_id("\u00ed")
+    assert empty is not None
+    padded = [empty, empty, *text_ids, *lead]
+
+    def lying_decode(i: list[int]) -> str:
+        return decode([x for x in i if x != empty])
+
+    sample = _tail_sample("ab", padded, tail_events=1)
+    sample.usage = None
+    check_sample(sample, lambda t: len(tok.encode(t, add_special_tokens=False).ids), lying_decode)
+    assert sample.ok and sample.output_len == 2  # no witness: the text's own count stands

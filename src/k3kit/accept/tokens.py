@@ -124,7 +124,10 @@ def _witnessed(sample: Sample, ids: list[int] | None, text: str, decode: Decode 
         return True
     if not (full.endswith("\ufffd") and full.startswith(text)):
         return False
-    if _withheld(ids, text, decode) is None:
+    withheld = _withheld(ids, text, decode)
+    # The ids before the withheld ones made the text, each at least one of its bytes (the check
+    # above counts each U+FFFD of the tail as 3 bytes, which ids of lead bytes would exploit).
+    if withheld is None or len(ids) - withheld > len(text.encode("utf-8")):
         return False
     sample.latency_s = max(sample.latency_s, sample.tail_end_s)
     return True

@@ -48,8 +48,13 @@ class Registry:
     # -- reads -----------------------------------------------------------------------------
 
     def get_small(self, path: str, *, accept: str, cap: int) -> bytes | None:
-        """The body of ``GET path`` (at most ``cap`` bytes), or None on 404."""
-        with self._stream("GET", path, headers={"Accept": accept}) as resp:
+        """The body of ``GET path`` (at most ``cap`` bytes), or None on 404.
+
+        ``identity``, as for blobs: a digest is over the bytes the registry stores, so a body a
+        proxy compressed on the way would read as another manifest (found by the attack pass).
+        """
+        headers = {"Accept": accept, "Accept-Encoding": "identity"}
+        with self._stream("GET", path, headers=headers) as resp:
             if resp.status_code == 404:
                 return None
             _raise_for(resp, path)
