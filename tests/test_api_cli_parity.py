@@ -9,11 +9,13 @@ codes and exit codes must be equal to each other and to the row's expectation.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
@@ -23,7 +25,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit import api
 from k3kit._canonical import dumps
+from k3kit.archive import pack
 from k3kit.audit import AuditReport
+from k3kit.channel.repository import Expiries, renew_timestamp, utc_now
 from k3kit.engines import Runtime
 from k3kit.errors import InputError, K3kitError
 from k3kit.hub import HfHub
@@ -31,6 +35,8 @@ from k3kit.node.verify import Report
 from k3kit.preflight import NodeNotReady
 from k3kit.publish.kit import build, sign
 from k3kit.signing.keys import load_private, load_public
+from k3kit.signing.schemes import signer_from_uri
+from tests.channelkit import Channel, init_channel, publish, serve_until_exit
 from tests.conftest import EXAMPLE, FIXED_TIME, REPO, GoldenKit, KeyFiles, run_k3kit
 from tests.hubkit import make_served_kit
 from tests.launchkit import FakeEngine, engine_env, make_fake_engine
@@ -136,6 +142,39 @@ class Side:
     def out(self, name: str) -> Path:
         return self.root / name
 
+    def archive(self) -> Path:
+        """The genuine kit as the ``.kit.tar.gz`` that ``publish`` and ``push`` take."""
+        dest = self.out("kimi-k3-b300x8-1.0.0.kit.tar.gz")
+        if not dest.exists():
+            pack(self.golden.kit, dest)
+        return dest
+
+    def channel(self) -> Channel:
+        """A channel made by ``k3kit channel init`` (a fresh key per role), nothing published."""
+        return _channel_in(self.out("chan"))
+
+    def signers(self) -> list[Any]:
+        """The channel's online signers (targets, snapshot, timestamp), as ``--key`` gives them."""
+        keys = self.channel().keys
+        return [signer_from_uri(str(keys[r].private)) for r in ("targets", "snapshot", "timestamp")]
+
+    def frozen_channel_url(self) -> str:
+        """A channel with the genuine kit published, whose timestamp (genuinely signed) expired
+        a day ago, served from 127.0.0.1 as a mirror that stopped following serves it: a freeze."""
+        stamp = self.out("frozen")
+        if not stamp.exists():
+            chan = self.channel()
+            done = publish(chan, self.archive(), self.golden.key.public)
+            assert done.returncode == 0, done.stderr
+            renew_timestamp(
+                chan.repo,
+                [signer_from_uri(str(chan.keys["timestamp"].private))],
+                now=utc_now() - timedelta(days=2),
+                expires=Expiries(timestamp=timedelta(hours=1)),
+            )
+            stamp.write_text(serve_until_exit(chan.repo))
+        return stamp.read_text()
+
     def state(self) -> Path:
         return self.root / "state"
 
@@ -157,6 +196,30 @@ class Row:
     cli: Callable[[Side], list[str | Path]]
     api: Callable[[Side], object]
     expect: tuple[int, str]
+
+
+@functools.cache
+def _channel_in(folder: Path) -> Channel:
+    """One channel per folder (each door's folder is its own), made on first use."""
+    return init_channel(folder)
+
+
+def _publish_argv(s: Side, trust: Path) -> list[str | Path]:
+    chan = s.channel()
+    return ["publish", s.archive(), "--channel", "stable", "--repo", chan.repo, "--trust", trust,
+            *chan.online_keys()]  # fmt: skip
+
+
+def _update_argv(s: Side, url: str, *extra: str | Path) -> list[str | Path]:
+    return ["update", "--channel", "stable", "--from", url, "--channel-root", s.channel().root,
+            "--into", s.out("i"), "--trust", s.golden.key.public, "--state-dir", s.state(),
+            *extra]  # fmt: skip
+
+
+def _update(s: Side, url: str, **kw: Any) -> object:
+    return api.update_from_channel(
+        url, "stable", s.channel().root, s.out("i"), s.keys(), state_dir=s.state(), **kw
+    )
 
 
 def _launch_argv(s: Side, kit: Path, *extra: str | Path) -> list[str | Path]:
@@ -188,6 +251,11 @@ def _plan(s: Side, kit: Path, profile: str, **kw: Any) -> object:
 
 
 MULTI = ("--profile", "batch", "--topology", "multi-node-8x8gpu")
+
+#: Reachable by nobody (RFC 6761): a refusal in these rows comes before any connection, and a
+#: verb that did not refuse would fail with a network error, not with the row's code.
+OFF_MACHINE_CHANNEL = "http://channel.example.invalid/k3"
+OFF_MACHINE_REGISTRY = "oci://registry.example.invalid/kimi/k3"
 
 ROWS: dict[str, Row] = {
     # verify
@@ -495,6 +563,68 @@ ROWS: dict[str, Row] = {
             s.kit(), load_private(s.golden.key.private, None), EXAMPLE / "claims.toml"
         ),
         (3, "OUTPUT_EXISTS"),
+    ),
+    # publish --channel: the channel vouches only for kits that verify against the publisher
+    "publish_good_archive": Row(
+        lambda s: _publish_argv(s, s.golden.key.public),
+        lambda s: api.publish_to_channel(
+            s.archive(), "stable", s.channel().repo, s.keys(), s.signers()
+        ),
+        (0, "OK"),
+    ),
+    "publish_archive_the_trusted_key_did_not_sign": Row(
+        lambda s: _publish_argv(s, s.other.public),
+        lambda s: api.publish_to_channel(
+            s.archive(), "stable", s.channel().repo, s.wrong_keys(), s.signers()
+        ),
+        (1, "CHANNEL_KIT_UNVERIFIED"),
+    ),
+    # update
+    "update_from_plain_http_off_this_machine": Row(
+        lambda s: _update_argv(s, OFF_MACHINE_CHANNEL),
+        lambda s: _update(s, OFF_MACHINE_CHANNEL),
+        (3, "CHANNEL_URL_REFUSED"),
+    ),
+    "update_from_a_frozen_channel": Row(
+        lambda s: _update_argv(s, s.frozen_channel_url()),
+        lambda s: _update(s, s.frozen_channel_url()),
+        (1, "CHANNEL_FROZEN"),
+    ),
+    "update_with_a_buyer_receipt_but_no_licence": Row(
+        lambda s: _update_argv(s, "https://channel.example.invalid", "--buyer-receipt", _a_file(s)),
+        lambda s: _update(s, "https://channel.example.invalid", buyer_receipt=_a_file(s)),
+        (2, "USAGE"),
+    ),
+    # push (verified before a byte is sent: nothing here reaches a registry)
+    "push_kit_the_trusted_key_did_not_sign": Row(
+        lambda s: ["push", s.archive(), f"{OFF_MACHINE_REGISTRY}:1.0.0", "--trust", s.other.public],
+        lambda s: api.push_kit(s.archive(), f"{OFF_MACHINE_REGISTRY}:1.0.0", s.wrong_keys()),
+        (1, "RECEIPT_UNTRUSTED_KEY"),
+    ),
+    "push_to_a_digest_not_a_tag": Row(
+        lambda s: [
+            "push",
+            s.archive(),
+            f"{OFF_MACHINE_REGISTRY}@sha256:{'a' * 64}",
+            "--trust",
+            s.golden.key.public,
+        ],
+        lambda s: api.push_kit(s.archive(), f"{OFF_MACHINE_REGISTRY}@sha256:{'a' * 64}", s.keys()),
+        (3, "OCI_REF_INVALID"),
+    ),
+    "install_from_an_oci_tag": Row(
+        lambda s: [
+            "install",
+            f"{OFF_MACHINE_REGISTRY}:1.0.0",
+            "--trust",
+            s.golden.key.public,
+            "--into",
+            s.out("i"),
+        ],
+        lambda s: api.install_kit_from_registry(
+            f"{OFF_MACHINE_REGISTRY}:1.0.0", s.keys(), s.out("i")
+        ),
+        (3, "OCI_TAG_NOT_PINNED"),
     ),
     # launch (a stand-in engine; this machine has no GPU, so no node check: see below)
     "launch_good_kit": Row(

@@ -19,17 +19,23 @@ if TYPE_CHECKING:
     from k3kit.api import build_kit as build_kit
     from k3kit.api import check_kit as check_kit
     from k3kit.api import check_weights as check_weights
+    from k3kit.api import init_channel as init_channel
     from k3kit.api import install_kit as install_kit
     from k3kit.api import install_kit_from_registry as install_kit_from_registry
     from k3kit.api import pack_kit as pack_kit
     from k3kit.api import pin_hub as pin_hub
     from k3kit.api import pin_local as pin_local
     from k3kit.api import plan_launch as plan_launch
+    from k3kit.api import publish_to_channel as publish_to_channel
     from k3kit.api import pull_weights as pull_weights
+    from k3kit.api import push_kit as push_kit
     from k3kit.api import read_lock as read_lock
+    from k3kit.api import renew_channel_timestamp as renew_channel_timestamp
+    from k3kit.api import rotate_channel_keys as rotate_channel_keys
     from k3kit.api import sign_kit as sign_kit
     from k3kit.api import trust_root as trust_root
     from k3kit.api import trusted_keys as trusted_keys
+    from k3kit.api import update_from_channel as update_from_channel
     from k3kit.api import verify_kit as verify_kit
     from k3kit.api import verify_weights as verify_weights
     from k3kit.api import write_lock as write_lock
@@ -69,17 +75,23 @@ _HOMES: dict[str, str] = {
     "build_kit": "k3kit.api",
     "check_kit": "k3kit.api",
     "check_weights": "k3kit.api",
+    "init_channel": "k3kit.api",
     "install_kit": "k3kit.api",
     "install_kit_from_registry": "k3kit.api",
     "pack_kit": "k3kit.api",
     "pin_hub": "k3kit.api",
     "pin_local": "k3kit.api",
     "plan_launch": "k3kit.api",
+    "publish_to_channel": "k3kit.api",
     "pull_weights": "k3kit.api",
+    "push_kit": "k3kit.api",
     "read_lock": "k3kit.api",
+    "renew_channel_timestamp": "k3kit.api",
+    "rotate_channel_keys": "k3kit.api",
     "sign_kit": "k3kit.api",
     "trust_root": "k3kit.api",
     "trusted_keys": "k3kit.api",
+    "update_from_channel": "k3kit.api",
     "verify_kit": "k3kit.api",
     "verify_weights": "k3kit.api",
     "write_lock": "k3kit.api",

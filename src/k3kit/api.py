@@ -21,8 +21,9 @@ with a stable ``code`` and an ``exit_code`` (1 check failed, 3 bad input, 4 envi
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -47,6 +48,15 @@ from k3kit.weights.pin import HubClient, pin_into
 from k3kit.weights.pin import pin_hub as _pin_hub
 from k3kit.weights.pin import pin_local as _pin_local
 from k3kit.weights.pin import write_lock as _write_lock
+
+if TYPE_CHECKING:  # python-tuf and httpx stay off ``import k3kit``: loaded inside the verbs
+    from k3kit.channel.client import Updated
+    from k3kit.channel.repository import Expiries, Rotation
+    from k3kit.oci import Pushed
+    from k3kit.signing.signers import Signer
+
+#: How long a channel timestamp stays valid unless told (``--timestamp-hours``' default).
+CHANNEL_TIMESTAMP_LIFETIME = timedelta(hours=24)
 
 
 def _now() -> str:
@@ -502,3 +512,159 @@ def trust_root(
     ``--root`` and ``--state-dir`` make them (the clock is read once, now). Pass both to the
     verbs that take ``trusted`` and ``rollback``. Raises ``InputError`` ``ROOT_INVALID``."""
     return root_trust(root, state_dir, now=_now(), allow_rollback=allow_rollback)
+
+
+# -- the maintenance channel (python-tuf, the ``channel`` extra) and OCI push ---------------------
+
+
+def _need_channel() -> None:
+    """The channel verbs need python-tuf (the ``channel`` extra): refused, naming the extra to
+    install, as the CLI refuses it (``EXTRA_NOT_INSTALLED``, exit 4)."""
+    from k3kit._resources import require_extra
+
+    require_extra("channel", "tuf")
+
+
+def _channel_expiries(timestamp_lifetime: timedelta) -> Expiries:
+    _need_channel()
+    from k3kit.channel.repository import Expiries
+
+    return Expiries(timestamp=timestamp_lifetime)
+
+
+def publish_to_channel(
+    archive: Path,
+    channel: str,
+    repo: Path,
+    trusted: TrustSource,
+    signers: Sequence[Signer],
+    *,
+    timestamp_lifetime: timedelta = CHANNEL_TIMESTAMP_LIFETIME,
+) -> dict[str, Any]:
+    """Add the ``.kit.tar.gz`` ``archive`` to ``channel`` of the TUF repository ``repo``, as
+    ``k3kit publish --channel`` does.
+
+    The archive must first verify against ``trusted`` (the publisher's own keys or root);
+    ``signers`` (``k3kit.signing.schemes.signer_from_uri``) sign the new targets, snapshot and
+    timestamp, the timestamp valid for ``timestamp_lifetime``. Returns the target's name and
+    whether it was newly published. Raises ``VerificationError`` ``CHANNEL_KIT_UNVERIFIED``
+    (exit 1, nothing written), ``InputError`` ``KIT_NOT_FOUND`` / ``BAD_INPUT`` /
+    ``CHANNEL_VERSION_EXISTS`` / ``CHANNEL_KEYS_MISSING`` (exit 3), ``EnvironmentProblem``
+    ``EXTRA_NOT_INSTALLED`` (exit 4) without python-tuf.
+    """
+    expires = _channel_expiries(timestamp_lifetime)
+    from k3kit.channel.publish import publish_archive
+    from k3kit.channel.repository import utc_now
+
+    return publish_archive(archive, channel, repo, trusted, signers, now=utc_now(), expires=expires)
+
+
+def init_channel(
+    repo: Path,
+    role_keys: Mapping[str, Sequence[Ed25519PublicKey]],
+    root_signers: Sequence[Signer],
+    *,
+    thresholds: Mapping[str, int] | None = None,
+) -> Path:
+    """Create ``repo/metadata/1.root.json`` naming each role's public keys (``role_keys``: root,
+    targets, snapshot, timestamp) and ``thresholds`` (default 1), signed by ``root_signers``,
+    as ``k3kit channel init`` does. Returns the root's path: buyers pin it. Raises
+    ``InputError`` (``CHANNEL_REPO_INVALID`` for an existing channel...; exit 3)."""
+    _need_channel()
+    from k3kit.channel.repository import init_channel as _init_channel
+    from k3kit.channel.repository import utc_now
+
+    keys = {role: list(found) for role, found in role_keys.items()}
+    wanted = {"root": 1, "targets": 1, **(thresholds or {})}
+    return _init_channel(repo, keys, wanted, root_signers, now=utc_now())
+
+
+def renew_channel_timestamp(
+    repo: Path,
+    signers: Sequence[Signer],
+    *,
+    timestamp_lifetime: timedelta = CHANNEL_TIMESTAMP_LIFETIME,
+) -> int:
+    """Re-sign ``repo``'s timestamp for ``timestamp_lifetime``, as ``k3kit channel timestamp``
+    does; returns the version it renewed. Raises ``InputError`` ``CHANNEL_REPO_INVALID`` /
+    ``CHANNEL_KEYS_MISSING`` (exit 3)."""
+    expires = _channel_expiries(timestamp_lifetime)
+    from k3kit.channel.repository import renew_timestamp, utc_now
+
+    return renew_timestamp(repo, signers, now=utc_now(), expires=expires)
+
+
+def rotate_channel_keys(
+    repo: Path,
+    role: str,
+    signers: Sequence[Signer],
+    *,
+    add: Sequence[Ed25519PublicKey] = (),
+    remove: Sequence[Ed25519PublicKey | str] = (),
+    threshold: int | None = None,
+    timestamp_lifetime: timedelta = CHANNEL_TIMESTAMP_LIFETIME,
+) -> Rotation:
+    """Give ``role`` the keys ``add``, revoke ``remove`` (public keys or TUF key ids) and set its
+    ``threshold``: writes root N+1 and re-signs what the change made stale, as ``k3kit channel
+    rotate`` does (``signers``: the old and new root's keys and those of the re-signed roles).
+    Returns the :class:`k3kit.channel.repository.Rotation`. Raises ``InputError``
+    ``CHANNEL_KEYS_MISSING`` / ``CHANNEL_ROTATION_INVALID`` (exit 3), writing nothing."""
+    expires = _channel_expiries(timestamp_lifetime)
+    from k3kit.channel.repository import KeyChange, rotate_keys, utc_now
+    from k3kit.channel.tufsigner import tuf_key
+
+    gone = tuple(k if isinstance(k, str) else tuf_key(k).keyid for k in remove)
+    change = KeyChange(role, tuple(add), gone, threshold)
+    return rotate_keys(repo, change, signers, now=utc_now(), expires=expires)
+
+
+def update_from_channel(
+    url: str,
+    channel: str,
+    channel_root: Path,
+    into: Path,
+    trusted: TrustSource,
+    *,
+    state_dir: Path,
+    package: str | None = None,
+    version: str | None = None,
+    buyer_receipt: Path | None = None,
+    licence: Path | None = None,
+    rollback: RollbackPolicy | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Updated:
+    """Install the newest release of ``channel`` served at ``url`` that this buyer is entitled
+    to, as ``k3kit update`` does: python-tuf reads the channel from the pinned ``channel_root``
+    (metadata kept in ``state_dir``), then the kit is verified against ``trusted`` and installed
+    into ``into/NAME-VERSION``. ``buyer_receipt`` and ``licence`` (together) hold it to the
+    entitlement's term. Raises ``InputError`` ``CHANNEL_URL_REFUSED`` (plain http off this
+    machine, a password in the URL; exit 3, before any request), ``VerificationError``
+    ``CHANNEL_FROZEN`` / ``CHANNEL_ROLLBACK`` / ``CHANNEL_INCONSISTENT`` / ``CHANNEL_UNTRUSTED``
+    / ``CHANNEL_OUT_OF_TERM`` / ``BUYER_RECEIPT_NEEDS_TRUST`` and :class:`KitNotVerified`
+    (exit 1), ``UsageProblem`` ``USAGE`` for one entitlement document without the other."""
+    _need_channel()
+    from k3kit.channel.client import Request, update
+    from k3kit.channel.term import term_for
+
+    term = term_for(buyer_receipt, licence, trusted)
+    request = Request(url, channel, channel_root, into, state_dir, package, version, term)
+    return update(request, trusted, rollback=rollback, on_progress=on_progress)
+
+
+def push_kit(
+    archive: Path,
+    reference: str,
+    trusted: TrustSource,
+    *,
+    attach: Sequence[Path] = (),
+    rollback: RollbackPolicy | None = None,
+) -> tuple[Pushed, Report]:
+    """Verify a private copy of ``archive`` against ``trusted`` and push it to
+    ``oci://HOST/REPO:TAG`` with its receipt, card and ``attach`` files as referrers, as
+    ``k3kit push`` does. Returns what was pushed (``.digest``: install by it) and the passing
+    :class:`Report`. Raises :class:`KitNotVerified` (exit 1, nothing pushed), ``InputError``
+    ``OCI_REF_INVALID`` / ``OCI_PLAIN_HTTP`` (exit 3, before the archive is read),
+    ``EnvironmentProblem`` ``OCI_REGISTRY_*`` (exit 4). httpx is imported only when called."""
+    from k3kit.node.registry import push_archive
+
+    return push_archive(archive, reference, trusted, attach=list(attach), rollback=rollback)

@@ -24,7 +24,7 @@ from k3kit._fs import read_capped
 from k3kit._values import add_days, format_timestamp, parse_timestamp
 from k3kit.commerce.buyer_receipt import read_buyer_receipt
 from k3kit.commerce.licence import verify_licence
-from k3kit.errors import VerificationError
+from k3kit.errors import UsageProblem, VerificationError
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES
 
 
@@ -45,6 +45,28 @@ class Term:
             "ends_at": format_timestamp(self.ends_at),
             "licensee": self.licensee,
         }
+
+
+def term_for(buyer_receipt: Path | None, licence: Path | None, trusted: object) -> Term | None:
+    """The term ``update`` holds releases to, or None when neither document is given.
+
+    Why here and not in the CLI: the API's ``update_from_channel`` and ``k3kit update`` must
+    refuse the same halves of an entitlement (one document without the other says nothing about
+    the term) and the same trust (a buyer receipt is signed by keys, a root does not name them).
+    """
+    if (buyer_receipt is None) != (licence is None):
+        raise UsageProblem(
+            "--buyer-receipt and --licence go together: the receipt says when the term began, "
+            "the licence how long it is"
+        )
+    if buyer_receipt is None or licence is None:
+        return None
+    if not isinstance(trusted, list):
+        raise VerificationError(
+            "a buyer receipt is checked against --trust keys, not --root",
+            code="BUYER_RECEIPT_NEEDS_TRUST",
+        )
+    return read_term(buyer_receipt, licence, trusted)
 
 
 def read_term(buyer_receipt: Path, licence: Path, trusted: list[Ed25519PublicKey]) -> Term:

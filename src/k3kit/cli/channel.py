@@ -26,7 +26,7 @@ from k3kit.cli.signing import (
     root_option,
     trust_source,
 )
-from k3kit.errors import UsageProblem, VerificationError
+from k3kit.errors import UsageProblem
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -357,14 +357,10 @@ def update(
     term is not checked and the newest release is installed. The kit is then verified and
     installed exactly as `k3kit install` does (--trust or --root), into INTO/NAME-VERSION/.
     """
-    if (buyer_receipt is None) != (licence is None):
-        raise click.UsageError(
-            "--buyer-receipt and --licence go together: the receipt says when the term began, "
-            "the licence how long it is"
-        )
     _need_tuf()
     from k3kit.channel.client import Request
     from k3kit.channel.client import update as run_update
+    from k3kit.channel.term import term_for
 
     state, _cache = state_and_cache(state_dir)
     if state is None:
@@ -372,7 +368,7 @@ def update(
             "update keeps the channel's metadata in a state folder: give --state-dir"
         )
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
-    term = _term(buyer_receipt, licence, trusted)
+    term = term_for(buyer_receipt, licence, trusted)
     if term is None:
         err("term     not checked (no --buyer-receipt/--licence): the newest release is taken")
     progress = ByteProgress("downloading") if sys.stderr.isatty() else None
@@ -384,19 +380,6 @@ def update(
             progress.finish()
     outcome_decided()
     _report(done, as_json)
-
-
-def _term(buyer_receipt: Path | None, licence: Path | None, trusted: Any) -> Any:
-    if buyer_receipt is None or licence is None:
-        return None
-    if not isinstance(trusted, list):
-        raise VerificationError(
-            "a buyer receipt is checked against --trust keys, not --root",
-            code="BUYER_RECEIPT_NEEDS_TRUST",
-        )
-    from k3kit.channel.term import read_term
-
-    return read_term(buyer_receipt, licence, trusted)
 
 
 def _report(done: Any, as_json: bool) -> None:

@@ -84,10 +84,8 @@ def _push(
 ) -> None:
     from k3kit.node.registry import push_archive
     from k3kit.node.verify import KitNotVerified
-    from k3kit.oci import parse
 
-    parse(target)  # a bad reference is refused before the archive is read
-    try:
+    try:  # push_archive refuses a bad reference before it reads the archive
         pushed, report = push_archive(archive, target, trust[0], attach=attach, rollback=trust[1])
     except KitNotVerified as exc:
         if as_json:
