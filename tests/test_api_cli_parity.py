@@ -163,9 +163,7 @@ class Side:
         a day ago, served from 127.0.0.1 as a mirror that stopped following serves it: a freeze."""
         stamp = self.out("frozen")
         if not stamp.exists():
-            chan = self.channel()
-            done = publish(chan, self.archive(), self.golden.key.public)
-            assert done.returncode == 0, done.stderr
+            chan = self.published_channel()
             renew_timestamp(
                 chan.repo,
                 [signer_from_uri(str(chan.keys["timestamp"].private))],
@@ -174,6 +172,14 @@ class Side:
             )
             stamp.write_text(serve_until_exit(chan.repo))
         return stamp.read_text()
+
+    def published_channel(self) -> Channel:
+        """The channel with the genuine kit published by ``k3kit publish --channel``."""
+        chan = self.channel()
+        if not (chan.repo / "metadata" / "timestamp.json").exists():
+            done = publish(chan, self.archive(), self.golden.key.public)
+            assert done.returncode == 0, done.stderr
+        return chan
 
     def state(self) -> Path:
         return self.root / "state"
@@ -202,6 +208,18 @@ class Row:
 def _channel_in(folder: Path) -> Channel:
     """One channel per folder (each door's folder is its own), made on first use."""
     return init_channel(folder)
+
+
+def _key(s: Side, role: str) -> list[str | Path]:
+    return ["--key", s.channel().keys[role].private]
+
+
+def _init_argv(chan: Channel) -> list[str | Path]:
+    argv: list[str | Path] = ["channel", "init", "--repo", chan.repo, "--key"]
+    argv.append(chan.keys["root"].private)
+    for role, key in chan.keys.items():
+        argv += [f"--{role}-key", key.public]
+    return argv
 
 
 def _publish_argv(s: Side, trust: Path) -> list[str | Path]:
@@ -594,6 +612,52 @@ ROWS: dict[str, Row] = {
         lambda s: _update_argv(s, "https://channel.example.invalid", "--buyer-receipt", _a_file(s)),
         lambda s: _update(s, "https://channel.example.invalid", buyer_receipt=_a_file(s)),
         (2, "USAGE"),
+    ),
+    # channel init | timestamp | rotate
+    "channel_init_over_an_existing_channel": Row(
+        lambda s: _init_argv(s.channel()),
+        lambda s: api.init_channel(
+            s.channel().repo,
+            {r: [load_public(k.public)] for r, k in s.channel().keys.items()},
+            [signer_from_uri(str(s.channel().keys["root"].private))],
+        ),
+        (3, "CHANNEL_REPO_INVALID"),
+    ),
+    "channel_timestamp_with_nothing_published": Row(
+        lambda s: ["channel", "timestamp", "--repo", s.channel().repo, *_key(s, "timestamp")],
+        lambda s: api.renew_channel_timestamp(s.channel().repo, s.signers()[-1:]),
+        (3, "CHANNEL_REPO_INVALID"),
+    ),
+    "channel_timestamp_renewed": Row(
+        lambda s: [
+            "channel",
+            "timestamp",
+            "--repo",
+            s.published_channel().repo,
+            *_key(s, "timestamp"),
+        ],
+        lambda s: api.renew_channel_timestamp(s.published_channel().repo, s.signers()[-1:]),
+        (0, "OK"),
+    ),
+    "channel_rotate_that_leaves_targets_without_a_key": Row(
+        lambda s: [
+            "channel",
+            "rotate",
+            "--repo",
+            s.published_channel().repo,
+            "--role",
+            "targets",
+            "--remove-key",
+            s.channel().keys["targets"].public,
+            *_key(s, "root"),
+        ],
+        lambda s: api.rotate_channel_keys(
+            s.published_channel().repo,
+            "targets",
+            [signer_from_uri(str(s.channel().keys["root"].private))],
+            remove=[load_public(s.channel().keys["targets"].public)],
+        ),
+        (3, "CHANNEL_ROTATION_INVALID"),
     ),
     # push (verified before a byte is sent: nothing here reaches a registry)
     "push_kit_the_trusted_key_did_not_sign": Row(
