@@ -10,7 +10,10 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+from k3kit.archive import pack
 from k3kit.channel.repository import Expiries, renew_timestamp, utc_now
+from k3kit.publish.kit import sign
+from k3kit.signing.keys import load_private
 from k3kit.signing.schemes import signer_from_uri
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.channelkit import (
@@ -24,7 +27,7 @@ from tests.channelkit import (
     rotate_targets,
     serve_until_exit,
 )
-from tests.conftest import run_k3kit
+from tests.conftest import EXAMPLE, FIXED_TIME, run_k3kit
 
 
 def _channel(w: Workbench, *channels: str) -> Channel:
@@ -151,3 +154,19 @@ def channel_update_over_plain_http_off_this_machine(w: Workbench) -> Argv:
     """Anyone on the path would read every kit the buyer installs: refused before a request."""
     chan = init_channel(w.root / "publisher")
     return _update(w, "http://channel.example.com/kits", chan)
+
+
+@attack("CHANNEL_KIT_UNVERIFIED")
+def channel_publish_of_a_kit_resigned_by_an_outsider(w: Workbench) -> Argv:
+    """Someone who can write the release pipeline's drop folder leaves the genuine kit there
+    re-signed with their own key, for the channel's keys to vouch for it: `publish --channel`
+    verifies the archive against the publisher's --trust first, and refuses it."""
+    kit = w.kit()
+    sign(kit, load_private(w.other_key.private, None), EXAMPLE / "claims.toml",
+         issued_at=FIXED_TIME, force=True)  # fmt: skip
+    forged = w.root / "drop" / w.archive_path.name
+    forged.parent.mkdir()
+    pack(kit, forged)
+    chan = init_channel(w.root / "publisher")
+    return ["publish", forged, "--channel", "stable", "--repo", chan.repo, "--trust", w.trust,
+            *chan.online_keys()]  # fmt: skip
