@@ -877,3 +877,32 @@ def test_every_signature_checking_verb_takes_a_root_of_trust(
         api.pull_weights(golden.kit, tmp_path / "w", trusted=stranger)
     assert unverified.value.code == "KIT_NOT_VERIFIED"
     assert not (tmp_path / "w").exists() and not (tmp_path / "x.kit.tar.gz").exists()
+
+
+def test_a_year_long_channel_timestamp_is_refused_through_both_doors(
+    golden: GoldenKit, other_key: KeyFiles, fake: FakeEngine, tmp_path: Path
+) -> None:
+    """A publisher (or a script with their keys) asks for a timestamp valid for a year, so that a
+    mirror which stops following would go unnoticed for a year. ``--timestamp-hours`` refuses it
+    as a usage error (exit 2, click's range); the API refuses the same lifetime with the library
+    rule both doors share (``BAD_INPUT``); neither writes a new timestamp."""
+    cli_side, api_side = (Side(tmp_path / n, golden, other_key, fake) for n in ("cli", "api"))
+    for side in (cli_side, api_side):
+        side.root.mkdir()
+    chan = cli_side.published_channel()
+    stamp = chan.repo / "metadata" / "timestamp.json"
+    before = stamp.read_bytes()
+    argv = ["channel", "timestamp", "--repo", chan.repo, *_key(cli_side, "timestamp")]
+    proc = run_k3kit(*argv, "--timestamp-hours", str(24 * 365), "--json")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    repo = api_side.published_channel().repo
+    api_before = (repo / "metadata" / "timestamp.json").read_bytes()
+    with pytest.raises(InputError) as refused:
+        api.renew_channel_timestamp(
+            repo, api_side.signers()[-1:], timestamp_lifetime=timedelta(days=365)
+        )
+    assert refused.value.code == "BAD_INPUT" and refused.value.exit_code == 3
+    assert stamp.read_bytes() == before
+    assert (repo / "metadata" / "timestamp.json").read_bytes() == api_before
+    done = api.renew_channel_timestamp(repo, api_side.signers()[-1:])  # the default is in range
+    assert done >= 1 and (repo / "metadata" / "timestamp.json").read_bytes() != api_before

@@ -527,9 +527,9 @@ def _need_channel() -> None:
 
 def _channel_expiries(timestamp_lifetime: timedelta) -> Expiries:
     _need_channel()
-    from k3kit.channel.repository import Expiries
+    from k3kit.channel.repository import timestamp_expiries
 
-    return Expiries(timestamp=timestamp_lifetime)
+    return timestamp_expiries(timestamp_lifetime)
 
 
 def publish_to_channel(
@@ -549,8 +549,9 @@ def publish_to_channel(
     timestamp, the timestamp valid for ``timestamp_lifetime``. Returns the target's name and
     whether it was newly published. Raises ``VerificationError`` ``CHANNEL_KIT_UNVERIFIED``
     (exit 1, nothing written), ``InputError`` ``KIT_NOT_FOUND`` / ``BAD_INPUT`` /
-    ``CHANNEL_VERSION_EXISTS`` / ``CHANNEL_KEYS_MISSING`` (exit 3), ``EnvironmentProblem``
-    ``EXTRA_NOT_INSTALLED`` (exit 4) without python-tuf.
+    ``CHANNEL_VERSION_EXISTS`` / ``CHANNEL_KEYS_MISSING`` (exit 3; ``BAD_INPUT`` also for a
+    ``timestamp_lifetime`` outside 1 hour to 31 days, as ``--timestamp-hours``),
+    ``EnvironmentProblem`` ``EXTRA_NOT_INSTALLED`` (exit 4) without python-tuf.
     """
     expires = _channel_expiries(timestamp_lifetime)
     from k3kit.channel.publish import publish_archive
@@ -587,7 +588,7 @@ def renew_channel_timestamp(
 ) -> int:
     """Re-sign ``repo``'s timestamp for ``timestamp_lifetime``, as ``k3kit channel timestamp``
     does; returns the version it renewed. Raises ``InputError`` ``CHANNEL_REPO_INVALID`` /
-    ``CHANNEL_KEYS_MISSING`` (exit 3)."""
+    ``CHANNEL_KEYS_MISSING`` / ``BAD_INPUT`` (a lifetime outside 1 hour to 31 days; exit 3)."""
     expires = _channel_expiries(timestamp_lifetime)
     from k3kit.channel.repository import renew_timestamp, utc_now
 

@@ -66,6 +66,25 @@ class Expiries:
     timestamp: timedelta = timedelta(days=1)
 
 
+#: The timestamp lifetimes a publisher may choose (``--timestamp-hours`` 1 to 744): a longer one
+#: would let a mirror that stopped following (a freeze) go unnoticed for that long.
+TIMESTAMP_LIFETIME_RANGE = (timedelta(hours=1), timedelta(days=31))
+
+
+def timestamp_expiries(lifetime: timedelta) -> Expiries:
+    """The expiries with the timestamp valid for ``lifetime``, refused outside
+    :data:`TIMESTAMP_LIFETIME_RANGE` (``BAD_INPUT``): one rule for the CLI and the API."""
+    shortest, longest = TIMESTAMP_LIFETIME_RANGE
+    if not shortest <= lifetime <= longest:
+        raise InputError(
+            f"a timestamp valid for {lifetime} is outside {shortest} to {longest}",
+            code="BAD_INPUT",
+            hint="a buyer finds a frozen channel out only when the timestamp expires: keep it "
+            "short and renew it from cron (`k3kit channel timestamp`)",
+        )
+    return Expiries(timestamp=lifetime)
+
+
 @dataclass(frozen=True)
 class Release:
     """What the channel says about one kit version (the target's ``custom`` fields)."""

@@ -49,9 +49,9 @@ def _signers(keys: tuple[str, ...], passphrase_env: str | None) -> list[Any]:
 def _expiries(timestamp_hours: float) -> Any:
     from datetime import timedelta
 
-    from k3kit.channel.repository import Expiries
+    from k3kit.channel.repository import timestamp_expiries
 
-    return Expiries(timestamp=timedelta(hours=timestamp_hours))
+    return timestamp_expiries(timedelta(hours=timestamp_hours))
 
 
 _timestamp_option = click.option(
