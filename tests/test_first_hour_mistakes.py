@@ -176,6 +176,22 @@ NEEDS_TRUST = {
 }
 # Verbs whose --trust adds a check and is optional by design.
 OPTIONAL_TRUST = {"pack", "pull", "licence verify", "ledger verify", "ledger checkpoint"}
+# The distribution verbs take an archive, a registry or a channel instead of a kit folder:
+# (argv before the archive, whether the archive goes first, argv after it).
+DISTRIBUTION_TRUST: dict[str, tuple[str, ...]] = {
+    "publish": ("{archive}", "--channel", "stable", "--repo", "chan", "--key", "k"),
+    "push": ("{archive}", "oci://127.0.0.1:9/k3kit/kit:1.0.0"),
+    "update": (
+        "--channel",
+        "stable",
+        "--from",
+        "http://127.0.0.1:9/",
+        "--into",
+        "i",
+        "--channel-root",
+        "r.json",
+    ),
+}
 
 
 def _trust_verbs(group: click.Group, prefix: str = "") -> set[str]:
@@ -195,7 +211,7 @@ def _trust_verbs(group: click.Group, prefix: str = "") -> set[str]:
 
 def test_every_verb_with_trust_is_in_the_one_rule() -> None:
     """A new verb with --trust must be listed here, so the test below covers it."""
-    assert _trust_verbs(cli) == set(NEEDS_TRUST) | OPTIONAL_TRUST
+    assert _trust_verbs(cli) == set(NEEDS_TRUST) | OPTIONAL_TRUST | set(DISTRIBUTION_TRUST)
 
 
 @pytest.mark.parametrize("verb", sorted(NEEDS_TRUST))
@@ -223,6 +239,23 @@ def test_missing_trust_is_exit_2_trust_empty_in_every_verb(
 
 
 # -- g. a closed stdout pipe ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("verb", sorted(DISTRIBUTION_TRUST))
+def test_missing_trust_is_the_same_answer_in_the_distribution_verbs(
+    archive: Path, tmp_path: Path, verb: str
+) -> None:
+    """publish, push and update verify a kit before anything leaves or lands: without --trust
+    each says what every other verb says, before it touches a channel or a registry (the
+    addresses here answer nothing)."""
+    argv = [str(archive) if a == "{archive}" else a for a in DISTRIBUTION_TRUST[verb]]
+    done = run_k3kit(verb, *argv, "--json", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "TRUST_EMPTY", error
+    assert error["message"].startswith("error: no trusted key")
+    assert "pass --trust with the publisher's public key" in error["hint"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no channel or install folder made
 
 
 def _closed_pipe_run(*args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -100,7 +100,9 @@ def publish(
     from k3kit.channel.repository import utc_now
 
     if not trust:
-        raise no_trust_given("publish verifies the kit first: give --trust KEY.pub")
+        raise no_trust_given(
+            "no trusted key: give --trust KEY.pub (publish verifies the kit first)"
+        )
     trusted = trusted_keys(trust)
     result = publish_archive(
         archive,
