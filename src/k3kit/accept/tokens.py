@@ -111,7 +111,8 @@ def _witnessed(sample: Sample, ids: list[int] | None, text: str, decode: Decode 
     withheld ids may come in events of their own or merged with the last text (vLLM merges when
     its API server falls behind), so what holds a server to them is time and the count: the
     sample's latency is taken to the last event of ids, so the tokens they count are charged the
-    time the server took to send them (vLLM's own client times every event so), and the count
+    time the server took to send them (vLLM's own client times every event so; the wait for them
+    becomes one more inter-token gap, so E2E stays TTFT plus the gaps), and the count
     may exceed the text by no more than :func:`id_allowance`, the bound on a text split into
     smaller ids (the outside attack pass padded such ids onto a count; past that bound it fails).
     """
@@ -129,7 +130,11 @@ def _witnessed(sample: Sample, ids: list[int] | None, text: str, decode: Decode 
     # above counts each U+FFFD of the tail as 3 bytes, which ids of lead bytes would exploit).
     if withheld is None or len(ids) - withheld > len(text.encode("utf-8")):
         return False
-    sample.latency_s = max(sample.latency_s, sample.tail_end_s)
+    if sample.tail_end_s > sample.latency_s:
+        # One more gap, from the last text to the last id: the evidence's E2E stays TTFT plus
+        # the sum of its gaps (the audit's R17), with the tail's tokens inside that last gap.
+        sample.itl_s.append(sample.tail_end_s - sample.latency_s)
+        sample.latency_s = sample.tail_end_s
     return True
 
 
