@@ -24,7 +24,7 @@ from decimal import Decimal  # noqa: E402
 
 from benchgen import GenRun, ServerModel, make_claims, simulate  # noqa: E402
 from k3kit.audit import run_rules  # noqa: E402
-from k3kit.audit.context import build_context  # noqa: E402
+from k3kit.audit.context import EvidenceFacts, build_context  # noqa: E402
 from k3kit.evidence import parse_vllm_result  # noqa: E402
 from k3kit.formats.receipt import build_statement  # noqa: E402
 from k3kit.models import Claims, KitInfo, Statement, load  # noqa: E402
@@ -69,6 +69,7 @@ def main() -> None:
             statement.predicate,
             signer_keyid="bench",
             kit=None,
+            evidence=EvidenceFacts(status={"interactive-c32": "ok"}),
             results={"interactive-c32": parsed},
             subjects={},
         )
