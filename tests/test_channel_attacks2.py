@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from tests.channelkit import (
 )
 from tests.conftest import GoldenKit, run_k3kit
 from tests.netkit import OFF_MACHINE, recording_server, redirector, self_signed, tls_env
+from tests.tmpfs import mounted_tmpfs
 
 
 @pytest.fixture(scope="module")
@@ -34,19 +34,7 @@ def releases(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Rel
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A real 256 KiB tmpfs (root only): room for the channel's metadata, not for a kit."""
-    folder = tmp_path / "disk"
-    folder.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=True)
+    yield from mounted_tmpfs(tmp_path / "disk", "256k")
 
 
 def test_update_into_a_state_disk_too_small_for_the_kit_is_refused_before_download(

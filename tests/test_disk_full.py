@@ -16,21 +16,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GoldenKit, run_k3kit
+from tests.tmpfs import mounted_tmpfs
 
 
 def _mount(folder: Path, *options: str) -> Iterator[Path]:
-    folder.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", ",".join(("size=64k", *options)), "tmpfs", str(folder)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=True)
+    yield from mounted_tmpfs(folder, "64k", *options)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ tmpfs mounted for the test (root only, as tests/test_disk_full.py).
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from tests.conftest import KeyFiles, run_k3kit
 from tests.hubkit import ServedKit, make_served_kit, resolve_gets, serve
 from tests.testhub.server import TestHub
+from tests.tmpfs import mounted_tmpfs
 
 
 @pytest.fixture
@@ -28,19 +28,7 @@ def hub() -> Iterator[TestHub]:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 128 KiB tmpfs: the served repo (two 256 KiB shards) cannot fit on it."""
-    folder = tmp_path / "small"
-    folder.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(folder)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=True)
+    yield from mounted_tmpfs(tmp_path / "small", "128k")
 
 
 def test_pull_into_a_too_small_disk_is_refused_before_any_download(
