@@ -37,7 +37,7 @@ from k3kit._policy import redirect_refusal, url_refusal
 from k3kit._values import parse_timestamp
 from k3kit.archive import admit_download
 from k3kit.channel.errors import tuf_refusals
-from k3kit.channel.repository import MAX_METADATA_BYTES
+from k3kit.channel.repository import MAX_METADATA_BYTES, Release
 from k3kit.channel.term import Term
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.node.install import Installed, install
@@ -49,27 +49,14 @@ Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
-class Entry:
-    """A release entry of the channel, read from verified targets metadata."""
+class Entry(Release):
+    """A release entry of the channel, read from verified targets metadata: what the publisher
+    wrote (:class:`Release`) and the verified target python-tuf downloads it by."""
 
-    path: str
-    package: str
-    version: str
-    sequence: int
-    kit_sha256: str
-    released_at: str
     target: TargetFile = field(compare=False, repr=False)
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "package": self.package,
-            "version": self.version,
-            "sequence": self.sequence,
-            "kit_sha256": self.kit_sha256,
-            "released_at": self.released_at,
-            "length": self.target.length,
-        }
+        return {"path": self.path, **self.custom(), "length": self.target.length}
 
 
 @dataclass(frozen=True)
