@@ -71,6 +71,7 @@ class Request:
     package: str | None = None
     version: str | None = None
     term: Term | None = None
+    registry: str | None = None  # oci://HOST/REPO: the kit's bytes from there, by signed digest
 
 
 @dataclass(frozen=True)
@@ -309,6 +310,33 @@ def _check_url(url: str) -> None:
         )
 
 
+def _registry_ref(text: str) -> Any:
+    """``oci://HOST/REPO`` parsed (httpx loaded only now: a plain update never imports it)."""
+    from k3kit.oci.ref import parse
+
+    return parse(text, repository_only=True)
+
+
+def _from_registry(registry: str, entry: Entry, kit: Path) -> None:
+    """The kit of ``entry`` from an OCI registry, by the sha256 and length of its **signed**
+    TUF target: the kit's layer blob is the archive byte for byte, so that hash is its digest.
+    No tag and no manifest is read (they are the registry's word); the bytes are streamed
+    against the signed length and digest, then checked by python-tuf's own target check."""
+    from k3kit.oci import fetch_blob_file
+    from k3kit.oci.ref import DIGEST
+
+    digest = f"sha256:{entry.target.hashes.get('sha256', '')}"
+    if not DIGEST.fullmatch(digest):
+        raise VerificationError(
+            f"channel entry {entry.path} has no sha256 the registry can be asked by",
+            code="CHANNEL_INVALID",
+            hint="the publisher's channel must list each kit with its sha256 (k3kit publish does)",
+        )
+    fetch_blob_file(_registry_ref(registry), digest, entry.target.length, kit)
+    with tuf_refusals(f"checking {entry.path} from {registry}"), kit.open("rb") as data:
+        entry.target.verify_length_and_hashes(data)
+
+
 def update(
     request: Request,
     trusted: TrustSource,
@@ -319,6 +347,8 @@ def update(
     """Refresh the channel, choose a release, download it into a private staging folder inside
     ``request.into`` and install it as ``k3kit install`` does."""
     _check_url(request.url)
+    if request.registry is not None:
+        _registry_ref(request.registry)  # refused before any request, like the URL
     check_trust_anchor(request.channel_root, "--channel-root")
     root_bytes = read_capped(
         request.channel_root,
@@ -351,7 +381,10 @@ def update(
         admit_download(
             holder, entry.target.length, what=f"downloading {entry.path}", code="CHANNEL_INVALID"
         )
-        with tuf_refusals(f"downloading {entry.path}"):
-            updater.download_target(entry.target, str(kit))
+        if request.registry is None:
+            with tuf_refusals(f"downloading {entry.path}"):
+                updater.download_target(entry.target, str(kit))
+        else:
+            _from_registry(request.registry, entry, kit)
         installed = install(kit, trusted, request.into, rollback=rollback, expect=_expect(entry))
     return Updated(installed, entry, entries[0], skipped, request.term)

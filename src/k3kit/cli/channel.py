@@ -313,6 +313,12 @@ def channel_rotate(
 @click.option("--channel", "channel_name", required=True, help="Channel name, e.g. stable.")
 @click.option("--from", "url", required=True, help="Base URL the channel is served from.")
 @click.option(
+    "--from-registry",
+    "registry",
+    help="oci://HOST/REPO: download the chosen kit from this registry, by the sha256 the "
+    "channel's signed targets give (never by tag); the metadata still comes from --from.",
+)
+@click.option(
     "--channel-root",
     required=True,
     type=click.Path(path_type=Path, dir_okay=False),
@@ -337,6 +343,7 @@ def channel_rotate(
 def update(
     channel_name: str,
     url: str,
+    registry: str | None,
     channel_root: Path,
     into: Path,
     trust: tuple[Path, ...],
@@ -358,6 +365,8 @@ def update(
     term are not installed (CHANNEL_OUT_OF_TERM when nothing in term is left); without them the
     term is not checked and the newest release is installed. The kit is then verified and
     installed exactly as `k3kit install` does (--trust or --root), into INTO/NAME-VERSION/.
+    With --from-registry oci://HOST/REPO the kit's bytes come from that registry instead, asked
+    for by the sha256 the signed targets give and checked against it (docs/distribution.md).
     """
     _need_tuf()
     from k3kit.channel.client import Request
@@ -374,7 +383,9 @@ def update(
     if term is None:
         err("term     not checked (no --buyer-receipt/--licence): the newest release is taken")
     progress = ByteProgress("downloading") if sys.stderr.isatty() else None
-    request = Request(url, channel_name, channel_root, into, state, package, version, term)
+    request = Request(
+        url, channel_name, channel_root, into, state, package, version, term, registry
+    )
     try:
         done = run_update(request, trusted, rollback=rollback, on_progress=progress)
     finally:

@@ -32,6 +32,7 @@ __all__ = [
     "Pushed",
     "Reference",
     "Referrer",
+    "fetch_blob_file",
     "fetch_kit",
     "is_oci",
     "list_referrers",
@@ -177,15 +178,35 @@ def fetch_kit(ref: Reference, dest: Path, *, verb: str) -> tuple[Path, str]:
             fetch_manifest(reg, ref.repo, digest), label=f"{ref.repo}@{digest}"
         )
         layer = _kit_layer(kit, digest)
-        what = f"downloading {ref.repo}@{digest[:19]}…"
-        admit_download(dest, layer.size, what=what, code="OCI_BLOB_OVERSIZED")
         path = dest / ARCHIVE_NAME
-        fd = create_new(path)
-        with os.fdopen(fd, "wb") as out:
-            reg.fetch_blob(ref.repo, layer.digest, layer.size, out)
-            out.flush()
-            os.fsync(out.fileno())
+        _blob_to_file(reg, ref.repo, layer, path, what=f"downloading {ref.repo}@{digest[:19]}…")
     return path, digest
+
+
+def fetch_blob_file(ref: Reference, digest: str, size: int, path: Path) -> None:
+    """Download blob ``digest`` of ``ref``'s repository into the new file ``path`` (in a private
+    folder): exactly ``size`` bytes hashing to ``digest``, or an error and no trust in the file.
+
+    For a caller that knows the digest and size from signed metadata of its own (the TUF target
+    of ``update --from-registry``): no manifest and no tag is read, so nothing the registry says
+    about which bytes these are is used.
+    """
+    layer = art.Descriptor(art.KIT_LAYER, digest, size, {})
+    with Registry(ref.base) as reg:
+        _blob_to_file(reg, ref.repo, layer, path, what=f"downloading {ref.repo}@{digest[:19]}…")
+
+
+def _blob_to_file(
+    reg: Registry, repo: str, layer: art.Descriptor, path: Path, *, what: str
+) -> None:
+    """The one way a registry blob becomes a file: room checked first, a new file, streamed
+    against the descriptor's size and digest, synced."""
+    admit_download(path.parent, layer.size, what=what, code="OCI_BLOB_OVERSIZED")
+    fd = create_new(path)
+    with os.fdopen(fd, "wb") as out:
+        reg.fetch_blob(repo, layer.digest, layer.size, out)
+        out.flush()
+        os.fsync(out.fileno())
 
 
 def _kit_layer(kit: art.Artifact, digest: str) -> art.Descriptor:

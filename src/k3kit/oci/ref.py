@@ -58,8 +58,13 @@ def is_oci(text: str) -> bool:
     return text.startswith(("oci://", "oci+http://"))
 
 
-def parse(text: str) -> Reference:
-    """Parse ``text``; ``OCI_REF_INVALID`` or ``OCI_PLAIN_HTTP`` (exit 3) when it cannot be used."""
+def parse(text: str, *, repository_only: bool = False) -> Reference:
+    """Parse ``text``; ``OCI_REF_INVALID`` or ``OCI_PLAIN_HTTP`` (exit 3) when it cannot be used.
+
+    ``repository_only``: ``oci://HOST[:PORT]/REPO`` with neither tag nor digest, for a caller
+    that takes the digest from signed metadata of its own (``update --from-registry``): a tag or
+    digest there would be a second, unsigned answer to "which bytes".
+    """
     explicit_http = text.startswith("oci+http://")
     parts = urlsplit(text)
     if parts.scheme not in ("oci", "oci+http") or parts.query or parts.fragment:
@@ -74,7 +79,7 @@ def parse(text: str) -> Reference:
         parts.port  # noqa: B018 - raises on a port that is not a number in range
     except ValueError as exc:
         raise _invalid(text) from exc
-    repo, tag, digest = _split_path(text, parts.path.lstrip("/"))
+    repo, tag, digest = _split_path(text, parts.path.lstrip("/"), repository_only)
     loopback = is_loopback(name)
     if explicit_http and not loopback:
         raise InputError(
@@ -87,7 +92,11 @@ def parse(text: str) -> Reference:
     return Reference(f"{scheme}://{host}", host, repo, tag, digest)
 
 
-def _split_path(text: str, path: str) -> tuple[str, str | None, str | None]:
+def _split_path(text: str, path: str, repository_only: bool) -> tuple[str, str | None, str | None]:
+    if repository_only:
+        if not _REPO.fullmatch(path):
+            raise _invalid(text, form="oci://HOST[:PORT]/REPO (no tag, no digest)")
+        return path, None, None
     if "@" in path:
         repo, digest = path.split("@", 1)
         if not DIGEST.fullmatch(digest) or not _REPO.fullmatch(repo):
@@ -99,9 +108,9 @@ def _split_path(text: str, path: str) -> tuple[str, str | None, str | None]:
     return repo, tag, None
 
 
-def _invalid(text: str) -> InputError:
+def _invalid(text: str, *, form: str = _FORM) -> InputError:
     return InputError(
         f"{text!r} is not a registry reference k3kit can use",
         code="OCI_REF_INVALID",
-        hint=f"write {_FORM} (a lower-case repository; sha256 digests only)",
+        hint=f"write {form} (a lower-case repository; sha256 digests only)",
     )
