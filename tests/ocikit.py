@@ -43,6 +43,37 @@ storage:
 http:
   addr: 127.0.0.1:{port}
 """
+_HTPASSWD_AUTH = """auth:
+  htpasswd:
+    realm: k3kit-test
+    path: {htpasswd}
+"""
+_SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def bcrypt_line(user: str, password: str) -> str | None:
+    """An htpasswd line ``user:$2b$...`` (the only hash docker-registry reads), made by the
+    system's crypt(3) through Debian's python3 (its ``crypt`` module), or None where that is
+    not available."""
+    code = (
+        "import crypt, sys; "
+        "print(sys.argv[1] + ':' + crypt.crypt(sys.argv[2], crypt.mksalt(crypt.METHOD_BLOWFISH)))"
+    )
+    try:
+        done = subprocess.run(
+            [_SYSTEM_PYTHON, "-W", "ignore", "-c", code, user, password],
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+    except OSError:
+        return None
+    line = done.stdout.strip()
+    return line if done.returncode == 0 and ":$2" in line else None
+
+
+needs_bcrypt = pytest.mark.skipif(
+    REGISTRY_BIN is None or bcrypt_line("probe", "probe") is None,
+    reason="docker-registry's htpasswd auth needs bcrypt lines: Debian's python3 with crypt(3)",
+)
 
 
 @dataclass(frozen=True)
@@ -79,15 +110,17 @@ def _listening(proc: subprocess.Popen[bytes], log: Path, port: int) -> bool:
 
 
 @contextmanager
-def live_registry(root: Path) -> Iterator[LiveRegistry]:
-    """Start a registry storing under ``root/storage``; stopped (and waited for) at exit."""
+def live_registry(root: Path, htpasswd: Path | None = None) -> Iterator[LiveRegistry]:
+    """Start a registry storing under ``root/storage``; stopped (and waited for) at exit. With
+    ``htpasswd``, it asks for Basic credentials (its own ``auth: htpasswd`` module)."""
     assert REGISTRY_BIN is not None
     storage = root / "storage"
     storage.mkdir(parents=True, exist_ok=True)
     for attempt in range(5):
         port = _free_port()
         config = root / f"config-{attempt}.yml"
-        config.write_text(_CONFIG.format(storage=storage, port=port))
+        auth = _HTPASSWD_AUTH.format(htpasswd=htpasswd) if htpasswd is not None else ""
+        config.write_text(_CONFIG.format(storage=storage, port=port) + auth)
         log = root / f"registry-{attempt}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen([REGISTRY_BIN, "serve", str(config)], stdout=out, stderr=out)

@@ -791,6 +791,26 @@ class OciCode(ErrorCode):
         _ENV,
         "the registry redirected to plain http off this machine, or too many times",
     )
+    OCI_AUTH_REQUIRED = (
+        "OCI_AUTH_REQUIRED",
+        _ENV,
+        "the registry asks for credentials and none is stored for it (podman/docker login)",
+    )
+    OCI_AUTH_FAILED = (
+        "OCI_AUTH_FAILED",
+        _ENV,
+        "the registry (or its token service) refused the stored credentials",
+    )
+    OCI_AUTH_FILE_INVALID = (
+        "OCI_AUTH_FILE_INVALID",
+        _INPUT,
+        "the registry credentials file (auth.json, config.json) is not usable",
+    )
+    OCI_AUTH_REALM_REFUSED = (
+        "OCI_AUTH_REALM_REFUSED",
+        _ENV,
+        "the registry's token service is plain http off this machine or carries a password",
+    )
     OCI_NOT_FOUND = "OCI_NOT_FOUND", _ENV, "the registry has no such repository, tag or digest"
     OCI_REGISTRY_ERROR = "OCI_REGISTRY_ERROR", _ENV, "the registry refused or failed a request"
     OCI_REGISTRY_UNREACHABLE = (

@@ -94,7 +94,7 @@ def push_kit(
         )
     size = archive.stat().st_size
     layer = art.Descriptor(art.KIT_LAYER, _file_digest(archive), size, {art.TITLE: archive.name})
-    with Registry(ref.base) as reg:
+    with Registry(ref.base, ref.repo) as reg:
         reg.push_blob(ref.repo, *_empty())
         reg.push_blob(ref.repo, layer.digest, size, archive)
         data = art.manifest_bytes(art.KIT_ARTIFACT, [layer], annotations=annotations)
@@ -173,7 +173,7 @@ def fetch_kit(ref: Reference, dest: Path, *, verb: str) -> tuple[Path, str]:
     ``dest/registry.kit.tar.gz``; returns that path and the digest. The archive still has to be
     verified: only its bytes are known to be the digest's."""
     digest = ref.require_digest(verb)
-    with Registry(ref.base) as reg:
+    with Registry(ref.base, ref.repo) as reg:
         kit = art.parse_manifest(
             fetch_manifest(reg, ref.repo, digest), label=f"{ref.repo}@{digest}"
         )
@@ -192,7 +192,7 @@ def fetch_blob_file(ref: Reference, digest: str, size: int, path: Path) -> None:
     about which bytes these are is used.
     """
     layer = art.Descriptor(art.KIT_LAYER, digest, size, {})
-    with Registry(ref.base) as reg:
+    with Registry(ref.base, ref.repo) as reg:
         _blob_to_file(reg, ref.repo, layer, path, what=f"downloading {ref.repo}@{digest[:19]}…")
 
 
@@ -223,7 +223,7 @@ def list_referrers(ref: Reference, digest: str) -> tuple[list[Referrer], str]:
     """Every referrer of ``digest``, each read by digest and checked (manifest digest, subject,
     blob digest and size); and where the list came from (``"referrers API"`` or the fallback
     tag). Whether a referrer is *true* (a receipt signed by a trusted key) is the caller's."""
-    with Registry(ref.base) as reg:
+    with Registry(ref.base, ref.repo) as reg:
         listed, source = _referrer_index(reg, ref.repo, digest)
         if len(listed) > MAX_REFERRERS:
             raise VerificationError(

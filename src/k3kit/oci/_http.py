@@ -11,33 +11,62 @@ registry's ``Docker-Content-Digest`` header is never read.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlencode, urljoin, urlsplit
 
 import httpx
 
 from k3kit._fs import open_nofollow
-from k3kit._policy import is_loopback, redirect_refusal
+from k3kit._policy import is_loopback, redirect_refusal, url_refusal
 from k3kit.errors import EnvironmentProblem, VerificationError
+from k3kit.oci.auth import (
+    TOKEN,
+    Challenge,
+    Credential,
+    auth_failed,
+    auth_required,
+    credential_for,
+    parse_challenge,
+)
 
 _MAX_REDIRECTS = 5
 _CHUNK = 1024 * 1024
 _TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+_MAX_TOKEN_ANSWER = 64 * 1024
+Body = bytes | Callable[[], Iterator[bytes]] | None
+"""A request body; a callable makes a fresh stream, so a request answered 401 can be resent."""
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 class Registry:
-    """One registry origin (``https://HOST`` or a loopback ``http://HOST``); use as a context."""
+    """One registry origin (``https://HOST`` or a loopback ``http://HOST``); use as a context.
 
-    def __init__(self, base: str) -> None:
+    Authentication (:mod:`k3kit.oci.auth`) happens on the first 401 the registry's own origin
+    answers: the credential for this origin and ``repo`` is looked up then (not before: a
+    registry that needs none never makes k3kit read a credentials file), and the resulting
+    ``Authorization`` is sent to this origin only, never to a redirect's target.
+    """
+
+    def __init__(self, base: str, repo: str = "") -> None:
         self.base = base.rstrip("/")
+        self.repo = repo
         loopback = is_loopback(urlsplit(self.base).hostname)
         # A proxy named in the environment is for the outside world, not for this machine.
         self._client = httpx.Client(
             follow_redirects=False, timeout=_TIMEOUT, trust_env=not loopback
         )
+        self._authorization: str | None = None
+        self._credential: Credential | None = None
+        self._looked_up = False
+        self._withheld_from: str | None = None  # a token realm on another origin
 
     def __enter__(self) -> Registry:
         return self
@@ -57,7 +86,7 @@ class Registry:
         with self._stream("GET", path, headers=headers) as resp:
             if resp.status_code == 404:
                 return None
-            _raise_for(resp, path)
+            self.check(resp, path)
             return _read_capped(resp, cap, what=path)
 
     def fetch_blob(self, repo: str, digest: str, size: int, out: BinaryIO) -> None:
@@ -65,7 +94,7 @@ class Registry:
         and unless exactly ``size`` bytes hashing to ``digest`` arrived."""
         path = f"/v2/{repo}/blobs/{digest}"
         with self._stream("GET", path, headers={"Accept-Encoding": "identity"}) as resp:
-            _raise_for(resp, path)
+            self.check(resp, path)
             announced = resp.headers.get("Content-Length", "")
             if announced.isdigit() and int(announced) > size:
                 raise _oversized(digest, size, f"it announces {announced}")
@@ -92,7 +121,7 @@ class Registry:
         resp = self._send("HEAD", f"/v2/{repo}/blobs/{digest}")
         if resp.status_code == 404:
             return False
-        _raise_for(resp, f"/v2/{repo}/blobs/{digest}")
+        self.check(resp, f"/v2/{repo}/blobs/{digest}")
         return True
 
     def push_blob(self, repo: str, digest: str, size: int, source: Path | bytes) -> None:
@@ -101,23 +130,110 @@ class Registry:
             return
         start = f"/v2/{repo}/blobs/uploads/"
         resp = self._send("POST", start)
-        _raise_for(resp, start)
+        self.check(resp, start)
         location = self._same_origin(urljoin(self.base + start, resp.headers.get("Location", "")))
         sep = "&" if "?" in location else "?"
-        body = source if isinstance(source, bytes) else _file_chunks(source)
+        body: Body = source if isinstance(source, bytes) else (lambda: _file_chunks(source))
         headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
-        done = self._send("PUT", f"{location}{sep}digest={digest}", headers=headers, content=body)
-        _raise_for(done, start)
+        done = self._send("PUT", f"{location}{sep}digest={digest}", headers=headers, body=body)
+        self.check(done, start)
 
     def put_manifest(
         self, repo: str, reference: str, data: bytes, media_type: str
     ) -> httpx.Headers:
         path = f"/v2/{repo}/manifests/{reference}"
-        resp = self._send("PUT", path, headers={"Content-Type": media_type}, content=data)
-        _raise_for(resp, path)
+        resp = self._send("PUT", path, headers={"Content-Type": media_type}, body=data)
+        self.check(resp, path)
         return resp.headers
 
     # -- transport -------------------------------------------------------------------------
+
+    # -- authentication --------------------------------------------------------------------
+
+    def auth_for(self, url: str) -> dict[str, str]:
+        """The ``Authorization`` header for ``url``: only when it is this registry's origin."""
+        if self._authorization is None or origin_of(url) != self.base:
+            return {}
+        return {"Authorization": self._authorization}
+
+    def credential(self) -> Credential | None:
+        if not self._looked_up:
+            self._credential = credential_for(self.base, self.repo)
+            self._looked_up = True
+        return self._credential
+
+    def authenticate(self, resp: httpx.Response) -> None:
+        """Answer the registry's 401 ``resp``: set the ``Authorization`` to resend with, or
+        raise (nothing to send, or the same thing again)."""
+        challenge = parse_challenge(resp.headers.get_list("WWW-Authenticate"))
+        if challenge is None:
+            raise self.refused("its 401 names no Basic or Bearer challenge")
+        cred = self.credential()
+        if challenge.scheme == "basic":
+            if cred is None:
+                raise self.refused("it asks for Basic credentials")
+            value = cred.basic()
+        else:
+            value = "Bearer " + self._token(challenge, cred)
+        if value == self._authorization:
+            raise self.refused("it answered 401 to them")
+        self._authorization = value
+
+    def refused(self, why: str) -> EnvironmentProblem:
+        """The error for a 401 k3kit cannot (or can no longer) answer."""
+        cred = self.credential()
+        if self._withheld_from is not None:
+            why += (
+                f"; its token service is on another origin ({self._withheld_from}), and k3kit "
+                f"sends the credentials for {self.base} to {self.base} only"
+            )
+        if cred is None or self._withheld_from is not None:
+            return auth_required(self.base, why)
+        return auth_failed(self.base, cred.source, why)
+
+    def _token(self, challenge: Challenge, cred: Credential | None) -> str:
+        """A bearer token from the challenge's realm (the distribution token flow): with the
+        Basic credential when the realm is this registry's own origin, anonymous otherwise."""
+        realm = challenge.params.get("realm", "")
+        why = url_refusal(realm) or redirect_refusal(realm, self.base)
+        if why is not None:
+            raise EnvironmentProblem(
+                f"the registry {self.base} sends k3kit for a token to "
+                f"{_without_userinfo(realm)!r}: {why}",
+                code="OCI_AUTH_REALM_REFUSED",
+                hint="the registry's token service must be https (plain http only on this "
+                "machine); ask its operator",
+            )
+        query = urlencode({k: v for k in ("service", "scope") if (v := challenge.params.get(k))})
+        url = f"{realm}{'&' if '?' in realm else '?'}{query}" if query else realm
+        headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
+        if cred is not None and origin_of(realm) == self.base:
+            headers["Authorization"] = cred.basic()
+        elif cred is not None:
+            self._withheld_from = origin_of(realm)
+        try:
+            with self._client.stream("GET", url, headers=headers) as resp:
+                if resp.status_code in (401, 403):
+                    raise self.refused(f"its token service answered {resp.status_code}")
+                body = bytearray()
+                for chunk in resp.iter_raw(_CHUNK):
+                    body += chunk
+                    if len(body) > _MAX_TOKEN_ANSWER:  # no token is that long: not read on
+                        body.clear()
+                        break
+                ok = resp.is_success
+        except httpx.HTTPError as exc:
+            raise _unreachable(origin_of(realm), exc) from exc
+        return _token_from(bytes(body) if ok else b"", self.base)
+
+    def check(self, resp: httpx.Response, path: str) -> None:
+        """Raise the registered error for a failed answer to ``path`` (401/403 are about
+        credentials; the message never holds them)."""
+        if resp.is_success:
+            return
+        if resp.status_code in (401, 403) and origin_of(str(resp.url)) == self.base:
+            raise self.refused(f"it answered {resp.status_code} to {path}")
+        _raise_for(resp, path)
 
     def _same_origin(self, url: str) -> str:
         if not url.startswith(self.base + "/"):
@@ -127,12 +243,22 @@ class Registry:
             )
         return url
 
-    def _send(self, method: str, path: str, **kwargs: object) -> httpx.Response:
+    def _send(
+        self, method: str, path: str, *, headers: dict[str, str] | None = None, body: Body = None
+    ) -> httpx.Response:
+        """One request, resent once after answering a 401 of this registry's origin."""
         url = path if path.startswith(("http://", "https://")) else self.base + path
-        try:
-            return self._client.request(method, url, **kwargs)  # type: ignore[arg-type]
-        except httpx.HTTPError as exc:
-            raise _unreachable(self.base, exc) from exc
+        for attempt in range(2):
+            content = body() if callable(body) else body
+            sent = {**(headers or {}), **self.auth_for(url)}
+            try:
+                resp = self._client.request(method, url, headers=sent, content=content)
+            except httpx.HTTPError as exc:
+                raise _unreachable(self.base, exc) from exc
+            if resp.status_code != 401 or origin_of(url) != self.base or attempt:
+                return resp
+            self.authenticate(resp)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _stream(self, method: str, path: str, *, headers: dict[str, str]) -> _Streamed:
         return _Streamed(self, method, self.base + path, headers)
@@ -147,13 +273,21 @@ class _Streamed:
         self._resp: httpx.Response | None = None
 
     def __enter__(self) -> httpx.Response:
-        url = self._url
-        for _ in range(_MAX_REDIRECTS + 1):
-            request = self._reg._client.build_request(self._method, url, headers=self._headers)
+        """Each hop carries the ``Authorization`` only when it is the registry's own origin (a
+        blob store a redirect names never sees it); a 401 of that origin is answered once."""
+        url, answered = self._url, False
+        for _ in range(_MAX_REDIRECTS + 2):
+            headers = {**self._headers, **self._reg.auth_for(url)}
+            request = self._reg._client.build_request(self._method, url, headers=headers)
             try:
                 self._resp = self._reg._client.send(request, stream=True)
             except httpx.HTTPError as exc:
                 raise _unreachable(self._reg.base, exc) from exc
+            if self._resp.status_code == 401 and origin_of(url) == self._reg.base and not answered:
+                self._resp.close()
+                self._reg.authenticate(self._resp)
+                answered = True
+                continue
             if not self._resp.is_redirect:
                 return self._resp
             target = urljoin(url, self._resp.headers.get("Location", ""))
@@ -217,8 +351,33 @@ def _raise_for(resp: httpx.Response, path: str) -> None:
     raise EnvironmentProblem(
         f"the registry answered {resp.status_code} to {path}",
         code="OCI_REGISTRY_ERROR",
-        hint="401/403: k3kit sends no credentials yet; use a registry (or mirror) it can read",
+        hint="see the registry's own log for why; retry when it is healthy",
     )
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` as it may be printed: a ``user:password@`` in it is dropped."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def _token_from(body: bytes, origin: str) -> str:
+    """The ``token`` (or ``access_token``) of a token service's JSON answer; anything else is
+    the registry's error, not a crash, and the answer is never echoed (it may hold a token)."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        doc = None
+    token = None
+    if isinstance(doc, dict):
+        token = doc.get("token") or doc.get("access_token")
+    if not isinstance(token, str) or not TOKEN.fullmatch(token):
+        raise EnvironmentProblem(
+            f"the token service of {origin} did not answer with a token",
+            code="OCI_REGISTRY_ERROR",
+            hint="ask the registry's operator to check its token service",
+        )
+    return token
 
 
 def _unreachable(base: str, exc: Exception) -> EnvironmentProblem:

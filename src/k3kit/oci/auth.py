@@ -1,0 +1,189 @@
+"""Registry credentials: where they are read from, and the one rule for where they may be sent.
+
+Real registries (Harbor, Artifactory, ECR, a private ``distribution``) answer 401 until the
+client authenticates, with either ``WWW-Authenticate: Basic realm=...`` or the token flow of the
+distribution spec (``Bearer realm=...,service=...,scope=...``: ask the realm for a token, with
+Basic credentials when there are any, then send ``Authorization: Bearer TOKEN``).
+
+Where credentials come from (containers-auth.json(5), the files ``podman login`` and
+``docker login`` write): ``$REGISTRY_AUTH_FILE`` when it is set (and only it), else
+``$XDG_RUNTIME_DIR/containers/auth.json``, then ``$DOCKER_CONFIG/config.json`` (default
+``~/.docker/config.json``); the first file with an ``auths`` entry for the registry wins. An
+entry is ``{"auth": base64("user:password")}`` keyed by ``HOST[:PORT]`` (an ``https://`` prefix
+and a path such as ``/v1/`` are ignored) or ``HOST[:PORT]/NAMESPACE`` (the longest match
+wins). Credential helpers (``credsStore``, ``credHelpers``) and ``identitytoken`` are not read:
+they would run other programs or need an OAuth exchange k3kit does not make.
+
+Why the rule is strict: a credential is sent only to the origin (scheme, host and port) it is
+stored for. A token realm on another host gets an anonymous request (a registry that names
+someone else's token service could otherwise collect a token for it); a blob redirect to object
+storage never carries the ``Authorization`` header. Nothing here ever prints a password, a
+token or the ``auth`` string: a :class:`Credential`'s repr hides them, and every error names the
+registry and the file, never what was in it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from k3kit.errors import EnvironmentProblem, InputError
+
+MAX_AUTH_FILE_BYTES = 1024 * 1024
+_PARAM = re.compile(r'([A-Za-z][A-Za-z0-9_-]*)=(?:"([^"]*)"|([^\s,"]*))')
+TOKEN = re.compile(r"[\x21-\x7e]{1,8192}")  # what may go into an Authorization header
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A user name and password for one registry; ``origin`` is where they may go."""
+
+    origin: str
+    source: Path
+    username: str = field(repr=False)
+    password: str = field(repr=False)
+
+    def basic(self) -> str:
+        raw = f"{self.username}:{self.password}".encode()
+        return "Basic " + base64.b64encode(raw).decode("ascii")
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """A parsed ``WWW-Authenticate``: ``scheme`` is ``basic`` or ``bearer``."""
+
+    scheme: str
+    params: dict[str, str]
+
+
+def auth_files() -> list[Path]:
+    """The files credentials are read from, in order (see the module's docstring)."""
+    named = os.environ.get("REGISTRY_AUTH_FILE")
+    if named:
+        return [Path(named)]
+    files = []
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        files.append(Path(runtime) / "containers" / "auth.json")
+    docker = os.environ.get("DOCKER_CONFIG")
+    files.append(Path(docker) / "config.json" if docker else Path.home() / ".docker/config.json")
+    return files
+
+
+def credential_for(origin: str, repo: str) -> Credential | None:
+    """The credential stored for ``origin`` (``https://HOST[:PORT]``) and ``repo``, or None."""
+    host = urlsplit(origin).netloc
+    for path in auth_files():
+        entries = _auths(path)
+        found = _lookup(entries, host, repo)
+        if found is not None:
+            username, password = _decode(found, path, host)
+            return Credential(origin, path, username, password)
+    return None
+
+
+def _auths(path: Path) -> dict[str, object]:
+    """The ``auths`` object of ``path`` ({} when the file does not exist)."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_AUTH_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise _file_invalid(path, f"it cannot be read ({exc.strerror})") from exc
+    if len(raw) > MAX_AUTH_FILE_BYTES:
+        raise _file_invalid(path, f"it is over {MAX_AUTH_FILE_BYTES} bytes")
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _file_invalid(path, "it is not JSON") from exc
+    auths = doc.get("auths", {}) if isinstance(doc, dict) else None
+    if not isinstance(auths, dict):
+        raise _file_invalid(path, "its auths is not an object")
+    return auths
+
+
+def _lookup(entries: dict[str, object], host: str, repo: str) -> object | None:
+    """The entry for ``host`` and ``repo``: ``HOST`` or ``HOST/NAMESPACE`` keys, longest wins."""
+    best: tuple[int, object] | None = None
+    for key, value in entries.items():
+        name = _normalise(key)
+        scope = name.split("/", 1)
+        if scope[0] != host:
+            continue
+        if len(scope) == 2 and not (repo == scope[1] or repo.startswith(scope[1] + "/")):
+            continue
+        if best is None or len(name) > best[0]:
+            best = (len(name), value)
+    return None if best is None else best[1]
+
+
+def _normalise(key: str) -> str:
+    """``https://HOST/v1/`` and ``HOST`` name the same registry (docker login writes both)."""
+    for prefix in ("https://", "http://"):
+        key = key.removeprefix(prefix)
+    key = key.rstrip("/")
+    return key.removesuffix("/v1").removesuffix("/v2")
+
+
+def _decode(entry: object, path: Path, host: str) -> tuple[str, str]:
+    auth = entry.get("auth") if isinstance(entry, dict) else None
+    if not isinstance(auth, str) or not auth:
+        raise _file_invalid(
+            path, f"its entry for {host} has no auth (credential helpers are not read)"
+        )
+    try:
+        text = base64.b64decode(auth, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise _file_invalid(path, f"the auth of {host} is not base64 of user:password") from exc
+    username, sep, password = text.partition(":")
+    if not sep or not username or not password:
+        raise _file_invalid(path, f"the auth of {host} is not base64 of user:password")
+    return username, password
+
+
+def parse_challenge(values: list[str]) -> Challenge | None:
+    """The first Basic or Bearer challenge among ``WWW-Authenticate`` values, or None."""
+    for value in values:
+        scheme, _, rest = value.strip().partition(" ")
+        if scheme.lower() in ("basic", "bearer"):
+            params = {m[1].lower(): m[2] or m[3] for m in _PARAM.finditer(rest)}
+            return Challenge(scheme.lower(), params)
+    return None
+
+
+def _file_invalid(path: Path, why: str) -> InputError:
+    return InputError(
+        f"the registry credentials file {path} cannot be used: {why}",
+        code="OCI_AUTH_FILE_INVALID",
+        hint="fix or re-create it with `podman login` or `docker login` (an auths entry of "
+        "base64 user:password), or point REGISTRY_AUTH_FILE at another file",
+    )
+
+
+def auth_required(origin: str, why: str) -> EnvironmentProblem:
+    """401 and no credential k3kit may send there."""
+    files = ", ".join(str(p) for p in auth_files())
+    return EnvironmentProblem(
+        f"the registry {origin} asks for credentials: {why}",
+        code="OCI_AUTH_REQUIRED",
+        hint=f"log in (`podman login` / `docker login`) or set REGISTRY_AUTH_FILE; "
+        f"k3kit reads {files} (docs/oci.md)",
+    )
+
+
+def auth_failed(origin: str, source: Path | None, why: str) -> EnvironmentProblem:
+    """The credential was sent and refused (401 again, 403, or the token service said no)."""
+    where = f" (from {source})" if source is not None else ""
+    return EnvironmentProblem(
+        f"the registry {origin} refused the credentials{where}: {why}",
+        code="OCI_AUTH_FAILED",
+        hint="check the user name, password and its rights on this repository; log in again "
+        "(`podman login` / `docker login`)",
+    )

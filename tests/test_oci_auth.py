@@ -1,0 +1,360 @@
+"""Registry credentials (docs/oci.md): Basic auth against a real registry (Debian's
+docker-registry with its own ``auth: htpasswd`` module, on 127.0.0.1 with its own storage), the
+distribution token flow against a token front (a stand-in for Harbor's or Artifactory's token
+service, on 127.0.0.1, in front of the real registry), credentials from docker's config.json
+and podman's auth.json; and the attacks: a wrong password, a credentials file that is not one,
+a blob redirect to a blob store, a token realm on another origin or over plain http elsewhere.
+Every test checks that no password, ``auth`` string or token is printed.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.server
+import json
+import os
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from k3kit.archive import pack
+from k3kit.oci.auth import Credential
+from tests.conftest import GoldenKit, run_k3kit
+from tests.ocikit import LiveRegistry, bcrypt_line, live_registry, needs_bcrypt, needs_registry
+
+pytestmark = needs_registry
+REPO = "kits/kimi-k3"
+FOLDER = "kimi-k3-b300x8-1.0.0"
+USER = "alice"
+PASSWORD = "k3kit-test-Pw-9q7Zx"  # distinctive: searched for in every output
+WRONG = "k3kit-wrong-Pw-4Lm2"
+
+
+@pytest.fixture(scope="module")
+def archive(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("oci-auth-archive") / f"{FOLDER}.kit.tar.gz"
+    pack(golden.kit, out)
+    return out
+
+
+@pytest.fixture
+def locked(tmp_path: Path) -> Iterator[LiveRegistry]:
+    """A real registry that asks for Basic credentials (alice / PASSWORD)."""
+    line = bcrypt_line(USER, PASSWORD)
+    if line is None:
+        pytest.skip("no bcrypt for docker-registry's htpasswd (Debian's python3 with crypt(3))")
+    htpasswd = tmp_path / "htpasswd"
+    htpasswd.write_text(line + "\n")
+    with live_registry(tmp_path / "registry", htpasswd) as live:
+        yield live
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[LiveRegistry]:
+    """A real registry without auth of its own (the token front stands before it)."""
+    with live_registry(tmp_path / "registry") as live:
+        yield live
+
+
+def b64(user: str, password: str) -> str:
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def auth_env(tmp_path: Path, auths: dict[str, str], name: str = "auth.json") -> dict[str, str]:
+    """``REGISTRY_AUTH_FILE`` naming a podman-style auth.json with ``auths`` (key -> auth)."""
+    path = tmp_path / name
+    path.write_text(json.dumps({"auths": {k: {"auth": v} for k, v in auths.items()}}))
+    return {"REGISTRY_AUTH_FILE": str(path)}
+
+
+def no_credentials(tmp_path: Path) -> dict[str, str]:
+    """An environment where no credentials file exists (the user's own are never read)."""
+    return {"REGISTRY_AUTH_FILE": str(tmp_path / "absent-auth.json")}
+
+
+def k3kit(env: dict[str, str], *args: str | Path) -> tuple[int, dict[str, Any], str]:
+    proc = run_k3kit(*args, "--json", env=env)
+    text = proc.stdout + proc.stderr
+    assert "Traceback" not in text, text
+    for secret in (PASSWORD, WRONG, b64(USER, PASSWORD), b64(USER, WRONG), "tok-"):
+        assert secret not in text, f"{secret!r} printed"
+    return proc.returncode, json.loads(proc.stdout or "{}"), proc.stderr
+
+
+def push(env: dict[str, str], host: str, archive: Path, trust: Path) -> tuple[int, dict[str, Any]]:
+    rc, out, _ = k3kit(env, "push", archive, f"oci://{host}/{REPO}:1.0.0", "--trust", trust)
+    return rc, out
+
+
+def install(env: dict[str, str], ref: str, trust: Path, into: Path) -> tuple[int, dict[str, Any]]:
+    rc, out, _ = k3kit(env, "install", ref, "--trust", trust, "--into", into)
+    return rc, out
+
+
+def code(out: dict[str, Any]) -> str:
+    return str(out.get("error", {}).get("code", ""))
+
+
+# -- Basic auth: the real registry's htpasswd ---------------------------------------------------
+
+
+@needs_bcrypt
+def test_push_and_install_with_basic_credentials_from_docker_config(
+    locked: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    docker = tmp_path / "docker"
+    docker.mkdir()
+    (docker / "config.json").write_text(
+        json.dumps({"auths": {f"https://{locked.host}/v1/": {"auth": b64(USER, PASSWORD)}}})
+    )
+    env = {"REGISTRY_AUTH_FILE": "", "XDG_RUNTIME_DIR": str(tmp_path), "DOCKER_CONFIG": str(docker)}
+    rc, out = push(env, locked.host, archive, golden.key.public)
+    assert rc == 0, out
+    rc, out = install(env, f"oci://{locked.host}/{REPO}@{out['digest']}", golden.key.public,
+                      tmp_path / "kits")  # fmt: skip
+    assert rc == 0, out
+    assert (tmp_path / "kits" / FOLDER / "MANIFEST.json").is_file()
+
+
+@needs_bcrypt
+def test_podman_auth_file_prefers_the_entry_for_the_repositorys_namespace(
+    locked: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A wrong password stored for the whole host and the right one for ``HOST/kits``: the
+    longer (namespace) key is the one used, as podman does."""
+    env = auth_env(
+        tmp_path, {locked.host: b64(USER, WRONG), f"{locked.host}/kits": b64(USER, PASSWORD)}
+    )
+    rc, out = push(env, locked.host, archive, golden.key.public)
+    assert rc == 0, out
+
+
+@needs_bcrypt
+def test_a_registry_asking_for_credentials_with_none_stored_is_auth_required(
+    locked: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    rc, out = push(auth_env(tmp_path, {locked.host: b64(USER, PASSWORD)}), locked.host, archive,
+                   golden.key.public)  # fmt: skip
+    assert rc == 0, out
+    ref = f"oci://{locked.host}/{REPO}@{out['digest']}"
+    rc, out = install(no_credentials(tmp_path), ref, golden.key.public, tmp_path / "kits")
+    assert rc == 4 and code(out) == "OCI_AUTH_REQUIRED"
+    assert "REGISTRY_AUTH_FILE" in out["error"]["hint"]
+    assert not (tmp_path / "kits" / FOLDER).exists()
+
+
+@needs_bcrypt
+def test_attack_wrong_password_is_auth_failed_and_never_printed(
+    locked: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    env = auth_env(tmp_path, {locked.host: b64(USER, WRONG)})
+    rc, out = push(env, locked.host, archive, golden.key.public)
+    assert rc == 4 and code(out) == "OCI_AUTH_FAILED"  # k3kit() checked nothing secret printed
+
+
+@needs_bcrypt
+@pytest.mark.parametrize(
+    "auth", ["%%not-base64-k3kit-wrong-Pw-4Lm2%%", base64.b64encode(WRONG.encode()).decode()]
+)
+def test_a_credentials_file_entry_that_is_not_user_password_is_refused_unechoed(
+    locked: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path, auth: str
+) -> None:
+    rc, out = push(auth_env(tmp_path, {locked.host: auth}), locked.host, archive,
+                   golden.key.public)  # fmt: skip
+    assert rc == 3 and code(out) == "OCI_AUTH_FILE_INVALID"
+    assert auth not in json.dumps(out)
+
+
+def test_a_credentials_repr_holds_no_secret() -> None:
+    cred = Credential("https://r.example", Path("auth.json"), USER, PASSWORD)
+    assert PASSWORD not in repr(cred) and USER not in repr(cred)
+    assert cred.basic() == "Basic " + b64(USER, PASSWORD)
+
+
+# -- the token flow: a token front before the real registry -------------------------------------
+
+
+class _Front(http.server.BaseHTTPRequestHandler):
+    """Harbor's shape on one origin: ``/token`` gives a bearer token for Basic alice/PASSWORD;
+    ``/v2/…`` answers 401 with a Bearer challenge until it gets a token it issued, then
+    forwards to the real registry (Host kept, so upload Locations name this front). ``realm``
+    overrides the realm the challenge names; ``blob_store`` answers blob reads with a 307
+    there."""
+
+    upstream = ""
+    realm = ""
+    blob_store = ""
+    issued: ClassVar[set[str]] = set()
+    token_requests: ClassVar[list[str | None]] = []
+
+    def _route(self) -> None:
+        if self.path.startswith("/token"):
+            return self._token()
+        bearer = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+        if bearer not in self.issued:
+            actions = "pull" if self.command in ("GET", "HEAD") else "pull,push"
+            realm = self.realm or f"http://{self.headers['Host']}/token"
+            challenge = (
+                f'Bearer realm="{realm}",service="front",scope="repository:{REPO}:{actions}"'
+            )
+            return self._answer(401, b"{}", {"WWW-Authenticate": challenge})
+        if self.blob_store and self.command == "GET" and "/blobs/sha256:" in self.path:
+            return self._answer(307, b"", {"Location": self.blob_store + self.path})
+        self._forward()
+
+    do_GET = do_HEAD = do_POST = do_PUT = _route
+
+    def _token(self) -> None:
+        sent = self.headers.get("Authorization")
+        self.token_requests.append(sent)
+        if sent != "Basic " + b64(USER, PASSWORD):
+            return self._answer(401, b'{"errors":[]}', {})
+        token = f"tok-{len(self.issued)}"
+        self.issued.add(token)
+        self._answer(200, json.dumps({"token": token}).encode(), {})
+
+    def _forward(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "authorization"}
+        request = urllib.request.Request(
+            self.upstream + self.path, data=body, headers=headers, method=self.command
+        )
+        try:
+            with urllib.request.urlopen(request) as resp:
+                self._answer(resp.status, resp.read(), dict(resp.headers))
+        except urllib.error.HTTPError as exc:
+            self._answer(exc.code, exc.read(), dict(exc.headers))
+
+    def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for key, value in headers.items():
+            if key.lower() not in ("content-length", "transfer-encoding", "connection", "date"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", headers.get("Content-Length", str(len(body))))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Another origin (a blob store, a foreign token service): records the Authorization
+    header of each request; serves blobs from the real registry, refuses tokens."""
+
+    upstream = ""
+    seen: ClassVar[list[str | None]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.headers.get("Authorization"))
+        if not self.path.startswith("/v2/"):
+            return self._answer(401, b"{}")
+        with urllib.request.urlopen(self.upstream + self.path) as resp:
+            self._answer(200, resp.read())
+
+    def _answer(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` on 127.0.0.1 (a port the kernel picks); yields ``HOST:PORT``."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def front(reg: LiveRegistry, **attrs: Any) -> type[_Front]:
+    return type("Front", (_Front,), {"upstream": f"http://{reg.host}", "issued": set(),
+                                     "token_requests": [], **attrs})  # fmt: skip
+
+
+def recorder(reg: LiveRegistry) -> type[_Recorder]:
+    return type("Recorder", (_Recorder,), {"upstream": f"http://{reg.host}", "seen": []})
+
+
+def test_push_and_install_through_the_token_flow(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    handler = front(registry)
+    with serving(handler) as host:
+        env = auth_env(tmp_path, {host: b64(USER, PASSWORD)})
+        rc, out = push(env, host, archive, golden.key.public)
+        assert rc == 0, out
+        rc, out = install(env, f"oci://{host}/{REPO}@{out['digest']}", golden.key.public,
+                          tmp_path / "kits")  # fmt: skip
+    assert rc == 0, out
+    assert handler.token_requests and set(handler.token_requests) == {
+        "Basic " + b64(USER, PASSWORD)
+    }
+
+
+def test_attack_blob_redirect_to_a_blob_store_does_not_carry_the_authorization_header(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The registry sends blob reads to object storage on another origin (as S3-backed
+    registries do): the bearer token is for the registry, and the blob store never sees it."""
+    store = recorder(registry)
+    with serving(front(registry)) as host:
+        env = auth_env(tmp_path, {host: b64(USER, PASSWORD)})
+        rc, out = push(env, host, archive, golden.key.public)
+        assert rc == 0, out
+        with serving(store) as store_host:
+            ref = f"oci://{host}/{REPO}@{out['digest']}"
+            with serving(front(registry, blob_store=f"http://{store_host}")) as redirecting:
+                ref = ref.replace(host, redirecting)
+                env = auth_env(tmp_path, {redirecting: b64(USER, PASSWORD)}, "auth2.json")
+                rc, out = install(env, ref, golden.key.public, tmp_path / "kits")
+    assert rc == 0, out
+    assert store.seen and store.seen == [None] * len(store.seen)
+
+
+def test_attack_token_realm_on_another_origin_gets_no_credentials(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A registry names someone else's token service as its realm (to collect a token, or the
+    password, for it): the token request goes there without credentials, and the registry's
+    401 is reported, naming why."""
+    collector = recorder(registry)
+    with (
+        serving(collector) as elsewhere,
+        serving(front(registry, realm=f"http://{elsewhere}/token")) as host,
+    ):
+        env = auth_env(tmp_path, {host: b64(USER, PASSWORD), elsewhere: b64(USER, PASSWORD)})
+        rc, out = push(env, host, archive, golden.key.public)
+    assert rc == 4 and code(out) == "OCI_AUTH_REQUIRED"
+    assert "another origin" in out["error"]["message"]
+    assert collector.seen == [None]
+
+
+@pytest.mark.parametrize("realm", ["http://192.0.2.1/token", "https://user:pw@192.0.2.1/token"])
+def test_attack_token_realm_over_plain_http_or_with_a_password_is_refused_unasked(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path, realm: str
+) -> None:
+    """192.0.2.1 (TEST-NET-1) is never reached: the realm is refused before any request."""
+    with serving(front(registry, realm=realm)) as host:
+        env = auth_env(tmp_path, {host: b64(USER, PASSWORD)})
+        rc, out = push(env, host, archive, golden.key.public)
+    assert rc == 4 and code(out) == "OCI_AUTH_REALM_REFUSED"
+    assert "pw@" not in json.dumps(out)
+    assert not os.listdir(registry.storage)  # nothing pushed
