@@ -358,3 +358,22 @@ def test_attack_token_realm_over_plain_http_or_with_a_password_is_refused_unaske
     assert rc == 4 and code(out) == "OCI_AUTH_REALM_REFUSED"
     assert "pw@" not in json.dumps(out)
     assert not os.listdir(registry.storage)  # nothing pushed
+
+
+@pytest.mark.parametrize(
+    ("url", "other", "same"),
+    [
+        ("https://Registry.Example/v2/x", "https://registry.example", True),
+        ("https://registry.example:443/v2/", "https://registry.example", True),
+        ("http://registry.example/v2/", "https://registry.example", False),
+        ("https://registry.example:8443/", "https://registry.example", False),
+        ("https://blobs.registry.example/", "https://registry.example", False),
+        ("https://registry.example.evil/", "https://registry.example", False),
+    ],
+)
+def test_same_origin_is_scheme_host_and_port(url: str, other: str, same: bool) -> None:
+    """The one rule deciding where a credential may go (registry requests, redirects, token
+    realms, and the hub's downloads): not a string prefix, which ``.evil`` would pass."""
+    from k3kit._policy import same_origin
+
+    assert same_origin(url, other) is same

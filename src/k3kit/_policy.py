@@ -86,6 +86,20 @@ def url_refusal(url: str) -> str | None:
     return None
 
 
+def origin(url: str) -> tuple[str, str, int | None]:
+    """``url``'s origin (scheme, lower-case host, port with the scheme's default filled in)."""
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return (parts.scheme, (parts.hostname or "").lower(), port)
+
+
+def same_origin(url: str, other: str) -> bool:
+    """Whether a credential meant for ``other`` may go to ``url``: the one test every client
+    that sends a token or password asks (the hub's downloads, a registry's requests, redirects
+    and token realms), so none can compare by string and another by host alone."""
+    return origin(url) == origin(other)
+
+
 def redirect_refusal(url: str, origin: str) -> str | None:
     """Why a redirect from ``origin`` to ``url`` may not be followed, or None: only http(s), no
     plain http off this machine (a downgrade anyone on the path reads), and into this machine

@@ -28,6 +28,7 @@ from huggingface_hub import HfApi, RepoFile, get_hf_file_metadata, get_session, 
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from k3kit._digest import Cancelled
+from k3kit._policy import same_origin
 from k3kit.errors import EnvironmentProblem, K3kitError
 from k3kit.hub._errors import (
     FATAL_CODES,
@@ -36,7 +37,7 @@ from k3kit.hub._errors import (
     status_error,
     translate,
 )
-from k3kit.hub._fetch import Sink, check_declared, origin, stream_body
+from k3kit.hub._fetch import Sink, check_declared, stream_body
 from k3kit.hub.policy import DEFAULT_ENDPOINT, refuse_token_over_plain_http
 
 __all__ = ["DEFAULT_ENDPOINT", "FATAL_CODES", "TRANSIENT_CODES", "HfHub", "HubFile", "translate"]
@@ -204,7 +205,7 @@ class HfHub:
                 )
             check_declared(meta.size, size, what, "HEAD")
             location = meta.location or url
-            same = origin(location) == origin(self.endpoint)
+            same = same_origin(location, self.endpoint)
             auth = {"Authorization": f"Bearer {self._token}"} if self._token and same else {}
             stream_body(
                 self._client, location, auth, size=size, what=what, sink=sink, cancel=cancel

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 from typing import Protocol
-from urllib.parse import urlsplit
 
 import httpx2
 
@@ -34,12 +33,6 @@ class Sink(Protocol):
     def restart(self) -> None: ...
 
     def write(self, data: bytes) -> None: ...
-
-
-def origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return (parts.scheme, (parts.hostname or "").lower(), port)
 
 
 def check_declared(declared: int | None, size: int, what: str, where: str) -> None:

@@ -21,7 +21,7 @@ from urllib.parse import urlencode, urljoin, urlsplit
 import httpx
 
 from k3kit._fs import open_nofollow
-from k3kit._policy import is_loopback, redirect_refusal, url_refusal
+from k3kit._policy import is_loopback, redirect_refusal, same_origin, url_refusal
 from k3kit.errors import EnvironmentProblem, VerificationError
 from k3kit.oci.auth import (
     TOKEN,
@@ -42,8 +42,9 @@ Body = bytes | Callable[[], Iterator[bytes]] | None
 
 
 def origin_of(url: str) -> str:
+    """``url``'s origin as printed (never a ``user:password@``); compare with ``same_origin``."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
 
 
 class Registry:
@@ -152,7 +153,7 @@ class Registry:
 
     def auth_for(self, url: str) -> dict[str, str]:
         """The ``Authorization`` header for ``url``: only when it is this registry's origin."""
-        if self._authorization is None or origin_of(url) != self.base:
+        if self._authorization is None or not same_origin(url, self.base):
             return {}
         return {"Authorization": self._authorization}
 
@@ -207,7 +208,7 @@ class Registry:
         query = urlencode({k: v for k in ("service", "scope") if (v := challenge.params.get(k))})
         url = f"{realm}{'&' if '?' in realm else '?'}{query}" if query else realm
         headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
-        if cred is not None and origin_of(realm) == self.base:
+        if cred is not None and same_origin(realm, self.base):
             headers["Authorization"] = cred.basic()
         elif cred is not None:
             self._withheld_from = origin_of(realm)
@@ -231,12 +232,12 @@ class Registry:
         credentials; the message never holds them)."""
         if resp.is_success:
             return
-        if resp.status_code in (401, 403) and origin_of(str(resp.url)) == self.base:
+        if resp.status_code in (401, 403) and same_origin(str(resp.url), self.base):
             raise self.refused(f"it answered {resp.status_code} to {path}")
         _raise_for(resp, path)
 
     def _same_origin(self, url: str) -> str:
-        if not url.startswith(self.base + "/"):
+        if not same_origin(url, self.base):
             raise EnvironmentProblem(
                 f"the registry sent an upload to {url!r}, outside {self.base}",
                 code="OCI_REDIRECT_REFUSED",
@@ -255,7 +256,7 @@ class Registry:
                 resp = self._client.request(method, url, headers=sent, content=content)
             except httpx.HTTPError as exc:
                 raise _unreachable(self.base, exc) from exc
-            if resp.status_code != 401 or origin_of(url) != self.base or attempt:
+            if resp.status_code != 401 or not same_origin(url, self.base) or attempt:
                 return resp
             self.authenticate(resp)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -283,7 +284,7 @@ class _Streamed:
                 self._resp = self._reg._client.send(request, stream=True)
             except httpx.HTTPError as exc:
                 raise _unreachable(self._reg.base, exc) from exc
-            if self._resp.status_code == 401 and origin_of(url) == self._reg.base and not answered:
+            if self._resp.status_code == 401 and same_origin(url, self._reg.base) and not answered:
                 self._resp.close()
                 self._reg.authenticate(self._resp)
                 answered = True
