@@ -68,3 +68,27 @@ def push_an_endless_device_as_the_archive(w: Workbench) -> Argv:
     endless = w.root / "kimi.kit.tar.gz"
     endless.symlink_to("/dev/zero")
     return ["push", endless, "oci://127.0.0.1:9/kits/kimi-k3:1.0.0", "--trust", w.trust]
+
+
+def _update_from_registry(w: Workbench, registry: str) -> Argv:
+    """``update --from-registry``: refused on the reference alone, before the channel (never
+    contacted: example.com) or the registry is asked."""
+    return [
+        "update", "--channel", "stable", "--from", "https://channel.example.com/stable",
+        "--from-registry", registry, "--channel-root", w.root / "1.root.json",
+        "--into", w.root / "kits", "--trust", w.trust, "--state-dir", w.root / "state",
+    ]  # fmt: skip
+
+
+@attack("OCI_REF_INVALID", exit_code=3)
+def update_from_registry_by_a_tag_the_registry_can_move(w: Workbench) -> Argv:
+    """The kit's digest is the channel's signed sha256: a tag beside it would be the
+    registry's word on which bytes to install."""
+    return _update_from_registry(w, "oci://registry.example.com/kits/kimi-k3:latest")
+
+
+@attack("OCI_REF_INVALID", exit_code=3)
+def update_from_registry_with_credentials_in_the_reference(w: Workbench) -> Argv:
+    """A password belongs in the credentials file (docs/oci.md), never in an argument that
+    ends up in shell history, process lists and messages."""
+    return _update_from_registry(w, "oci://admin:hunter2@registry.example.com/kits/kimi-k3")
