@@ -158,3 +158,18 @@ def test_update_refuses_a_registry_reference_with_a_tag_or_digest(
         )  # fmt: skip
     assert done.returncode == 3, done.stderr
     assert json.loads(done.stdout)["error"]["code"] == "OCI_REF_INVALID"
+
+
+def test_the_library_updates_from_a_registry_as_the_cli_does(
+    chan: Channel, releases: Releases, registry: LiveRegistry, tmp_path: Path
+) -> None:
+    from k3kit import api
+    from k3kit.signing.keys import load_public
+
+    push(registry, releases.v110, releases.key.public, ":1.1.0")
+    with serve(metadata_only(chan, tmp_path)) as url:
+        done = api.update_from_channel(
+            url, "stable", chan.root, tmp_path / "kits", [load_public(releases.key.public)],
+            state_dir=tmp_path / "state", registry=f"oci://{registry.host}/{REPO}",
+        )  # fmt: skip
+    assert done.entry.version == "1.1.0" and done.installed.path.name == f"{PACKAGE}-1.1.0"

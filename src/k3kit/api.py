@@ -633,6 +633,7 @@ def update_from_channel(
     licence: Path | None = None,
     rollback: RollbackPolicy | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    registry: str | None = None,
 ) -> Updated:
     """Install the newest release of ``channel`` served at ``url`` that this buyer is entitled
     to, as ``k3kit update`` does: python-tuf reads the channel from the pinned ``channel_root``
@@ -642,13 +643,15 @@ def update_from_channel(
     machine, a password in the URL; exit 3, before any request), ``VerificationError``
     ``CHANNEL_FROZEN`` / ``CHANNEL_ROLLBACK`` / ``CHANNEL_INCONSISTENT`` / ``CHANNEL_UNTRUSTED``
     / ``CHANNEL_OUT_OF_TERM`` / ``BUYER_RECEIPT_NEEDS_TRUST`` and :class:`KitNotVerified`
-    (exit 1), ``UsageProblem`` ``USAGE`` for one entitlement document without the other."""
+    (exit 1), ``UsageProblem`` ``USAGE`` for one entitlement document without the other.
+    ``registry`` (``oci://HOST/REPO``): the kit's bytes from there, by the signed sha256, as
+    ``update --from-registry`` (docs/distribution.md)."""
     _need_channel()
     from k3kit.channel.client import Request, update
     from k3kit.channel.term import term_for
 
     term = term_for(buyer_receipt, licence, trusted)
-    request = Request(url, channel, channel_root, into, state_dir, package, version, term)
+    request = Request(url, channel, channel_root, into, state_dir, package, version, term, registry)
     return update(request, trusted, rollback=rollback, on_progress=on_progress)
 
 
