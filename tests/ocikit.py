@@ -8,15 +8,23 @@ registry that exits at start (address in use) is started again on a fresh port.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import http.server
+import json
 import shutil
 import socket
 import subprocess
+import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,9 +118,12 @@ def _listening(proc: subprocess.Popen[bytes], log: Path, port: int) -> bool:
 
 
 @contextmanager
-def live_registry(root: Path, htpasswd: Path | None = None) -> Iterator[LiveRegistry]:
+def live_registry(
+    root: Path, htpasswd: Path | None = None, token: TokenIssuer | None = None
+) -> Iterator[LiveRegistry]:
     """Start a registry storing under ``root/storage``; stopped (and waited for) at exit. With
-    ``htpasswd``, it asks for Basic credentials (its own ``auth: htpasswd`` module)."""
+    ``htpasswd``, it asks for Basic credentials (its own ``auth: htpasswd`` module); with
+    ``token``, for bearer tokens of that issuer (its own ``auth: token`` module)."""
     assert REGISTRY_BIN is not None
     storage = root / "storage"
     storage.mkdir(parents=True, exist_ok=True)
@@ -120,6 +131,7 @@ def live_registry(root: Path, htpasswd: Path | None = None) -> Iterator[LiveRegi
         port = _free_port()
         config = root / f"config-{attempt}.yml"
         auth = _HTPASSWD_AUTH.format(htpasswd=htpasswd) if htpasswd is not None else ""
+        auth += token.config() if token is not None else ""
         config.write_text(_CONFIG.format(storage=storage, port=port) + auth)
         log = root / f"registry-{attempt}.log"
         with log.open("wb") as out:
@@ -143,3 +155,134 @@ def live_registry(root: Path, htpasswd: Path | None = None) -> Iterator[LiveRegi
 
 def sha256_digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+# -- a token issuer for the registry's own ``auth: token`` module --------------------------------
+
+_TOKEN_AUTH = """auth:
+  token:
+    realm: {realm}
+    service: {service}
+    issuer: {issuer}
+    rootcertbundle: {cert}
+"""
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+@dataclass
+class TokenIssuer:
+    """The distribution token spec's authorization service, as Harbor or a docker_auth runs it,
+    reduced to one user: ``GET /token?service=…&scope=…`` with Basic ``user``/``password``
+    answers a JWT (ES256, its certificate in ``x5c``) granting the scope asked for; anything
+    else is 401. The registry verifies the token against ``cert`` (its ``rootcertbundle``).
+    ``seen`` records the Authorization header of every token request."""
+
+    realm: str
+    cert: Path
+    key: Any
+    user: str
+    password: str
+    host: str  # HOST:PORT of the issuer (and of the registry, once upstream is set)
+    upstream: str = ""
+    service: str = "k3kit-test"
+    issuer: str = "k3kit-test-issuer"
+    seen: list[str | None] = field(default_factory=list)
+
+    def config(self) -> str:
+        return _TOKEN_AUTH.format(
+            realm=self.realm, service=self.service, issuer=self.issuer, cert=self.cert
+        )
+
+    def answer(self, authorization: str | None, query: str) -> tuple[int, bytes]:
+        self.seen.append(authorization)
+        basic = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+        if authorization != f"Basic {basic}":
+            return 401, b'{"details":"bad credentials"}'
+        asked = urllib.parse.parse_qs(query).get("scope", [])
+        return 200, json.dumps({"token": self._jwt(asked)}).encode()
+
+    def _jwt(self, scopes: list[str]) -> str:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+        cert = x509.load_pem_x509_certificate(self.cert.read_bytes())
+        der = cert.public_bytes(serialization.Encoding.DER)
+        access = []
+        for scope in scopes:
+            kind, name, actions = scope.split(":")
+            access.append({"type": kind, "name": name, "actions": actions.split(",")})
+        now = int(time.time())
+        claims = {
+            "iss": self.issuer, "sub": self.user, "aud": self.service, "exp": now + 3600,
+            "nbf": now - 60, "iat": now, "jti": f"k3kit-{len(self.seen)}", "access": access,
+        }  # fmt: skip
+        header = {"typ": "JWT", "alg": "ES256", "x5c": [base64.b64encode(der).decode()]}
+        signing = f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}"
+        r, s = decode_dss_signature(self.key.sign(signing.encode(), ec.ECDSA(hashes.SHA256())))
+        return f"{signing}.{_b64url(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
+
+
+@contextmanager
+def token_issuer(folder: Path, user: str, password: str) -> Iterator[TokenIssuer]:
+    """A :class:`TokenIssuer` on 127.0.0.1 (a port the kernel picks) for the block; the same
+    server routes every other path to ``issuer.upstream`` (set it to the registry once that
+    runs), unchanged, as Harbor's nginx puts its token service and registry on one origin."""
+    from cryptography.hazmat.primitives import serialization
+
+    from tests.netkit import self_signed
+
+    folder.mkdir(parents=True, exist_ok=True)
+    cert, key_file = self_signed(folder, "127.0.0.1")
+    key = serialization.load_pem_private_key(key_file.read_bytes(), None)
+    holder: list[TokenIssuer] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _route(self) -> None:
+            if self.path.startswith("/token"):
+                query = self.path.partition("?")[2]
+                status, body = holder[0].answer(self.headers.get("Authorization"), query)
+                return self._answer(status, body, {"Content-Type": "application/json"})
+            length = int(self.headers.get("Content-Length") or 0)
+            request = urllib.request.Request(
+                holder[0].upstream + self.path,
+                data=self.rfile.read(length) if length else None,
+                headers=dict(self.headers),
+                method=self.command,
+            )
+            try:
+                with urllib.request.urlopen(request) as resp:
+                    self._answer(resp.status, resp.read(), dict(resp.headers))
+            except urllib.error.HTTPError as exc:
+                self._answer(exc.code, exc.read(), dict(exc.headers))
+
+        do_GET = do_HEAD = do_POST = do_PUT = _route
+
+        def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+            self.send_response(status)
+            for name, value in headers.items():
+                if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                    self.send_header(name, value)
+            self.send_header("Content-Length", headers.get("Content-Length", str(len(body))))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    host = f"127.0.0.1:{server.server_address[1]}"
+    holder.append(TokenIssuer(f"http://{host}/token", cert, key, user, password, host))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield holder[0]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

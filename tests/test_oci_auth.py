@@ -1,9 +1,11 @@
 """Registry credentials (docs/oci.md): Basic auth against a real registry (Debian's
 docker-registry with its own ``auth: htpasswd`` module, on 127.0.0.1 with its own storage), the
-distribution token flow against a token front (a stand-in for Harbor's or Artifactory's token
-service, on 127.0.0.1, in front of the real registry), credentials from docker's config.json
-and podman's auth.json; and the attacks: a wrong password, a credentials file that is not one,
-a blob redirect to a blob store, a token realm on another origin or over plain http elsewhere.
+distribution token flow against the same registry's own ``auth: token`` module (a small JWT
+issuer on 127.0.0.1, tests/ocikit.py, stands in for Harbor's token service), a token front (a
+registry stand-in that can redirect blob reads to a blob store), credentials from docker's
+config.json and podman's auth.json; and the attacks: a wrong password, a credentials file that
+is not one, a blob redirect to a blob store, a token realm on another origin or over plain http
+elsewhere.
 Every test checks that no password, ``auth`` string or token is printed.
 """
 
@@ -26,7 +28,14 @@ import pytest
 from k3kit.archive import pack
 from k3kit.oci.auth import Credential
 from tests.conftest import GoldenKit, run_k3kit
-from tests.ocikit import LiveRegistry, bcrypt_line, live_registry, needs_bcrypt, needs_registry
+from tests.ocikit import (
+    LiveRegistry,
+    bcrypt_line,
+    live_registry,
+    needs_bcrypt,
+    needs_registry,
+    token_issuer,
+)
 
 pytestmark = needs_registry
 REPO = "kits/kimi-k3"
@@ -177,6 +186,48 @@ def test_a_credentials_repr_holds_no_secret() -> None:
     assert cred.basic() == "Basic " + b64(USER, PASSWORD)
 
 
+# -- the token flow: the real registry's own ``auth: token`` module ------------------------------
+
+
+def test_push_and_install_against_the_registrys_token_auth(
+    archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """docker-registry challenges (Bearer realm, service, scope) and verifies the JWT itself;
+    the token service (Harbor's shape: on the registry's origin, by a router) gives one for the
+    scope asked, with alice's Basic credentials."""
+    with (
+        token_issuer(tmp_path / "issuer", USER, PASSWORD) as issuer,
+        live_registry(tmp_path / "registry", token=issuer) as reg,
+    ):
+        issuer.upstream = f"http://{reg.host}"
+        env = auth_env(tmp_path, {issuer.host: b64(USER, PASSWORD)})
+        rc, out = push(env, issuer.host, archive, golden.key.public)
+        assert rc == 0, out
+        ref = f"oci://{issuer.host}/{REPO}@{out['digest']}"
+        rc, out = install(no_credentials(tmp_path), ref, golden.key.public, tmp_path / "anon")
+        assert rc == 4 and code(out) == "OCI_AUTH_REQUIRED"
+        rc, out = install(env, ref, golden.key.public, tmp_path / "kits")
+    assert rc == 0, out
+    assert (tmp_path / "kits" / FOLDER / "MANIFEST.json").is_file()
+    assert issuer.seen.count("Basic " + b64(USER, PASSWORD)) >= 2  # a token per scope asked
+
+
+def test_attack_token_realm_on_another_origin_than_the_registry_gets_no_password(
+    archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The real registry, asked directly, names a token service on another origin (another
+    port): k3kit asks it anonymously (never with the registry's password), and says why it
+    cannot log in."""
+    with (
+        token_issuer(tmp_path / "issuer", USER, PASSWORD) as issuer,
+        live_registry(tmp_path / "registry", token=issuer) as reg,
+    ):
+        env = auth_env(tmp_path, {reg.host: b64(USER, PASSWORD)})
+        rc, out = push(env, reg.host, archive, golden.key.public)
+    assert rc == 4 and code(out) == "OCI_AUTH_REQUIRED"
+    assert issuer.seen and issuer.seen == [None] * len(issuer.seen)
+
+
 # -- the token flow: a token front before the real registry -------------------------------------
 
 
@@ -293,22 +344,6 @@ def recorder(reg: LiveRegistry) -> type[_Recorder]:
     return type("Recorder", (_Recorder,), {"upstream": f"http://{reg.host}", "seen": []})
 
 
-def test_push_and_install_through_the_token_flow(
-    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
-) -> None:
-    handler = front(registry)
-    with serving(handler) as host:
-        env = auth_env(tmp_path, {host: b64(USER, PASSWORD)})
-        rc, out = push(env, host, archive, golden.key.public)
-        assert rc == 0, out
-        rc, out = install(env, f"oci://{host}/{REPO}@{out['digest']}", golden.key.public,
-                          tmp_path / "kits")  # fmt: skip
-    assert rc == 0, out
-    assert handler.token_requests and set(handler.token_requests) == {
-        "Basic " + b64(USER, PASSWORD)
-    }
-
-
 def test_attack_blob_redirect_to_a_blob_store_does_not_carry_the_authorization_header(
     registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
 ) -> None:
@@ -332,9 +367,9 @@ def test_attack_blob_redirect_to_a_blob_store_does_not_carry_the_authorization_h
 def test_attack_token_realm_on_another_origin_gets_no_credentials(
     registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
 ) -> None:
-    """A registry names someone else's token service as its realm (to collect a token, or the
-    password, for it): the token request goes there without credentials, and the registry's
-    401 is reported, naming why."""
+    """A registry names someone else's token service as its realm, one the node HAS a login for
+    (to collect that password, or a token for that service): the token request goes there
+    without any credentials, and the registry's 401 is reported, naming why."""
     collector = recorder(registry)
     with (
         serving(collector) as elsewhere,
