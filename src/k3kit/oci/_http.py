@@ -147,8 +147,6 @@ class Registry:
         self.check(resp, path)
         return resp.headers
 
-    # -- transport -------------------------------------------------------------------------
-
     # -- authentication --------------------------------------------------------------------
 
     def auth_for(self, url: str) -> dict[str, str]:
@@ -235,6 +233,8 @@ class Registry:
         if resp.status_code in (401, 403) and same_origin(str(resp.url), self.base):
             raise self.refused(f"it answered {resp.status_code} to {path}")
         _raise_for(resp, path)
+
+    # -- transport -------------------------------------------------------------------------
 
     def _same_origin(self, url: str) -> str:
         if not same_origin(url, self.base):
