@@ -57,6 +57,9 @@ OTHER_VERBS = (
     "k3kit.models.commerce",
 )
 
+# What `verify` of a kit folder without --weights does not use (see the test below).
+NOT_FOR_A_FOLDER = ("k3kit.weights", "k3kit.archive", "concurrent.futures", "tarfile")
+
 
 def _loaded(tmp_path: Path, *args: object, env: dict[str, str] | None = None) -> set[str]:
     """Run ``k3kit ARGS`` in a fresh interpreter; the modules it loaded (it must succeed)."""
@@ -88,6 +91,9 @@ def test_verify_loads_nothing_of_the_publisher_the_ledger_or_accept(
     )
     assert {"k3kit.node.verify", "k3kit.cli.buyer"} <= modules  # the probe ran the real verb
     assert _offenders(modules) == []
+    # a folder without --weights needs neither the hashing engine (thread pool, verification
+    # cache) nor the archive reader (tarfile): both are imported by the code that uses them
+    assert sorted(m for m in modules if m.startswith(NOT_FOR_A_FOLDER)) == []
 
 
 def test_verify_with_weights_loads_the_hasher_but_not_the_hub_client(
