@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from k3kit._text import shown
 from k3kit.errors import InputError, VerificationError
@@ -140,8 +140,7 @@ def open_kit(target: Path, *, authenticate: Authenticate | None = None) -> Itera
         shutil.rmtree(staging, ignore_errors=True)
 
 
-@dataclass(frozen=True)
-class Authenticate:
+class Authenticate(NamedTuple):  # a NamedTuple: cheaper to create at start-up than a dataclass
     """How a caller with a trust source checks an archive's manifest before it is extracted.
 
     ``documents`` names the small members to keep from the index pass (name -> most bytes kept:
