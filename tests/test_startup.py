@@ -141,6 +141,8 @@ def test_launch_dry_run_loads_nothing_of_the_publisher_the_ledger_or_accept(
     )
     assert "k3kit.node.launch" in modules
     assert _offenders(modules) == []
+    # --no-preflight: the node check (and the XML parser it reads nvidia-smi with) is not loaded
+    assert sorted(m for m in modules if m.startswith(("k3kit.preflight", "xml."))) == []
 
 
 def test_install_loads_nothing_of_the_publisher_the_ledger_or_accept(
