@@ -57,8 +57,15 @@ OTHER_VERBS = (
     "k3kit.models.commerce",
 )
 
-# What `verify` of a kit folder without --weights does not use (see the test below).
-NOT_FOR_A_FOLDER = ("k3kit.weights", "k3kit.archive", "concurrent.futures", "tarfile")
+# What `verify` of a kit folder with --trust and without --weights does not use (see the test
+# below): the hashing engine, the archive reader, and root.json's models (only --root parses one).
+NOT_FOR_A_FOLDER = (
+    "k3kit.weights",
+    "k3kit.archive",
+    "concurrent.futures",
+    "tarfile",
+    "k3kit.signing.trust.model",
+)
 
 
 def _loaded(tmp_path: Path, *args: object, env: dict[str, str] | None = None) -> set[str]:
@@ -91,8 +98,9 @@ def test_verify_loads_nothing_of_the_publisher_the_ledger_or_accept(
     )
     assert {"k3kit.node.verify", "k3kit.cli.buyer"} <= modules  # the probe ran the real verb
     assert _offenders(modules) == []
-    # a folder without --weights needs neither the hashing engine (thread pool, verification
-    # cache) nor the archive reader (tarfile): both are imported by the code that uses them
+    # a folder with --trust and without --weights needs neither the hashing engine (thread pool,
+    # verification cache), the archive reader (tarfile) nor root.json's models: each is imported
+    # by the code that uses it
     assert sorted(m for m in modules if m.startswith(NOT_FOR_A_FOLDER)) == []
 
 
