@@ -57,6 +57,16 @@ OTHER_VERBS = (
     "k3kit.models.commerce",
 )
 
+# What `verify` of a kit folder with --trust and without --weights does not use (see the test
+# below): the hashing engine, the archive reader, and root.json's models (only --root parses one).
+NOT_FOR_A_FOLDER = (
+    "k3kit.weights",
+    "k3kit.archive",
+    "concurrent.futures",
+    "tarfile",
+    "k3kit.signing.trust.model",
+)
+
 
 def _loaded(tmp_path: Path, *args: object, env: dict[str, str] | None = None) -> set[str]:
     """Run ``k3kit ARGS`` in a fresh interpreter; the modules it loaded (it must succeed)."""
@@ -88,6 +98,10 @@ def test_verify_loads_nothing_of_the_publisher_the_ledger_or_accept(
     )
     assert {"k3kit.node.verify", "k3kit.cli.buyer"} <= modules  # the probe ran the real verb
     assert _offenders(modules) == []
+    # a folder with --trust and without --weights needs neither the hashing engine (thread pool,
+    # verification cache), the archive reader (tarfile) nor root.json's models: each is imported
+    # by the code that uses it
+    assert sorted(m for m in modules if m.startswith(NOT_FOR_A_FOLDER)) == []
 
 
 def test_verify_with_weights_loads_the_hasher_but_not_the_hub_client(
@@ -135,6 +149,8 @@ def test_launch_dry_run_loads_nothing_of_the_publisher_the_ledger_or_accept(
     )
     assert "k3kit.node.launch" in modules
     assert _offenders(modules) == []
+    # --no-preflight: the node check (and the XML parser it reads nvidia-smi with) is not loaded
+    assert sorted(m for m in modules if m.startswith(("k3kit.preflight", "xml."))) == []
 
 
 def test_install_loads_nothing_of_the_publisher_the_ledger_or_accept(

@@ -250,7 +250,6 @@ def verify(
     accepted is refused (ROLLBACK, EQUIVOCATION; docs/trust.md).
     """
     from k3kit.node.verify import verify_path
-    from k3kit.weights import WeightsOptions
 
     if licence is not None and buyer_receipt is None:  # before hours of hashing, not after
         raise click.UsageError("--licence is checked against a --buyer-receipt; give both")
@@ -263,15 +262,20 @@ def verify(
 
         verify_from_registry(kit, trusted, rollback, as_json)
         return
-    progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not quiet else None
-    options = WeightsOptions(
-        workers=workers,
-        algorithm=algorithm,
-        all_errors=all_errors,
-        full=full,
-        state_dir=cache,
-        on_progress=progress,
-    )
+    progress = None
+    options = None  # without --weights nothing is hashed: the hashing engine is not imported
+    if weights is not None:
+        from k3kit.weights import WeightsOptions
+
+        progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not quiet else None
+        options = WeightsOptions(
+            workers=workers,
+            algorithm=algorithm,
+            all_errors=all_errors,
+            full=full,
+            state_dir=cache,
+            on_progress=progress,
+        )
     try:
         report = verify_path(
             Path(kit), trusted, weights=weights, weights_options=options, rollback=rollback

@@ -18,7 +18,7 @@ from k3kit.cli._shared import (
     state_and_cache,
 )
 from k3kit.cli.signing import allow_rollback_option, root_option, trust_source
-from k3kit.errors import InputError
+from k3kit.errors import InputError, VerificationError
 
 _STATE_HELP = (
     "One folder for the rollback state, accepted roots, verified config copies and the "
@@ -201,7 +201,6 @@ def launch(
     """
     from k3kit.engines import Runtime
     from k3kit.node.launch import launch_inputs, plan_launch
-    from k3kit.preflight import NodeNotReady, launch_node_check
 
     if (node_rank is None) != (leader is None):
         raise InputError("--node-rank and --leader go together", code="RUNTIME_VALUES_MISSING")
@@ -231,6 +230,13 @@ def launch(
             "WARNING: --no-preflight: this node's GPUs, driver, memory budget and OS are NOT "
             "checked before launch"
         )
+    node_check = None
+    if not no_preflight:  # the node check's modules are imported only by a launch that runs it
+        from k3kit.preflight import launch_node_check
+
+        node_check = launch_node_check(
+            kit, trusted=trusted, weights=given.weights, rollback=rollback
+        )
     progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not as_json else None
     try:
         plan = plan_launch(
@@ -248,24 +254,18 @@ def launch(
             ),
             rollback=rollback,
             on_step=lambda text: err(f"launch   {text}"),
-            check_node=None
-            if no_preflight
-            else launch_node_check(kit, trusted=trusted, weights=given.weights, rollback=rollback),
+            check_node=node_check,
         )
-    except NodeNotReady as exc:
-        from k3kit.cli.preflight import print_preflight
-
-        if as_json:
-            emit_json({"ok": False, "launched": False, "preflight": exc.report.as_json()})
-        print_preflight(exc.report)
-        err("the engine was not started (pass --no-preflight to launch without the node check)")
-        sys.exit(1)
     except KitNotVerified as exc:
         if as_json:
             emit_json({**exc.report.as_json(), "launched": False})
         print_report(exc.report)
         err("the engine was not started")
         sys.exit(1)
+    except VerificationError as exc:
+        if node_check is None:  # no node check ran, so this is not its refusal
+            raise
+        _refused_by_preflight(exc, as_json)
     finally:
         if progress is not None:
             progress.finish()
@@ -294,6 +294,20 @@ def launch(
     # and the engine must stop on Ctrl-C.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.execve(plan.executable, plan.argv, plan.env)  # noqa: S606
+
+
+def _refused_by_preflight(exc: VerificationError, as_json: bool) -> None:
+    """Print preflight's refusal (``NodeNotReady``) and exit 1; any other failure goes on up."""
+    from k3kit.cli.preflight import print_preflight
+    from k3kit.preflight import NodeNotReady
+
+    if not isinstance(exc, NodeNotReady):
+        raise exc
+    if as_json:
+        emit_json({"ok": False, "launched": False, "preflight": exc.report.as_json()})
+    print_preflight(exc.report)
+    err("the engine was not started (pass --no-preflight to launch without the node check)")
+    sys.exit(1)
 
 
 def _shell_word(text: str) -> str:

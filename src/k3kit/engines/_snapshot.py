@@ -10,7 +10,6 @@ version is one command, three generated JSON files and one reviewed one, never c
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -116,5 +115,7 @@ def snapshot(engine: str, version: str) -> EngineSnapshot:
 
 def closest(word: str, candidates: list[str] | tuple[str, ...] | frozenset[str]) -> str | None:
     """The most similar valid name, for "did you mean" hints (None when nothing is close)."""
+    import difflib  # only a refusal suggests a name: launch's start-up does not pay for it
+
     found = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
     return found[0] if found else None

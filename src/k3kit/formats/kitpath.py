@@ -26,14 +26,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from k3kit._text import shown
-from k3kit.archive import ArchiveIndex, extract_safely
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_document
 from k3kit.formats.manifest import EVIDENCE_DIR, MANIFEST_NAME, ROOT_DIR, UNLISTED
 from k3kit.models import Manifest
+
+if TYPE_CHECKING:  # the archive reader is imported by the one function that reads an archive
+    from k3kit.archive import ArchiveIndex
 
 TargetKind = Literal["directory", "archive", "lock", "receipt"]
 KIT_KINDS: tuple[TargetKind, ...] = ("directory", "archive")
@@ -138,8 +140,7 @@ def open_kit(target: Path, *, authenticate: Authenticate | None = None) -> Itera
         shutil.rmtree(staging, ignore_errors=True)
 
 
-@dataclass(frozen=True)
-class Authenticate:
+class Authenticate(NamedTuple):  # a NamedTuple: cheaper to create at start-up than a dataclass
     """How a caller with a trust source checks an archive's manifest before it is extracted.
 
     ``documents`` names the small members to keep from the index pass (name -> most bytes kept:
@@ -172,6 +173,8 @@ def extract_kit(
         admit_kit_archive(index)
         if authenticate is not None:
             authenticate.check(index.documents)
+
+    from k3kit.archive import extract_safely  # a kit folder never needs the archive reader
 
     return extract_safely(archive, dest_parent, admit=admit, keep=keep)
 

@@ -9,8 +9,8 @@ the first, because an operator fixing a broken kit needs the whole list.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._digest import hash_file, sha256_hex
@@ -73,14 +73,15 @@ def kit_checksum(manifest: Manifest) -> str:
 Difference = Problem  # the one problem record (k3kit.formats.vocab); the old name stays importable
 
 
-@dataclass(frozen=True)
-class TreeDiff:
+# Value records on verify's start-up path are NamedTuples, not frozen dataclasses: a frozen
+# dataclass costs ~0.7 ms of CPU to create at import (it execs six methods), a NamedTuple ~0.1 ms
+# (docs/performance.md, "Start-up").
+class TreeDiff(NamedTuple):
     differences: list[Difference]
     evidence: list[str]
 
 
-@dataclass(frozen=True)
-class ExpectedEvidence:
+class ExpectedEvidence(NamedTuple):
     """An evidence file as the receipt lists it."""
 
     path: str

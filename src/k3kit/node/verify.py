@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from pydantic import BaseModel
 
@@ -54,7 +54,9 @@ from k3kit.signing.trust import RollbackPolicy, RootAnchor, Trust, sshsig
 from k3kit.signing.trust import rollback as rollback_state
 from k3kit.signing.trust.root import MAX_ROOT_BYTES, kit_roots
 from k3kit.signing.trust.source import TrustSource as TrustSource  # its home; re-exported
-from k3kit.weights import WeightsOptions, check_weights
+
+if TYPE_CHECKING:  # the hashing engine is imported only when --weights asks for it
+    from k3kit.weights import WeightsOptions
 
 MAX_DOC_BYTES = MAX_DOCUMENT_BYTES
 SSHSIG_NAME = MANIFEST_SIG_NAME
@@ -503,7 +505,7 @@ def verify_dir(
         and not (step[0] == "sshsig" and not os.path.lexists(kit_dir / SSHSIG_NAME))
     ]
     _run_steps(st, report, steps)
-    report.checks.append(_weights_check(st, report, weights, weights_options or WeightsOptions()))
+    report.checks.append(_weights_check(st, report, weights, weights_options))
     _add_facts(st, report)
     return report
 
@@ -606,7 +608,7 @@ def check_unsigned_statement(kit_dir: Path, statement: Statement) -> Report:
 
 
 def _weights_check(
-    st: _State, report: Report, weights: Path | None, options: WeightsOptions
+    st: _State, report: Report, weights: Path | None, options: WeightsOptions | None
 ) -> Check:
     check = Check("weights", "weights match weights.lock.json")
     if weights is None:
@@ -618,6 +620,9 @@ def _weights_check(
         # Hashing a terabyte for a kit that already failed would only delay the verdict.
         check.detail = f"not checked: depends on {', '.join(failed)}"
         return check
+    from k3kit.weights import WeightsOptions, check_weights  # hashing: only with --weights
+
+    options = options or WeightsOptions()
     try:
         result = check_weights(
             weights,

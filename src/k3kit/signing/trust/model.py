@@ -15,8 +15,8 @@ from pydantic import Field, model_validator
 
 from k3kit._values import parse_timestamp
 from k3kit.models._base import Frozen, NonNegInt, Sha256Hex, Timestamp
+from k3kit.signing.trust.root import ROOT_PAYLOAD_TYPE as ROOT_PAYLOAD_TYPE  # its home
 
-ROOT_PAYLOAD_TYPE = "application/vnd.k3kit.root+json"
 ROOT_SCHEMA = "k3kit.root/v1"
 MAX_KEYS = 64
 # "<package>/<channel>", both k3kit names (see models._base.Name).

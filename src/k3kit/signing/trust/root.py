@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -31,8 +32,13 @@ from k3kit.models import DsseEnvelope, load
 from k3kit.signing.keys import keyid, public_from_hex
 from k3kit.signing.sign import verify_envelope
 from k3kit.signing.trust import rollback
-from k3kit.signing.trust.model import ROOT_PAYLOAD_TYPE, RootBody
 from k3kit.signing.trust.policy import Revoked, Trust, TrustedKey
+
+if TYPE_CHECKING:  # root.json's models: imported where a root is parsed (--root), not by --trust
+    from k3kit.signing.trust.model import RootBody
+
+# root.json's payload type; model.py re-exports it beside the models
+ROOT_PAYLOAD_TYPE = "application/vnd.k3kit.root+json"
 
 MAX_ROOT_BYTES = 64 * 1024
 MAX_ROOTS = 64
@@ -64,6 +70,8 @@ def _public_keys(body: RootBody, source: str) -> dict[str, Ed25519PublicKey]:
 def unverified_body(data: bytes, source: str) -> RootBody:
     """Parse the payload before its signatures are checked: needed once, to learn a root's own
     keys; nothing from it is used until :func:`_threshold` has passed."""
+    from k3kit.signing.trust.model import RootBody  # its 7 pydantic models cost ~5 ms to create
+
     obj = strict_loads(data, source=source, max_bytes=MAX_ROOT_BYTES, code="ROOT_MALFORMED")
     env = load(DsseEnvelope, obj, source=source, error=VerificationError, code="ROOT_MALFORMED")
     if env.payload_type != ROOT_PAYLOAD_TYPE:
