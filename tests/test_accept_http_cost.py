@@ -13,7 +13,9 @@ hangs up an idle connection or goes silent mid-stream fails cleanly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
+import ipaddress
 import ssl
 import subprocess
 import sys
@@ -25,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import certifi
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -75,9 +78,10 @@ def test_no_module_is_looked_up_while_requests_run() -> None:
     assert lookups.names == []
 
 
-@pytest.fixture
-def tls_server(tmp_path: Path) -> Iterator[str]:
-    """An HTTPS server on 127.0.0.1 whose certificate no CA signed (as a man in the middle's)."""
+@contextlib.contextmanager
+def _https_server(folder: Path, names: Sequence[x509.GeneralName]) -> Iterator[tuple[str, Path]]:
+    """An HTTPS server on 127.0.0.1 with a self-signed certificate for ``names`` (no CA signed
+    it, as a man in the middle's): its URL and the certificate's file."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.datetime.now(datetime.UTC)
@@ -89,10 +93,11 @@ def tls_server(tmp_path: Path) -> Iterator[str]:
         .serial_number(1)
         .not_valid_before(now - datetime.timedelta(days=1))
         .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .sign(key, hashes.SHA256())
     )
-    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp_path / "key.pem").write_bytes(
+    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / "key.pem").write_bytes(
         key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
@@ -100,10 +105,11 @@ def tls_server(tmp_path: Path) -> Iterator[str]:
         )
     )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    context.load_cert_chain(folder / "cert.pem", folder / "key.pem")
     loop = asyncio.new_event_loop()
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
         await writer.drain()
         writer.close()
@@ -114,12 +120,45 @@ def tls_server(tmp_path: Path) -> Iterator[str]:
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:
-        yield f"https://127.0.0.1:{port}/v1/completions"
+        yield f"https://127.0.0.1:{port}/v1/completions", folder / "cert.pem"
     finally:
         loop.call_soon_threadsafe(server.close)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
+
+
+LOOPBACK = [x509.IPAddress(ipaddress.IPv4Address("127.0.0.1"))]
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[str]:
+    with _https_server(tmp_path, LOOPBACK) as (url, _):
+        yield url
+
+
+def test_an_https_server_whose_certificate_the_bundle_trusts_is_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verifying side works end to end: with the server's certificate in the CA bundle
+    (certifi's file, pointed at it), the TLS handshake and the request go through."""
+    with _https_server(tmp_path, LOOPBACK) as (url, cert):
+        monkeypatch.setattr(certifi, "where", lambda: str(cert))
+        status, obj, error = asyncio.run(post_json(url, {"model": "m"}, Timeouts()))
+    assert (status, obj, error) == (200, {}, "")
+
+
+def test_a_trusted_certificate_for_another_host_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server showing a certificate the bundle trusts, but issued for another name, is not
+    the server at the URL: the hostname check refuses it (``IP address mismatch``)."""
+    elsewhere = [x509.DNSName("elsewhere.example")]
+    with _https_server(tmp_path, elsewhere) as (url, cert):
+        monkeypatch.setattr(certifi, "where", lambda: str(cert))
+        status, obj, error = asyncio.run(post_json(url, {"model": "m"}, Timeouts()))
+    assert (status, obj) == (0, None)
+    assert "mismatch" in error, error
 
 
 def test_an_https_server_with_an_unsigned_certificate_is_refused(tls_server: str) -> None:
