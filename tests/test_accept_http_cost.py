@@ -275,6 +275,20 @@ def test_a_redirect_to_another_server_is_not_followed() -> None:
     assert reached == []
 
 
+def test_a_second_content_encoding_header_does_not_hide_the_first() -> None:
+    """A server that says ``gzip`` and then ``identity`` has compressed its answer: the
+    repeated header is read whole ("gzip, identity"), as httpx read it, and refused."""
+    head = b"HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-encoding: identity\r\n"
+    loop, server, thread, url, _ = _counting_server(head + STREAM.split(b"\r\n", 1)[1])
+    body = {"model": "m", "prompt": "x", "max_tokens": 1, "stream": True}
+    try:
+        got: list[Sample] = []
+        asyncio.run(run_closed_loop(url, [(body, 1)], 1, Timeouts(), got))
+    finally:
+        _stop(loop, server, thread)
+    assert "compressed its answer" in got[0].error, got[0].error
+
+
 def _closing_server() -> tuple[asyncio.AbstractEventLoop, Any, threading.Thread, str]:
     """A server that answers each connection's one request, keep-alive, then hangs up."""
     loop = asyncio.new_event_loop()

@@ -248,6 +248,16 @@ def _readable(sock: Any) -> bool:
     return bool(poll.poll(0))
 
 
+def _joined(fields: Any) -> dict[str, str]:
+    """Header fields by lower-case name, a repeated name's values joined with ", " (as httpx
+    read them): ``content-encoding: gzip`` then ``identity`` is "gzip, identity", not identity."""
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in fields:
+        name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    return headers
+
+
 class Response:
     """A request's answer: status and headers on entry; the body read with :meth:`chunks`.
 
@@ -274,7 +284,7 @@ class Response:
                 break
         conn.timing = True
         self.status_code = event.status_code
-        self.headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in event.headers}
+        self.headers = _joined(event.headers)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
