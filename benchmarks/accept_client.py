@@ -14,7 +14,8 @@ The reference is what vLLM's own benchmark client does (``lib/endpoint_request_f
 ``aiohttp.ClientSession`` for the run, ``response.content.iter_any()``, split on blank lines,
 ``json.loads`` each event, a ``time.perf_counter()`` stamp when an event with ``choices`` has been
 parsed. It has none of accept's checks (bounded lines, strict JSON, token ids, text caps): the
-gap between the two is the price of those checks plus httpx's.
+gap between the two is the price of those checks plus h11's pure-Python parser
+(accept's own HTTP/1.1 client, k3kit.accept._net) against aiohttp's C one.
 
 aiohttp is not a k3kit dependency: ``pip install aiohttp`` into the environment to run this.
 """

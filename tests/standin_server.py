@@ -114,8 +114,19 @@ class StandInServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # Connections a client keeps alive leave their handlers waiting for a next request:
+        # end them before the loop stops, not as "Task was destroyed" noise at collection.
+        done = asyncio.run_coroutine_threadsafe(self._end_handlers(), self.loop)
+        with contextlib.suppress(Exception):
+            done.result(5)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(5)
+
+    async def _end_handlers(self) -> None:
+        handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)

@@ -1,10 +1,11 @@
-"""The one home of httpx: a streaming OpenAI-compatible client timed like ``vllm bench serve``.
+"""A streaming OpenAI-compatible client timed like ``vllm bench serve``.
 
-Why httpx: it is async, streams server-sent events line by line, has separate connect/read/write
-timeouts (a stalled server is a read timeout, not a hang), a connection pool whose size is the
-concurrency, and ``trust_env=False`` so that no proxy from the environment sits between the buyer
-and their own server. Its connections run on :mod:`k3kit.accept._net` (plain asyncio streams,
-not anyio), which halved the client's CPU per streamed chunk (docs/performance.md).
+The HTTP/1.1 underneath is :mod:`k3kit.accept._net` (h11 on asyncio): separate connect and
+stall timeouts (a stalled server is a read timeout, not a hang), keep-alive connections as many
+as the concurrency, no proxy from the environment between the buyer and their own server, no
+redirect followed. It replaced httpx, whose per-request machinery put accept's TTFT 8-17 %
+above vLLM's own client at 32 streams (docs/performance.md).
+
 Timing follows vLLM's client exactly (``lib/endpoint_request_func.py``) so
 that the numbers mean what the receipt's definitions say -- with one difference that matters
 against a lying server: vLLM starts TTFT at the first chunk carrying ``choices``, even one with
@@ -28,12 +29,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpcore
-import httpx
-
 from k3kit._canonical import measurement_loads
 from k3kit._text import shown
-from k3kit.accept._net import AsyncioBackend
+from k3kit.accept._net import Client, HTTPError, Response, json_body
 from k3kit.errors import K3kitError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES
 
@@ -97,36 +95,12 @@ class Timeouts:
     request_s: float = 3600.0  # the whole request, whatever the chunks do
 
 
-def client(concurrency: int, timeouts: Timeouts, url: str = "") -> httpx.AsyncClient:
-    """A client for ``url``'s server alone (it never follows a redirect elsewhere); without
-    ``url``, one that verifies certificates.
-
-    For a plain ``http://`` server no certificate is ever checked, so the CA bundle is not
-    loaded: loading it costs ~30 ms of CPU per client, spent while the first requests of a run
-    wait. An ``https://`` server's certificate is verified as always.
-    """
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    timeout = httpx.Timeout(
-        connect=timeouts.connect_s, read=timeouts.stall_s, write=timeouts.stall_s, pool=None
-    )
-    tls = httpx.URL(url).scheme != "http"
-    transport = httpx.AsyncHTTPTransport(verify=tls, limits=limits, trust_env=False)
-    _use_asyncio(transport)
-    return httpx.AsyncClient(
-        transport=transport, timeout=timeout, trust_env=False, follow_redirects=False
-    )
-
-
-def _use_asyncio(transport: httpx.AsyncHTTPTransport) -> None:
-    """Put the transport's connections on :class:`AsyncioBackend` instead of anyio.
-
-    httpx has no public setting for httpcore's network backend, so this sets the pool's; if a
-    later httpx builds its pool differently, the transport keeps its own backend (correct,
-    only slower) and ``tests/test_accept_http_cost.py`` says so.
-    """
-    pool = getattr(transport, "_pool", None)
-    if isinstance(pool, httpcore.AsyncConnectionPool) and hasattr(pool, "_network_backend"):
-        pool._network_backend = AsyncioBackend()
+def client(concurrency: int, timeouts: Timeouts) -> Client:
+    """Keep-alive connections for ``concurrency`` requests at a time, never following a
+    redirect nor an environment's proxy; an ``https://`` server's certificate is verified
+    (the CA bundle is loaded when one is first contacted: ~30 ms of CPU a plain-HTTP run
+    never spends)."""
+    return Client(concurrency, timeouts.connect_s, timeouts.stall_s)
 
 
 def _short(exc: BaseException) -> str:
@@ -136,75 +110,24 @@ def _short(exc: BaseException) -> str:
     return shown(text)[:MAX_ERROR_CHARS]
 
 
-def _check_identity(response: httpx.Response) -> None:
+def _check_identity(response: Response) -> None:
     if response.headers.get("content-encoding", "identity").lower() not in ("", "identity"):
         raise ValueError("the server compressed its answer although asked not to")
 
 
-class _ReadStamp:
-    """A connection's network read, wrapped to note the clock when each read returns.
+async def _lines(response: Response) -> AsyncIterator[tuple[str, float]]:
+    """The answer's lines, each with the time the bytes that completed it arrived, and each
+    refused as soon as it grows past :data:`MAX_LINE_BYTES`.
 
-    httpx hands the body on as h11 parses it: one HTTP chunk at a time, so a server's single
-    write of sixteen chunks comes out of ``aiter_raw`` as sixteen pieces, the later ones after
-    this client has parsed the earlier ones. Timing a piece when it comes out would credit the
-    server with this client's parsing (0.12 ms a chunk on a busy CI machine, above the TPOT
-    floor) as decoding. The stamp is the time the bytes came off the socket, which a server
-    cannot stretch without actually waiting. It lives on httpcore's stream (the documented
-    ``network_stream`` response extension), so a kept-alive connection keeps one stamp.
-    """
-
-    def __init__(self, read: Callable[..., Any], clock: Clock) -> None:
-        self._read = read
-        self.clock = clock
-        #: None until this request's first read: bytes that came with the headers are timed
-        #: when they come out (one clock reading, as a read would be).
-        self.at: float | None = None
-
-    async def __call__(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        data: bytes = await self._read(max_bytes, timeout)
-        self.at = self.clock()
-        return data
-
-
-def _read_stamp(response: httpx.Response, clock: Clock) -> _ReadStamp | None:
-    """The stamp of ``response``'s connection, installed on first use; None where httpx gives
-    no network stream (then pieces are timed as they come out, the conservative fallback only
-    for transports tests inject)."""
-    stream = response.extensions.get("network_stream")
-    read = getattr(stream, "read", None)
-    if isinstance(read, _ReadStamp):
-        read.clock, read.at = clock, None
-        return read
-    if read is None:
-        return None
-    stamp = _ReadStamp(read, clock)
-    try:
-        stream.read = stamp  # type: ignore[union-attr]
-    except AttributeError:
-        return None
-    return stamp
-
-
-async def _lines(response: httpx.Response, clock: Clock) -> AsyncIterator[tuple[str, float]]:
-    """The answer's lines, each with the time the network read that completed it returned,
-    and each refused as soon as it grows past :data:`MAX_LINE_BYTES`.
-
-    Every line one read completes arrived at that read's instant (:class:`_ReadStamp`), however
-    long this client then takes to parse it and the lines before it: a server's single write of
-    a whole answer has inter-token gaps of 0, which is what it is. httpx's ``aiter_lines`` holds
-    a whole line before returning it, so a server that never sends a newline grows one string
-    until the request times out (an hour); this reader holds at most one cap's worth plus one
-    network read.
+    Every line one block of bytes completes is timed when that block arrived
+    (:mod:`k3kit.accept._net` stamps it before anything is parsed), however long this client
+    then takes to parse it and the lines before it: a server's single write of a whole answer
+    has inter-token gaps of 0, which is what it is. This reader holds at most one cap's worth
+    plus one block, so a server that never sends a newline cannot grow one string without end.
     """
     _check_identity(response)
-    stamp = _read_stamp(response, clock)
     pending = b""
-    arrived = 0.0  # read before any line is yielded: every line comes after at least one read
-    async for chunk in response.aiter_raw():
-        at = stamp.at if stamp is not None else None
-        arrived = at if at is not None else clock()
-        if stamp is not None:
-            stamp.at = arrived
+    async for chunk, arrived in response.chunks():
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
@@ -214,24 +137,24 @@ async def _lines(response: httpx.Response, clock: Clock) -> AsyncIterator[tuple[
         if len(pending) > MAX_LINE_BYTES:
             raise ValueError("server-sent line over 1 MiB")
     if pending:
-        yield pending.removesuffix(b"\r").decode("utf-8", errors="replace"), arrived
+        yield pending.removesuffix(b"\r").decode("utf-8", errors="replace"), response.arrived
 
 
-async def _read_capped(response: httpx.Response, cap: int) -> bytes:
+async def _read_capped(response: Response, cap: int) -> bytes:
     """At most ``cap`` bytes of the answer (``ValueError`` beyond it): never an endless read."""
     _check_identity(response)
     data = bytearray()
-    async for chunk in response.aiter_raw():
+    async for chunk, _ in response.chunks():
         data += chunk
         if len(data) > cap:
             raise ValueError(f"answer over {cap // (1024 * 1024)} MiB")
     return bytes(data)
 
 
-async def _first_bytes(response: httpx.Response, n: int) -> str:
+async def _first_bytes(response: Response, n: int) -> str:
     """The start of an error answer, for the message; the rest is never read."""
     data = b""
-    async for chunk in response.aiter_raw():
+    async for chunk, _ in response.chunks():
         data += chunk
         if len(data) >= n:
             break
@@ -324,7 +247,7 @@ def _add_text(sample: Sample, choice: object) -> str:
     return text
 
 
-async def _consume(response: httpx.Response, sample: Sample, sent: float, clock: Clock) -> None:
+async def _consume(response: Response, sample: Sample, sent: float, clock: Clock) -> None:
     """Read the stream into ``sample``, timing only the chunks that carry text (and noting the
     events of ids without text after the last of them: :func:`k3kit.accept.tokens._witnessed`).
 
@@ -334,7 +257,7 @@ async def _consume(response: httpx.Response, sample: Sample, sent: float, clock:
     """
     last = sent
     done = False
-    async for line, now in _lines(response, clock):
+    async for line, now in _lines(response):
         if not line.startswith("data:"):
             continue
         data = line[5:].strip()
@@ -370,7 +293,7 @@ async def _consume(response: httpx.Response, sample: Sample, sent: float, clock:
 
 
 async def stream_completion(
-    http: httpx.AsyncClient,
+    http: Client,
     url: str,
     body: dict[str, Any],
     input_len: int,
@@ -390,12 +313,12 @@ async def stream_completion(
     sample.start_s = sent
     try:
         async with asyncio.timeout(timeouts.request_s):
-            async with http.stream("POST", url, json=body, headers=IDENTITY) as response:
+            async with http.post(url, json_body(body), IDENTITY, clock) as response:
                 if response.status_code != 200:
                     text = await _first_bytes(response, 120)
                     raise ValueError(f"HTTP {response.status_code}: {text}")
                 await _consume(response, sample, sent, clock)
-    except (httpx.HTTPError, ValueError, TimeoutError, OSError) as exc:
+    except (HTTPError, ValueError, TimeoutError, OSError) as exc:
         what = "request timed out" if isinstance(exc, TimeoutError) else _short(exc)
         sample.error = what or "failed"
     return sample
@@ -419,7 +342,7 @@ async def run_closed_loop(
     stream's text is held for one request, never for the whole point.
     """
     queue = list(reversed(bodies))
-    async with client(concurrency, timeouts, url) as http:
+    async with client(concurrency, timeouts) as http:
         start = clock()
 
         async def worker() -> None:
@@ -441,13 +364,13 @@ async def post_json(
 ) -> tuple[int, dict[str, Any] | None, str]:
     """One non-streaming POST: (HTTP status, JSON object or None, error text or "")."""
     try:
-        async with client(1, timeouts, url) as http, asyncio.timeout(timeouts.request_s):
-            async with http.stream("POST", url, json=body, headers=IDENTITY) as response:
+        async with client(1, timeouts) as http, asyncio.timeout(timeouts.request_s):
+            async with http.post(url, json_body(body), IDENTITY, time.perf_counter) as response:
                 raw = await _read_capped(response, MAX_BODY_BYTES)
             try:
                 obj = server_json(raw, "the answer")
             except ValueError as exc:
                 return response.status_code, None, f"{str(exc)[:120]}: {raw[:80]!r}"
             return response.status_code, obj, ""
-    except (httpx.HTTPError, TimeoutError, OSError, ValueError) as exc:
+    except (HTTPError, TimeoutError, OSError, ValueError) as exc:
         return 0, None, _short(exc) or "request failed"
