@@ -6,9 +6,10 @@ spent there. In-process, :func:`run_in_process` calls :func:`k3kit.cli._app.main
 argv and gives back the same :class:`subprocess.CompletedProcess` (exit status, stdout, stderr as
 text), with what a fresh process would have had around it: its own environment (the caller's
 plus ``env``), working folder, umask, an empty non-terminal stdin, Python's default warning
-filters printing to its stderr, and a ``SystemExit``/uncaught exception turned into the exit
-status and traceback ``python -m k3kit`` gives. Every one of these is put back afterwards, so one
-run cannot leak into the next test.
+filters printing to its stderr, no handler on the root logger (a library's warning reaches
+that stderr through logging's last resort), and a ``SystemExit``/uncaught exception turned into
+the exit status and traceback ``python -m k3kit`` gives. Every one of these is put back
+afterwards, so one run cannot leak into the next test.
 
 :func:`needs_process` names the calls that only a real process can answer, and those still start
 one: settings huggingface_hub reads once at import (``HF_*``), a ``timeout=`` the test relies on
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import subprocess
 import sys
@@ -116,7 +118,11 @@ def _process_state(cwd: Path | None, env: Mapping[str, str]) -> Iterator[None]:
     saved_umask = os.umask(0o022)
     os.umask(saved_umask)
     real_exit, real_execve = os._exit, os.execve
+    root_handlers = logging.root.handlers[:]
     try:
+        # No handler on the root logger, as in a fresh process: a library's warning (e.g.
+        # huggingface_hub's) reaches stderr through logging's last resort, not pytest's capture.
+        logging.root.handlers.clear()
         os.environ.clear()
         os.environ.update(env)
         if cwd is not None:
@@ -130,6 +136,7 @@ def _process_state(cwd: Path | None, env: Mapping[str, str]) -> Iterator[None]:
             warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
             yield
     finally:
+        logging.root.handlers[:] = root_handlers
         os._exit, os.execve = real_exit, real_execve
         os.chdir(saved_cwd)
         os.umask(saved_umask)

@@ -148,3 +148,23 @@ def test_an_exec_in_process_fails_the_test_instead_of_replacing_it(
     assert done.returncode == 1
     assert "AssertionError: the CLI tried to exec another program" in done.stderr
     assert "process=True" in done.stderr
+
+
+def test_a_library_warning_reaches_the_runs_stderr_as_in_a_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fresh process has no root handler, so huggingface_hub's logged warning is printed on
+    stderr by logging's last resort; in-process, pytest's capture handler must not swallow it."""
+    import logging
+
+    import k3kit.cli._app as app
+
+    def warn_and_exit(args: list[str]) -> None:
+        logging.getLogger("huggingface_hub.file_download").warning("a library's warning")
+        sys.exit(0)
+
+    handlers = logging.root.handlers[:]
+    monkeypatch.setattr(app, "_main", warn_and_exit)
+    done = run_k3kit("--version")
+    assert (done.returncode, done.stderr) == (0, "a library's warning\n")
+    assert logging.root.handlers == handlers
