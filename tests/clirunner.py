@@ -111,6 +111,12 @@ def _text(stream: io.TextIOWrapper) -> str:
     return str(raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n"))
 
 
+def _stream_handlers() -> list[logging.StreamHandler]:  # type: ignore[type-arg]
+    """Plain stream handlers that libraries attached to their loggers (not files, not root's)."""
+    loggers = [v for v in logging.root.manager.loggerDict.values() if isinstance(v, logging.Logger)]
+    return [h for lg in loggers for h in lg.handlers if type(h) is logging.StreamHandler]
+
+
 @contextlib.contextmanager
 def _process_state(cwd: Path | None, env: Mapping[str, str]) -> Iterator[None]:
     """The environment, folder, umask and warning filters of a fresh process, restored after."""
@@ -119,10 +125,15 @@ def _process_state(cwd: Path | None, env: Mapping[str, str]) -> Iterator[None]:
     os.umask(saved_umask)
     real_exit, real_execve = os._exit, os.execve
     root_handlers = logging.root.handlers[:]
+    library_streams = [(h, h.stream) for h in _stream_handlers()]
     try:
         # No handler on the root logger, as in a fresh process: a library's warning (e.g.
         # huggingface_hub's) reaches stderr through logging's last resort, not pytest's capture.
         logging.root.handlers.clear()
+        # A handler a library made for itself (huggingface_hub does, on first use) holds the
+        # stderr of that moment, here an earlier test's capture; a fresh process's is its own.
+        for handler, _ in library_streams:
+            handler.setStream(sys.stderr)
         os.environ.clear()
         os.environ.update(env)
         if cwd is not None:
@@ -136,6 +147,8 @@ def _process_state(cwd: Path | None, env: Mapping[str, str]) -> Iterator[None]:
             warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
             yield
     finally:
+        for handler, stream in library_streams:
+            handler.setStream(stream)
         logging.root.handlers[:] = root_handlers
         os._exit, os.execve = real_exit, real_execve
         os.chdir(saved_cwd)

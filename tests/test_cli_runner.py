@@ -157,14 +157,25 @@ def test_a_library_warning_reaches_the_runs_stderr_as_in_a_process(
     stderr by logging's last resort; in-process, pytest's capture handler must not swallow it."""
     import logging
 
+    from huggingface_hub.utils import logging as hf_logging
+
     import k3kit.cli._app as app
+
+    hf_logging.get_logger("huggingface_hub.file_download")  # hub's own handler, made earlier
 
     def warn_and_exit(args: list[str]) -> None:
         logging.getLogger("huggingface_hub.file_download").warning("a library's warning")
+        logging.getLogger("k3kit-runner-probe").warning("a logger without a handler")
         sys.exit(0)
 
     handlers = logging.root.handlers[:]
+    hub = logging.getLogger("huggingface_hub").handlers
+    hub_streams = [getattr(h, "stream", None) for h in hub]
     monkeypatch.setattr(app, "_main", warn_and_exit)
     done = run_k3kit("--version")
-    assert (done.returncode, done.stderr) == (0, "a library's warning\n")
+    assert (done.returncode, done.stderr) == (
+        0,
+        "a library's warning\na logger without a handler\n",
+    )
     assert logging.root.handlers == handlers
+    assert [getattr(h, "stream", None) for h in hub] == hub_streams
