@@ -22,6 +22,14 @@ from tests.conftest import GoldenKit, KeyFiles, run_k3kit
 
 Argv = Callable[[GoldenKit, KeyFiles], list[str]]
 
+
+@pytest.fixture(autouse=True)
+def in_process_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the in-process runner: K3KIT_TEST_CLI=process (every call in a
+    subprocess, for a comparison by hand) does not apply to them."""
+    monkeypatch.delenv("K3KIT_TEST_CLI", raising=False)
+
+
 # Representative calls: success, a failed check, usage errors, registered errors with and
 # without --json, help and version, and commands that write files (run in a fresh folder each
 # way, with relative paths, so both write the same names).
