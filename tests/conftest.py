@@ -13,7 +13,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ from k3kit.demo import stand_in_files, write_hf_cache
 from k3kit.publish.kit import build, sign
 from k3kit.signing.keys import load_private, write_keypair
 from k3kit.weights.pin import pin_local
+from tests import clirunner
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "kimi-k3-b300x8"
@@ -86,19 +86,17 @@ def run_k3kit(
     *args: str | Path,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
-    timeout: float = 120,
+    timeout: float = clirunner.DEFAULT_TIMEOUT,
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI in a subprocess, as a user would."""
-    full_env = {**os.environ, "SOURCE_DATE_EPOCH": "1793491200", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "k3kit", *map(str, args)],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    """Run the real CLI as a user would: in this process where that gives what ``python -m
+    k3kit`` gives (tests/clirunner.py; most calls, far cheaper), in a subprocess where only a
+    process is faithful (``process=True``, or a call :func:`clirunner.needs_process` names)."""
+    argv = [str(a) for a in args]
+    full_env = {**os.environ, "SOURCE_DATE_EPOCH": clirunner.SOURCE_DATE_EPOCH, **(env or {})}
+    if process or clirunner.needs_process(argv, full_env, timeout):
+        return clirunner.run_in_subprocess(argv, cwd, full_env, timeout)
+    return clirunner.run_in_process(argv, cwd, full_env)
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from k3kit._canonical import model_bytes
+from k3kit._digest import Cancelled
 from k3kit._fs import atomic_write
 from k3kit.cli import cli
 from k3kit.errors import VerificationError
@@ -93,6 +95,14 @@ class NoSleep:
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
 
+    def pause(self, seconds: float, cancel: threading.Event | None) -> None:
+        """k3kit.hub's pause between attempts, which waits on its Ctrl-C event (not
+        ``time.sleep``) when a pull's workers run it: recorded and skipped, a Ctrl-C still
+        honoured. Unskipped, each retrying pull test waited its real back-off (about 6 s)."""
+        self.sleeps.append(seconds)
+        if cancel is not None and cancel.is_set():
+            raise Cancelled
+
     def __getattr__(self, name: str) -> Any:
         return getattr(time, name)
 
@@ -106,6 +116,7 @@ def skip_sleeps(monkeypatch: pytest.MonkeyPatch) -> NoSleep:
         "k3kit.hub.time",
     ):
         monkeypatch.setattr(target, shim)
+    monkeypatch.setattr("k3kit.hub._pause", shim.pause)
     return shim
 
 

@@ -1,6 +1,10 @@
 """The ledger on a real SQLite file and a real PostgreSQL server: append-only enforced by the
 database, purchases atomic across a killed process, concurrent buyers in separate processes, and
-tampering (file bytes, psql with triggers disabled) found by ``ledger verify``."""
+tampering (file bytes, psql with triggers disabled) found by ``ledger verify``.
+
+The CLI calls run in this process (tests/clirunner.py: the same main(), exit codes and output),
+so each row costs the ledger's work, not an interpreter start; per database, the concurrent
+buyers and the killed purchase are real ``python`` processes, end to end."""
 
 from __future__ import annotations
 

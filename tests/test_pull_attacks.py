@@ -26,7 +26,16 @@ from k3kit.pull import quarantine_dir
 from k3kit.weights import repo_folder_name
 from tests.conftest import KeyFiles, refusing_url, run_k3kit
 from tests.cotenant import COTENANT_UID, cotenant_python, needs_root, shared_folder
-from tests.hubkit import REPO, ServedKit, as_json, invoke, make_served_kit, resolve_gets, serve
+from tests.hubkit import (
+    REPO,
+    ServedKit,
+    as_json,
+    invoke,
+    make_served_kit,
+    resolve_gets,
+    serve,
+    skip_sleeps,
+)
 from tests.testhub.server import OVERSIZE, STALL_S, TestHub
 
 SHARD1 = "model-00001-of-00002.safetensors"
@@ -267,9 +276,13 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith(("ERROR", "error:"))]
 
 
-def test_an_unreachable_hub_fails_with_one_line(served: ServedKit, tmp_path: Path) -> None:
+def test_an_unreachable_hub_fails_with_one_line(
+    served: ServedKit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """How long the retries may take is judged on a fake clock below (the retry budget), never
-    by this machine's speed."""
+    by this machine's speed; the pauses between attempts are skipped (the CLI runs in-process),
+    the attempts themselves are not."""
+    skip_sleeps(monkeypatch)
     with refusing_url() as refused:
         proc = run_k3kit("pull", served.kit, "--endpoint", refused, "--dir", tmp_path / "w")
     assert proc.returncode == 4, proc.stderr

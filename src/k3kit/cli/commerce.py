@@ -181,15 +181,28 @@ def ledger() -> None:
     """The append-only licence ledger on SQLite or PostgreSQL (docs/ledger.md)."""
 
 
+def _open_ledger(db: str, *, create: bool = False) -> Any:
+    """The ledger's engine, disposed (its pooled connections closed) when the command ends. A
+    process's exit closes them anyway; a caller that runs the CLI in its own process (a script,
+    the test suite) would otherwise keep a PostgreSQL connection open per call until the server's
+    limit, and a SQLite ledger's -wal/-shm files beside it. ``create=False``: every verb but
+    ``ledger init`` refuses a ledger that does not exist (:func:`open_engine`)."""
+    from k3kit.commerce.ledger import open_engine
+
+    engine = open_engine(db, create=create)
+    click.get_current_context().call_on_close(engine.dispose)
+    return engine
+
+
 @ledger.command("init", epilog=EXIT_CODES_HELP)
 @db_option
 @json_option
 @handle_errors
 def ledger_init(db: str, as_json: bool) -> None:
     """Create the ledger's tables and triggers, or bring an older schema up to date."""
-    from k3kit.commerce.ledger import migrate, open_engine
+    from k3kit.commerce.ledger import migrate
 
-    applied = migrate(open_engine(db), now_utc())
+    applied = migrate(_open_ledger(db, create=True), now_utc())
     if as_json:
         emit_json({"ok": True, "applied": applied})
     _done(as_json, f"ledger schema: applied {applied or 'nothing (up to date)'}")
@@ -220,7 +233,7 @@ def ledger_purchase(
     as_json: bool,
 ) -> None:
     """Record a payment and its entitlement, bound to a verified licence, in one transaction."""
-    from k3kit.commerce.ledger import MAX_AMOUNT_MINOR, open_engine, purchase, term_end
+    from k3kit.commerce.ledger import MAX_AMOUNT_MINOR, purchase, term_end
 
     amount_minor = whole_number("--amount", amount, lo=1, hi=MAX_AMOUNT_MINOR)
     days = whole_number("--term-days", term_days, lo=1, hi=3660)
@@ -230,7 +243,7 @@ def ledger_purchase(
     except ValueError as exc:
         raise InputError(f"--valid-from {start}: {exc}", code="BAD_INPUT") from exc
     p = purchase(
-        open_engine(db, create=False),  # only `ledger init` creates a ledger
+        _open_ledger(db),  # only `ledger init` creates a ledger
         licence=_read(licence_file, "licence"),
         terms=_read(terms, "terms"),
         terms_name=terms.name,
@@ -315,11 +328,11 @@ def ledger_verify(
     """Check the hash chain, every row against it, every signature, that no entitlement lacks
     its payment or licence, and that the chain extends every signed head given (--checkpoint)
     or found (trusted buyer receipts). Exit 1 names the first broken row."""
-    from k3kit.commerce.ledger import open_engine, verify_ledger
+    from k3kit.commerce.ledger import verify_ledger
 
     trusted = trusted_keys(trust) if trust else None
     anchors = _anchors(checkpoints, trusted)
-    report = verify_ledger(open_engine(db, create=False), trusted, anchors)
+    report = verify_ledger(_open_ledger(db), trusted, anchors)
     first = report.first
     verdict, note = _verdict(report)
     if as_json:
@@ -382,13 +395,13 @@ def ledger_checkpoint(
     written) when the ledger does not verify against the --checkpoint files given.
     """
     from k3kit._fs import atomic_write, refuse_existing
-    from k3kit.commerce.ledger import checkpoint, open_engine
+    from k3kit.commerce.ledger import checkpoint
 
     refuse_existing(output, force=force)
     signer = load_signer(key, passphrase_env)
     trusted = [signer.public_key(), *(trusted_keys(trust) if trust else [])]
     done = checkpoint(
-        open_engine(db, create=False),
+        _open_ledger(db),
         signer,
         now=now_utc(),
         trusted=trusted,
@@ -453,11 +466,11 @@ def buyer_receipt_issue(
     """
     from k3kit._fs import atomic_write, refuse_existing
     from k3kit.commerce.buyer_receipt import read_build_record, read_serve_command
-    from k3kit.commerce.ledger import issue, open_engine
+    from k3kit.commerce.ledger import issue
 
     refuse_existing(output, force=force)
     issued = issue(
-        open_engine(db, create=False),  # only `ledger init` creates a ledger
+        _open_ledger(db),  # only `ledger init` creates a ledger
         entitlement,
         kit=kit,
         trusted=trusted_keys(trust),
