@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -13,9 +13,6 @@ from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, 
 from k3kit.cli._shared import Whole, need_trust, timestamp_option, trusted_keys, whole_number
 from k3kit.cli.signing import key_option, load_signer
 from k3kit.errors import ExitCode, InputError
-
-if TYPE_CHECKING:  # SQLAlchemy is the ledger extra's: imported by the verbs that use it
-    from sqlalchemy.engine import Engine
 
 DB_HELP = "Ledger: a SQLite file path or a postgresql:// URL (env K3KIT_LEDGER)."
 db_option = click.option(
@@ -184,7 +181,7 @@ def ledger() -> None:
     """The append-only licence ledger on SQLite or PostgreSQL (docs/ledger.md)."""
 
 
-def _open_ledger(db: str, *, create: bool = False) -> Engine:
+def _open_ledger(db: str, *, create: bool = False) -> Any:
     """The ledger's engine, disposed (its pooled connections closed) when the command ends. A
     process's exit closes them anyway; a caller that runs the CLI in its own process (a script,
     the test suite) would otherwise keep a PostgreSQL connection open per call until the server's
