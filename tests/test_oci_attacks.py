@@ -28,6 +28,7 @@ DIGEST = "sha256:" + "ab" * 32
 USER = "alice"
 PASSWORD = "k3kit-attack-Pw-7Hq2"  # distinctive: searched for in every output
 TOKEN = "tok-attack-5Rz8"
+WRONG = "k3kit-attack-wrong-Pw-3Kd6"
 
 
 def b64(user: str, password: str) -> str:
@@ -102,16 +103,19 @@ def auth_file(folder: Path, host: str, auth: str | None = None) -> Path:
     return path
 
 
-def install(host: str, trust: Path, into: Path, env: dict[str, str]) -> tuple[int, dict[str, Any]]:
+def install(
+    host: str, trust: Path, into: Path, env: dict[str, str], *, debug: bool = False
+) -> tuple[int, dict[str, Any]]:
     """``k3kit install oci://HOST/REPO@DIGEST`` as a buyer runs it; checks that nothing secret
     and no traceback was printed, and that nothing was installed."""
     done = run_k3kit(
+        *(["--debug"] if debug else []),
         "install", f"oci://{host}/{REPO}@{DIGEST}", "--trust", trust, "--into", into, "--json",
         env=env,
     )  # fmt: skip
     text = done.stdout + done.stderr
     assert "Traceback" not in text and done.returncode != 70, text
-    for secret in (PASSWORD, b64(USER, PASSWORD), TOKEN):
+    for secret in (PASSWORD, b64(USER, PASSWORD), TOKEN, WRONG, b64(USER, WRONG)):
         assert secret not in text, f"{secret!r} printed"
     assert not into.exists() or not os.listdir(into)
     return done.returncode, json.loads(done.stdout or "{}")
@@ -356,6 +360,21 @@ def test_a_private_credentials_file_is_used(golden: GoldenKit, tmp_path: Path) -
                           {"REGISTRY_AUTH_FILE": str(path)})  # fmt: skip
     assert rc == 4 and code(out) == "OCI_NOT_FOUND", out
     assert handler.seen[-1][1] == "Basic " + b64(USER, PASSWORD)
+
+
+def test_attack_refused_credentials_are_not_printed_even_with_debug(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The registry refuses the stored password (Basic, 401 again): OCI_AUTH_FAILED names the
+    file it came from; neither the password nor its base64 is in any output, --debug included
+    (``install`` checks every output for both)."""
+    with registry(challenge='Basic realm="reg"') as (host, handler):
+        path = auth_file(tmp_path, host, b64(USER, WRONG))
+        rc, out = install(host, golden.key.public, tmp_path / "kits",
+                          {"REGISTRY_AUTH_FILE": str(path)}, debug=True)  # fmt: skip
+    assert rc == 4 and code(out) == "OCI_AUTH_FAILED", out
+    assert str(path) in out["error"]["message"]
+    assert handler.seen[-1][1] == "Basic " + b64(USER, WRONG)  # it was really sent
 
 
 # -- 4. degenerate origins -----------------------------------------------------------------------

@@ -107,8 +107,8 @@ class Registry:
         path = f"/v2/{repo}/blobs/{digest}"
         with self._stream("GET", path, headers={"Accept-Encoding": "identity"}) as resp:
             self.check(resp, path)
-            announced = resp.headers.get("Content-Length", "")
-            if announced.isdigit() and int(announced) > size:
+            announced = _announced(resp)
+            if announced is not None and announced > size:
                 raise _oversized(digest, size, f"it announces {announced}")
             hasher, seen = hashlib.sha256(), 0
             for chunk in resp.iter_raw(_CHUNK):
@@ -334,9 +334,17 @@ def _allowed_hop(url: str, origin: str) -> str:
     )
 
 
+def _announced(resp: httpx.Response) -> int | None:
+    """The ``Content-Length`` the server announces, when it is ASCII digits (``str.isdigit``
+    also takes ``²``, which ``int`` refuses), else None: only ever used to refuse early, the
+    bytes read are counted either way."""
+    value = resp.headers.get("Content-Length", "")
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 20 else None
+
+
 def _read_capped(resp: httpx.Response, cap: int, *, what: str) -> bytes:
-    announced = resp.headers.get("Content-Length", "")
-    if announced.isdigit() and int(announced) > cap:
+    announced = _announced(resp)
+    if announced is not None and announced > cap:
         raise _too_big(what, cap)
     body = bytearray()
     for chunk in resp.iter_raw(_CHUNK):
