@@ -43,21 +43,32 @@ def leftovers(state: Path) -> list[str]:
 
 
 class _Stall(http.server.BaseHTTPRequestHandler):
-    """A registry that sends the first half of the kit's blob, then neither sends more nor
-    closes: the update is killed while it waits (SIGKILL runs no cleanup)."""
+    """A registry that sends the first half of the kit's blob, then a byte a second and never
+    the whole: the update is killed while it waits (SIGKILL runs no cleanup)."""
 
     kit = b""
     sent = threading.Event()
     release = threading.Event()
 
     def do_GET(self) -> None:
+        with contextlib.suppress(OSError):  # the killed client's end of the socket is gone
+            self._stall()
+
+    def _stall(self) -> None:
         self.send_response(200)
         self.send_header("Content-Length", str(len(self.kit)))
         self.end_headers()
-        self.wfile.write(self.kit[: len(self.kit) // 2])
+        half = len(self.kit) // 2
+        self.wfile.write(self.kit[:half])
         self.wfile.flush()
         self.sent.set()
-        self.release.wait(timeout=600)
+        # Then one byte a second, never the last: the client's read timeout never fires, so
+        # the update is still waiting whenever the test (on however slow a machine) kills it.
+        for i in range(half, len(self.kit) - 1):
+            if self.release.wait(timeout=1):
+                return
+            self.wfile.write(self.kit[i : i + 1])
+            self.wfile.flush()
 
     def log_message(self, *args: object) -> None:
         pass
