@@ -12,9 +12,10 @@ two copies drift (one learns ``::1``, the other does not). Anything off loopback
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import unicodedata
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9._-]+$")
 _RESERVED_SEGMENTS = {".", ".."}
@@ -66,8 +67,46 @@ def is_loopback(host: str | None) -> bool:
 def plain_http_off_loopback(url: str) -> bool:
     """True when ``url`` is plain http to another machine: what a token, a kit or a redirect
     must never be sent over."""
-    parts = urlsplit(url)
-    return parts.scheme == "http" and not is_loopback(parts.hostname)
+    parts = split_url(url)  # a URL that is none is refused by the callers, with its own words
+    return parts is not None and parts.scheme == "http" and not is_loopback(parts.hostname)
+
+
+_HOSTNAME = re.compile(r"[a-z0-9_][a-z0-9_.-]{0,252}")  # lower-case: urlsplit lowers it
+
+
+def split_url(url: str) -> SplitResult | None:
+    """``url`` split, or None when it is no URL a client may be pointed at: a host that is not
+    an ASCII name or an IP literal (``[::1``, a space, ``é``), or a port that is not a number in
+    range. A server writes many of the URLs k3kit compares (a token realm, a redirect's
+    ``Location``), and :func:`urllib.parse.urlsplit` and its ``.port`` raise ``ValueError`` on
+    such bytes: every policy below asks here, so none can crash on them and all fail closed."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number in range
+    except ValueError:
+        return None
+    host = parts.hostname or ""
+    if _HOSTNAME.fullmatch(host) or _ip_literal(host):
+        return parts
+    return None
+
+
+def _ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def join_url(base: str, location: str) -> str | None:
+    """A server's ``Location`` resolved against ``base``, or None when it is no URL at all
+    (:func:`split_url`): the one way a redirect target is computed before the policies judge it."""
+    try:
+        joined = urljoin(base, location)
+    except ValueError:
+        return None
+    return joined if split_url(joined) is not None else None
 
 
 def url_refusal(url: str) -> str | None:
@@ -76,8 +115,8 @@ def url_refusal(url: str) -> str | None:
     would print it), and plain http only to this machine. The one check of every base URL a
     person types (``update --from``); the registry's references get the same rule in their own
     grammar (:mod:`k3kit.oci.ref`)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    parts = split_url(url)
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         return "it is not an http(s) URL with a host"
     if parts.username is not None or parts.password is not None:
         return "it carries a user name or password, which would be sent and printed"
@@ -86,9 +125,12 @@ def url_refusal(url: str) -> str | None:
     return None
 
 
-def origin(url: str) -> tuple[str, str, int | None]:
-    """``url``'s origin (scheme, lower-case host, port with the scheme's default filled in)."""
-    parts = urlsplit(url)
+def origin(url: str) -> tuple[str, str, int | None] | None:
+    """``url``'s origin (scheme, lower-case host, port with the scheme's default filled in), or
+    None for a URL :func:`split_url` refuses."""
+    parts = split_url(url)
+    if parts is None:
+        return None
     port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
     return (parts.scheme, (parts.hostname or "").lower(), port)
 
@@ -96,8 +138,10 @@ def origin(url: str) -> tuple[str, str, int | None]:
 def same_origin(url: str, other: str) -> bool:
     """Whether a credential meant for ``other`` may go to ``url``: the one test every client
     that sends a token or password asks (the hub's downloads, a registry's requests, redirects
-    and token realms), so none can compare by string and another by host alone."""
-    return origin(url) == origin(other)
+    and token realms), so none can compare by string and another by host alone. A URL that is
+    no URL is nobody's origin: never the same, never raising."""
+    mine = origin(url)
+    return mine is not None and mine == origin(other)
 
 
 def redirect_refusal(url: str, origin: str) -> str | None:
@@ -106,7 +150,9 @@ def redirect_refusal(url: str, origin: str) -> str | None:
     only from a server on it (a remote server redirecting to 127.0.0.1 would make the node send
     a request to its own local services: a request forgery). Every client that follows
     redirects by hand (the registry's, the channel's) asks this."""
-    parts = urlsplit(url)
+    parts = split_url(url)
+    if parts is None:
+        return "it is not a URL (its host or port cannot be read)"
     if parts.scheme not in ("http", "https") or plain_http_off_loopback(url):
         return "only https is followed (plain http only on this machine)"
     if is_loopback(parts.hostname) and not is_loopback(urlsplit(origin).hostname):

@@ -806,6 +806,11 @@ class OciCode(ErrorCode):
         _INPUT,
         "the registry credentials file (auth.json, config.json) is not usable",
     )
+    OCI_AUTH_FILE_UNSAFE = (
+        "OCI_AUTH_FILE_UNSAFE",
+        _ENV,
+        "another user could have written or replaced the registry credentials file",
+    )
     OCI_AUTH_REALM_REFUSED = (
         "OCI_AUTH_REALM_REFUSED",
         _ENV,

@@ -4,6 +4,10 @@ oversized blob, a forged receipt referrer, a moved tag, a redirect to plain http
 
 from __future__ import annotations
 
+import atexit
+import http.server
+import threading
+
 from tests.adversarial.corpus import Argv, Workbench, attack
 
 _DIGEST = "@sha256:" + "e" * 64
@@ -92,3 +96,58 @@ def update_from_registry_with_credentials_in_the_reference(w: Workbench) -> Argv
     """A password belongs in the credentials file (docs/oci.md), never in an argument that
     ends up in shell history, process lists and messages."""
     return _update_from_registry(w, "oci://admin:hunter2@registry.example.com/kits/kimi-k3")
+
+
+class _LyingRegistry(http.server.BaseHTTPRequestHandler):
+    """A registry on 127.0.0.1 that asks for a token (``challenge``) and whose token service
+    answers ``token_body``: both the attacker's words."""
+
+    challenge = ""
+    token_body = b""
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/token"):
+            self._answer(200, {}, self.token_body)
+        else:
+            origin = f"http://{self.headers['Host']}"
+            self._answer(401, {"WWW-Authenticate": self.challenge.replace("{origin}", origin)})
+
+    def _answer(self, status: int, headers: dict[str, str], body: bytes = b"{}") -> None:
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _lying_registry(challenge: str, token_body: bytes = b"{}") -> str:
+    """``HOST:PORT`` of a :class:`_LyingRegistry` that lives until the test process ends (the
+    corpus runs the argv after the builder returns)."""
+    attrs = {"challenge": challenge, "token_body": token_body}
+    handler = type("Lying", (_LyingRegistry,), attrs)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    atexit.register(server.shutdown)
+    return f"127.0.0.1:{server.server_address[1]}"
+
+
+@attack("OCI_AUTH_REALM_REFUSED", exit_code=4)
+def install_oci_from_a_registry_whose_token_realm_is_no_url(w: Workbench) -> Argv:
+    """The registry names a realm with a port out of range: the origin check must refuse it,
+    not crash on it (it was ``ValueError``, exit 70)."""
+    host = _lying_registry('Bearer realm="https://registry.example:99999/token",service="r"')
+    return ["install", f"oci://{host}/kits/kimi-k3{_DIGEST}", "--trust", w.trust,
+            "--into", w.root / "kits"]  # fmt: skip
+
+
+@attack("OCI_REGISTRY_ERROR", exit_code=4)
+def install_oci_from_a_registry_whose_token_service_answers_deep_json(w: Workbench) -> Argv:
+    """The token service answers 60 000 ``[``: the JSON parser's ``RecursionError`` is the
+    registry's error, not a traceback (it was exit 70)."""
+    host = _lying_registry('Bearer realm="{origin}/token",service="r"', b"[" * 60_000)
+    return ["install", f"oci://{host}/kits/kimi-k3{_DIGEST}", "--trust", w.trust,
+            "--into", w.root / "kits"]  # fmt: skip

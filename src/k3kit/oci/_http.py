@@ -11,17 +11,23 @@ registry's ``Docker-Content-Digest`` header is never read.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import urlencode, urljoin, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 
 from k3kit._fs import open_nofollow
-from k3kit._policy import is_loopback, redirect_refusal, same_origin, url_refusal
+from k3kit._policy import (
+    is_loopback,
+    join_url,
+    redirect_refusal,
+    same_origin,
+    split_url,
+    url_refusal,
+)
 from k3kit.errors import EnvironmentProblem, VerificationError
 from k3kit.oci.auth import (
     TOKEN,
@@ -31,19 +37,24 @@ from k3kit.oci.auth import (
     auth_required,
     credential_for,
     parse_challenge,
+    untrusted_json,
 )
 
 _MAX_REDIRECTS = 5
 _CHUNK = 1024 * 1024
 _TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 _MAX_TOKEN_ANSWER = 64 * 1024
+# httpx.InvalidURL is not an httpx.HTTPError: a URL httpx will not send is the server's fault too.
+_TRANSPORT = (httpx.HTTPError, httpx.InvalidURL)
 Body = bytes | Callable[[], Iterator[bytes]] | None
 """A request body; a callable makes a fresh stream, so a request answered 401 can be resent."""
 
 
 def origin_of(url: str) -> str:
     """``url``'s origin as printed (never a ``user:password@``); compare with ``same_origin``."""
-    parts = urlsplit(url)
+    parts = split_url(url)
+    if parts is None:
+        return "(a URL that cannot be read)"
     return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
 
 
@@ -96,8 +107,8 @@ class Registry:
         path = f"/v2/{repo}/blobs/{digest}"
         with self._stream("GET", path, headers={"Accept-Encoding": "identity"}) as resp:
             self.check(resp, path)
-            announced = resp.headers.get("Content-Length", "")
-            if announced.isdigit() and int(announced) > size:
+            announced = _announced(resp)
+            if announced is not None and announced > size:
                 raise _oversized(digest, size, f"it announces {announced}")
             hasher, seen = hashlib.sha256(), 0
             for chunk in resp.iter_raw(_CHUNK):
@@ -132,7 +143,10 @@ class Registry:
         start = f"/v2/{repo}/blobs/uploads/"
         resp = self._send("POST", start)
         self.check(resp, start)
-        location = self._same_origin(urljoin(self.base + start, resp.headers.get("Location", "")))
+        location = self._same_origin(
+            join_url(self.base + start, resp.headers.get("Location", ""))
+            or resp.headers.get("Location", "")
+        )
         sep = "&" if "?" in location else "?"
         body: Body = source if isinstance(source, bytes) else (lambda: _file_chunks(source))
         headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
@@ -221,7 +235,7 @@ class Registry:
                         body.clear()
                         break
                 ok = resp.is_success
-        except httpx.HTTPError as exc:
+        except _TRANSPORT as exc:
             raise _unreachable(origin_of(realm), exc) from exc
         return _token_from(bytes(body) if ok else b"", self.base)
 
@@ -239,7 +253,7 @@ class Registry:
     def _same_origin(self, url: str) -> str:
         if not same_origin(url, self.base):
             raise EnvironmentProblem(
-                f"the registry sent an upload to {url!r}, outside {self.base}",
+                f"the registry sent an upload to {_without_userinfo(url)!r}, outside {self.base}",
                 code="OCI_REDIRECT_REFUSED",
             )
         return url
@@ -254,7 +268,7 @@ class Registry:
             sent = {**(headers or {}), **self.auth_for(url)}
             try:
                 resp = self._client.request(method, url, headers=sent, content=content)
-            except httpx.HTTPError as exc:
+            except _TRANSPORT as exc:
                 raise _unreachable(self.base, exc) from exc
             if resp.status_code != 401 or not same_origin(url, self.base) or attempt:
                 return resp
@@ -282,7 +296,7 @@ class _Streamed:
             request = self._reg._client.build_request(self._method, url, headers=headers)
             try:
                 self._resp = self._reg._client.send(request, stream=True)
-            except httpx.HTTPError as exc:
+            except _TRANSPORT as exc:
                 raise _unreachable(self._reg.base, exc) from exc
             if self._resp.status_code == 401 and same_origin(url, self._reg.base) and not answered:
                 self._resp.close()
@@ -291,7 +305,8 @@ class _Streamed:
                 continue
             if not self._resp.is_redirect:
                 return self._resp
-            target = urljoin(url, self._resp.headers.get("Location", ""))
+            location = self._resp.headers.get("Location", "")
+            target = join_url(url, location) or location  # refused next if it is no URL
             self._resp.close()
             url = _allowed_hop(target, self._reg.base)
         raise EnvironmentProblem(
@@ -303,7 +318,7 @@ class _Streamed:
         early, a read timeout) to ``OCI_REGISTRY_UNREACHABLE``: never a traceback."""
         if self._resp is not None:
             self._resp.close()
-        if isinstance(exc, httpx.HTTPError):
+        if isinstance(exc, _TRANSPORT):
             raise _unreachable(self._reg.base, exc) from exc
 
 
@@ -313,15 +328,23 @@ def _allowed_hop(url: str, origin: str) -> str:
     if why is None:
         return url
     raise EnvironmentProblem(
-        f"the registry {origin} redirected to {url!r}: {why}",
+        f"the registry {origin} redirected to {_without_userinfo(url)!r}: {why}",
         code="OCI_REDIRECT_REFUSED",
         hint="ask the registry's operator to serve blobs over https from another host",
     )
 
 
+def _announced(resp: httpx.Response) -> int | None:
+    """The ``Content-Length`` the server announces, when it is ASCII digits (``str.isdigit``
+    also takes ``²``, which ``int`` refuses), else None: only ever used to refuse early, the
+    bytes read are counted either way."""
+    value = resp.headers.get("Content-Length", "")
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 20 else None
+
+
 def _read_capped(resp: httpx.Response, cap: int, *, what: str) -> bytes:
-    announced = resp.headers.get("Content-Length", "")
-    if announced.isdigit() and int(announced) > cap:
+    announced = _announced(resp)
+    if announced is not None and announced > cap:
         raise _too_big(what, cap)
     body = bytearray()
     for chunk in resp.iter_raw(_CHUNK):
@@ -357,18 +380,18 @@ def _raise_for(resp: httpx.Response, path: str) -> None:
 
 
 def _without_userinfo(url: str) -> str:
-    """``url`` as it may be printed: a ``user:password@`` in it is dropped."""
-    parts = urlsplit(url)
+    """``url`` as it may be printed: a ``user:password@`` in it is dropped, and a URL that
+    cannot be split is not printed at all (where its password ends cannot be known)."""
+    parts = split_url(url)
+    if parts is None:
+        return "(a URL that cannot be read)"
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
 def _token_from(body: bytes, origin: str) -> str:
     """The ``token`` (or ``access_token``) of a token service's JSON answer; anything else is
     the registry's error, not a crash, and the answer is never echoed (it may hold a token)."""
-    try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        doc = None
+    doc = untrusted_json(body)
     token = None
     if isinstance(doc, dict):
         token = doc.get("token") or doc.get("access_token")

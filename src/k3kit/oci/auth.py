@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from k3kit._fs import NotRegularFile, check_trust_anchor, open_regular
 from k3kit.errors import EnvironmentProblem, InputError
 
 MAX_AUTH_FILE_BYTES = 1024 * 1024
@@ -90,23 +91,51 @@ def credential_for(origin: str, repo: str) -> Credential | None:
 
 def _auths(path: Path) -> dict[str, object]:
     """The ``auths`` object of ``path`` ({} when the file does not exist)."""
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_AUTH_FILE_BYTES + 1)
-    except FileNotFoundError:
+    raw = _read_auth_file(path)
+    if raw is None:
         return {}
-    except OSError as exc:
-        raise _file_invalid(path, f"it cannot be read ({exc.strerror})") from exc
-    if len(raw) > MAX_AUTH_FILE_BYTES:
-        raise _file_invalid(path, f"it is over {MAX_AUTH_FILE_BYTES} bytes")
-    try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise _file_invalid(path, "it is not JSON") from exc
+    doc = untrusted_json(raw)
+    if doc is None:
+        raise _file_invalid(path, "it is not JSON")
     auths = doc.get("auths", {}) if isinstance(doc, dict) else None
     if not isinstance(auths, dict):
         raise _file_invalid(path, "its auths is not an object")
     return auths
+
+
+def _read_auth_file(path: Path) -> bytes | None:
+    """The bytes of the credentials file ``path``, or None when there is none.
+
+    The file decides which account k3kit logs in as, and it is found in place: so it is judged
+    as a trust anchor is (:func:`check_trust_anchor`: refused, ``OCI_AUTH_FILE_UNSAFE``, when
+    another user could have written or swapped it), opened without blocking (a FIFO planted
+    there must not hang k3kit), and read only as a regular file under the size cap. A link is
+    followed (dotfile managers link ``config.json``), but the link must be ours or root's."""
+    check_trust_anchor(path, "the registry credentials file", code="OCI_AUTH_FILE_UNSAFE")
+    try:
+        fd, st = open_regular(path, follow_symlinks=True)
+    except FileNotFoundError:
+        return None
+    except NotRegularFile as exc:
+        raise _file_invalid(path, "it is not a regular file") from exc
+    except OSError as exc:
+        raise _file_invalid(path, f"it cannot be read ({exc.strerror})") from exc
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read(MAX_AUTH_FILE_BYTES + 1) if st.st_size <= MAX_AUTH_FILE_BYTES else b""
+    if st.st_size > MAX_AUTH_FILE_BYTES or len(raw) > MAX_AUTH_FILE_BYTES:
+        raise _file_invalid(path, f"it is over {MAX_AUTH_FILE_BYTES} bytes")
+    return raw
+
+
+def untrusted_json(raw: bytes) -> object:
+    """``raw`` parsed as JSON, or None when it is not JSON k3kit can read: not UTF-8, not
+    JSON, or nested deeper than the parser's recursion (``[[[[…`` raises ``RecursionError``,
+    which is no ``ValueError``). The one parse of bytes someone else wrote here (a credentials
+    file, a token service's answer), so neither can end in a traceback."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
 
 
 def _lookup(entries: dict[str, object], host: str, repo: str) -> object | None:
