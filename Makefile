@@ -31,7 +31,7 @@ typecheck: $(STAMP)
 COV_FLOOR ?= 94
 PYTEST_WORKERS ?= auto
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --cov --cov-report=term --cov-fail-under=$(COV_FLOOR)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --durations=25 --cov --cov-report=term --cov-fail-under=$(COV_FLOOR)
 
 # The performance gate: start-up and hashing as ratios measured in one interleaved run, so a busy
 # machine cannot fail it (docs/performance.md, "Performance gate"); figures in benchmarks/results/.
