@@ -55,7 +55,7 @@ class Op:
 
 
 TARGETS = [
-    "/",
+    "abs-outside",  # an absolute path out of the tree (see _build)
     "..",
     "../..",
     "../../blobs",
@@ -80,6 +80,17 @@ ops = st.lists(
 )
 
 
+def _outside(root: Path) -> Path:
+    """A folder with a file, outside the tree but inside the test's own temporary folder: what a
+    link to an absolute path elsewhere meets. It used to be "/" itself, and the locator, given
+    that link, walked the whole machine (10 s an example, and what it met was anyone's files)."""
+    outside = root.parents[3] / "outside"
+    if not outside.exists():
+        outside.mkdir()
+        (outside / "config.json").write_bytes(b"{}")
+    return outside
+
+
 def _build(root: Path, tree: list[Op], names: list[str], sizes: dict[str, int]) -> list[Path]:
     """Make the tree. Children go only into real folders made here, never through a link: a
     link to "/" must be something the locator meets, not somewhere this test writes."""
@@ -102,6 +113,8 @@ def _build(root: Path, tree: list[Op], names: list[str], sizes: dict[str, int]) 
             target = TARGETS[op.target]
             if target == "abs-node":
                 target = str(nodes[op.parent % len(nodes)])
+            elif target == "abs-outside":
+                target = str(_outside(root))
             elif target == "self":
                 target = path.name
             path.symlink_to(target.replace("NAME", path.name))
@@ -121,8 +134,13 @@ def test_locator_returns_a_real_root_or_refuses(
     lock = LOCK.setdefault("lock", load_lock(golden.lock))
     base = Path(tempfile.mkdtemp(prefix="k3kit-fuzz-"))
     try:
-        root = base / "w"
-        root.mkdir()
+        # Three private folders above the tree: the deepest relative target ("../../../blobs")
+        # of a link in the tree stays inside ``base``. With the tree right under the temporary
+        # folder, a link to ".." or "../.." made the locator walk the whole of /tmp (everyone's
+        # files): each such example cost ~1 s there, the test 200 s in a full run, and its work
+        # depended on what other programs had left in /tmp.
+        root = base / "a" / "b" / "c" / "w"
+        root.mkdir(parents=True)
         nodes = _build(root, tree, _names(lock), {f.path: f.size for f in lock.files})
         given_path = nodes[pick % len(nodes)]
         try:
