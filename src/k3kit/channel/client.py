@@ -40,7 +40,7 @@ from k3kit.channel.errors import tuf_refusals
 from k3kit.channel.repository import MAX_METADATA_BYTES, Release
 from k3kit.channel.term import Term
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
-from k3kit.node.install import Installed, install
+from k3kit.node.install import Installed, install_fetched
 from k3kit.node.verify import Report, TrustSource
 from k3kit.signing.trust import RollbackPolicy
 
@@ -337,6 +337,14 @@ def _from_registry(registry: str, entry: Entry, kit: Path) -> None:
         entry.target.verify_length_and_hashes(data)
 
 
+def _source(request: Request, base: str, entry: Entry) -> str:
+    """What the report calls the kit: where its bytes came from (the channel's target, or the
+    registry and the signed digest), never the downloaded file, which is deleted on return."""
+    if request.registry is None:
+        return f"{entry.path} from {base}"
+    return f"{entry.path} from {request.registry}@sha256:{entry.target.hashes.get('sha256', '')}"
+
+
 def update(
     request: Request,
     trusted: TrustSource,
@@ -386,5 +394,12 @@ def update(
                 updater.download_target(entry.target, str(kit))
         else:
             _from_registry(request.registry, entry, kit)
-        installed = install(kit, trusted, request.into, rollback=rollback, expect=_expect(entry))
+        installed = install_fetched(
+            lambda _holder: kit,
+            trusted,
+            request.into,
+            source=_source(request, base, entry),
+            rollback=rollback,
+            expect=_expect(entry),
+        )
     return Updated(installed, entry, entries[0], skipped, request.term)
