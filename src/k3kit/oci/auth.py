@@ -36,6 +36,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from k3kit._fs import NotRegularFile, check_trust_anchor, open_regular
+from k3kit._policy import origin as server_of
 from k3kit.errors import EnvironmentProblem, InputError
 
 MAX_AUTH_FILE_BYTES = 1024 * 1024
@@ -95,25 +96,16 @@ def credential_for(origin: str, repo: str) -> Credential | None:
     return None
 
 
-_DEFAULT_PORTS = {"https": 443, "http": 80}
-
-
-def _server(netloc: str, scheme: str) -> tuple[str, int] | None:
-    """``HOST[:PORT]`` as the server it names: the host in lower case (DNS names are
-    case-insensitive, RFC 4343) and the port, the scheme's default when none is written. So
-    ``Registry.Example``, ``registry.example:443`` and ``https://registry.example`` are one
-    server, and ``registry.example:5000`` or ``registry.example.evil`` are others. None for a
-    name that is no host (an unclosed ``[``, a port that is no number in range): no match."""
-    try:
-        parts = urlsplit("//" + netloc)
-        port = parts.port
-    except ValueError:
+def _server(netloc: str, scheme: str) -> tuple[str, str, int | None] | None:
+    """``HOST[:PORT]`` as the server it names on ``scheme``: :func:`k3kit._policy.origin`, the
+    one origin rule (host in lower case, as DNS names are case-insensitive, RFC 4343; the
+    scheme's default port when none is written). So ``Registry.Example``,
+    ``registry.example:443`` and ``https://registry.example`` are one server, and
+    ``registry.example:5000`` or ``registry.example.evil`` are others. None for a name that is no
+    host (an unclosed ``[``, a port that is no number in range, a ``user@``): no match."""
+    if "@" in netloc or "/" in netloc or "?" in netloc or "#" in netloc:
         return None
-    host = parts.hostname
-    if not host or parts.username is not None or not netloc.isascii():
-        return None
-    default = _DEFAULT_PORTS.get(scheme)
-    return (host, port if port is not None else default) if default is not None else None
+    return server_of(f"{scheme}://{netloc}")
 
 
 def _auths(path: Path) -> dict[str, object]:
@@ -166,7 +158,7 @@ def untrusted_json(raw: bytes) -> object:
 
 
 def _lookup(
-    entries: dict[str, object], server: tuple[str, int], scheme: str, repo: str
+    entries: dict[str, object], server: tuple[str, str, int | None], scheme: str, repo: str
 ) -> object | None:
     """The entry for ``server`` and ``repo``: ``HOST`` or ``HOST/NAMESPACE`` keys, longest wins.
 
