@@ -58,6 +58,37 @@ def test_update_installs_the_newest_release_from_a_static_server(
     assert run_k3kit("verify", target, "--trust", releases.key.public).returncode == 0
 
 
+def test_update_reports_where_the_kit_came_from_not_its_deleted_download(
+    chan: Channel, releases: Releases, tmp_path: Path
+) -> None:
+    """The kit is downloaded into a staging folder removed before update returns: --json's
+    ``kit``, the human line and the library's report name the channel's target and where it
+    was installed, never a path that no longer exists."""
+    from k3kit import api
+    from k3kit.signing.keys import load_public
+
+    into, state = tmp_path / "kits", tmp_path / "state"
+    with serve(chan.repo) as url:
+        done = update(url, chan, into, state, releases.key.public)
+        human = run_k3kit(
+            "update", "--channel", "stable", "--from", url, "--channel-root", chan.root,
+            "--into", tmp_path / "human", "--trust", releases.key.public, "--state-dir", state,
+        )  # fmt: skip
+        lib = api.update_from_channel(
+            url, "stable", chan.root, tmp_path / "lib", [load_public(releases.key.public)],
+            state_dir=state,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    source = f"stable/{PACKAGE}/1.1.0.kit.tar.gz from {url}"
+    assert out["kit"] == source and Path(out["installed"]).is_dir()
+    assert out["kit_sha256"] == lib.installed.kit_sha256
+    assert human.returncode == 0, human.stderr
+    line = f"(kit sha256 {out['kit_sha256']}) from {source} into "
+    assert line in human.stderr and Path(human.stdout.strip()).is_dir()
+    assert lib.installed.report.kit == source and lib.installed.path.is_dir()
+
+
 def test_a_second_update_finds_it_installed(
     chan: Channel, releases: Releases, tmp_path: Path
 ) -> None:

@@ -109,6 +109,24 @@ def test_push_then_install_by_digest_installs_the_same_kit(
     assert sorted(os.listdir(tmp_path / "kits")) == [FOLDER]  # no staging left behind
 
 
+def test_install_by_digest_reports_the_reference_not_its_deleted_download(
+    registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The kit is downloaded into a staging folder that is gone when install returns: the
+    report's ``kit`` (in --json and from the library) names the reference it came from."""
+    from k3kit import api
+    from k3kit.signing.keys import load_public
+
+    ref = registry.ref(REPO, f"@{push(registry, archive, golden.key.public)}")
+    rc, out, stderr = install(ref, golden.key.public, tmp_path / "kits")
+    assert rc == 0, stderr
+    assert out["kit"] == ref and ".install-" not in stderr
+    done, _ = api.install_kit_from_registry(
+        ref, [load_public(golden.key.public)], tmp_path / "again"
+    )
+    assert done.report.kit == ref and done.path.is_dir()
+
+
 def test_pushing_the_same_kit_twice_gives_the_same_digest(
     registry: LiveRegistry, archive: Path, golden: GoldenKit
 ) -> None:

@@ -159,6 +159,26 @@ def test_a_registry_asking_for_credentials_with_none_stored_is_auth_required(
 
 
 @needs_bcrypt
+def test_a_key_spelling_the_registry_in_capitals_is_its_key_and_another_port_is_not(
+    locked: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """``podman login LocalHost:PORT`` and ``oci://localhost:PORT``: one server, so the stored
+    password is sent; the same password stored for another port of this host is not."""
+    port = locked.host.rsplit(":", 1)[1]
+    rc, out = push(auth_env(tmp_path, {locked.host: b64(USER, PASSWORD)}), locked.host, archive,
+                   golden.key.public)  # fmt: skip
+    assert rc == 0, out
+    ref = f"oci://localhost:{port}/{REPO}@{out['digest']}"
+    other = "1" if port != "1" else "2"
+    refused = auth_env(tmp_path, {f"localhost:{other}": b64(USER, PASSWORD)}, "other.json")
+    rc, out = install(refused, ref, golden.key.public, tmp_path / "kits")
+    assert rc == 4 and code(out) == "OCI_AUTH_REQUIRED"
+    matched = auth_env(tmp_path, {f"LocalHost:{port}": b64(USER, PASSWORD)}, "capitals.json")
+    rc, out = install(matched, ref, golden.key.public, tmp_path / "kits")
+    assert rc == 0, out
+
+
+@needs_bcrypt
 def test_attack_wrong_password_is_auth_failed_and_never_printed(
     locked: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path
 ) -> None:

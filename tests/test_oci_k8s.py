@@ -80,6 +80,93 @@ def test_kit_ref_adds_an_install_by_digest_before_verify_and_launch(
                 }
 
 
+SECRET = "regcred-kits"
+
+
+def workload_texts(out: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(out)): p.read_text()
+        for p in sorted(out.rglob("k8s/*.yaml"))
+        if p.name != "service.yaml"
+    }
+
+
+def test_kit_pull_secret_logs_fetch_kit_in_with_the_secret_mounted_read_only(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A registry that needs a login: the Secret (kubernetes.io/dockerconfigjson, as
+    ``kubectl create secret docker-registry`` makes it) is mounted read-only, mode 0400, into
+    ``fetch-kit`` only, and REGISTRY_AUTH_FILE names it; the manifests still validate."""
+    kv = pytest.importorskip("kubernetes_validate")
+    jsonschema = pytest.importorskip("jsonschema")
+    rc, _, stderr = render(golden, tmp_path / "out", "--kit-ref", REF, "--kit-pull-secret", SECRET)
+    assert rc == 0, stderr
+    texts = workload_texts(tmp_path / "out")
+    assert len(texts) == 4
+    for text in texts.values():
+        doc = yaml.safe_load(text)
+        if doc["kind"] == "LeaderWorkerSet":
+            jsonschema.validate(doc, json.loads(LWS_SCHEMA.read_text()))
+        else:
+            kv.validate(doc, K8S_VERSION, strict=True)
+        for spec in pod_specs(doc):
+            fetch, verify = spec["initContainers"]
+            assert fetch["env"] == [
+                {"name": "REGISTRY_AUTH_FILE", "value": "/registry-auth/config.json"}
+            ]
+            assert {"name": "registry-auth", "mountPath": "/registry-auth", "readOnly": True} in (
+                fetch["volumeMounts"]
+            )
+            assert {"name": "registry-auth", "secret": {
+                "secretName": SECRET, "defaultMode": 0o400,
+                "items": [{"key": ".dockerconfigjson", "path": "config.json"}],
+            }} in spec["volumes"]  # fmt: skip
+            for other in [verify, *spec["containers"]]:  # the server never sees the login
+                assert all(m["name"] != "registry-auth" for m in other["volumeMounts"])
+
+
+def test_kit_pull_secret_only_adds_its_lines_and_without_it_nothing_changes(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Byte for byte: the files rendered with the secret, less the lines that name it, are the
+    files rendered without it."""
+    assert render(golden, tmp_path / "a" / "out", "--kit-ref", REF)[0] == 0
+    rc, _, stderr = render(golden, tmp_path / "b" / "out", "--kit-ref", REF,
+                           "--kit-pull-secret", SECRET)  # fmt: skip
+    assert rc == 0, stderr
+    plain, login = workload_texts(tmp_path / "a" / "out"), workload_texts(tmp_path / "b" / "out")
+    assert plain.keys() == login.keys()
+    added = ("REGISTRY_AUTH_FILE", "registry-auth", "  env:\n", f"secretName: {SECRET},")
+    for rel, text in login.items():
+        kept = [ln for ln in text.splitlines(keepends=True) if not any(a in ln for a in added)]
+        assert "".join(kept) == plain[rel] and text != plain[rel]
+        assert SECRET not in plain[rel] and "REGISTRY_AUTH_FILE" not in plain[rel]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Regcred",  # Kubernetes refuses capitals
+        "regcred}, items: [{key: x, path: ../../etc/passwd}], x: {a",  # breaks out of the YAML
+        "regcred\n        - name: host\n          hostPath: {path: /}",
+        "-regcred",
+        "r" * 254,
+    ],
+)
+def test_attack_a_pull_secret_name_that_breaks_out_of_the_yaml_is_refused(
+    golden: GoldenKit, tmp_path: Path, name: str
+) -> None:
+    rc, out, _ = render(golden, tmp_path / "out", "--kit-ref", REF, "--kit-pull-secret", name)
+    assert rc == 2 and out["error"]["code"] == "USAGE"
+    assert not (tmp_path / "out").exists()
+
+
+def test_kit_pull_secret_without_kit_ref_is_refused(golden: GoldenKit, tmp_path: Path) -> None:
+    rc, out, _ = render(golden, tmp_path / "out", "--kit-pull-secret", SECRET)
+    assert rc == 2 and out["error"]["code"] == "USAGE" and "--kit-ref" in out["error"]["message"]
+    assert not (tmp_path / "out").exists()
+
+
 def test_without_kit_ref_the_files_are_unchanged(golden: GoldenKit, tmp_path: Path) -> None:
     assert render(golden, tmp_path / "a" / "out")[0] == 0
     for path in (tmp_path / "a" / "out").rglob("k8s/*.yaml"):

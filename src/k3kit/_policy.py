@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import time
 import unicodedata
+from collections.abc import Iterable, Iterator
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -158,3 +160,50 @@ def redirect_refusal(url: str, origin: str) -> str | None:
     if is_loopback(parts.hostname) and not is_loopback(urlsplit(origin).hostname):
         return "a server off this machine may not send the node to this machine"
     return None
+
+
+# -- how long a body may take -------------------------------------------------------------------
+
+READ_FLOOR_SECONDS = 60.0
+"""Every body may take at least this long, however small (a token answer on a slow link)."""
+READ_FLOOR_RATE = 64 * 1024
+"""Bytes a second below which a body is given up. Kits, manifests, receipts and channel
+metadata are KB to MB (weights never travel this way), so 64 KiB/s (about 0.5 Mbit/s) is a link
+far slower than any a GPU node has, and a kit at the 512 MiB archive cap still gets 2.3 hours."""
+
+
+class ReadTooSlow(Exception):
+    """A body did not arrive within :func:`read_deadline` of its start (the caller maps it to
+    its own registered code: this layer imports no error type)."""
+
+
+def read_deadline(size: int) -> float:
+    """Seconds a body of at most ``size`` bytes may take in all: ``max(READ_FLOOR_SECONDS,
+    size / READ_FLOOR_RATE)``. A per-read timeout alone bounds the gap between two bytes, not
+    the body: a server sending one byte every 29 s never trips a 30 s read timeout, and a
+    64 KiB token answer would take 22 days."""
+    return max(READ_FLOOR_SECONDS, size / READ_FLOOR_RATE)
+
+
+class Deadline:
+    """The overall deadline of one read of at most ``size`` bytes, started when made (before
+    the request, so slow headers count too). :meth:`paced` checks it as each piece arrives, so
+    a read ends at most one per-read timeout after the deadline (the wait for the next piece is
+    bounded by the client's read timeout; nothing here interrupts it)."""
+
+    def __init__(self, size: int) -> None:
+        self.seconds = read_deadline(size)
+        self._ends = time.monotonic() + self.seconds
+
+    def check(self) -> None:
+        if time.monotonic() > self._ends:
+            raise ReadTooSlow(
+                f"not complete after {self.seconds:.0f} s (k3kit allows "
+                f"max({READ_FLOOR_SECONDS:.0f} s, size at {READ_FLOOR_RATE // 1024} KiB/s))"
+            )
+
+    def paced(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        """``chunks`` as they arrive; :class:`ReadTooSlow` once the deadline has passed."""
+        for chunk in chunks:
+            self.check()
+            yield chunk

@@ -66,6 +66,19 @@ def render_site_kit_ref_by_tag(w: Workbench) -> Argv:
     ]
 
 
+@attack("USAGE", exit_code=2)
+def render_site_pull_secret_name_that_breaks_out_of_the_yaml(w: Workbench) -> Argv:
+    """The Secret's name is written into the pod's YAML: one that closes the flow mapping and
+    adds a hostPath of its own must be refused, not rendered."""
+    site = w.root / "site.env"
+    site.write_text("MODEL_DIR=/srv/models/kimi\nIMAGE=r.example/k@sha256:" + "b" * 64 + "\n")
+    return [
+        "render-site", w.kit(), "--trust", w.trust, "--site", site, "-o", w.root / "out",
+        "--kit-ref", "oci://registry.example.com/kits/kimi-k3@sha256:" + "c" * 64,
+        "--kit-pull-secret", "regcred}\n        - name: host\n          hostPath: {path: /}",
+    ]  # fmt: skip
+
+
 @attack("KIT_NOT_RECOGNISED", exit_code=3)
 def push_an_endless_device_as_the_archive(w: Workbench) -> Argv:
     """A name that reads forever (a device, a FIFO) would fill the private copy's disk."""

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urljoin
 
 import urllib3
@@ -33,14 +34,14 @@ from tuf.ngclient import Updater, UpdaterConfig
 from tuf.ngclient.urllib3_fetcher import Urllib3Fetcher
 
 from k3kit._fs import check_trust_anchor, foreign_entry, owned_staging, private_dir, read_capped
-from k3kit._policy import redirect_refusal, url_refusal
+from k3kit._policy import Deadline, ReadTooSlow, redirect_refusal, url_refusal
 from k3kit._values import parse_timestamp
 from k3kit.archive import admit_download
 from k3kit.channel.errors import tuf_refusals
 from k3kit.channel.repository import MAX_METADATA_BYTES, Release
 from k3kit.channel.term import Term
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
-from k3kit.node.install import Installed, install
+from k3kit.node.install import Installed, install_fetched
 from k3kit.node.verify import Report, TrustSource
 from k3kit.signing.trust import RollbackPolicy
 
@@ -84,18 +85,45 @@ class Updated:
 
 
 class _CountingFetcher(Urllib3Fetcher):
-    """python-tuf's own fetcher, reporting the bytes of target downloads as they arrive."""
+    """python-tuf's own fetcher, reporting the bytes of target downloads as they arrive, and
+    holding every download to the overall deadline of :class:`k3kit._policy.Deadline` (python-tuf
+    bounds only the gap between two reads: a server sending a byte every 29 s would hold a
+    16 KiB timestamp for five days)."""
 
     def __init__(self, on_progress: Progress | None) -> None:
         super().__init__(app_user_agent="k3kit-update")
         self.on_progress = on_progress
         self.expected = 0
+        self._max_length = 0
+
+    @contextmanager
+    def download_file(self, url: str, max_length: int) -> Iterator[IO[bytes]]:
+        """python-tuf's, remembering ``max_length`` (the signed length, or python-tuf's cap for
+        the role) for the deadline of this one download."""
+        self._max_length = max_length
+        with super().download_file(url, max_length) as file:
+            yield file
 
     def _fetch(self, url: str) -> Iterator[bytes]:
-        chunks = self._followed(url)
+        deadline = Deadline(self._max_length)
+        chunks = self._paced(self._followed(url), deadline)
         if self.on_progress is None or "/targets/" not in url:
             return chunks
         return self._counted(chunks, self.on_progress)
+
+    def _paced(self, chunks: Iterator[bytes], deadline: Deadline) -> Iterator[bytes]:
+        """``chunks`` under ``deadline``: past it, python-tuf's own ``SlowRetrievalError``
+        (a ``DownloadError``, so ``CHANNEL_UNREACHABLE``) carrying k3kit's message."""
+        try:
+            yield from deadline.paced(chunks)
+        except ReadTooSlow as exc:
+            problem = EnvironmentProblem(
+                f"the channel's server sent a file too slowly: {exc}",
+                code="CHANNEL_UNREACHABLE",
+                hint="the server (or the network to it) stalls; retry, or use another mirror "
+                "of the channel",
+            )
+            raise tuf_exceptions.SlowRetrievalError(str(problem)) from problem
 
     def _followed(self, url: str) -> Iterator[bytes]:
         """python-tuf's GET (its ``_fetch``, same status and timeout handling) with redirects
@@ -111,7 +139,7 @@ class _CountingFetcher(Urllib3Fetcher):
                     raise tuf_exceptions.DownloadHTTPError(
                         f"HTTP error occurred with status {response.status}", response.status
                     )
-                return self._chunks(response)
+                return self._pieces(response)
             response.close()
             url = _hop(urljoin(url, location), origin)
         raise EnvironmentProblem(
@@ -132,6 +160,22 @@ class _CountingFetcher(Urllib3Fetcher):
             if isinstance(exc.reason, urllib3.exceptions.TimeoutError):
                 raise tuf_exceptions.SlowRetrievalError from exc
             raise
+
+    def _pieces(self, response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+        """python-tuf's ``_chunks`` (same timeout handling), reading with ``read1``: each piece
+        as it arrives, so the deadline is checked then (``stream`` waits for a whole
+        ``chunk_size``, which a dribbling server can take days to fill)."""
+        try:
+            while piece := response.read1(self.chunk_size):
+                yield piece
+        except urllib3.exceptions.TimeoutError as exc:
+            raise tuf_exceptions.SlowRetrievalError from exc
+        except urllib3.exceptions.MaxRetryError as exc:
+            if isinstance(exc.reason, urllib3.exceptions.TimeoutError):
+                raise tuf_exceptions.SlowRetrievalError from exc
+            raise
+        finally:
+            response.release_conn()
 
     def _counted(self, chunks: Iterator[bytes], report: Progress) -> Iterator[bytes]:
         done = 0
@@ -337,6 +381,14 @@ def _from_registry(registry: str, entry: Entry, kit: Path) -> None:
         entry.target.verify_length_and_hashes(data)
 
 
+def _source(request: Request, base: str, entry: Entry) -> str:
+    """What the report calls the kit: where its bytes came from (the channel's target, or the
+    registry and the signed digest), never the downloaded file, which is deleted on return."""
+    if request.registry is None:
+        return f"{entry.path} from {base}"
+    return f"{entry.path} from {request.registry}@sha256:{entry.target.hashes.get('sha256', '')}"
+
+
 def update(
     request: Request,
     trusted: TrustSource,
@@ -386,5 +438,12 @@ def update(
                 updater.download_target(entry.target, str(kit))
         else:
             _from_registry(request.registry, entry, kit)
-        installed = install(kit, trusted, request.into, rollback=rollback, expect=_expect(entry))
+        installed = install_fetched(
+            lambda _holder: kit,
+            trusted,
+            request.into,
+            source=_source(request, base, entry),
+            rollback=rollback,
+            expect=_expect(entry),
+        )
     return Updated(installed, entry, entries[0], skipped, request.term)

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
+from k3kit._text import shown
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, outcome_decided
 from k3kit.cli._shared import (
     ByteProgress,
@@ -414,6 +415,9 @@ def _report(done: Any, as_json: bool) -> None:
     for skipped in done.skipped_out_of_term:
         err(f"skipped  {skipped.version}: released {skipped.released_at}, after the term")
     outcome = "already installed" if installed.already_installed else "installed read-only"
-    err(f"{outcome}: {installed.name} {installed.version} from channel ({installed.path})")
+    err(
+        f"{outcome}: {installed.name} {installed.version} (kit sha256 {installed.kit_sha256}) "
+        f"from {shown(installed.report.kit)} into {installed.path}"
+    )
     if not as_json:
         click.echo(str(installed.path))

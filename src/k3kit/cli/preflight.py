@@ -182,6 +182,12 @@ def print_preflight(report: PreflightReport) -> None:
     help="oci://HOST/REPO@sha256:HEX: the Kubernetes workloads install the kit from this "
     "registry (by digest) in an init container instead of mounting KIT_DIR (docs/oci.md).",
 )
+@click.option(
+    "--kit-pull-secret",
+    metavar="NAME",
+    help="With --kit-ref: a kubernetes.io/dockerconfigjson Secret the init container logs in "
+    "to the registry with (mounted read-only as REGISTRY_AUTH_FILE; only its name is rendered).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the written files as JSON.")
 @handle_errors
 def render_site(
@@ -194,6 +200,7 @@ def render_site(
     output: Path,
     force: bool,
     kit_ref: str | None,
+    kit_pull_secret: str | None,
     as_json: bool,
 ) -> None:
     """Verify KIT, then write its compose, systemd and Kubernetes files with the site's values
@@ -214,8 +221,9 @@ def render_site(
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
     try:
         files = render(
-            kit, site, output, trusted=trusted, rollback=rollback, force=force, kit_ref=kit_ref
-        )
+            kit, site, output, trusted=trusted, rollback=rollback, force=force, kit_ref=kit_ref,
+            kit_pull_secret=kit_pull_secret,
+        )  # fmt: skip
     except KitNotVerified as exc:
         if as_json:
             emit_json({**exc.report.as_json(), "output": None})

@@ -254,7 +254,9 @@ def install(
     """
     if not (kit.is_file() or kit.is_dir()):
         raise InputError(f"kit not found: {kit}", code="KIT_NOT_FOUND")
-    return install_fetched(lambda _holder: kit, trusted, into, rollback=rollback, expect=expect)
+    return install_fetched(
+        lambda _holder: kit, trusted, into, source=str(kit), rollback=rollback, expect=expect
+    )
 
 
 def install_fetched(
@@ -262,25 +264,32 @@ def install_fetched(
     trusted: TrustSource,
     into: Path,
     *,
+    source: str,
     rollback: RollbackPolicy | None = None,
     expect: Callable[[Report], None] | None = None,
 ) -> Installed:
     """:func:`install` of the kit ``fetch(holder)`` returns, where ``holder`` is the private
     staging folder inside ``into``: a kit downloaded from a registry (:mod:`k3kit.node.registry`)
     is written there, once, and verified and installed from there exactly as a local archive,
-    so nobody else can change it between the download and the verification."""
+    so nobody else can change it between the download and the verification.
+
+    ``source`` is what the report calls the kit (its ``kit``, printed and in ``--json``): where
+    it came from as the caller named it (the ``oci://`` reference, the channel's target). Not
+    the downloaded file's path: that file is in the staging folder, gone when this returns."""
     root = _destination_root(into)
     with contextlib.ExitStack() as stack:
         try:  # the staging folder a killed install left in ``root`` is removed first
             holder = stack.enter_context(owned_staging(root, _STAGING_PREFIX))
         except OSError as exc:
             raise EnvironmentProblem(f"cannot write to {root}: {exc.strerror or exc}") from exc
-        return _install_via(holder, fetch(holder), trusted, root, rollback, expect)
+        kit = fetch(holder)
+        return _install_via(holder, kit, source, trusted, root, rollback, expect)
 
 
 def _install_via(
     holder: Path,
     kit: Path,
+    source: str,
     trusted: TrustSource,
     root: Path,
     rollback: RollbackPolicy | None,
@@ -293,9 +302,9 @@ def _install_via(
     else:
         # The receipt is checked against the trust source, and MANIFEST.json against the
         # receipt, from the archive's index: a forged manifest cannot budget a byte of disk.
-        check = signed_manifest_check(trusted, label=str(kit))
+        check = signed_manifest_check(trusted, label=source)
         staging, archive_sha256 = extract_kit(kit, holder, authenticate=check)
-    report = verify_dir(staging, trusted, label=str(kit), rollback=rollback)
+    report = verify_dir(staging, trusted, label=source, rollback=rollback)
     if archive_sha256 is not None:
         report.facts["archive_sha256"] = archive_sha256
     if not report.ok:

@@ -56,7 +56,7 @@ def install_from_registry(
         digests.append(digest)
         return path
 
-    return install_fetched(fetch, trusted, into, rollback=rollback), digests[0]
+    return install_fetched(fetch, trusted, into, source=text, rollback=rollback), digests[0]
 
 
 @dataclass

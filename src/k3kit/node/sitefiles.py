@@ -31,7 +31,7 @@ from k3kit._fs import (
     write_output_marker,
 )
 from k3kit.engines import adapter
-from k3kit.errors import InputError
+from k3kit.errors import InputError, UsageProblem
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES, read_bounded, read_listed
 from k3kit.models import KitInfo, Manifest
 from k3kit.node.site import LAUNCH_KEYS, SITE_KEYS, env_name, parse_site
@@ -74,6 +74,18 @@ def fill(text: str, values: dict[str, str]) -> str:
     return pattern.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
+def _check_pull_secret(kit_ref: str | None, name: str) -> None:
+    """A pull secret is only for the registry ``--kit-ref`` names, and must be a name Kubernetes
+    takes: refused before the kit is read or anything written."""
+    from k3kit.oci.k8s import check_secret_name
+
+    if kit_ref is None:
+        raise UsageProblem(
+            "--kit-pull-secret is the login for the registry --kit-ref names; give --kit-ref",
+        )
+    check_secret_name(name)
+
+
 def render_site(
     kit_dir: Path,
     site: Path,
@@ -83,12 +95,16 @@ def render_site(
     rollback: RollbackPolicy | None = None,
     force: bool = False,
     kit_ref: str | None = None,
+    kit_pull_secret: str | None = None,
 ) -> list[str]:
     """Verify ``kit_dir`` against ``trusted``, then write the filled-in files under ``out``;
     returns their relative paths. A kit that does not verify raises
     :class:`k3kit.node.verify.KitNotVerified` (exit 1) before anything is written. With
     ``kit_ref`` (``oci://…@sha256:…``) the Kubernetes workloads install the kit from that
-    registry in an init container instead of mounting ``KIT_DIR`` (:mod:`k3kit.oci.k8s`)."""
+    registry in an init container instead of mounting ``KIT_DIR`` (:mod:`k3kit.oci.k8s`), logging
+    in with the Kubernetes Secret ``kit_pull_secret`` when named (only with ``kit_ref``)."""
+    if kit_pull_secret is not None:
+        _check_pull_secret(kit_ref, kit_pull_secret)
     verified = open_verified(kit_dir, trusted, rollback=rollback)
     manifest, info = verified.manifest, verified.info
     check_trust_anchor(site, "site file")  # it names the trust key, image and addresses
@@ -126,7 +142,9 @@ def render_site(
             from k3kit.oci.k8s import install_from_registry
 
             folder = f"{info.package.name}-{info.package.version}"
-            filled = install_from_registry(filled, kit_ref=kit_ref, folder=folder)
+            filled = install_from_registry(
+                filled, kit_ref=kit_ref, folder=folder, pull_secret=kit_pull_secret
+            )
         files[rel] = filled.encode("utf-8")
     site_lines = [f"{k}={values[k]}" for k in SITE_KEYS if k in values]
     files["site.env"] = ("\n".join(site_lines) + "\n").encode()

@@ -21,6 +21,8 @@ import httpx
 
 from k3kit._fs import open_nofollow
 from k3kit._policy import (
+    Deadline,
+    ReadTooSlow,
     is_loopback,
     join_url,
     redirect_refusal,
@@ -44,9 +46,11 @@ _MAX_REDIRECTS = 5
 _CHUNK = 1024 * 1024
 _TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 _MAX_TOKEN_ANSWER = 64 * 1024
+_MAX_OTHER_ANSWER = 64 * 1024  # the body of an answer only its status and headers are read from
 # httpx.InvalidURL is not an httpx.HTTPError: a URL httpx will not send is the server's fault too.
 _TRANSPORT = (httpx.HTTPError, httpx.InvalidURL)
 Body = bytes | Callable[[], Iterator[bytes]] | None
+_Content = bytes | Iterator[bytes] | None
 """A request body; a callable makes a fresh stream, so a request answered 401 can be resent."""
 
 
@@ -95,23 +99,25 @@ class Registry:
         proxy compressed on the way would read as another manifest (found by the attack pass).
         """
         headers = {"Accept": accept, "Accept-Encoding": "identity"}
+        deadline = Deadline(cap)
         with self._stream("GET", path, headers=headers) as resp:
             if resp.status_code == 404:
                 return None
             self.check(resp, path)
-            return _read_capped(resp, cap, what=path)
+            return _read_capped(resp, cap, what=path, deadline=deadline)
 
     def fetch_blob(self, repo: str, digest: str, size: int, out: BinaryIO) -> None:
         """Stream blob ``digest`` into ``out``: refused past ``size`` bytes (the descriptor's)
         and unless exactly ``size`` bytes hashing to ``digest`` arrived."""
         path = f"/v2/{repo}/blobs/{digest}"
+        deadline = Deadline(size)
         with self._stream("GET", path, headers={"Accept-Encoding": "identity"}) as resp:
             self.check(resp, path)
             announced = _announced(resp)
             if announced is not None and announced > size:
                 raise _oversized(digest, size, f"it announces {announced}")
             hasher, seen = hashlib.sha256(), 0
-            for chunk in resp.iter_raw(_CHUNK):
+            for chunk in deadline.paced(resp.iter_raw()):
                 seen += len(chunk)
                 if seen > size:
                     raise _oversized(digest, size, "more arrived")
@@ -224,12 +230,13 @@ class Registry:
             headers["Authorization"] = cred.basic()
         elif cred is not None:
             self._withheld_from = origin_of(realm)
+        deadline = Deadline(_MAX_TOKEN_ANSWER)
         try:
             with self._client.stream("GET", url, headers=headers) as resp:
                 if resp.status_code in (401, 403):
                     raise self.refused(f"its token service answered {resp.status_code}")
                 body = bytearray()
-                for chunk in resp.iter_raw(_CHUNK):
+                for chunk in deadline.paced(resp.iter_raw()):
                     body += chunk
                     if len(body) > _MAX_TOKEN_ANSWER:  # no token is that long: not read on
                         body.clear()
@@ -237,6 +244,8 @@ class Registry:
                 ok = resp.is_success
         except _TRANSPORT as exc:
             raise _unreachable(origin_of(realm), exc) from exc
+        except ReadTooSlow as exc:
+            raise _too_slow(origin_of(realm), "its token answer", exc) from exc
         return _token_from(bytes(body) if ok else b"", self.base)
 
     def check(self, resp: httpx.Response, path: str) -> None:
@@ -266,14 +275,40 @@ class Registry:
         for attempt in range(2):
             content = body() if callable(body) else body
             sent = {**(headers or {}), **self.auth_for(url)}
-            try:
-                resp = self._client.request(method, url, headers=sent, content=content)
-            except _TRANSPORT as exc:
-                raise _unreachable(self.base, exc) from exc
+            resp = self._answer(method, url, sent, content)
             if resp.status_code != 401 or not same_origin(url, self.base) or attempt:
                 return resp
             self.authenticate(resp)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _answer(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        content: bytes | Iterator[bytes] | None,
+    ) -> httpx.Response:
+        """One request whose answer matters only by its status and headers (a HEAD, an upload,
+        a manifest PUT): its body, if any, is read up to 64 KiB under the same overall deadline
+        as every other body (:class:`Deadline`), then dropped."""
+        deadline = Deadline(_MAX_OTHER_ANSWER)
+        request = self._client.build_request(method, url, headers=headers, content=content)
+        try:
+            resp = self._client.send(request, stream=True)
+            try:
+                seen = 0
+                for chunk in deadline.paced(resp.iter_raw()):
+                    seen += len(chunk)
+                    if seen > _MAX_OTHER_ANSWER:
+                        break
+            finally:
+                resp.close()
+        except _TRANSPORT as exc:
+            raise _unreachable(self.base, exc) from exc
+        except ReadTooSlow as exc:
+            what = f"its answer to {method} {_without_userinfo(url)}"
+            raise _too_slow(self.base, what, exc) from exc
+        return resp
 
     def _stream(self, method: str, path: str, *, headers: dict[str, str]) -> _Streamed:
         return _Streamed(self, method, self.base + path, headers)
@@ -315,11 +350,14 @@ class _Streamed:
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         """Also maps a connection that breaks while the body streams (a registry closing
-        early, a read timeout) to ``OCI_REGISTRY_UNREACHABLE``: never a traceback."""
+        early, a read timeout, a body past its overall deadline) to
+        ``OCI_REGISTRY_UNREACHABLE``: never a traceback."""
         if self._resp is not None:
             self._resp.close()
         if isinstance(exc, _TRANSPORT):
             raise _unreachable(self._reg.base, exc) from exc
+        if isinstance(exc, ReadTooSlow):
+            raise _too_slow(self._reg.base, _without_userinfo(self._url), exc) from exc
 
 
 def _allowed_hop(url: str, origin: str) -> str:
@@ -342,12 +380,12 @@ def _announced(resp: httpx.Response) -> int | None:
     return int(value) if value.isascii() and value.isdigit() and len(value) <= 20 else None
 
 
-def _read_capped(resp: httpx.Response, cap: int, *, what: str) -> bytes:
+def _read_capped(resp: httpx.Response, cap: int, *, what: str, deadline: Deadline) -> bytes:
     announced = _announced(resp)
     if announced is not None and announced > cap:
         raise _too_big(what, cap)
     body = bytearray()
-    for chunk in resp.iter_raw(_CHUNK):
+    for chunk in deadline.paced(resp.iter_raw()):
         body += chunk
         if len(body) > cap:
             raise _too_big(what, cap)
@@ -408,6 +446,17 @@ def _unreachable(base: str, exc: Exception) -> EnvironmentProblem:
     return EnvironmentProblem(
         f"cannot reach the registry {base}: {type(exc).__name__}: {exc}",
         code="OCI_REGISTRY_UNREACHABLE",
+    )
+
+
+def _too_slow(base: str, what: str, exc: ReadTooSlow) -> EnvironmentProblem:
+    """A body past its overall deadline: the registry is unreachable in practice (a stalling
+    or hostile server, or a link far too slow); the same code and exit as one that is down."""
+    return EnvironmentProblem(
+        f"the registry {base} sent {what} too slowly: {exc}",
+        code="OCI_REGISTRY_UNREACHABLE",
+        hint="the registry (or the network to it) stalls; retry, or use a mirror nearer the "
+        "node (docs/oci.md, 'Transport')",
     )
 
 

@@ -11,8 +11,10 @@ Where credentials come from (containers-auth.json(5), the files ``podman login``
 ``~/.docker/config.json``); the first file with an ``auths`` entry for the registry wins. An
 entry is ``{"auth": base64("user:password")}`` keyed by ``HOST[:PORT]`` (an ``https://`` prefix
 and a path such as ``/v1/`` are ignored) or ``HOST[:PORT]/NAMESPACE`` (the longest match
-wins). Credential helpers (``credsStore``, ``credHelpers``) and ``identitytoken`` are not read:
-they would run other programs or need an OAuth exchange k3kit does not make.
+wins); a key's host matches in any case and without its default port (``Registry.Example`` and
+``registry.example:443`` are ``https://registry.example``), and only as a whole host.
+Credential helpers (``credsStore``, ``credHelpers``) and ``identitytoken`` are not read: they
+would run other programs or need an OAuth exchange k3kit does not make.
 
 Why the rule is strict: a credential is sent only to the origin (scheme, host and port) it is
 stored for. A token realm on another host gets an anonymous request (a registry that names
@@ -34,6 +36,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from k3kit._fs import NotRegularFile, check_trust_anchor, open_regular
+from k3kit._policy import origin as server_of
 from k3kit.errors import EnvironmentProblem, InputError
 
 MAX_AUTH_FILE_BYTES = 1024 * 1024
@@ -79,14 +82,30 @@ def auth_files() -> list[Path]:
 
 def credential_for(origin: str, repo: str) -> Credential | None:
     """The credential stored for ``origin`` (``https://HOST[:PORT]``) and ``repo``, or None."""
-    host = urlsplit(origin).netloc
+    parts = urlsplit(origin)
+    host = parts.netloc
+    server = _server(parts.netloc, parts.scheme)
+    if server is None:
+        return None
     for path in auth_files():
         entries = _auths(path)
-        found = _lookup(entries, host, repo)
+        found = _lookup(entries, server, parts.scheme, repo)
         if found is not None:
             username, password = _decode(found, path, host)
             return Credential(origin, path, username, password)
     return None
+
+
+def _server(netloc: str, scheme: str) -> tuple[str, str, int | None] | None:
+    """``HOST[:PORT]`` as the server it names on ``scheme``: :func:`k3kit._policy.origin`, the
+    one origin rule (host in lower case, as DNS names are case-insensitive, RFC 4343; the
+    scheme's default port when none is written). So ``Registry.Example``,
+    ``registry.example:443`` and ``https://registry.example`` are one server, and
+    ``registry.example:5000`` or ``registry.example.evil`` are others. None for a name that is no
+    host (an unclosed ``[``, a port that is no number in range, a ``user@``): no match."""
+    if "@" in netloc or "/" in netloc or "?" in netloc or "#" in netloc:
+        return None
+    return server_of(f"{scheme}://{netloc}")
 
 
 def _auths(path: Path) -> dict[str, object]:
@@ -138,13 +157,18 @@ def untrusted_json(raw: bytes) -> object:
         return None
 
 
-def _lookup(entries: dict[str, object], host: str, repo: str) -> object | None:
-    """The entry for ``host`` and ``repo``: ``HOST`` or ``HOST/NAMESPACE`` keys, longest wins."""
+def _lookup(
+    entries: dict[str, object], server: tuple[str, str, int | None], scheme: str, repo: str
+) -> object | None:
+    """The entry for ``server`` and ``repo``: ``HOST`` or ``HOST/NAMESPACE`` keys, longest wins.
+
+    A key's host is compared as the server it names (:func:`_server`: case-insensitive, the
+    default port filled in), never as a prefix or suffix; its namespace exactly, by segments."""
     best: tuple[int, object] | None = None
     for key, value in entries.items():
         name = _normalise(key)
         scope = name.split("/", 1)
-        if scope[0] != host:
+        if _server(scope[0], scheme) != server:
             continue
         if len(scope) == 2 and not (repo == scope[1] or repo.startswith(scope[1] + "/")):
             continue
