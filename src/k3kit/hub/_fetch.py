@@ -23,10 +23,9 @@ from typing import Protocol
 import httpx2
 
 from k3kit._digest import Cancelled
+from k3kit._policy import Deadline, ReadTooSlow
 from k3kit.errors import EnvironmentProblem, VerificationError
 from k3kit.hub._errors import status_error
-
-CHUNK = 1024 * 1024
 
 
 class Sink(Protocol):
@@ -55,8 +54,41 @@ def stream_body(
     sink: Sink,
     cancel: threading.Event,
 ) -> None:
-    """GET ``url`` into ``sink``: exactly ``size`` bytes, or an error."""
+    """GET ``url`` into ``sink``: exactly ``size`` bytes, or an error. The body has an overall
+    deadline (:class:`k3kit._policy.Deadline`, as the registry's and channel's reads): the
+    client's timeout bounds each read, not the body, and a hub or mirror sending a byte every
+    9 s would otherwise hold a pull forever without ever tripping it."""
     sink.restart()
+    deadline = Deadline(size)
+    try:
+        _stream_into(
+            client, url, headers, size=size, what=what, sink=sink, cancel=cancel, deadline=deadline
+        )
+    except ReadTooSlow as exc:
+        raise too_slow(what, exc) from None
+
+
+def too_slow(what: str, exc: ReadTooSlow) -> EnvironmentProblem:
+    """A body past its deadline: ``HUB_TIMEOUT``, which the hub client retries in its budget."""
+    return EnvironmentProblem(
+        f"the hub's answer for {what} was {exc}",
+        code="HUB_TIMEOUT",
+        hint="the hub or the network is too slow; rerun later (a pull resumes and keeps every "
+        "file already verified)",
+    )
+
+
+def _stream_into(
+    client: httpx2.Client,
+    url: str,
+    headers: dict[str, str],
+    *,
+    size: int,
+    what: str,
+    sink: Sink,
+    cancel: threading.Event,
+    deadline: Deadline,
+) -> None:
     with client.stream("GET", url, headers={**headers, "Accept-Encoding": "identity"}) as response:
         if response.status_code >= 400:
             raise status_error(response)
@@ -72,7 +104,10 @@ def stream_body(
         declared = int(length) if length and length.isascii() and length.isdigit() else None
         check_declared(declared, size, what, "GET")
         got = 0
-        for chunk in response.iter_raw(CHUNK):
+        # Pieces as they arrive (httpcore reads up to 64 KiB): with iter_raw(1 MiB) the deadline
+        # and Ctrl-C were looked at only once a whole MiB had come, which a slow sender never
+        # completes.
+        for chunk in deadline.paced(response.iter_raw()):
             if cancel.is_set():
                 raise Cancelled
             got += len(chunk)

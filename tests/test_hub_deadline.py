@@ -1,0 +1,71 @@
+"""The hub's bodies have an overall deadline too, as the registry's and the channel's do: a hub
+or mirror that sends one byte every few seconds never trips the client's per-read timeout, so a
+pull or a pin could wait forever. The attacker is the real dribbling HTTP server of
+``test_oci_deadline`` on 127.0.0.1 (a byte every 0.3 s, 36 s for its body); k3kit's own knobs
+give every body one second, and each test checks the read was cut off, with ``HUB_TIMEOUT``,
+before the body was whole. No assertion is on how long anything took.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import httpx2
+import pytest
+
+from k3kit import _policy
+from k3kit.errors import EnvironmentProblem
+from k3kit.hub import HfHub
+from k3kit.hub._fetch import stream_body
+from tests.test_oci_deadline import BODY, dribbling
+
+COMMIT = "a" * 40
+
+
+@pytest.fixture(autouse=True)
+def one_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_policy, "READ_FLOOR_SECONDS", 1.0)
+    monkeypatch.setattr(_policy, "READ_FLOOR_RATE", 1 << 40)
+
+
+class Kept:
+    """A sink that keeps what it was given (what pull's part file would hold)."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def restart(self) -> None:
+        self.data.clear()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+
+def test_attack_a_weights_file_dribbled_a_byte_at_a_time_is_cut_off_at_its_deadline() -> None:
+    sink = Kept()
+    with (
+        dribbling("/") as (host, handler),
+        httpx2.Client(timeout=5) as client,
+        pytest.raises(EnvironmentProblem) as exc,
+    ):
+        stream_body(
+            client,
+            f"http://{host}/org/model/resolve/{COMMIT}/model.safetensors",
+            {},
+            size=len(BODY),
+            what="model.safetensors",
+            sink=sink,
+            cancel=threading.Event(),
+        )
+    assert exc.value.code == "HUB_TIMEOUT" and exc.value.hint
+    assert "not complete after 1 s" in exc.value.message
+    assert len(handler.sent) < len(BODY) and len(sink.data) < len(BODY)
+
+
+def test_attack_a_small_file_read_by_pin_dribbled_a_byte_at_a_time_is_cut_off() -> None:
+    with dribbling("/") as (host, handler):
+        hub = HfHub(f"http://{host}", attempts=1, timeout=5)
+        with pytest.raises(EnvironmentProblem) as exc:
+            hub.read_file("org/model", COMMIT, "config.json", max_bytes=1024)
+    assert exc.value.code == "HUB_TIMEOUT" and exc.value.hint
+    assert len(handler.sent) < len(BODY)
