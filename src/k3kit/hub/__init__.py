@@ -28,7 +28,7 @@ from huggingface_hub import HfApi, RepoFile, get_hf_file_metadata, get_session, 
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from k3kit._digest import Cancelled
-from k3kit._policy import Deadline, ReadTooSlow, same_origin
+from k3kit._policy import Deadline, same_origin
 from k3kit.errors import EnvironmentProblem, K3kitError
 from k3kit.hub._errors import (
     FATAL_CODES,
@@ -37,7 +37,7 @@ from k3kit.hub._errors import (
     status_error,
     translate,
 )
-from k3kit.hub._fetch import Sink, check_declared, stream_body, too_slow
+from k3kit.hub._fetch import Sink, check_declared, stream_body
 from k3kit.hub.policy import DEFAULT_ENDPOINT, refuse_token_over_plain_http
 
 __all__ = ["DEFAULT_ENDPOINT", "FATAL_CODES", "TRANSIENT_CODES", "HfHub", "HubFile", "translate"]
@@ -170,13 +170,7 @@ class HfHub:
                     chunks.append(chunk)
             return b"".join(chunks)
 
-        def timed() -> bytes:
-            try:
-                return fetch()
-            except ReadTooSlow as exc:
-                raise too_slow(f"{path} in {repo}@{commit[:12]}", exc) from None
-
-        return self._retrying(timed, repo=repo, revision=commit, path=path)
+        return self._retrying(fetch, repo=repo, revision=commit, path=path)
 
     # -- downloading (pull) -------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
+from k3kit._policy import ReadTooSlow
 from k3kit.errors import EnvironmentProblem, K3kitError
 
 # Failures worth another attempt after a pause; anything else (auth, not found) will not heal.
@@ -166,6 +167,12 @@ def _from_transport(item: BaseException, w: _Where) -> K3kitError | None:
         return EnvironmentProblem(
             f"{endpoint} did not answer like a Hugging Face Hub for {what}: " + _short(str(item)),
             code="HUB_BAD_ANSWER",
+        )
+    if isinstance(item, ReadTooSlow):  # a body past its overall deadline (_fetch.stream_body)
+        return EnvironmentProblem(
+            f"{endpoint} sent {what} too slowly: {item}",
+            code="HUB_TIMEOUT",
+            hint="the hub or the network is too slow; rerun later (the pull resumes)",
         )
     if isinstance(item, httpx2.TimeoutException) and not isinstance(item, httpx2.ConnectTimeout):
         return EnvironmentProblem(

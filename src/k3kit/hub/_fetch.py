@@ -23,7 +23,7 @@ from typing import Protocol
 import httpx2
 
 from k3kit._digest import Cancelled
-from k3kit._policy import Deadline, ReadTooSlow
+from k3kit._policy import Deadline
 from k3kit.errors import EnvironmentProblem, VerificationError
 from k3kit.hub._errors import status_error
 
@@ -57,38 +57,11 @@ def stream_body(
     """GET ``url`` into ``sink``: exactly ``size`` bytes, or an error. The body has an overall
     deadline (:class:`k3kit._policy.Deadline`, as the registry's and channel's reads): the
     client's timeout bounds each read, not the body, and a hub or mirror sending a byte every
-    9 s would otherwise hold a pull forever without ever tripping it."""
+    9 s would otherwise hold a pull forever without ever tripping it. Past it this raises
+    :class:`k3kit._policy.ReadTooSlow`, which the hub client's error mapping turns into
+    ``HUB_TIMEOUT`` (``_errors.translate``), as for its small reads."""
     sink.restart()
     deadline = Deadline(size)
-    try:
-        _stream_into(
-            client, url, headers, size=size, what=what, sink=sink, cancel=cancel, deadline=deadline
-        )
-    except ReadTooSlow as exc:
-        raise too_slow(what, exc) from None
-
-
-def too_slow(what: str, exc: ReadTooSlow) -> EnvironmentProblem:
-    """A body past its deadline: ``HUB_TIMEOUT``, which the hub client retries in its budget."""
-    return EnvironmentProblem(
-        f"the hub's answer for {what} was {exc}",
-        code="HUB_TIMEOUT",
-        hint="the hub or the network is too slow; rerun later (a pull resumes and keeps every "
-        "file already verified)",
-    )
-
-
-def _stream_into(
-    client: httpx2.Client,
-    url: str,
-    headers: dict[str, str],
-    *,
-    size: int,
-    what: str,
-    sink: Sink,
-    cancel: threading.Event,
-    deadline: Deadline,
-) -> None:
     with client.stream("GET", url, headers={**headers, "Accept-Encoding": "identity"}) as response:
         if response.status_code >= 400:
             raise status_error(response)
