@@ -108,3 +108,23 @@ def redirector(host: str, target: str, tls: tuple[Path, Path] | None = None) -> 
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def serving(
+    handler: type[http.server.BaseHTTPRequestHandler], stop: threading.Event | None = None
+) -> Iterator[str]:
+    """``handler`` served on 127.0.0.1 (a port the kernel picks) by its own thread; yields
+    ``HOST:PORT``. ``stop`` is set first on the way out, so a handler still dribbling or
+    stalling a body ends before the server is shut down."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        if stop is not None:
+            stop.set()
+        server.shutdown()
+        server.server_close()
+        thread.join()

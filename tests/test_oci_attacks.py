@@ -13,7 +13,6 @@ import contextlib
 import http.server
 import json
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -22,6 +21,7 @@ import pytest
 
 from tests.conftest import GoldenKit, run_k3kit
 from tests.cotenant import cotenant_python, needs_root, shared_folder
+from tests.netkit import serving
 
 REPO = "kits/kimi-k3"
 DIGEST = "sha256:" + "ab" * 32
@@ -86,15 +86,8 @@ def _token_json(token: str, **extra: Any) -> bytes:
 def registry(**attrs: Any) -> Iterator[tuple[str, type[Registry]]]:
     """A :class:`Registry` with ``attrs`` on 127.0.0.1; yields ``HOST:PORT`` and its class."""
     handler = type("Attacker", (Registry,), {"seen": [], **attrs})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(handler) as host:
+        yield host, handler
 
 
 def auth_file(folder: Path, host: str, auth: str | None = None) -> Path:

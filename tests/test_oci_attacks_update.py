@@ -21,6 +21,7 @@ import pytest
 
 from tests.channelkit import PACKAGE, Channel, Releases, serve
 from tests.conftest import run_k3kit
+from tests.netkit import serving
 from tests.ocikit import LiveRegistry, needs_registry, sha256_digest
 from tests.test_oci_update import (  # the same fixtures: one channel, one registry per test
     REPO,
@@ -78,16 +79,8 @@ class _Stall(http.server.BaseHTTPRequestHandler):
 def stalling(kit: bytes) -> Iterator[tuple[str, type[_Stall]]]:
     attrs = {"kit": kit, "sent": threading.Event(), "release": threading.Event()}
     handler: type[_Stall] = type("Stall", (_Stall,), attrs)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        handler.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(handler, stop=handler.release) as host:
+        yield host, handler
 
 
 def killed_update(chan: Channel, served: Path, host: str, handler: type[_Stall],

@@ -27,6 +27,7 @@ from k3kit.oci._http import Registry
 from k3kit.oci.ref import parse
 from tests.channelkit import init_channel
 from tests.conftest import GoldenKit
+from tests.netkit import serving
 
 REPO = "kits/kimi-k3"
 BODY = b"k" * 120  # 120 bytes at one per 0.3 s: 36 s, far past the 1 s deadline
@@ -90,16 +91,8 @@ def dribbling(
     attrs = {"slow": slow, "challenge": challenge, "body": body, "folder": folder}
     attrs |= {"sent": [], "stop": threading.Event()}
     handler: type[Dribbler] = type("Attacker", (Dribbler,), attrs)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        handler.stop.set()
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(handler, stop=handler.stop) as host:
+        yield host, handler
 
 
 @pytest.fixture(autouse=True)
