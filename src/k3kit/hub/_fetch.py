@@ -44,6 +44,46 @@ def check_declared(declared: int | None, size: int, what: str, where: str) -> No
         )
 
 
+#: What the sink is given at a time: the pieces the network delivers (up to 64 KiB) are gathered
+#: to this, as ``iter_raw(CHUNK)`` gathered them before, so pull's sink (hashes, a part file,
+#: progress) is still called once per MiB.
+CHUNK = 1024 * 1024
+
+
+def _receive(
+    response: httpx2.Response,
+    deadline: Deadline,
+    *,
+    size: int,
+    what: str,
+    sink: Sink,
+    cancel: threading.Event,
+) -> int:
+    """The body into ``sink`` in :data:`CHUNK` pieces; the bytes received. The deadline and
+    Ctrl-C are looked at as each network piece arrives: ``iter_raw(CHUNK)`` looked only once a
+    whole MiB had come, which a slow sender never completes."""
+    got = 0
+    pending = bytearray()
+    for piece in deadline.paced(response.iter_raw()):
+        if cancel.is_set():
+            raise Cancelled
+        got += len(piece)
+        if got > size:
+            raise VerificationError(
+                f"the hub sent more than the {size} bytes pinned for {what}; stopped after "
+                f"{got} bytes and kept none of them",
+                code="HUB_OVERSIZED",
+                hint="the hub does not serve the pinned bytes at this commit; do not deploy",
+            )
+        pending += piece
+        if len(pending) >= CHUNK:
+            sink.write(bytes(pending))
+            pending.clear()
+    if pending:
+        sink.write(bytes(pending))
+    return got
+
+
 def stream_body(
     client: httpx2.Client,
     url: str,
@@ -61,7 +101,7 @@ def stream_body(
     :class:`k3kit._policy.ReadTooSlow`, which the hub client's error mapping turns into
     ``HUB_TIMEOUT`` (``_errors.translate``), as for its small reads."""
     sink.restart()
-    deadline = Deadline(size)
+    deadline = Deadline(size)  # from the request on: a slow head counts too
     with client.stream("GET", url, headers={**headers, "Accept-Encoding": "identity"}) as response:
         if response.status_code >= 400:
             raise status_error(response)
@@ -76,22 +116,7 @@ def stream_body(
         # and then crashes int()
         declared = int(length) if length and length.isascii() and length.isdigit() else None
         check_declared(declared, size, what, "GET")
-        got = 0
-        # Pieces as they arrive (httpcore reads up to 64 KiB): with iter_raw(1 MiB) the deadline
-        # and Ctrl-C were looked at only once a whole MiB had come, which a slow sender never
-        # completes.
-        for chunk in deadline.paced(response.iter_raw()):
-            if cancel.is_set():
-                raise Cancelled
-            got += len(chunk)
-            if got > size:
-                raise VerificationError(
-                    f"the hub sent more than the {size} bytes pinned for {what}; stopped after "
-                    f"{got} bytes and kept none of them",
-                    code="HUB_OVERSIZED",
-                    hint="the hub does not serve the pinned bytes at this commit; do not deploy",
-                )
-            sink.write(chunk)
+        got = _receive(response, deadline, size=size, what=what, sink=sink, cancel=cancel)
     if got != size:
         raise EnvironmentProblem(
             f"download of {what} ended short ({got} of {size} bytes): the connection broke "
