@@ -8,7 +8,6 @@ import atexit
 import functools
 import http.server
 import shutil
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from k3kit.signing.schemes import signer_from_uri
 from tests.cardkit import build_v110
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
 from tests.ledgerkit import sign_licence
+from tests.netkit import serve_in_thread
 
 ROLES = ("root", "targets", "snapshot", "timestamp")
 PACKAGE = "kimi-k3-b300x8"
@@ -49,12 +49,12 @@ def serve(folder: Path) -> Iterator[str]:
 def start_server(folder: Path) -> tuple[str, Any]:
     handler = functools.partial(_Quiet, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    thread = serve_in_thread(server)
 
     def stop() -> None:
         server.shutdown()
         server.server_close()
+        thread.join()
 
     return f"http://127.0.0.1:{server.server_address[1]}", stop
 

@@ -15,7 +15,6 @@ import json
 import shutil
 import socket
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -234,7 +233,7 @@ def token_issuer(folder: Path, user: str, password: str) -> Iterator[TokenIssuer
     runs), unchanged, as Harbor's nginx puts its token service and registry on one origin."""
     from cryptography.hazmat.primitives import serialization
 
-    from tests.netkit import self_signed
+    from tests.netkit import self_signed, serving
 
     folder.mkdir(parents=True, exist_ok=True)
     cert, key_file = self_signed(folder, "127.0.0.1")
@@ -278,11 +277,5 @@ def token_issuer(folder: Path, user: str, password: str) -> Iterator[TokenIssuer
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     host = f"127.0.0.1:{server.server_address[1]}"
     holder.append(TokenIssuer(f"http://{host}/token", cert, key, user, password, host))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield holder[0]
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()

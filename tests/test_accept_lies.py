@@ -218,21 +218,26 @@ def _gaps_add_up(evidence: dict[str, Any]) -> None:
         assert math.isclose(sum(itls), e2e - ttft, rel_tol=1e-9, abs_tol=1e-9)
 
 
+#: The prefill the lying server below waits out before its first token with text.
+EMPTY_FIRST_TTFT_S = 0.5
+
+
 def test_empty_first_chunk_does_not_start_the_ttft_clock(
     acceptkit: dict[str, Path], tmp_path: Path
 ) -> None:
-    """The attack pass's finding: a chunk of empty text at once, the first token 1 s later (5x
-    the signed 200 ms), then 5 ms per token. One padding chunk fits the chunk allowance, so the
-    requests complete; TTFT was 7.8 ms and every claim *reproduced*. Now TTFT is the first chunk
-    with text, which the server cannot send before its second of prefill."""
-    with _server(acceptkit, ttft_s=1.0, tpot_s=0.005, lie="empty_first") as server:
+    """The attack pass's finding: a chunk of empty text at once, the first token later (the
+    attack pass waited 1 s; 0.5 s here, still 2.5x the signed 200 ms, and half the test's time),
+    then 5 ms per token. One padding chunk fits the chunk allowance, so the requests complete;
+    TTFT was 7.8 ms and every claim *reproduced*. Now TTFT is the first chunk with text, which
+    the server cannot send before its half second of prefill."""
+    with _server(acceptkit, ttft_s=EMPTY_FIRST_TTFT_S, tpot_s=0.005, lie="empty_first") as server:
         proc, result = _accept(acceptkit, server.url, tmp_path / "out", *ONE_POINT)
     assert proc.returncode == 1, proc.stderr
     assert result["points"][0]["failed"] == 0, result["points"]
     ttft = _by_claim(result)[("interactive-c1", "ttft_ms.p50")]
     assert ttft["verdict"] == "not reproduced", ttft
     evidence = _evidence(tmp_path / "out")
-    assert min(evidence["ttfts"]) >= 1.0  # the server slept 1 s before its first token
+    assert min(evidence["ttfts"]) >= EMPTY_FIRST_TTFT_S  # the server slept before its first token
     assert [len(itls) + 1 for itls in evidence["itls"]] == [16] * 6  # the empty one is no gap
     _gaps_add_up(evidence)
     signed = _signed_predicate(acceptkit, tmp_path / "out")

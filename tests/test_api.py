@@ -169,6 +169,9 @@ def test_verbs_refuse_the_wrong_kind_of_target(golden: GoldenKit) -> None:
     assert not (golden.kit / "x").exists()
 
 
+INSTALL_OFFLINE = ("--no-deps", "--no-index", "-q")
+
+
 def test_wheel_installs_into_a_fresh_venv(tmp_path: Path) -> None:
     """The wheel alone provides k3kit: built here, installed --no-deps into a new venv. The
     third-party dependencies come from this environment's site-packages through a path entry
@@ -184,10 +187,14 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path: Path) -> None:
         pytest.skip(f"cannot build the wheel here (no build backend?): {built.stderr[-300:]}")
     wheel = next(dist.glob("k3kit-*.whl"))
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    # No pip inside the new venv (ensurepip's copy had been most of this test's time): this
+    # environment's pip installs into it through --python, as into any interpreter.
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300
+    )
     py = venv / "bin" / "python"
     subprocess.run(
-        [py, "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", py, "install", *INSTALL_OFFLINE, str(wheel)],
         check=True,
         timeout=300,
     )
@@ -201,8 +208,9 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path: Path) -> None:
         "print(pathlib.Path(k3kit.__file__).parent.joinpath('py.typed').is_file(), "
         "k3kit.__file__)"
     )
+    # -I: a PYTHONPATH of the caller's (a worktree's src/) must not provide k3kit instead.
     proc = subprocess.run(
-        [py, "-c", probe], capture_output=True, text=True, cwd=tmp_path, timeout=120
+        [py, "-I", "-c", probe], capture_output=True, text=True, cwd=tmp_path, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
     typed, where = proc.stdout.split()

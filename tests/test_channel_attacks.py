@@ -10,7 +10,6 @@ import http.server
 import json
 import os
 import shutil
-import threading
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from tests.channelkit import (
 )
 from tests.conftest import GoldenKit, KeyFiles
 from tests.cotenant import COTENANT_UID, cotenant_python, needs_root, shared_folder
+from tests.netkit import serving
 
 
 @pytest.fixture(scope="module")
@@ -322,13 +322,8 @@ def test_a_server_lying_about_the_length_is_not_believed(
     chan = _published(tmp_path, releases, releases.v100)
     handler = functools.partial(_ShortLength, directory=str(chan.repo))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     into = tmp_path / "kits"
-    try:
+    with serving(server):
         url = f"http://127.0.0.1:{server.server_address[1]}"
         done = update(url, chan, into, tmp_path / "state", releases.key.public)
-    finally:
-        server.shutdown()
-        server.server_close()
     _refused(done, "CHANNEL_INCONSISTENT", into)

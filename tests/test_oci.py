@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ import pytest
 from k3kit.archive import pack
 from tests.conftest import GoldenKit, KeyFiles, make_kit, make_snapshot, refusing_url, run_k3kit
 from tests.cotenant import COTENANT_UID, cotenant_python, needs_root, shared_folder
-from tests.netkit import OFF_MACHINE, recording_server, redirector, self_signed, tls_env
+from tests.netkit import OFF_MACHINE, loopback, recording_server, redirector, self_signed, tls_env
 from tests.ocikit import (
     SKOPEO_BIN,
     LiveRegistry,
@@ -390,15 +389,8 @@ class _LyingProxy(http.server.BaseHTTPRequestHandler):
 def lying_proxy(reg: LiveRegistry, **rewrite: Any) -> Iterator[str]:
     """A proxy on 127.0.0.1 (port 0) in front of ``reg``; yields its ``HOST:PORT``."""
     handler = type("Proxy", (_LyingProxy,), {"upstream": f"http://{reg.host}", **rewrite})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with loopback(handler) as host:
+        yield host
 
 
 def test_attack_proxy_serves_another_kit_with_the_asked_digest_in_its_header(

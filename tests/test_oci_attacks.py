@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import GoldenKit, run_k3kit
 from tests.cotenant import cotenant_python, needs_root, shared_folder
-from tests.netkit import serving
+from tests.netkit import loopback
 
 REPO = "kits/kimi-k3"
 DIGEST = "sha256:" + "ab" * 32
@@ -86,7 +86,7 @@ def _token_json(token: str, **extra: Any) -> bytes:
 def registry(**attrs: Any) -> Iterator[tuple[str, type[Registry]]]:
     """A :class:`Registry` with ``attrs`` on 127.0.0.1; yields ``HOST:PORT`` and its class."""
     handler = type("Attacker", (Registry,), {"seen": [], **attrs})
-    with serving(handler) as host:
+    with loopback(handler) as host:
         yield host, handler
 
 

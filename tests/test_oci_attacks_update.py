@@ -21,7 +21,7 @@ import pytest
 
 from tests.channelkit import PACKAGE, Channel, Releases, serve
 from tests.conftest import run_k3kit
-from tests.netkit import serving
+from tests.netkit import loopback
 from tests.ocikit import LiveRegistry, needs_registry, sha256_digest
 from tests.test_oci_update import (  # the same fixtures: one channel, one registry per test
     REPO,
@@ -79,7 +79,7 @@ class _Stall(http.server.BaseHTTPRequestHandler):
 def stalling(kit: bytes) -> Iterator[tuple[str, type[_Stall]]]:
     attrs = {"kit": kit, "sent": threading.Event(), "release": threading.Event()}
     handler: type[_Stall] = type("Stall", (_Stall,), attrs)
-    with serving(handler, stop=handler.release) as host:
+    with loopback(handler, stop=handler.release) as host:
         yield host, handler
 
 

@@ -12,11 +12,9 @@ Every test checks that no password, ``auth`` string or token is printed.
 from __future__ import annotations
 
 import base64
-import contextlib
 import http.server
 import json
 import os
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -28,6 +26,7 @@ import pytest
 from k3kit.archive import pack
 from k3kit.oci.auth import Credential
 from tests.conftest import GoldenKit, run_k3kit
+from tests.netkit import loopback
 from tests.ocikit import (
     LiveRegistry,
     bcrypt_line,
@@ -341,20 +340,6 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@contextlib.contextmanager
-def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
-    """``handler`` on 127.0.0.1 (a port the kernel picks); yields ``HOST:PORT``."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-
 def front(reg: LiveRegistry, **attrs: Any) -> type[_Front]:
     return type("Front", (_Front,), {"upstream": f"http://{reg.host}", "issued": set(),
                                      "token_requests": [], **attrs})  # fmt: skip
@@ -370,13 +355,13 @@ def test_attack_blob_redirect_to_a_blob_store_does_not_carry_the_authorization_h
     """The registry sends blob reads to object storage on another origin (as S3-backed
     registries do): the bearer token is for the registry, and the blob store never sees it."""
     store = recorder(registry)
-    with serving(front(registry)) as host:
+    with loopback(front(registry)) as host:
         env = auth_env(tmp_path, {host: b64(USER, PASSWORD)})
         rc, out = push(env, host, archive, golden.key.public)
         assert rc == 0, out
-        with serving(store) as store_host:
+        with loopback(store) as store_host:
             ref = f"oci://{host}/{REPO}@{out['digest']}"
-            with serving(front(registry, blob_store=f"http://{store_host}")) as redirecting:
+            with loopback(front(registry, blob_store=f"http://{store_host}")) as redirecting:
                 ref = ref.replace(host, redirecting)
                 env = auth_env(tmp_path, {redirecting: b64(USER, PASSWORD)}, "auth2.json")
                 rc, out = install(env, ref, golden.key.public, tmp_path / "kits")
@@ -392,8 +377,8 @@ def test_attack_token_realm_on_another_origin_gets_no_credentials(
     without any credentials, and the registry's 401 is reported, naming why."""
     collector = recorder(registry)
     with (
-        serving(collector) as elsewhere,
-        serving(front(registry, realm=f"http://{elsewhere}/token")) as host,
+        loopback(collector) as elsewhere,
+        loopback(front(registry, realm=f"http://{elsewhere}/token")) as host,
     ):
         env = auth_env(tmp_path, {host: b64(USER, PASSWORD), elsewhere: b64(USER, PASSWORD)})
         rc, out = push(env, host, archive, golden.key.public)
@@ -407,7 +392,7 @@ def test_attack_token_realm_over_plain_http_or_with_a_password_is_refused_unaske
     registry: LiveRegistry, archive: Path, golden: GoldenKit, tmp_path: Path, realm: str
 ) -> None:
     """192.0.2.1 (TEST-NET-1) is never reached: the realm is refused before any request."""
-    with serving(front(registry, realm=realm)) as host:
+    with loopback(front(registry, realm=realm)) as host:
         env = auth_env(tmp_path, {host: b64(USER, PASSWORD)})
         rc, out = push(env, host, archive, golden.key.public)
     assert rc == 4 and code(out) == "OCI_AUTH_REALM_REFUSED"

@@ -27,7 +27,7 @@ from k3kit.oci._http import Registry
 from k3kit.oci.ref import parse
 from tests.channelkit import init_channel
 from tests.conftest import GoldenKit
-from tests.netkit import serving
+from tests.netkit import loopback
 
 REPO = "kits/kimi-k3"
 BODY = b"k" * 120  # 120 bytes at one per 0.3 s: 36 s, far past the 1 s deadline
@@ -91,7 +91,7 @@ def dribbling(
     attrs = {"slow": slow, "challenge": challenge, "body": body, "folder": folder}
     attrs |= {"sent": [], "stop": threading.Event()}
     handler: type[Dribbler] = type("Attacker", (Dribbler,), attrs)
-    with serving(handler, stop=handler.stop) as host:
+    with loopback(handler, stop=handler.stop) as host:
         yield host, handler
 
 

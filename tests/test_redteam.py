@@ -20,7 +20,10 @@ import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from k3kit.accept._http import Timeouts, client, stream_completion
+from k3kit.signing.trust import _memory
 from tests.conftest import GoldenKit, run_k3kit
 from tests.launchkit import FakeEngine, launch, make_fake_engine
 from tests.trustkit import keypair, root_v1, write_root
@@ -144,8 +147,13 @@ def test_launch_state_folder_writable_by_others_lets_them_swap_the_runtime_folde
 # --- the state folder ---------------------------------------------------------------------------
 
 
+#: How long the held lock below lasts at most: only a verify that never gives up waits this out,
+#: and then it gets the lock and succeeds, which fails the test instead of hanging it.
+HANG_GUARD_S = 90.0
+
+
 def test_rollback_lock_held_forever_by_a_co_tenant_is_an_error_not_a_hang(
-    kit: Path, golden: GoldenKit, tmp_path: Path
+    kit: Path, golden: GoldenKit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root_key = keypair(tmp_path, "root")
     pinned = write_root(tmp_path / "1.root.json", root_v1([root_key], [golden.key]), [root_key])
@@ -153,15 +161,20 @@ def test_rollback_lock_held_forever_by_a_co_tenant_is_an_error_not_a_hang(
     state.mkdir(mode=0o700)
     lock = state / "rollback.lock"
     lock.touch(mode=0o666)
+    # The product's own knob, lowered: the verify gives up after 0.2 s instead of 10 s. The
+    # wait itself stays real (flock polled against the monotonic clock), nothing is mocked.
+    monkeypatch.setattr(_memory, "LOCK_WAIT_S", 0.2)
     fd = os.open(lock, os.O_RDWR)
+    release = threading.Timer(HANG_GUARD_S, fcntl.flock, (fd, fcntl.LOCK_UN))
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: the subprocess blocks
-        # The lock is held until the verify returns, so it can only return by giving up on its
-        # own: a hang ends in TimeoutExpired (a failure), whatever the machine's speed.
-        proc = run_k3kit(
-            "verify", kit, "--root", pinned, "--state-dir", state, "--json", timeout=90
-        )
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: the verify blocks
+        release.start()
+        # The verify runs in this process (tests/clirunner.py); the lock is held until it
+        # returns or the guard lets go, so only giving up on its own gives exit 4.
+        proc = run_k3kit("verify", kit, "--root", pinned, "--state-dir", state, "--json")
     finally:
+        release.cancel()
+        release.join()
         os.close(fd)
     assert proc.returncode == 4, proc.stderr
     assert json.loads(proc.stdout)["error"]["code"] == "ROLLBACK_STATE_UNAVAILABLE"
@@ -276,10 +289,19 @@ def test_accept_deeply_nested_sse_json_is_a_failed_request_not_a_crash() -> None
     assert error
 
 
+#: The most the client may hold at once for the single-chunk attack below.
+SINGLE_CHUNK_BOUND = 8 * 1024 * 1024
+
+
 def test_accept_huge_single_chunk_is_bounded() -> None:
-    """One 24 MiB HTTP chunk of short SSE comment lines: memory stays bounded."""
-    lines = b": keep-alive\n" * (24 * 1024 * 1024 // 13)
+    """One HTTP chunk of short SSE comment lines, 1 MiB over the bound: memory stays bounded.
+
+    A client that held the chunk whole (or split it into lines at once, far more) would pass
+    the bound, so the chunk only has to exceed it, not triple it: every line costs parsing time
+    under tracemalloc, and 24 MiB of them had been 22 s of the suite."""
+    lines = b": keep-alive\n" * ((SINGLE_CHUNK_BOUND + 1024 * 1024) // 13)
+    assert len(lines) > SINGLE_CHUNK_BOUND
     with _hostile_server(SSE, iter([lines])) as url:
         error, peak = _one_request(url)
     assert error  # no token was streamed, no [DONE]
-    assert peak < 8 * 1024 * 1024, f"{peak / 2**20:.0f} MiB"
+    assert peak < SINGLE_CHUNK_BOUND, f"{peak / 2**20:.0f} MiB"

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import atexit
 import http.server
-import threading
 
 from tests.adversarial.corpus import Argv, Workbench, attack
+from tests.netkit import serve_in_thread
 
 _DIGEST = "@sha256:" + "e" * 64
 
@@ -143,7 +143,7 @@ def _lying_registry(challenge: str, token_body: bytes = b"{}") -> str:
     attrs = {"challenge": challenge, "token_body": token_body}
     handler = type("Lying", (_LyingRegistry,), attrs)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     atexit.register(server.shutdown)
     return f"127.0.0.1:{server.server_address[1]}"
 
