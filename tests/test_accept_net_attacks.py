@@ -1,0 +1,329 @@
+"""A hostile model server against accept's own HTTP/1.1 client (:mod:`k3kit.accept._net`).
+
+The server under test is the attacker: it wants accept to time figures it did not reach, to
+crash (exit 70) or to hang. Each test is a real loopback server (a plain socket on 127.0.0.1,
+port 0) writing the bytes such a server would, driven through the same calls accept makes
+(:func:`k3kit.accept._http.run_closed_loop` and :func:`post_json`). No assertion on elapsed
+time: a stall test lowers the client's own stall knob, and a timing test checks a lower bound
+that the server's own sleep guarantees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from k3kit.accept._http import Sample, Timeouts, post_json, run_closed_loop
+
+Handler = Callable[[socket.socket], None]
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+EVENTS = b'data: {"choices":[{"text":"a"}]}\n\ndata: [DONE]\n\n'
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n" % len(data) + data + b"\r\n"
+
+
+def _answer(text: str) -> bytes:
+    """One complete, valid streamed answer carrying ``text`` as its one token."""
+    events = b'data: {"choices":[{"text":"%s"}]}\n\ndata: [DONE]\n\n' % text.encode()
+    return HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + _chunk(events) + b"0\r\n\r\n"
+
+
+def _read_request(sock: socket.socket) -> bool:
+    """Read one whole request (head and Content-Length body); False at the end of the stream."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        data = sock.recv(65536)
+        if not data:
+            return False
+        buf += data
+    head, _, body = buf.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        data = sock.recv(65536)
+        if not data:
+            return False
+        body += data
+    return True
+
+
+@contextmanager
+def _server(handler: Handler) -> Iterator[tuple[str, threading.Event]]:
+    """A loopback server running ``handler`` on each connection in its own thread; yields the
+    URL and an event set when the test is over (a handler that holds a connection waits on it)."""
+    over = threading.Event()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.05)
+
+    def accept_loop() -> None:
+        while not over.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=_run, args=(handler, conn), daemon=True).start()
+
+    thread = threading.Thread(target=accept_loop, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1/completions", over
+    finally:
+        over.set()
+        thread.join()
+        listener.close()
+
+
+def _run(handler: Handler, conn: socket.socket) -> None:
+    # OSError: the client hung up, as a client that gave up does
+    with conn, contextlib.suppress(OSError):
+        handler(conn)
+
+
+def _streams(url: str, n: int, timeouts: Timeouts | None = None) -> list[Sample]:
+    """``n`` streaming requests one after the other on one client (keep-alive), as accept's
+    closed loop at concurrency 1 sends them."""
+    out: list[Sample] = []
+    bodies = [({"prompt": "p", "max_tokens": 1}, 1)] * n
+    asyncio.run(run_closed_loop(url, bodies, 1, timeouts or Timeouts(), out))
+    return out
+
+
+# -- 1. timing and response smuggling ---------------------------------------------------------
+
+
+def test_a_second_answer_sent_with_the_first_is_never_served_to_the_next_request() -> None:
+    """Response smuggling on keep-alive: the server answers the first request with two whole
+    answers in one write. The second sits in h11's buffer after the first's end; had the
+    connection been reused, it would have been parsed as the answer to the next request, with
+    a TTFT of ~0 for a token the server made before it saw that request. The connection must be
+    dropped and the next request answered on a fresh one."""
+    served: list[int] = []
+
+    def handler(sock: socket.socket) -> None:
+        while _read_request(sock):
+            served.append(1)
+            sock.sendall(_answer("honest") + _answer("SMUGGLED"))
+
+    with _server(handler) as (url, _):
+        samples = _streams(url, 2)
+    assert [s.error for s in samples] == ["", ""]
+    assert [s.text for s in samples] == [["honest"], ["honest"]]
+    assert len(served) == 2
+
+
+def test_leftover_bytes_after_done_on_a_kept_connection_cost_the_connection() -> None:
+    """Bytes after the chunked terminator that are the start of an answer (its head and a first
+    token, the rest never sent) must not become the next request's answer, with a token stamped
+    before that request was sent: the next request gets its own answer."""
+    early = HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
+    early += _chunk(b'data: {"choices":[{"text":"SMUGGLED"}]}\n\n')
+
+    def handler(sock: socket.socket) -> None:
+        while _read_request(sock):
+            sock.sendall(_answer("honest") + early)
+
+    with _server(handler) as (url, _):
+        samples = _streams(url, 3)
+    assert [(s.error, s.text) for s in samples] == [("", ["honest"])] * 3
+
+
+def test_a_first_event_split_with_its_first_half_in_the_head_is_timed_by_its_last_byte() -> None:
+    """The server sends the head and half the first token's event at once, then the rest after
+    a pause: the token arrived when its line was complete, so the TTFT is at least the pause."""
+    pause_s = 0.3
+    first = b'data: {"choices":[{"text":"a"'
+    rest = b"}]}\n\ndata: [DONE]\n\n"
+
+    def handler(sock: socket.socket) -> None:
+        _read_request(sock)
+        sock.sendall(HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + _chunk(first))
+        time.sleep(pause_s)
+        sock.sendall(_chunk(rest) + b"0\r\n\r\n")
+
+    with _server(handler) as (url, _):
+        (sample,) = _streams(url, 1)
+    assert sample.error == ""
+    assert sample.ttft_s >= pause_s
+
+
+# -- 2 and 5. degenerate framing: every h11 refusal fails one request, nothing escapes --------
+
+BROKEN = {
+    "a chunk-size line of 20000 digits": HEAD
+    + b"Transfer-Encoding: chunked\r\n\r\n"
+    + b"0" * 20000
+    + b"1\r\na\r\n0\r\n\r\n",
+    "a chunk size of 2^120": HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"f" * 30 + b"\r\n",
+    "a non-ASCII header name": HEAD + b"X-\xff: 1\r\nContent-Length: 1\r\n\r\na",
+    "a status of 2000": b"HTTP/1.1 2000 OK\r\n\r\n",
+    "a TLS record on plain HTTP": b"\x16\x03\x01\x00\x05hello\r\n\r\n",
+    "a gzip transfer coding": HEAD + b"Transfer-Encoding: gzip\r\n\r\n" + EVENTS,
+    "two Content-Lengths": HEAD + b"Content-Length: 5\r\nContent-Length: 6\r\n\r\n" + EVENTS,
+    "a negative Content-Length": HEAD + b"Content-Length: -1\r\n\r\n" + EVENTS,
+    "a chunk size in letters": HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n" + EVENTS,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_broken_framing_fails_the_request_and_never_escapes(name: str) -> None:
+    """Each answer h11 refuses becomes that request's error (a sample error, a post_json error
+    text), never an exception out of the client (which accept would report as exit 70)."""
+
+    def handler(sock: socket.socket) -> None:
+        _read_request(sock)
+        sock.sendall(BROKEN[name])
+        sock.shutdown(socket.SHUT_WR)
+
+    with _server(handler) as (url, _):
+        (sample,) = _streams(url, 1, Timeouts(stall_s=5))
+        status, obj, error = asyncio.run(post_json(url, {"model": "m"}, Timeouts(stall_s=5)))
+    assert sample.error.startswith("RemoteProtocolError"), sample.error
+    assert (status, obj) == (0, None)
+    assert error.startswith("RemoteProtocolError"), error
+
+
+LAWFUL = {
+    "Content-Length and chunked both (chunked frames it)": HEAD
+    + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+    + _chunk(EVENTS)
+    + b"0\r\n\r\n",
+    "a chunk extension and a trailer": HEAD
+    + b"Transfer-Encoding: chunked\r\n\r\n"
+    + b"%x;ext=1\r\n" % len(EVENTS)
+    + EVENTS
+    + b"\r\n0\r\nX-Trailer: 1\r\n\r\n",
+    "a 100 Continue and 2000 103s first": b"HTTP/1.1 100 Continue\r\n\r\n"
+    + b"HTTP/1.1 103 Early Hints\r\n\r\n" * 2000
+    + HEAD
+    + b"Content-Length: %d\r\n\r\n" % len(EVENTS)
+    + EVENTS,
+    "an HTTP/1.0 answer read to the close": b"HTTP/1.0 200 OK\r\n\r\n" + EVENTS,
+    "Connection: close, then an answer more": HEAD
+    + b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(EVENTS)
+    + EVENTS
+    + _answer("SMUGGLED"),
+    "a non-ASCII header value": HEAD
+    + b"X-N: \xff\xfe\r\nContent-Length: %d\r\n\r\n" % len(EVENTS)
+    + EVENTS,
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAWFUL))
+def test_odd_but_lawful_framing_is_read_as_one_answer_per_request(name: str) -> None:
+    """Framing HTTP/1.1 allows is read as the one answer it frames; whatever follows it on the
+    same connection is never the next request's answer (three requests, three real answers)."""
+
+    def handler(sock: socket.socket) -> None:
+        while _read_request(sock):
+            sock.sendall(LAWFUL[name])
+            if b"HTTP/1.0" in LAWFUL[name][:8] or b"Connection: close" in LAWFUL[name]:
+                sock.shutdown(socket.SHUT_WR)
+                return
+
+    with _server(handler) as (url, _):
+        samples = _streams(url, 3, Timeouts(stall_s=5))
+    assert [(s.error, s.text) for s in samples] == [("", ["a"])] * 3
+
+
+def test_a_204_with_a_body_fails_the_request_and_its_body_is_not_the_next_answer() -> None:
+    """A 204 has no body by definition: bytes after its head are no answer to anything."""
+    calls: list[int] = []
+
+    def handler(sock: socket.socket) -> None:
+        while _read_request(sock):
+            calls.append(1)
+            if len(calls) == 1:
+                sock.sendall(b"HTTP/1.1 204 No Content\r\n\r\n" + _answer("SMUGGLED"))
+            else:
+                sock.sendall(_answer("honest"))
+
+    with _server(handler) as (url, _):
+        first, second = _streams(url, 2, Timeouts(stall_s=5))
+    assert first.error.startswith("ValueError: HTTP 204"), first.error
+    assert (second.error, second.text) == ("", ["honest"])
+
+
+# -- 3. resource bounds ------------------------------------------------------------------------
+
+
+def test_a_server_that_accepts_and_never_answers_the_head_is_a_read_timeout() -> None:
+    """The stall timer is armed from the first read, before any head: a silent server costs one
+    ``stall_s`` (the test's 0.2 s), not the request's hour."""
+
+    def handler(sock: socket.socket) -> None:
+        _read_request(sock)
+        _hold(sock)
+
+    with _server(handler) as (url, _):
+        (sample,) = _streams(url, 1, Timeouts(stall_s=0.2, request_s=600))
+    assert sample.error.startswith("ReadTimeout"), sample.error
+
+
+def test_a_server_that_never_reads_the_request_is_a_write_timeout() -> None:
+    """A server that accepts and never reads: once the socket buffers are full the write waits
+    at most ``stall_s``. 64 MiB of prompt is more than any loopback socket buffers hold."""
+    with _server(_hold) as (url, _):
+        body = {"prompt": "x" * (64 * 1024 * 1024), "max_tokens": 1}
+        out: list[Sample] = []
+        timeouts = Timeouts(stall_s=0.2, request_s=600)
+        asyncio.run(run_closed_loop(url, [(body, 1)], 1, timeouts, out))
+    (sample,) = out
+    assert sample.error.startswith("WriteTimeout"), sample.error
+
+
+def test_a_slowloris_body_is_bounded_by_the_request_timeout() -> None:
+    """A byte well within every stall, forever: no single read times out, so the request's own
+    bound ends it (``request_s``, lowered here below the stall)."""
+
+    def handler(sock: socket.socket) -> None:
+        _read_request(sock)
+        sock.sendall(HEAD + b"Transfer-Encoding: chunked\r\n\r\n")
+        while True:
+            sock.sendall(_chunk(b":"))
+            time.sleep(0.05)
+
+    with _server(handler) as (url, _):
+        (sample,) = _streams(url, 1, Timeouts(stall_s=30, request_s=0.5))
+    assert sample.error == "request timed out"
+
+
+def test_a_flood_faster_than_parsing_pauses_reading_and_still_ends() -> None:
+    """8 MiB of comment lines in one write (far over the 64 KiB the client holds unparsed before
+    pausing the socket), then a token and [DONE]: reading resumes as the parser catches up, so
+    the pause never deadlocks the answer."""
+    flood = b": pad\n" * (8 * 1024 * 1024 // 6)
+
+    def handler(sock: socket.socket) -> None:
+        _read_request(sock)
+        sock.sendall(HEAD + b"Content-Length: %d\r\n\r\n" % (len(flood) + len(EVENTS)))
+        sock.sendall(flood + EVENTS)
+
+    with _server(handler) as (url, _):
+        (sample,) = _streams(url, 1, Timeouts(stall_s=10))
+    assert (sample.error, sample.text) == ("", ["a"])
+
+
+def _hold(sock: socket.socket) -> None:
+    """Keep the connection open without reading or sending a byte until the client hangs up
+    (POLLRDHUP sees the close without draining what the client sent), or 60 s at most."""
+    poll = select.poll()
+    poll.register(sock, select.POLLRDHUP)
+    poll.poll(60_000)
