@@ -14,14 +14,18 @@ import asyncio
 import contextlib
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+import certifi
 import pytest
 
 from k3kit.accept._http import Sample, Timeouts, post_json, run_closed_loop
+from tests.netkit import self_signed
 
 Handler = Callable[[socket.socket], None]
 
@@ -327,3 +331,35 @@ def _hold(sock: socket.socket) -> None:
     poll = select.poll()
     poll.register(sock, select.POLLRDHUP)
     poll.poll(60_000)
+
+
+# -- 4. TLS ------------------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion:DeprecationWarning")
+@pytest.mark.parametrize("version", ["TLSv1", "TLSv1_1"])
+def test_a_trusted_server_that_offers_only_an_old_tls_version_is_refused(
+    version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A downgrade: the server's certificate is trusted (the bundle points at it) and names the
+    address, but it speaks at most TLS 1.0 / 1.1. The client's floor is TLS 1.2: no handshake,
+    no request sent, a ConnectError for that request (never a plain-text fallback)."""
+    cert, key = self_signed(tmp_path, "127.0.0.1")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.set_ciphers("ALL:@SECLEVEL=0")
+    context.minimum_version = context.maximum_version = getattr(ssl.TLSVersion, version)
+    served: list[int] = []
+
+    def handler(sock: socket.socket) -> None:
+        with context.wrap_socket(sock, server_side=True) as tls:
+            served.append(1)
+            _read_request(tls)
+            tls.sendall(_answer("a"))
+
+    monkeypatch.setattr(certifi, "where", lambda: str(cert))
+    with _server(handler) as (url, _):
+        https = url.replace("http://", "https://")
+        status, obj, error = asyncio.run(post_json(https, {"model": "m"}, Timeouts(stall_s=5)))
+    assert (status, obj, served) == (0, None, [])
+    assert error.startswith("ConnectError"), error
