@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import select
 import socket
 import ssl
@@ -363,3 +364,60 @@ def test_a_trusted_server_that_offers_only_an_old_tls_version_is_refused(
         status, obj, error = asyncio.run(post_json(https, {"model": "m"}, Timeouts(stall_s=5)))
     assert (status, obj, served) == (0, None, [])
     assert error.startswith("ConnectError"), error
+
+
+# -- 5. nothing a server writes escapes as an exception ------------------------------------------
+
+
+def _mutants(seed: int, n: int) -> list[bytes]:
+    """``n`` answers made from two valid ones (chunked, Content-Length) by seeded random edits:
+    bytes flipped, cut, repeated or inserted, the framing's own bytes most often."""
+    rng = random.Random(seed)
+    bases = [
+        _answer("a") + _answer("b"),
+        HEAD + b"Content-Length: %d\r\n\r\n" % len(EVENTS) + EVENTS,
+    ]
+    specials = [b"\r\n", b"\n", b"0", b"f", b":", b";", b" ", b"\x00", b"\xff", b"HTTP/1.1 "]
+    out = []
+    for _ in range(n):
+        data = bytearray(rng.choice(bases))
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randrange(len(data))
+            edit = rng.randrange(4)
+            if edit == 0:
+                data[at] = rng.randrange(256)
+            elif edit == 1:
+                del data[at : at + rng.randint(1, 8)]
+            elif edit == 2:
+                data[at:at] = data[at : at + rng.randint(1, 16)] * rng.randint(2, 50)
+            else:
+                data[at:at] = rng.choice(specials)
+        out.append(bytes(data))
+    return out
+
+
+def test_seeded_mangled_answers_each_fail_or_pass_one_request_and_nothing_escapes() -> None:
+    """300 mangled answers (fixed seed), one per connection, through the streaming path and the
+    JSON path: every one ends as that request's result (error text or a sample); none raises out
+    of the client (an escaped h11 or parser exception is accept's exit 70)."""
+    answers = _mutants(seed=23, n=300)
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def handler(sock: socket.socket) -> None:
+        if not _read_request(sock):
+            return
+        with lock:
+            index = len(taken)
+            taken.append(index)
+        sock.sendall(answers[index % len(answers)])
+        sock.shutdown(socket.SHUT_WR)
+
+    timeouts = Timeouts(stall_s=10)
+    with _server(handler) as (url, _):
+        samples = _streams(url, len(answers), timeouts)
+        results = [asyncio.run(post_json(url, {"m": 1}, timeouts)) for _ in range(20)]
+    assert len(samples) == len(answers)
+    assert all(isinstance(s.error, str) for s in samples)
+    assert len(results) == 20
+    assert any(s.error for s in samples) and any(not s.error for s in samples)
