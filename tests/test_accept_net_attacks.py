@@ -421,3 +421,15 @@ def test_seeded_mangled_answers_each_fail_or_pass_one_request_and_nothing_escape
     assert all(isinstance(s.error, str) for s in samples)
     assert len(results) == 20
     assert any(s.error for s in samples) and any(not s.error for s in samples)
+
+
+def test_a_tls_server_that_accepts_and_never_shakes_hands_is_a_connect_timeout() -> None:
+    """The TCP connection is accepted, the ClientHello never answered: the handshake is part of
+    the connect, so ``connect_s`` (lowered here) ends it, not asyncio's 60 s handshake default
+    nor the request's hour."""
+    with _server(_hold) as (url, _):
+        https = url.replace("http://", "https://")
+        timeouts = Timeouts(connect_s=0.2, stall_s=600, request_s=600)
+        status, obj, error = asyncio.run(post_json(https, {"model": "m"}, timeouts))
+    assert (status, obj) == (0, None)
+    assert error.startswith("ConnectTimeout"), error
