@@ -27,6 +27,11 @@ import pytest
 
 from k3kit.accept._http import Sample, Timeouts, post_json, run_closed_loop
 from tests.netkit import self_signed
+from tests.test_accept import _accept as run_accept
+from tests.test_accept import _by_claim as by_claim
+from tests.test_accept import _server as standin
+from tests.test_accept import acceptkit as acceptkit  # the shared signed kit (a fixture)
+from tests.test_accept_lies import _evidence as evidence_of
 
 Handler = Callable[[socket.socket], None]
 
@@ -433,3 +438,70 @@ def test_a_tls_server_that_accepts_and_never_shakes_hands_is_a_connect_timeout()
         status, obj, error = asyncio.run(post_json(https, {"model": "m"}, timeouts))
     assert (status, obj) == (0, None)
     assert error.startswith("ConnectTimeout"), error
+
+
+# -- the smuggling attack end to end: the real CLI against a slow server behind a smuggler ----
+
+SLOW_TTFT_S = 0.5  # 2.5x the signed 200 ms: an honest measurement does not reproduce it
+STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream"
+CHUNKED_END = b"\r\n0\r\n\r\n"
+
+
+@contextmanager
+def _smuggler(upstream: str) -> Iterator[str]:
+    """A proxy in front of an honest (slow) server that appends, after the end of each streamed
+    answer, a copy of the previous streamed answer: bytes that are whole, valid answers with the
+    right token counts, already there when accept sends its next request."""
+    host, port = upstream.removeprefix("http://").split("/")[0].split(":")
+    previous: list[bytes] = []
+
+    def handler(client: socket.socket) -> None:
+        server = socket.create_connection((host, int(port)))
+        threading.Thread(target=_pipe, args=(client, server), daemon=True).start()
+        with server:
+            answer = b""
+            while data := server.recv(65536):
+                answer += data
+                start = answer.rfind(STREAM_HEAD)
+                if start >= 0 and answer.endswith(CHUNKED_END):
+                    # one write with the answer's last bytes: one loopback segment (well under
+                    # 64 KiB), so the copy is there when that answer's end is (the case the
+                    # client can refuse; one sent later races the next request, see the report)
+                    extra = previous[-1] if previous else b""
+                    assert len(data) + len(extra) < 32 * 1024
+                    client.sendall(data + extra)
+                    previous.append(answer[start:])
+                    answer = b""
+                else:
+                    client.sendall(data)
+
+    with _server(handler) as (url, _):
+        yield url.removesuffix("/v1/completions")
+
+
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            sink.sendall(data)
+        sink.shutdown(socket.SHUT_WR)
+
+
+def test_accept_behind_a_smuggler_measures_the_slow_server_and_reproduces_nothing_on_ttft(
+    acceptkit: dict[str, Path], tmp_path: Path
+) -> None:
+    """The attack through the real CLI: each streamed answer is followed by a ready-made one.
+    Served to the next request, it would have a TTFT of ~0 against a server that takes 0.5 s.
+    Every request is timed on its own answer instead: each TTFT is at least the server's sleep,
+    and the 200 ms TTFT claim is not reproduced."""
+    with (
+        standin(acceptkit, ttft_s=SLOW_TTFT_S, tpot_s=0.005) as server,
+        _smuggler(server.url) as url,
+    ):
+        proc, result = run_accept(
+            acceptkit, url, tmp_path / "out", "--points", "1", "--requests", "6"
+        )
+    assert proc.returncode == 1, proc.stderr
+    assert result["points"][0]["failed"] == 0, result["points"]
+    ttft = by_claim(result)[("interactive-c1", "ttft_ms.p50")]
+    assert ttft["verdict"] == "not reproduced", ttft
+    assert min(evidence_of(tmp_path / "out")["ttfts"]) >= SLOW_TTFT_S
