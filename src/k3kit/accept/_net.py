@@ -216,8 +216,17 @@ class _Connection(asyncio.Protocol):
 
     def reusable(self) -> bool:
         """Whether an idle kept-alive connection may carry another request: the server has not
-        closed it nor sent bytes nobody asked for (a server may hang up an idle connection)."""
+        closed it nor sent bytes nobody asked for (a server may hang up an idle connection).
+
+        The one gate every reuse passes. Bytes nobody asked for may wait in three places: the
+        socket, this protocol's queue, and h11's own buffer (the rest of a block that also
+        carried the end of the last answer). Any of them would be parsed as the next request's
+        answer, before that request was even sent: a server that writes two answers to one
+        request would have the second served to the next request with a TTFT of ~0.
+        """
         if self._eof or self._chunks or self._transport is None or self._transport.is_closing():
+            return False
+        if self.h11.trailing_data[0]:
             return False
         sock = self._transport.get_extra_info("socket")
         return sock is not None and not _readable(sock)
