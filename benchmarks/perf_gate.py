@@ -67,17 +67,20 @@ class Gate:
     why: str
 
 
-# Each start-up limit is >= 40 % above the worst median of 5 gate runs on the shared 2-core
+# Each start-up limit is >= 40 % above the worst median seen: 5 gate runs on the shared 2-core
 # machine while other engineers' suites ran (load average 3.8-5.4; after the start-up cuts of
-# issue 23's second pass: 3.87, 14.28, 4.66): docs/performance.md, "Performance gate". The
+# issue 23's second pass: 3.87, 14.28, 4.66) and the gate at the end of four fresh-clone
+# `make test` runs (verify/version 3.66-4.15, verify/import 11.72-13.06, launch/version
+# 4.38-5.39): docs/performance.md, "Performance gate". 5.5 and 6.5 were too close to the last
+# (a median of 5.39 against 6.5). The
 # hashing limit is wider (3.5): its two timings are 0.04-0.08 s each, and with the test suite
 # running beside it the median was 1.96 (worst round 2.60), after it 2.07 (2.54): 1.75 failed.
 # It still catches a hasher that does extra work per byte (an added sha256 scored 4.17); it does
 # not catch one that lost its second thread (~1.4x), which the hashing benchmarks show instead.
 GATES = (
-    Gate("verify/version", "verify", "version", 5.5, "verify start-up vs the bare CLI"),
+    Gate("verify/version", "verify", "version", 6.0, "verify start-up vs the bare CLI"),
     Gate("verify/import", "verify", "import", 20.0, "verify start-up vs `import k3kit`"),
-    Gate("launch/version", "launch", "version", 6.5, "launch --dry-run vs the bare CLI"),
+    Gate("launch/version", "launch", "version", 7.5, "launch --dry-run vs the bare CLI"),
     Gate("hash k3kit/blake3", "hash", "", 3.5, "one file: k3kit's time / blake3's own"),
 )
 
