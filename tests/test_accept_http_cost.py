@@ -265,10 +265,8 @@ def test_a_redirect_to_another_server_is_not_followed() -> None:
     loop2, server2, thread2, elsewhere, reached = _counting_server(STREAM)
     moved = b"HTTP/1.1 307 X\r\nLocation: " + elsewhere.encode() + b"\r\nContent-Length: 0\r\n\r\n"
     loop, server, thread, url, _ = _counting_server(moved)
-    body = {"model": "m", "prompt": "x", "max_tokens": 1, "stream": True}
     try:
-        got: list[Sample] = []
-        asyncio.run(run_closed_loop(url, [(body, 1)], 1, Timeouts(), got))
+        got = _run(url, 1, 1)
     finally:
         _stop(loop, server, thread)
         _stop(loop2, server2, thread2)
@@ -281,10 +279,8 @@ def test_a_second_content_encoding_header_does_not_hide_the_first() -> None:
     repeated header is read whole ("gzip, identity"), as httpx read it, and refused."""
     head = b"HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-encoding: identity\r\n"
     loop, server, thread, url, _ = _counting_server(head + STREAM.split(b"\r\n", 1)[1])
-    body = {"model": "m", "prompt": "x", "max_tokens": 1, "stream": True}
     try:
-        got: list[Sample] = []
-        asyncio.run(run_closed_loop(url, [(body, 1)], 1, Timeouts(), got))
+        got = _run(url, 1, 1)
     finally:
         _stop(loop, server, thread)
     assert "compressed its answer" in got[0].error, got[0].error
