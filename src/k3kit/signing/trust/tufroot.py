@@ -117,7 +117,11 @@ def _check_raw(obj: object, source: str, fail: Fail) -> None:
     if not isinstance(obj, dict):
         fail("not a JSON object")
     if "payloadType" in obj or "payload" in obj:
-        _wrong_type(source, "a DSSE envelope (a receipt or licence?), not TUF root metadata")
+        _wrong_type(
+            source,
+            "a DSSE envelope (a receipt, a licence, or a k3kit.root/v1 root from before roots "
+            "became TUF metadata), not TUF root metadata: make the root with `k3kit root create`",
+        )
     if set(obj) != {"signed", "signatures"}:
         fail("TUF metadata has exactly the fields 'signed' and 'signatures'")
     signed = obj["signed"]
