@@ -5,16 +5,19 @@ The forged-root attacks are corpus cases (tests/adversarial/attacks_tufroot.py).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from securesystemslib.signer import Signature
 from tuf.api.metadata import Metadata, Root
 
 from k3kit._fs import atomic_write
 from k3kit.errors import InputError
-from k3kit.signing.keys import keyid
+from k3kit.signing.keys import keyid, load_private, raw_public
 from k3kit.signing.sign import sign_envelope
 from k3kit.signing.trust.edit import revoke
 from k3kit.signing.trust.tufroot import tuf_key
@@ -237,3 +240,35 @@ def test_channel_init_refuses_a_root_its_own_keys_did_not_sign(
     done = run_k3kit("channel", "init", "--repo", tmp_path / "repo", "--root", forged, "--json")
     assert done.returncode == 1 and "ROOT_UNTRUSTED" in done.stdout, done.stdout
     assert not (tmp_path / "repo" / "metadata").exists()
+
+
+_L = 2**252 + 27742317777372353535851937790883648493  # the Ed25519 group order
+_IDENTITY = bytes([1]) + bytes(31)
+
+
+def _identity_r_signature(key: KeyFiles, message: bytes) -> bytes:
+    """A signature whose R is the identity point (small order), made with the real private key:
+    [S]B = R + [k]A holds with S = k·a, so OpenSSL accepts it; k3kit's one signature check
+    refuses a small-order R wherever a signature is counted."""
+    seed = load_private(key.private, None).private_bytes(
+        serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
+    )
+    h = hashlib.sha512(seed).digest()
+    a = (int.from_bytes(h[:32], "little") & ((1 << 254) - 8)) | (1 << 254)
+    public = raw_public(pub(key))
+    k = int.from_bytes(hashlib.sha512(_IDENTITY + public + message).digest(), "little") % _L
+    return _IDENTITY + ((k * a) % _L).to_bytes(32, "little")
+
+
+def test_a_root_signature_with_a_small_order_r_does_not_count(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    root_key = keypair(tmp_path, "root")
+    path = write_root(tmp_path / "1.root.json", root_v1([root_key], [golden.key]), [root_key])
+    md = Metadata[Root].from_bytes(path.read_bytes())
+    sig = _identity_r_signature(root_key, md.signed_bytes)
+    md.signatures[kid(root_key)] = Signature(kid(root_key), sig.hex())
+    md.signed.verify_delegate(Root.type, md.signed_bytes, md.signatures)  # python-tuf: fine
+    path.write_bytes(md.to_bytes())
+    done = run_k3kit("verify", golden.kit, "--root", path, "--state-dir", tmp_path / "s", "--json")
+    assert done.returncode == 1 and "ROOT_UNTRUSTED" in done.stdout, done.stdout + done.stderr

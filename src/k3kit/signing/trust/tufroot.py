@@ -36,7 +36,7 @@ from k3kit._canonical import strict_loads
 from k3kit._values import canonical_timestamp
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.models import load
-from k3kit.signing.keys import keyid, public_from_hex
+from k3kit.signing.keys import keyid, public_from_hex, verify_signature
 from k3kit.signing.signers import Signer
 from k3kit.signing.trust.model import CUSTOM_FIELDS, MAX_KEYS, RootRules
 from k3kit.signing.trust.root import MAX_ROOT_BYTES, VerifiedRoot
@@ -220,18 +220,35 @@ def parse(
 
 def _threshold(delegator: VerifiedRoot, new: VerifiedRoot, source: str, whose: str) -> None:
     """python-tuf's rule: ``new`` carries signatures of the root-role threshold of
-    ``delegator`` (distinct key ids, each recomputed from its key by :func:`parse`)."""
+    ``delegator`` (distinct key ids, each recomputed from its key by :func:`parse`). A signature
+    counts only if k3kit's own check (:func:`k3kit.signing.keys.verify_signature`: canonical S,
+    R not of small order) accepts it too, as every other signature k3kit counts."""
     md = new.md
+    payload = md.signed_bytes
     try:
-        delegator.root.verify_delegate(Root.type, md.signed_bytes, md.signatures)
-        return
+        delegator.root.verify_delegate(Root.type, payload, md.signatures)  # python-tuf decides
+        verified = True
     except UnsignedMetadataError:
-        result = delegator.root.get_verification_result(Root.type, md.signed_bytes, md.signatures)
+        verified = False
+    result = delegator.root.get_verification_result(Root.type, payload, md.signatures)
+    counted = [
+        kid for kid in result.signed if _strict(delegator.keys[kid], md.signatures[kid], payload)
+    ]
+    if verified and len(counted) >= result.threshold:
+        return
     raise VerificationError(
-        f"{source}: signed by {len(result.signed)} distinct key(s) of the root role of {whose} "
+        f"{source}: signed by {len(counted)} distinct key(s) of the root role of {whose} "
         f"(version {delegator.version}); it needs {result.threshold}",
         code="ROOT_UNTRUSTED",
     )
+
+
+def _strict(key: Ed25519PublicKey, signature: Signature, payload: bytes) -> bool:
+    try:
+        raw = bytes.fromhex(signature.signature)
+    except ValueError:
+        return False
+    return verify_signature(key, raw, payload)
 
 
 def verify(data: bytes, *, trusted: VerifiedRoot | None, source: str) -> VerifiedRoot:
