@@ -31,7 +31,7 @@ def releases(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Rel
     return make_releases(golden, tmp_path_factory.mktemp("releases"))
 
 
-def _ok(*args: object) -> str:
+def _ok(*args: str | Path) -> str:
     done = run_k3kit(*args)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
@@ -162,7 +162,7 @@ def test_one_pinned_root_serves_channel_init_update_and_verify(
     repo = tmp_path / "repo"
     _ok("channel", "init", "--repo", repo, "--root", pinned)
     assert (repo / "metadata" / "1.root.json").read_bytes() == pinned.read_bytes()
-    online = ["--key", golden.key.private, "--key", keys["snapshot"].private]
+    online: list[str | Path] = ["--key", golden.key.private, "--key", keys["snapshot"].private]
     online += ["--key", keys["timestamp"].private]
     for archive in (releases.v100, releases.v110):
         _ok("publish", archive, "--channel", "stable", "--repo", repo, "--trust",

@@ -70,11 +70,18 @@ def write_root(path: Path, body: Root, signers: Sequence[KeyFiles]) -> Path:
     return path
 
 
+def canonical(obj: dict[str, Any]) -> bytes:
+    """TUF's canonical JSON (securesystemslib's): the bytes a TUF signature covers."""
+    text = encode_canonical(obj)
+    assert text is not None  # None only when an output function is given
+    return text.encode()
+
+
 def raw_root(signed: dict[str, Any], signers: Sequence[KeyFiles]) -> bytes:
     """TUF root JSON around ``signed`` exactly as given, signed over its canonical JSON by
     ``signers``: what an attacker holding those keys (or a careless publisher) can write, without
     python-tuf's constructor refusing it first."""
-    payload = encode_canonical(signed).encode()
+    payload = canonical(signed)
     sigs = [{"keyid": kid(k), "sig": signer(k).sign(payload).hex()} for k in signers]
     return json.dumps({"signed": signed, "signatures": sigs}, indent=1).encode()
 

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from securesystemslib.formats import encode_canonical
 from tuf.api.metadata import Root
 
 from k3kit._fs import atomic_write
@@ -21,6 +20,7 @@ from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.conftest import KeyFiles
 from tests.trustkit import (
     FAR,
+    canonical,
     duplicate_signature,
     keypair,
     kid,
@@ -80,7 +80,7 @@ def root_signed_with_the_release_key_only(w: Workbench) -> Argv:
 def root_whose_targets_key_is_small_order(w: Workbench) -> Argv:
     root_key, body, pinned, state = _setup(w)
     weak = {"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": IDENTITY.hex()}}
-    weak_id = hashlib.sha256(encode_canonical(weak).encode()).hexdigest()  # the honest key id
+    weak_id = hashlib.sha256(canonical(weak)).hexdigest()  # the honest key id
     signed = _next(body)
     signed["keys"][weak_id] = weak
     signed["roles"]["targets"] = {"keyids": [weak_id], "threshold": 1}
