@@ -16,6 +16,7 @@ from securesystemslib.signer import Signature
 from tuf.api.metadata import Metadata, Root
 
 from k3kit._fs import atomic_write
+from k3kit.archive import pack
 from k3kit.errors import InputError
 from k3kit.signing.keys import keyid, load_private, raw_public
 from k3kit.signing.sign import sign_envelope
@@ -23,7 +24,7 @@ from k3kit.signing.trust.edit import revoke
 from k3kit.signing.trust.tufroot import tuf_key
 from tests.channelkit import Releases, make_releases, serve
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
-from tests.trustkit import FAR, keypair, kid, pub, root_v1, signer, write_root
+from tests.trustkit import FAR, build_kit, keypair, kid, pub, root_v1, signer, write_root
 
 
 @pytest.fixture(scope="module")
@@ -272,3 +273,37 @@ def test_a_root_signature_with_a_small_order_r_does_not_count(
     path.write_bytes(md.to_bytes())
     done = run_k3kit("verify", golden.kit, "--root", path, "--state-dir", tmp_path / "s", "--json")
     assert done.returncode == 1 and "ROOT_UNTRUSTED" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_release_key_rotated_in_the_channel_verifies_the_next_kit_through_update(
+    golden: GoldenKit, releases: Releases, tmp_path: Path
+) -> None:
+    """One root: the channel's root 2 moves the release (targets) key to a new one, and v1.1.0
+    is signed by the new key. A buyer pinned to root 1 runs `update --root 1.root.json`: the
+    kit's receipt is checked against the root python-tuf just walked to, not only root 1 (the
+    kit itself carries no root/)."""
+    pinned, keys = _root_for_channel(tmp_path, golden)
+    new = keypair(tmp_path / "keys", "release-2")
+    repo = tmp_path / "repo"
+    _ok("channel", "init", "--repo", repo, "--root", pinned)
+    stamps = ["--key", keys["snapshot"].private, "--key", keys["timestamp"].private]
+    _ok("channel", "rotate", "--repo", repo, "--role", "targets", "--add-key", new.public,
+        "--remove-key", golden.key.public, "--key", keys["root"].private,
+        "--key", new.private, *stamps)  # fmt: skip
+    kit = build_kit(tmp_path / "v110", golden.lock, new, sequence=2, version="1.1.0")
+    archive = tmp_path / "kimi-k3-b300x8-1.1.0.kit.tar.gz"
+    pack(kit, archive)
+    _ok("publish", archive, "--channel", "stable", "--repo", repo, "--trust", new.public,
+        "--key", new.private, *stamps)  # fmt: skip
+    into, state = tmp_path / "kits", tmp_path / "state"
+    with serve(repo) as url:
+        out = _ok(
+            "update", "--channel", "stable", "--from", url, "--root", pinned,
+            "--into", into, "--state-dir", state, "--json",
+        )  # fmt: skip
+    installed = json.loads(out)["installed"]
+    # The node remembers root 2: the same pin verifies the kit offline now, and a kit signed
+    # by the key root 2 removed no longer does.
+    _ok("verify", installed, "--root", pinned, "--state-dir", state)
+    done = run_k3kit("verify", golden.kit, "--root", pinned, "--state-dir", state, "--json")
+    assert done.returncode == 1 and "RECEIPT_UNTRUSTED_KEY" in done.stdout, done.stdout

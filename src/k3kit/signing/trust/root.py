@@ -17,10 +17,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -118,12 +118,15 @@ class RootAnchor:
 
     ``now`` is taken once by the caller (the start of the run) and is the only clock expiry is
     judged by; ``state_dir`` None means nothing is remembered (and nothing persists).
+    ``also`` holds roots by version from another carrier of the same chain (the maintenance
+    channel's, :func:`with_channel_roots`): offered like a kit's, and verified the same way.
     """
 
     pinned: bytes
     source: str
     state_dir: Path | None
     now: str
+    also: Mapping[int, bytes] = field(default_factory=dict)
 
     def _pin_id(self) -> str:
         return hashlib.sha256(self.pinned).hexdigest()[:32]
@@ -162,7 +165,7 @@ class RootAnchor:
         known = read_roots(folder) if folder is not None else {}
         if kit_dir is not None:
             offered = kit_roots(kit_dir)
-        offered = dict(offered or {})
+        offered = {**self.also, **(offered or {})}
         current, new = _walk(current, known, offered)
         if accepted is not None and current.version < accepted:
             raise VerificationError(
@@ -184,6 +187,28 @@ class RootAnchor:
                 atomic_write(folder / f"{v}.root.json", offered[v], mode=0o600)
             rollback.note_root(self.state_dir, self._pin_id(), current.version)
         return trust_of(current), new
+
+
+_T = TypeVar("_T")
+
+
+def with_channel_roots(trusted: _T, pinned: bytes, folder: Path) -> _T:
+    """``trusted`` with the roots the channel's updater accepted (``folder/<N>.root.json``,
+    python-tuf's ``root_history/``) offered to the walk, when ``trusted`` is a root anchor on
+    the very root that pins the channel: one root, so a release key the channel rotated in
+    verifies the kit it lists. Anything else is returned unchanged. The roots are read only
+    consecutively from the pinned version on, capped, and verified by the walk like a kit's."""
+    if not isinstance(trusted, RootAnchor) or trusted.pinned != pinned:
+        return trusted
+    roots: dict[int, bytes] = {}
+    for v in trusted.reachable_versions():
+        path = folder / f"{v}.root.json"
+        if not path.is_file():
+            break
+        roots[v] = read_capped(
+            path, MAX_ROOT_BYTES, what=str(path), error=VerificationError, code="ROOT_MALFORMED"
+        )
+    return replace(trusted, also=roots)
 
 
 def _walk(
