@@ -286,7 +286,12 @@ def test_a_release_key_rotated_in_the_channel_verifies_the_next_kit_through_upda
     new = keypair(tmp_path / "keys", "release-2")
     repo = tmp_path / "repo"
     _ok("channel", "init", "--repo", repo, "--root", pinned)
-    stamps = ["--key", keys["snapshot"].private, "--key", keys["timestamp"].private]
+    stamps: list[str | Path] = [
+        "--key",
+        keys["snapshot"].private,
+        "--key",
+        keys["timestamp"].private,
+    ]
     _ok("channel", "rotate", "--repo", repo, "--role", "targets", "--add-key", new.public,
         "--remove-key", golden.key.public, "--key", keys["root"].private,
         "--key", new.private, *stamps)  # fmt: skip
@@ -307,3 +312,16 @@ def test_a_release_key_rotated_in_the_channel_verifies_the_next_kit_through_upda
     _ok("verify", installed, "--root", pinned, "--state-dir", state)
     done = run_k3kit("verify", golden.kit, "--root", pinned, "--state-dir", state, "--json")
     assert done.returncode == 1 and "RECEIPT_UNTRUSTED_KEY" in done.stdout, done.stdout
+
+
+def test_the_library_starts_a_channel_from_a_root_as_the_cli_does(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    import k3kit
+
+    pinned, _keys = _root_for_channel(tmp_path, golden)
+    first = k3kit.init_channel_from_root(tmp_path / "repo", [pinned])
+    assert first.read_bytes() == pinned.read_bytes()
+    with pytest.raises(InputError) as again:  # a channel already: refused, nothing replaced
+        k3kit.init_channel_from_root(tmp_path / "repo", [pinned])
+    assert again.value.code == "CHANNEL_REPO_INVALID"
