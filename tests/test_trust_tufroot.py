@@ -17,14 +17,25 @@ from tuf.api.metadata import Metadata, Root
 
 from k3kit._fs import atomic_write
 from k3kit.archive import pack
-from k3kit.errors import InputError
+from k3kit.errors import InputError, VerificationError
 from k3kit.signing.keys import keyid, load_private, raw_public
 from k3kit.signing.sign import sign_envelope
 from k3kit.signing.trust.edit import revoke
+from k3kit.signing.trust.root import verify_root
 from k3kit.signing.trust.tufroot import tuf_key
 from tests.channelkit import Releases, make_releases, serve
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
-from tests.trustkit import FAR, build_kit, keypair, kid, pub, root_v1, signer, write_root
+from tests.trustkit import (
+    FAR,
+    build_kit,
+    keypair,
+    kid,
+    pub,
+    raw_root,
+    root_v1,
+    signer,
+    write_root,
+)
 
 
 @pytest.fixture(scope="module")
@@ -325,3 +336,29 @@ def test_the_library_starts_a_channel_from_a_root_as_the_cli_does(
     with pytest.raises(InputError) as again:  # a channel already: refused, nothing replaced
         k3kit.init_channel_from_root(tmp_path / "repo", [pinned])
     assert again.value.code == "CHANNEL_REPO_INVALID"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("version", True),  # a bool is an int to Python and to python-tuf
+        ("version", 0),
+        ("spec_version", "2.0.0"),
+        ("spec_version", "1.0.\u0663"),  # python-tuf's isdigit() takes Arabic-Indic digits
+        ("expires", "2099-01-01T00:00:00.5Z"),  # one instant, one spelling
+        ("expires", "2099-01-01T00:00:00+00:00"),
+        ("consistent_snapshot", "yes"),
+        ("x-k3kit-note", "hello"),  # an unknown field: k3kit's own start x-k3kit- and are known
+        ("x-k3kit-min-sequence", {"kimi-k3-b300x8/stable": -1}),
+        ("x-k3kit-key-validity", {"a" * 64: {}}),  # a window for a key the root does not carry
+    ],
+)
+def test_a_root_field_python_tuf_reads_loosely_is_malformed(
+    golden: GoldenKit, tmp_path: Path, field: str, value: object
+) -> None:
+    root_key = keypair(tmp_path, "root")
+    signed = root_v1([root_key], [golden.key]).to_dict()
+    signed[field] = value
+    with pytest.raises(VerificationError) as refused:
+        verify_root(raw_root(signed, [root_key]), trusted=None, source="forged")
+    assert refused.value.code == "ROOT_MALFORMED", refused.value.message

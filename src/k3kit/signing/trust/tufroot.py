@@ -142,6 +142,8 @@ def _check_raw(obj: object, source: str, fail: Fail) -> None:
         canonical_timestamp(signed.get("expires"))
     except ValueError as exc:
         fail(f"expires: {exc}")
+    if not isinstance(signed.get("consistent_snapshot", False), bool):
+        fail("consistent_snapshot is not true or false")  # python-tuf keeps any value
 
 
 def _public_keys(root: Root, source: str, fail: Fail) -> dict[str, Ed25519PublicKey]:
