@@ -362,3 +362,30 @@ def test_a_root_field_python_tuf_reads_loosely_is_malformed(
     with pytest.raises(VerificationError) as refused:
         verify_root(raw_root(signed, [root_key]), trusted=None, source="forged")
     assert refused.value.code == "ROOT_MALFORMED", refused.value.message
+
+
+def test_channel_rotate_keeps_the_k3kit_rules_of_the_root_it_rotates(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A channel started from a root chain with a key window and a floor: `channel rotate`
+    writes root 4 that still carries the floor (a node pinned to root 1 refuses the kit below
+    it) and drops the window of the key it removed (python-tuf forgot that key)."""
+    pinned, keys = _root_for_channel(tmp_path, golden)
+    new = keypair(tmp_path / "keys", "release-new")
+    sign = ["--expires", FAR, "--sign-key", keys["root"].private]
+    two, three = tmp_path / "2.root.json", tmp_path / "3.root.json"
+    _ok("root", "add-key", pinned, "-o", two, "--key", new.public, "--not-before", FAR, *sign)
+    _ok("root", "floor", two, "-o", three, "--min-sequence", "kimi-k3-b300x8/stable=2", *sign)
+    repo = tmp_path / "repo"
+    _ok("channel", "init", "--repo", repo, "--root", pinned, "--root", two, "--root", three)
+    _ok("channel", "rotate", "--repo", repo, "--role", "targets", "--remove-key", new.public,
+        "--key", keys["root"].private)  # fmt: skip
+    four = json.loads((repo / "metadata" / "4.root.json").read_bytes())["signed"]
+    assert four["x-k3kit-min-sequence"] == {"kimi-k3-b300x8/stable": 2}
+    assert "x-k3kit-key-validity" not in four
+    kit = tmp_path / "kit"
+    shutil.copytree(golden.kit, kit)
+    meta = repo / "metadata"
+    _ok("root", "attach", kit, *(meta / f"{v}.root.json" for v in (1, 2, 3, 4)))
+    done = run_k3kit("verify", kit, "--root", pinned, "--state-dir", tmp_path / "s", "--json")
+    assert done.returncode == 1 and "ROLLBACK" in done.stdout, done.stdout

@@ -486,7 +486,7 @@ def _changed_root(old: Root, change: KeyChange, *, now: datetime, expires: Expir
             )
         root.revoke_key(keyid, change.role)
         if keyid not in root.keys:  # python-tuf forgot the key: so do k3kit's windows
-            root.unrecognized_fields.get("x-k3kit-key-validity", {}).pop(keyid, None)
+            _forget_window(root, keyid)
     for public in change.add:
         key = tuf_key(public)
         if key.keyid in role.keyids:
@@ -501,6 +501,16 @@ def _changed_root(old: Root, change: KeyChange, *, now: datetime, expires: Expir
     root.version = old.version + 1
     root.expires = now + expires.root
     return root
+
+
+def _forget_window(root: Root, keyid: str) -> None:
+    """Drop ``keyid``'s ``x-k3kit-key-validity`` window (the field too, once empty): a window
+    for a key the root no longer carries is a root k3kit's reader refuses."""
+    windows = root.unrecognized_fields.get("x-k3kit-key-validity")
+    if isinstance(windows, dict):
+        windows.pop(keyid, None)
+        if not windows:
+            del root.unrecognized_fields["x-k3kit-key-validity"]
 
 
 def _check_thresholds(root: Root) -> None:
