@@ -372,7 +372,7 @@ def test_channel_rotate_keeps_the_k3kit_rules_of_the_root_it_rotates(
     it) and drops the window of the key it removed (python-tuf forgot that key)."""
     pinned, keys = _root_for_channel(tmp_path, golden)
     new = keypair(tmp_path / "keys", "release-new")
-    sign = ["--expires", FAR, "--sign-key", keys["root"].private]
+    sign: list[str | Path] = ["--expires", FAR, "--sign-key", keys["root"].private]
     two, three = tmp_path / "2.root.json", tmp_path / "3.root.json"
     _ok("root", "add-key", pinned, "-o", two, "--key", new.public, "--not-before", FAR, *sign)
     _ok("root", "floor", two, "-o", three, "--min-sequence", "kimi-k3-b300x8/stable=2", *sign)
@@ -389,3 +389,17 @@ def test_channel_rotate_keeps_the_k3kit_rules_of_the_root_it_rotates(
     _ok("root", "attach", kit, *(meta / f"{v}.root.json" for v in (1, 2, 3, 4)))
     done = run_k3kit("verify", kit, "--root", pinned, "--state-dir", tmp_path / "s", "--json")
     assert done.returncode == 1 and "ROLLBACK" in done.stdout, done.stdout
+
+
+def test_root_add_key_names_tuf_roles_by_k3kit_names(golden: GoldenKit, tmp_path: Path) -> None:
+    root_key, online = keypair(tmp_path, "root"), keypair(tmp_path, "online")
+    one = write_root(tmp_path / "1.root.json", root_v1([root_key], [golden.key]), [root_key])
+    two = tmp_path / "2.root.json"
+    _ok("root", "add-key", one, "-o", two, "--role", "timestamp", "--key", online.public,
+        "--expires", FAR, "--sign-key", root_key.private)  # fmt: skip
+    roles = json.loads(two.read_bytes())["signed"]["roles"]
+    assert roles["timestamp"]["keyids"] == [kid(golden.key), kid(online)]
+    assert roles["targets"]["keyids"] == [kid(golden.key)]  # "release" is targets, untouched
+    done = run_k3kit("root", "add-key", two, "-o", tmp_path / "3.root.json", "--role",
+                     "mirrors", "--key", online.public, "--expires", FAR)  # fmt: skip
+    assert done.returncode == 2 and "mirrors" in done.stderr  # not a role: click refuses it
