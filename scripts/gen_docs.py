@@ -32,7 +32,7 @@ from k3kit.models import (
     WeightsLock,
 )
 from k3kit.models.commerce import BuyerReceiptBody, LedgerCheckpointBody, LicenceBody
-from k3kit.signing.trust.model import RootBody
+from k3kit.signing.trust.model import RootRules
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -44,7 +44,8 @@ SCHEMAS = {
     "manifest.schema.json": Manifest,
     "receipt-predicate.schema.json": ReceiptPredicate,
     "dsse-envelope.schema.json": DsseEnvelope,
-    "root.schema.json": RootBody,
+    # the root is TUF root metadata; what k3kit adds is its signed custom fields (x-k3kit-*)
+    "root.schema.json": RootRules,
     "licence.schema.json": LicenceBody,
     "buyer-receipt.schema.json": BuyerReceiptBody,
     "ledger-checkpoint.schema.json": LedgerCheckpointBody,

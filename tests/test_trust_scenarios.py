@@ -20,6 +20,7 @@ from tests.trustkit import (
     pub,
     resign_receipt,
     root_v1,
+    with_version,
     write_root,
 )
 
@@ -103,7 +104,7 @@ def test_root_signed_by_the_new_keys_alone_is_refused(
     r2 = rotate(r1, "root", [pub(keys["root_b"])], 1, expires=r1.expires)
     r2 = rotate(r2, "release", [pub(golden.key)], 1, expires=r1.expires)
     assert r2.version == 3  # two edits: make it 2 again for the attack
-    r2 = r2.model_copy(update={"version": 2})
+    r2 = with_version(r2, 2)
     root2 = write_root(tmp_path / "2.root.json", r2, [keys["root_b"]])
     kit = tmp_path / "kit"
     shutil.copytree(golden.kit, kit)

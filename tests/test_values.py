@@ -30,12 +30,10 @@ from k3kit._values import (
     parse_timestamp,
     pattern_matches,
 )
-from k3kit.signing.sign import sign_envelope
-from k3kit.signing.trust.model import ROOT_PAYLOAD_TYPE
 from tests.conftest import ROOT, GoldenKit, KeyFiles, run_k3kit
 from tests.launchkit import hand_signed
 from tests.ledgerkit import sign_licence
-from tests.trustkit import keypair, root_v1, signer
+from tests.trustkit import keypair, raw_root, root_v1
 
 ARABIC_2020 = "\u0662\u0660\u0662\u0660"  # ٢٠٢٠
 PREFLIGHT = ROOT / "tests" / "data" / "preflight"
@@ -98,10 +96,10 @@ def test_root_written_to_expire_in_2020_with_arabic_digits_is_refused(
     """The root-key holder (or whoever tricked them) signs a root whose expiry, in Arabic-Indic
     digits, sorted after every ASCII date: it never expired. Now it does not even parse."""
     root_key = keypair(tmp_path / "keys", "root")
-    body = root_v1([root_key], [golden.key]).model_dump(mode="json", exclude_none=True)
+    body = root_v1([root_key], [golden.key]).to_dict()
     body["expires"] = f"{ARABIC_2020}-01-01T00:00:00Z"
     root = tmp_path / "1.root.json"
-    root.write_bytes(sign_envelope(dumps(body), ROOT_PAYLOAD_TYPE, [signer(root_key)]))
+    root.write_bytes(raw_root(body, [root_key]))
     proc = run_k3kit(
         "verify", golden.kit, "--root", root, "--state-dir", tmp_path / "state", "--json"
     )

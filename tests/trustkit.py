@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+from securesystemslib.formats import encode_canonical
+from tuf.api.metadata import Root
 
 from k3kit._fs import atomic_write
 from k3kit.publish.kit import build, sign
@@ -13,7 +18,6 @@ from k3kit.signing.keys import keyid, load_private, write_keypair
 from k3kit.signing.sign import sign_envelope
 from k3kit.signing.signers import PemSigner
 from k3kit.signing.trust.edit import create, sign_root
-from k3kit.signing.trust.model import RootBody
 from tests.conftest import EXAMPLE, FIXED_TIME, KeyFiles
 
 FAR = "2099-01-01T00:00:00Z"
@@ -44,7 +48,7 @@ def root_v1(
     root_threshold: int = 1,
     release_threshold: int = 1,
     expires: str = FAR,
-) -> RootBody:
+) -> Root:
     return create(
         root_keys=[pub(k) for k in root_keys],
         root_threshold=root_threshold,
@@ -54,9 +58,32 @@ def root_v1(
     )
 
 
-def write_root(path: Path, body: RootBody, signers: Sequence[KeyFiles]) -> Path:
+def with_version(body: Root, version: int) -> Root:
+    """A copy of ``body`` claiming ``version`` (an attacker's hand-numbered root)."""
+    out = copy.deepcopy(body)
+    out.version = version
+    return out
+
+
+def write_root(path: Path, body: Root, signers: Sequence[KeyFiles]) -> Path:
     atomic_write(path, sign_root(body, [signer(k) for k in signers]), force=True)
     return path
+
+
+def canonical(obj: dict[str, Any]) -> bytes:
+    """TUF's canonical JSON (securesystemslib's): the bytes a TUF signature covers."""
+    text = encode_canonical(obj)
+    assert text is not None  # None only when an output function is given
+    return text.encode()
+
+
+def raw_root(signed: dict[str, Any], signers: Sequence[KeyFiles]) -> bytes:
+    """TUF root JSON around ``signed`` exactly as given, signed over its canonical JSON by
+    ``signers``: what an attacker holding those keys (or a careless publisher) can write, without
+    python-tuf's constructor refusing it first."""
+    payload = canonical(signed)
+    sigs = [{"keyid": kid(k), "sig": signer(k).sign(payload).hex()} for k in signers]
+    return json.dumps({"signed": signed, "signatures": sigs}, indent=1).encode()
 
 
 def build_kit(
@@ -78,7 +105,7 @@ def build_kit(
 def attach(kit: Path, *roots: Path) -> None:
     for r in roots:
         data = r.read_bytes()
-        version = json.loads(base64.b64decode(json.loads(data)["payload"]))["version"]
+        version = json.loads(data)["signed"]["version"]
         atomic_write(kit / "root" / f"{version}.root.json", data, force=True)
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from k3kit.api import check_kit as check_kit
     from k3kit.api import check_weights as check_weights
     from k3kit.api import init_channel as init_channel
+    from k3kit.api import init_channel_from_root as init_channel_from_root
     from k3kit.api import install_kit as install_kit
     from k3kit.api import install_kit_from_registry as install_kit_from_registry
     from k3kit.api import pack_kit as pack_kit
@@ -76,6 +77,7 @@ _HOMES: dict[str, str] = {
     "check_kit": "k3kit.api",
     "check_weights": "k3kit.api",
     "init_channel": "k3kit.api",
+    "init_channel_from_root": "k3kit.api",
     "install_kit": "k3kit.api",
     "install_kit_from_registry": "k3kit.api",
     "pack_kit": "k3kit.api",

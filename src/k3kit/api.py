@@ -580,6 +580,20 @@ def init_channel(
     return _init_channel(repo, keys, wanted, root_signers, now=utc_now())
 
 
+def init_channel_from_root(repo: Path, roots: Sequence[Path]) -> Path:
+    """Start a channel in ``repo`` from the publisher's root of trust (``k3kit root create``'s
+    ``1.root.json``, then any later versions in order), as ``k3kit channel init --root`` does:
+    verified as a node verifies it and copied byte for byte. Returns ``1.root.json``, which
+    buyers pin for ``update_from_channel`` and ``trust_root`` alike. Raises ``InputError``
+    (``CHANNEL_REPO_INVALID``: an existing channel, a chain not starting at 1; exit 3) or
+    ``VerificationError`` (``ROOT_UNTRUSTED``, ``ROOT_MALFORMED``...; exit 1)."""
+    _need_channel()
+    from k3kit.channel.repository import adopt_roots
+    from k3kit.signing.trust.source import read_root_file
+
+    return adopt_roots(repo, [(read_root_file(p), str(p)) for p in roots])
+
+
 def renew_channel_timestamp(
     repo: Path,
     signers: Sequence[Signer],

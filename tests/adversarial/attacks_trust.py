@@ -10,16 +10,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tuf.api.metadata import Root
+
 from k3kit._fs import atomic_write
 from k3kit.formats.manifest import RECEIPT_NAME
-from k3kit.signing.keys import load_private
-from k3kit.signing.sign import sign_envelope
 from k3kit.signing.trust import RootAnchor, rollback
 from k3kit.signing.trust.edit import add_key, revoke, rotate, set_floor
-from k3kit.signing.trust.model import ROOT_PAYLOAD_TYPE, RootBody
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.conftest import KeyFiles
-from tests.trustkit import FAR, attach, duplicate_signature, keypair, kid, pub, root_v1, write_root
+from tests.trustkit import (
+    FAR,
+    attach,
+    duplicate_signature,
+    keypair,
+    kid,
+    pub,
+    root_v1,
+    with_version,
+    write_root,
+)
 
 NOW = "2026-12-01T00:00:00Z"
 
@@ -28,7 +37,7 @@ def _publisher(w: Workbench) -> KeyFiles:
     return w.golden.key
 
 
-def _setup(w: Workbench, **kw: object) -> tuple[KeyFiles, RootBody, Path, Path]:
+def _setup(w: Workbench, **kw: object) -> tuple[KeyFiles, Root, Path, Path]:
     root_key = keypair(w.root, "root-a")
     body = root_v1([root_key], [_publisher(w)], **kw)  # type: ignore[arg-type]
     return root_key, body, write_root(w.root / "pinned.root.json", body, [root_key]), w.root / "st"
@@ -44,7 +53,7 @@ def root_rotated_by_new_keys_alone(w: Workbench) -> Argv:
     thief = keypair(w.root, "thief")
     forged = rotate(body, "root", [pub(thief)], 1, expires=FAR)
     forged = rotate(forged, "release", [pub(w.other_key)], 1, expires=FAR)
-    forged = forged.model_copy(update={"version": 2})
+    forged = with_version(forged, 2)
     kit = w.kit()
     attach(kit, write_root(w.root / "2.root.json", forged, [thief]))
     return _verify(kit, pinned, state)
@@ -76,10 +85,10 @@ def key_revoked_by_root_seen_before(w: Workbench) -> Argv:
 def receipt_issued_after_key_window(w: Workbench) -> Argv:
     root_key, body, pinned, state = _setup(w)
     other = keypair(w.root, "rel-old")
-    obj = add_key(body, "release", pub(other), expires=FAR).model_dump(mode="json", by_alias=True)
+    two = add_key(body, "release", pub(other), expires=FAR)
     # The publisher key gets a window that closed before the receipt was issued.
-    obj["key_validity"] = {kid(_publisher(w)): {"not_after": "2026-06-30T00:00:00Z"}}
-    two = RootBody.model_validate(obj)
+    window = {kid(_publisher(w)): {"not_after": "2026-06-30T00:00:00Z"}}
+    two.unrecognized_fields["x-k3kit-key-validity"] = window
     kit = w.kit()
     attach(kit, write_root(w.root / "2.root.json", two, [root_key]))
     return _verify(kit, pinned, state)
@@ -101,23 +110,19 @@ def threshold_met_by_one_key_under_two_keyids(w: Workbench) -> Argv:
     return _verify(kit, pinned, state)
 
 
-def _setup_threshold(w: Workbench) -> tuple[KeyFiles, RootBody, Path, Path]:
+def _setup_threshold(w: Workbench) -> tuple[KeyFiles, Root, Path, Path]:
     root_key = keypair(w.root, "root-a")
     body = root_v1([root_key], [_publisher(w), w.other_key], release_threshold=2)
     return root_key, body, write_root(w.root / "p.root.json", body, [root_key]), w.root / "st"
 
 
-@attack("RECEIPT_WRONG_TYPE")
-def root_envelope_replayed_as_receipt(w: Workbench) -> Argv:
-    _, _, pinned, state = _setup(w)
+@attack("RECEIPT_MALFORMED")
+def root_replayed_as_receipt(w: Workbench) -> Argv:
+    _, body, pinned, state = _setup(w)
     kit = w.kit()
-    # The publisher's key signs a root-typed document; it must never pass as a receipt.
-    data = sign_envelope(
-        (kit / RECEIPT_NAME).read_bytes(),
-        ROOT_PAYLOAD_TYPE,
-        load_private(_publisher(w).private, None),
-    )
-    atomic_write(kit / RECEIPT_NAME, data, force=True)
+    # A root signed by the publisher's own key (it is in the release role) put where the
+    # receipt belongs: TUF metadata is no DSSE envelope, and never passes as a receipt.
+    write_root(kit / RECEIPT_NAME, body, [_publisher(w)])
     return _verify(kit, pinned, state)
 
 

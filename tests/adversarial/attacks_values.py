@@ -16,13 +16,12 @@ from k3kit._canonical import dumps
 from k3kit.commerce.ledger import migrate, open_engine
 from k3kit.commerce.licence import licence_body, sign_licence
 from k3kit.models.commerce import AFFIRMATIONS, LICENCE_PAYLOAD_TYPE
-from k3kit.signing.sign import pae, sign_envelope
+from k3kit.signing.sign import pae
 from k3kit.signing.signers import PemSigner
-from k3kit.signing.trust.model import ROOT_PAYLOAD_TYPE
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.launchkit import hand_signed
 from tests.ledgerkit import TERMS
-from tests.trustkit import keypair, root_v1, signer
+from tests.trustkit import keypair, raw_root, root_v1
 
 IDENTITY = bytes([1]) + bytes(31)  # the neutral point, the degenerate Ed25519 key
 FORGED_SIG = IDENTITY + bytes(32)  # R = identity, S = 0: [0]B == R + [k]A for every k
@@ -122,10 +121,10 @@ def verify_trusting_an_identity_point_pem(w: Workbench) -> Argv:
 @attack("ROOT_MALFORMED")
 def root_expiring_2020_in_arabic_indic_digits(w: Workbench) -> Argv:
     key = keypair(w.root / "keys", "root")
-    body = root_v1([key], [w.golden.key]).model_dump(mode="json", exclude_none=True)
+    body = root_v1([key], [w.golden.key]).to_dict()
     body["expires"] = "\u0662\u0660\u0662\u0660-01-01T00:00:00Z"  # ٢٠٢٠ sorted after "2026"
     root = w.root / "1.root.json"
-    root.write_bytes(sign_envelope(dumps(body), ROOT_PAYLOAD_TYPE, [signer(key)]))
+    root.write_bytes(raw_root(body, [key]))
     return ["verify", w.kit(), "--root", root, "--state-dir", w.root / "state"]
 
 

@@ -44,6 +44,7 @@ from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.node.install import Installed, install_fetched
 from k3kit.node.verify import Report, TrustSource
 from k3kit.signing.trust import RollbackPolicy
+from k3kit.signing.trust.root import with_channel_roots
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(bytes_so_far, signed_length)`` while the kit downloads."""
@@ -423,6 +424,8 @@ def update(
         )
         updater.refresh()
         verified = updater._trusted_set.targets.targets  # the verified set
+    # One root pins the channel and the kits: the kit is judged by the root the channel reached.
+    trusted = with_channel_roots(trusted, root_bytes, folder / "root_history")
     entries = _releases(verified, request.channel, request.package)
     entry, skipped = choose(entries, request.version, request.term)
     # Downloaded into the private metadata folder: no other user can swap the file between

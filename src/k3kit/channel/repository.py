@@ -132,10 +132,6 @@ def _read(path: Path) -> Metadata[Any]:
         raise _repo_problem(path.parent.parent, f"{path.name} is not TUF metadata: {exc}") from exc
 
 
-def _write(path: Path, md: Metadata[Any], *, force: bool = False) -> None:
-    atomic_write(path, md.to_bytes(_SERIALIZER), force=force)
-
-
 def _role_signers(role: str, root: Root, signers: Sequence[Signer]) -> list[K3kitTufSigner]:
     """The given signers the root names for ``role``, one per key; fewer than the role's
     threshold is ``CHANNEL_KEYS_MISSING``. Checked for every role a publish signs before
@@ -175,13 +171,7 @@ def init_channel(
 ) -> Path:
     """Create ``repo/metadata/1.root.json``: the four roles' keys and thresholds, signed by the
     root keys given. Returns the root file, which buyers pin (``update --channel-root``)."""
-    meta = _metadata_dir(repo)
-    if meta.exists() or meta.is_symlink():
-        raise InputError(
-            f"{meta} exists: this is a channel already",
-            code="CHANNEL_REPO_INVALID",
-            hint="publish to it, or choose an empty folder for a new channel",
-        )
+    meta = _new_channel(repo)
     root = Root(expires=now + expires.root, consistent_snapshot=True)
     for role in ROLES:
         given = keys.get(role) or []
@@ -197,10 +187,63 @@ def init_channel(
             root.add_key(tuf_key(public), role)
     md = Metadata(root)
     _sign(md, "root", root, root_signers)
+    data = md.to_bytes(_SERIALIZER)
+    _as_trust_root(data, "the new channel root", "CHANNEL_REPO_INVALID")
     first = meta / "1.root.json"
-    _write(first, md)
-    _write(meta / "root.json", md)
+    atomic_write(first, data)
+    atomic_write(meta / "root.json", data)
     return first
+
+
+def _new_channel(repo: Path) -> Path:
+    """``repo``'s metadata folder, refused when it is a channel already."""
+    meta = _metadata_dir(repo)
+    if meta.exists() or meta.is_symlink():
+        raise InputError(
+            f"{meta} exists: this is a channel already",
+            code="CHANNEL_REPO_INVALID",
+            hint="publish to it, or choose an empty folder for a new channel",
+        )
+    return meta
+
+
+def _as_trust_root(data: bytes, source: str, code: str) -> None:
+    """Refuse a channel root k3kit's own reader would refuse (the one root format: a buyer pins
+    the channel's ``1.root.json`` for ``verify --root`` and ``install --root`` too)."""
+    from k3kit.signing.trust import tufroot
+
+    tufroot.parse(data, source, error=InputError, code=code)
+
+
+def adopt_roots(repo: Path, chain: Sequence[tuple[bytes, str]]) -> Path:
+    """Start a channel from the publisher's root of trust (``k3kit root create``, and any later
+    versions made with the ``root`` verbs): the chain, oldest first from version 1, is verified
+    as a node verifies it and copied byte for byte to ``metadata/N.root.json``. Returns
+    ``1.root.json``, which buyers pin for ``update`` and ``verify``/``install`` alike."""
+    from k3kit.signing.trust.root import VerifiedRoot, verify_root
+
+    meta = _new_channel(repo)
+    verified: list[VerifiedRoot] = []
+    for data, source in chain:
+        verified.append(
+            verify_root(data, trusted=verified[-1] if verified else None, source=source)
+        )
+    if not verified or verified[0].version != 1:
+        raise InputError(
+            "a channel's root chain starts at version 1",
+            code="CHANNEL_REPO_INVALID",
+            hint="give --root 1.root.json first, then each later version in order",
+        )
+    if not verified[-1].root.consistent_snapshot:
+        raise InputError(
+            f"root version {verified[-1].version} has consistent_snapshot off",
+            code="CHANNEL_REPO_INVALID",
+            hint="`k3kit root create` turns it on; a channel is served with versioned files",
+        )
+    for entry in verified:
+        atomic_write(meta / f"{entry.version}.root.json", entry.data)
+    atomic_write(meta / "root.json", verified[-1].data)
+    return meta / "1.root.json"
 
 
 def latest_root(repo: Path) -> tuple[int, Metadata[Root]]:
@@ -442,6 +485,8 @@ def _changed_root(old: Root, change: KeyChange, *, now: datetime, expires: Expir
                 f"the {change.role} role's keys are {', '.join(sorted(role.keyids))}",
             )
         root.revoke_key(keyid, change.role)
+        if keyid not in root.keys:  # python-tuf forgot the key: so do k3kit's windows
+            _forget_window(root, keyid)
     for public in change.add:
         key = tuf_key(public)
         if key.keyid in role.keyids:
@@ -456,6 +501,16 @@ def _changed_root(old: Root, change: KeyChange, *, now: datetime, expires: Expir
     root.version = old.version + 1
     root.expires = now + expires.root
     return root
+
+
+def _forget_window(root: Root, keyid: str) -> None:
+    """Drop ``keyid``'s ``x-k3kit-key-validity`` window (the field too, once empty): a window
+    for a key the root no longer carries is a root k3kit's reader refuses."""
+    windows = root.unrecognized_fields.get("x-k3kit-key-validity")
+    if isinstance(windows, dict):
+        windows.pop(keyid, None)
+        if not windows:
+            del root.unrecognized_fields["x-k3kit-key-validity"]
 
 
 def _check_thresholds(root: Root) -> None:
@@ -481,7 +536,9 @@ def _signed_root(old: Root, root: Root, signers: Sequence[Signer]) -> bytes:
     md.signatures.clear()
     for adapter in {**_by_keyid("root", old, signers), **_by_keyid("root", root, signers)}.values():
         md.sign(adapter, append=True)
-    return md.to_bytes(_SERIALIZER)
+    data = md.to_bytes(_SERIALIZER)
+    _as_trust_root(data, f"root version {root.version}", "CHANNEL_ROTATION_INVALID")
+    return data
 
 
 def _by_keyid(role: str, root: Root, signers: Sequence[Signer]) -> dict[str, K3kitTufSigner]:

@@ -130,7 +130,6 @@ def _role_key(role: str) -> Callable[[_F], _F]:
         f"--{role}-key",
         f"{role}_keys",
         multiple=True,
-        required=True,
         type=click.Path(path_type=Path, dir_okay=False),
         help=f"A public key (KEY.pub) of the {role} role (repeatable).",
     )
@@ -150,7 +149,15 @@ def _public_keys(paths: tuple[Path, ...]) -> list[Any]:
 @_role_key("timestamp")
 @click.option("--root-threshold", type=int, default=1, show_default=True)
 @click.option("--targets-threshold", type=int, default=1, show_default=True)
-@click.option("--key", "keys", multiple=True, required=True, metavar="URI", help="Root key(s).")
+@click.option("--key", "keys", multiple=True, metavar="URI", help="Root key(s).")
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Start from the publisher's root of trust instead (`k3kit root create`'s 1.root.json, "
+    "then any later versions in order; repeatable): no --ROLE-key or --key then.",
+)
 @click.option("--passphrase-env", metavar="VAR", help="Read the keys' passphrase from $VAR.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handle_errors
@@ -163,30 +170,59 @@ def channel_init(
     root_threshold: int,
     targets_threshold: int,
     keys: tuple[str, ...],
+    roots: tuple[Path, ...],
     passphrase_env: str | None,
     as_json: bool,
 ) -> None:
     """Create REPO/metadata/1.root.json: each role's public keys (--ROLE-key KEY.pub) and
-    thresholds, signed by the root keys given with --key. Buyers pin this file
-    (`k3kit update --channel-root`)."""
+    thresholds, signed by the root keys given with --key; or, with --root, the publisher's root
+    of trust made by `k3kit root create` (the same TUF format). Buyers pin this file for
+    `k3kit update --root` and `verify`/`install --root` alike."""
     _need_tuf()
+    given = [*root_keys, *targets_keys, *snapshot_keys, *timestamp_keys, *keys]
+    if roots:
+        if given:
+            raise click.UsageError("--root takes the roles from the root: no --ROLE-key or --key")
+        path = _adopt(repo, roots)
+    else:
+        options = (root_keys, targets_keys, snapshot_keys, timestamp_keys, keys)
+        missing = [name for name, v in zip(_ROLES, options, strict=True) if not v]
+        if missing:
+            raise click.UsageError(f"give --root, or {', '.join(missing)}")
+        path = _create(repo, options, (root_threshold, targets_threshold), passphrase_env)
+    if as_json:
+        emit_json({"root": str(path)})
+    err(f"wrote {path}: give it to buyers out of band (`k3kit update --root {path}`)")
+
+
+ROLES = ("root", "targets", "snapshot", "timestamp")
+_ROLES = ("--root-key", "--targets-key", "--snapshot-key", "--timestamp-key", "--key")
+
+
+def _adopt(repo: Path, roots: tuple[Path, ...]) -> Path:
+    from k3kit.channel.repository import adopt_roots
+    from k3kit.signing.trust.source import read_root_file
+
+    return adopt_roots(repo, [(read_root_file(p), str(p)) for p in roots])
+
+
+def _create(
+    repo: Path,
+    options: tuple[tuple[Any, ...], ...],
+    thresholds: tuple[int, int],
+    passphrase_env: str | None,
+) -> Path:
+    """A new channel root from the four roles' public keys, signed by the --key root keys."""
     from k3kit.channel.repository import init_channel, utc_now
 
-    path = init_channel(
+    *role_keys, keys = options
+    return init_channel(
         repo,
-        {
-            "root": _public_keys(root_keys),
-            "targets": _public_keys(targets_keys),
-            "snapshot": _public_keys(snapshot_keys),
-            "timestamp": _public_keys(timestamp_keys),
-        },
-        {"root": root_threshold, "targets": targets_threshold},
+        {role: _public_keys(k) for role, k in zip(ROLES, role_keys, strict=True)},
+        {"root": thresholds[0], "targets": thresholds[1]},
         _signers(keys, passphrase_env),
         now=utc_now(),
     )
-    if as_json:
-        emit_json({"root": str(path)})
-    err(f"wrote {path}: give it to buyers out of band (`k3kit update --channel-root {path}`)")
 
 
 @channel.command("timestamp", epilog=EXIT_CODES_HELP)
@@ -321,9 +357,9 @@ def channel_rotate(
 )
 @click.option(
     "--channel-root",
-    required=True,
     type=click.Path(path_type=Path, dir_okay=False),
-    help="The channel's TUF root (1.root.json), pinned: a trust anchor, like --trust.",
+    help="The channel's TUF root (1.root.json), pinned, when it is not the --root the kits are "
+    "verified with (default: --root; the one root serves both).",
 )
 @click.option(
     "--into",
@@ -345,7 +381,7 @@ def update(
     channel_name: str,
     url: str,
     registry: str | None,
-    channel_root: Path,
+    channel_root: Path | None,
     into: Path,
     trust: tuple[Path, ...],
     root_file: Path | None,
@@ -359,7 +395,8 @@ def update(
 ) -> None:
     """Install the newest release of a channel this buyer is entitled to.
 
-    python-tuf's updater reads the channel from --from, starting from the pinned --channel-root,
+    python-tuf's updater reads the channel from --from, starting from the pinned --root (or
+    --channel-root, when the channel's root is not the one the kits are verified with),
     and refuses a frozen channel (CHANNEL_FROZEN), a rollback (CHANNEL_ROLLBACK), metadata mixed
     from two views (CHANNEL_INCONSISTENT) and metadata its root's keys did not sign
     (CHANNEL_UNTRUSTED). With --buyer-receipt and --licence, releases after the entitlement's
@@ -378,6 +415,12 @@ def update(
     if state is None:
         raise UsageProblem(
             "update keeps the channel's metadata in a state folder: give --state-dir"
+        )
+    channel_root = channel_root or root_file
+    if channel_root is None:
+        raise UsageProblem(
+            "update needs the publisher's pinned root: give --root 1.root.json (it pins the "
+            "channel and verifies the kit)"
         )
     trusted, rollback = trust_source(trust, root_file, state, allow_rollback)
     term = term_for(buyer_receipt, licence, trusted)

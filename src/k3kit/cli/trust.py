@@ -1,4 +1,5 @@
-"""The ``k3kit root …`` verbs: create, rotate, revoke and sign roots of trust (docs/trust.md).
+"""The ``k3kit root …`` verbs: create, rotate, revoke and sign roots of trust (docs/trust.md),
+which are TUF root metadata (k3kit's release role is TUF's targets role).
 
 ``root create`` writes version 1; ``root add-key`` / ``revoke`` / ``rotate`` / ``floor`` each
 write version N+1 from N, signed by the ``--sign-key`` keys given; ``root sign`` adds one more
@@ -19,6 +20,9 @@ from k3kit.cli._shared import KitFolder, Whole
 from k3kit.cli.signing import key_option, load_signer, now_for_verification
 
 _TS = "YYYY-MM-DDTHH:MM:SSZ"
+# k3kit.signing.trust.edit.ROLE_NAMES' keys (release is TUF's targets role); spelled here so
+# `--help` does not import python-tuf.
+_ROLES = ["root", "release", "snapshot", "timestamp"]
 
 
 def _signers(paths: tuple[str, ...], passphrase_env: str | None) -> list[Any]:
@@ -48,14 +52,16 @@ def _write_root(
     as_json: bool,
 ) -> None:
     from k3kit._fs import atomic_write
+    from k3kit._values import format_timestamp
     from k3kit.signing.trust.edit import sign_root
 
     signers = _signers(sign_keys, passphrase_env)
     atomic_write(out, sign_root(body, signers), force=force)
+    expires = format_timestamp(body.expires)
     summary = {
         "root": str(out),
         "version": body.version,
-        "expires": body.expires,
+        "expires": expires,
         "signatures": len(signers),
     }
     if as_json:
@@ -63,7 +69,7 @@ def _write_root(
     else:
         click.echo(
             f"wrote root version {body.version} to {out} ({len(signers)} signature(s)); "
-            f"expires {body.expires}"
+            f"expires {expires}"
         )
 
 
@@ -133,9 +139,24 @@ def root() -> None:
     multiple=True,
     required=True,
     type=click.Path(path_type=Path),
-    help="Public key that signs receipts (repeatable).",
+    help="Public key that signs receipts: TUF's targets role (repeatable).",
 )
 @click.option("--release-threshold", type=Whole(1, 64), default=1, show_default=True)
+@click.option(
+    "--snapshot-key",
+    "snapshot_keys",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Public key of TUF's snapshot role (repeatable; default: the release keys).",
+)
+@click.option(
+    "--timestamp-key",
+    "timestamp_keys",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Public key of TUF's timestamp role (repeatable; default: the release keys). A channel "
+    "wants an online key of its own here.",
+)
 @click.option("--expires", required=True, metavar=_TS)
 @click.option(
     "--sign-key",
@@ -154,13 +175,15 @@ def root_create(
     root_threshold: int,
     release_keys: tuple[Path, ...],
     release_threshold: int,
+    snapshot_keys: tuple[Path, ...],
+    timestamp_keys: tuple[Path, ...],
     expires: str,
     sign_keys: tuple[str, ...],
     passphrase_env: str | None,
     force: bool,
     as_json: bool,
 ) -> None:
-    """Write root version 1: the root and release roles with their thresholds."""
+    """Write TUF root version 1: the root, release (targets), snapshot and timestamp roles."""
     from k3kit.signing.trust.edit import create
 
     body = create(
@@ -169,14 +192,14 @@ def root_create(
         release_keys=_pubs(release_keys),
         release_threshold=release_threshold,
         expires=expires,
+        snapshot_keys=_pubs(snapshot_keys),
+        timestamp_keys=_pubs(timestamp_keys),
     )
     _write_root(body, output, sign_keys, passphrase_env, force, as_json)
 
 
 @_edit_command("add-key", "Write N+1 with a key added to a role (release keys may get a window).")
-@click.option(
-    "--role", type=click.Choice(["root", "release"]), default="release", show_default=True
-)
+@click.option("--role", type=click.Choice(_ROLES), default="release", show_default=True)
 @click.option("--key", "key", required=True, type=click.Path(path_type=Path), help="Public key.")
 @click.option("--not-before", metavar=_TS, help="First issued_at this key may sign.")
 @click.option("--not-after", metavar=_TS, help="Last issued_at this key may sign.")
@@ -241,7 +264,7 @@ def root_revoke(
 
 
 @_edit_command("rotate", "Write N+1 whose role is exactly the given keys and threshold.")
-@click.option("--role", type=click.Choice(["root", "release"]), required=True)
+@click.option("--role", type=click.Choice(_ROLES), required=True)
 @click.option(
     "--key",
     "keys",
@@ -309,7 +332,7 @@ def root_floor(
 @click.option("--passphrase-env", metavar="VAR", help="Read the key's passphrase from $VAR.")
 @handle_errors
 def root_sign(root_file: Path, key: str, passphrase_env: str | None) -> None:
-    """Add one signature to ROOT_FILE in place (its payload is unchanged)."""
+    """Add one TUF signature to ROOT_FILE in place (its signed part is unchanged)."""
     from k3kit._fs import atomic_write
     from k3kit.signing.trust.edit import add_root_signature
 
@@ -336,7 +359,7 @@ def root_attach(kit: Path, roots: tuple[Path, ...], force: bool) -> None:
             verify_root(_read(path), trusted=chain[-1] if chain else None, source=str(path))
         )
     for entry in chain:
-        dest = kit / ROOT_DIR / f"{entry.body.version}.root.json"
+        dest = kit / ROOT_DIR / f"{entry.version}.root.json"
         if not (dest.is_file() and dest.read_bytes() == entry.data):
             atomic_write(dest, entry.data, force=force)
-    click.echo(f"{kit}/{ROOT_DIR}: versions up to {chain[-1].body.version}")
+    click.echo(f"{kit}/{ROOT_DIR}: versions up to {chain[-1].version}")

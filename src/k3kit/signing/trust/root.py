@@ -1,44 +1,39 @@
-"""Verifying roots of trust and walking a chain of them, in the manner of TUF's root update.
+"""Verifying roots of trust and walking a chain of them: TUF's root update, on a kit.
 
-The node pins one root (``--root ROOT.json``). A kit carries the chain ``root/<N>.root.json`` so
-an offline node can move forward from the kit alone; the node also keeps every root it accepted
-under its state folder, so once it has seen root N+1 a kit that carries only root N cannot take it
-back. Root N+1 is accepted only if it is exactly version N+1 and is signed by the root-role
-threshold of **both** N and N+1 (distinct keys; revoked keys never count): the old keys vouch for
-the change, the new keys prove they exist and agree. A forged root in a kit is therefore useless,
-and a root signed only by new keys is refused. Only the final root must be unexpired: a node may
-walk through roots that expired long ago to reach the current one.
+The root of trust is TUF root metadata (:mod:`k3kit.signing.trust.tufroot` reads and verifies
+one with python-tuf). The node pins one root (``--root 1.root.json``). A kit carries the chain
+``root/<N>.root.json`` so an offline node can move forward from the kit alone; the node also keeps
+every root it accepted under its state folder, so once it has seen root N+1 a kit that carries
+only root N cannot take it back. Root N+1 is accepted only if it is exactly version N+1 and is
+signed by the root-role threshold of **both** N and N+1 (distinct keys; a revoked key is in no
+role, so it never counts): the old keys vouch for the change, the new keys prove they exist and
+agree. A forged root in a kit is therefore useless, and a root signed only by new keys is refused.
+Only the final root must be unexpired, judged at the run's start: a node may walk through roots
+that expired long ago to reach the current one.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from k3kit._canonical import require_canonical, strict_loads
 from k3kit._fs import atomic_write, read_capped, walk
-from k3kit._values import parse_timestamp
+from k3kit._values import format_timestamp, parse_timestamp
 from k3kit.errors import InputError, VerificationError
-from k3kit.models import DsseEnvelope, load
-from k3kit.signing.keys import keyid, public_from_hex
-from k3kit.signing.sign import verify_envelope
 from k3kit.signing.trust import rollback
 from k3kit.signing.trust.policy import Revoked, Trust, TrustedKey
 
-if TYPE_CHECKING:  # root.json's models: imported where a root is parsed (--root), not by --trust
-    from k3kit.signing.trust.model import RootBody
+if TYPE_CHECKING:  # python-tuf and the custom fields' model: imported where a root is parsed
+    from tuf.api.metadata import Root
 
-# root.json's payload type; model.py re-exports it beside the models
-ROOT_PAYLOAD_TYPE = "application/vnd.k3kit.root+json"
+    from k3kit.signing.trust.model import RootRules
 
 MAX_ROOT_BYTES = 64 * 1024
 MAX_ROOTS = 64
@@ -48,87 +43,42 @@ _NAME = re.compile(r"^([1-9][0-9]{0,8})\.root\.json$")
 
 @dataclass(frozen=True)
 class VerifiedRoot:
-    body: RootBody
+    """A root read by :func:`k3kit.signing.trust.tufroot.parse`: python-tuf's metadata, the k3kit
+    custom fields, the exact bytes, and the public keys by recomputed key id."""
+
+    md: Any  # tuf.api.metadata.Metadata[Root]; Any keeps python-tuf off this module's import
+    rules: RootRules
     data: bytes
     keys: dict[str, Ed25519PublicKey]
 
+    @property
+    def root(self) -> Root:
+        out: Root = self.md.signed
+        return out
 
-def _public_keys(body: RootBody, source: str) -> dict[str, Ed25519PublicKey]:
-    """Key objects by key id, each id recomputed from key material (a root cannot list one key
-    under two ids to inflate a threshold)."""
-    out = {}
-    for kid, obj in body.keys.items():
-        pub = public_from_hex(obj.keyval.public, source=f"{source}: key {kid[:16]}")
-        if keyid(pub) != kid:
-            raise VerificationError(
-                f"{source}: key id {kid[:16]} is not the sha256 of its key", code="ROOT_MALFORMED"
-            )
-        out[kid] = pub
-    return out
+    @property
+    def version(self) -> int:
+        return self.root.version
 
-
-def unverified_body(data: bytes, source: str) -> RootBody:
-    """Parse the payload before its signatures are checked: needed once, to learn a root's own
-    keys; nothing from it is used until :func:`_threshold` has passed."""
-    from k3kit.signing.trust.model import RootBody  # its 7 pydantic models cost ~5 ms to create
-
-    obj = strict_loads(data, source=source, max_bytes=MAX_ROOT_BYTES, code="ROOT_MALFORMED")
-    env = load(DsseEnvelope, obj, source=source, error=VerificationError, code="ROOT_MALFORMED")
-    if env.payload_type != ROOT_PAYLOAD_TYPE:
-        raise VerificationError(
-            f"{source}: payloadType {env.payload_type!r} is not a k3kit root",
-            code="ROOT_WRONG_TYPE",
-        )
-    try:
-        payload = base64.b64decode(env.payload.replace("-", "+").replace("_", "/"), validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise VerificationError(f"{source}: payload is not base64", code="ROOT_MALFORMED") from exc
-    body_obj = strict_loads(payload, source=source, max_bytes=MAX_ROOT_BYTES, code="ROOT_MALFORMED")
-    require_canonical(payload, body_obj, source=source)
-    return load(RootBody, body_obj, source=source, error=VerificationError, code="ROOT_MALFORMED")
-
-
-def _threshold(
-    data: bytes,
-    signer: VerifiedRoot | RootBody,
-    keys: dict[str, Ed25519PublicKey],
-    source: str,
-    whose: str,
-) -> None:
-    body = signer.body if isinstance(signer, VerifiedRoot) else signer
-    role = body.roles.root
-    usable = [keys[k] for k in role.keyids if k not in body.revoked]
-    try:
-        verified = verify_envelope(
-            data, usable, expected_type=ROOT_PAYLOAD_TYPE, source=source, kind="ROOT"
-        )
-        count = len(set(verified.signer_keyids) & set(role.keyids))
-    except VerificationError as exc:
-        if exc.code != "ROOT_UNTRUSTED_KEY":
-            raise
-        count = 0
-    if count < role.threshold:
-        raise VerificationError(
-            f"{source}: signed by {count} distinct key(s) of the root role of {whose} "
-            f"(version {body.version}); it needs {role.threshold}",
-            code="ROOT_UNTRUSTED",
-        )
+    @property
+    def expires(self) -> str:
+        return format_timestamp(self.root.expires)
 
 
 def verify_root(data: bytes, *, trusted: VerifiedRoot | None, source: str) -> VerifiedRoot:
-    """Verify a root envelope: alone (the pinned root, self-signed) or as the successor of
-    ``trusted`` (exactly the next version, signed by both root-role thresholds)."""
-    body = unverified_body(data, source)
-    keys = _public_keys(body, source)
-    if trusted is not None:
-        if body.version != trusted.body.version + 1:
-            raise VerificationError(
-                f"{source}: version {body.version} does not follow {trusted.body.version}",
-                code="ROOT_VERSION",
-            )
-        _threshold(data, trusted, trusted.keys, source, "the root it replaces")
-    _threshold(data, body, keys, source, "itself")
-    return VerifiedRoot(body, data, keys)
+    """Verify a root: alone (the pinned root, self-signed) or as the successor of ``trusted``
+    (exactly the next version, signed by both root-role thresholds)."""
+    from k3kit.signing.trust import tufroot  # python-tuf: only where a root is read
+
+    return tufroot.verify(data, trusted=trusted, source=source)
+
+
+def unverified_version(data: bytes, source: str) -> int:
+    """A root's version before its signatures are checked: only to bound which of a kit's
+    ``root/<N>.root.json`` can matter."""
+    from k3kit.signing.trust import tufroot
+
+    return tufroot.parse(data, source).version
 
 
 def kit_roots(kit_dir: Path) -> dict[int, bytes]:
@@ -168,12 +118,15 @@ class RootAnchor:
 
     ``now`` is taken once by the caller (the start of the run) and is the only clock expiry is
     judged by; ``state_dir`` None means nothing is remembered (and nothing persists).
+    ``also`` holds roots by version from another carrier of the same chain (the maintenance
+    channel's, :func:`with_channel_roots`): offered like a kit's, and verified the same way.
     """
 
     pinned: bytes
     source: str
     state_dir: Path | None
     now: str
+    also: Mapping[int, bytes] = field(default_factory=dict)
 
     def _pin_id(self) -> str:
         return hashlib.sha256(self.pinned).hexdigest()[:32]
@@ -187,7 +140,7 @@ class RootAnchor:
     def reachable_versions(self) -> range:
         """The root versions a kit can contribute: the walk goes at most ``MAX_ROOTS`` steps past
         the pinned root, so only these of a kit's ``root/<N>.root.json`` can ever be read."""
-        first = unverified_body(self.pinned, self.source).version + 1
+        first = unverified_version(self.pinned, self.source) + 1
         return range(first, first + MAX_ROOTS)
 
     def resolve(
@@ -212,28 +165,50 @@ class RootAnchor:
         known = read_roots(folder) if folder is not None else {}
         if kit_dir is not None:
             offered = kit_roots(kit_dir)
-        offered = dict(offered or {})
+        offered = {**self.also, **(offered or {})}
         current, new = _walk(current, known, offered)
-        if accepted is not None and current.body.version < accepted:
+        if accepted is not None and current.version < accepted:
             raise VerificationError(
                 f"this node accepted root version {accepted}, but only version "
-                f"{current.body.version} can be reached: accepted roots were removed from "
+                f"{current.version} can be reached: accepted roots were removed from "
                 f"{folder}",
                 code="STATE_LOST",
                 hint="restore the state folder from a backup (or use a kit that carries the "
                 f"root chain up to version {accepted})",
             )
-        if parse_timestamp(current.body.expires) <= self._now():
+        if current.root.is_expired(self._now()):
             raise VerificationError(
-                f"root version {current.body.version} expired at {current.body.expires}",
+                f"root version {current.version} expired at {current.expires}",
                 code="ROOT_EXPIRED",
                 hint="get a newer root (or a kit that carries one) from the publisher",
             )
         if folder is not None and self.state_dir is not None:
             for v in new:
                 atomic_write(folder / f"{v}.root.json", offered[v], mode=0o600)
-            rollback.note_root(self.state_dir, self._pin_id(), current.body.version)
+            rollback.note_root(self.state_dir, self._pin_id(), current.version)
         return trust_of(current), new
+
+
+_T = TypeVar("_T")
+
+
+def with_channel_roots(trusted: _T, pinned: bytes, folder: Path) -> _T:
+    """``trusted`` with the roots the channel's updater accepted (``folder/<N>.root.json``,
+    python-tuf's ``root_history/``) offered to the walk, when ``trusted`` is a root anchor on
+    the very root that pins the channel: one root, so a release key the channel rotated in
+    verifies the kit it lists. Anything else is returned unchanged. The roots are read only
+    consecutively from the pinned version on, capped, and verified by the walk like a kit's."""
+    if not isinstance(trusted, RootAnchor) or trusted.pinned != pinned:
+        return trusted
+    roots: dict[int, bytes] = {}
+    for v in trusted.reachable_versions():
+        path = folder / f"{v}.root.json"
+        if not path.is_file():
+            break
+        roots[v] = read_capped(
+            path, MAX_ROOT_BYTES, what=str(path), error=VerificationError, code="ROOT_MALFORMED"
+        )
+    return replace(trusted, also=roots)
 
 
 def _walk(
@@ -243,7 +218,7 @@ def _walk(
     last root reached and the versions that came from the kit."""
     new: list[int] = []
     for _ in range(MAX_ROOTS):
-        v = current.body.version + 1
+        v = current.version + 1
         data = known.get(v, offered.get(v))
         if data is None:
             break
@@ -251,35 +226,37 @@ def _walk(
         current = verify_root(data, trusted=current, source=f"{where} root {v}.root.json")
         if v not in known:
             new.append(v)
-    beyond = sorted(v for v in (*known, *offered) if v > current.body.version)
+    beyond = sorted(v for v in (*known, *offered) if v > current.version)
     if beyond:
         raise VerificationError(
             f"root {beyond[0]}.root.json cannot be reached from version "
-            f"{current.body.version}: the chain has a gap",
+            f"{current.version}: the chain has a gap",
             code="ROOT_CHAIN_GAP",
         )
     return current, new
 
 
 def trust_of(root: VerifiedRoot) -> Trust:
-    body = root.body
-    release = body.roles.release
+    """The release rules of a verified root: the TUF ``targets`` role's keys and threshold sign
+    receipts, with the k3kit windows, revocations and floors."""
+    rules = root.rules
+    release = root.root.roles["targets"]
     keys = tuple(
         TrustedKey(
             kid,
             root.keys[kid],
-            body.key_validity[kid].not_before if kid in body.key_validity else None,
-            body.key_validity[kid].not_after if kid in body.key_validity else None,
+            rules.key_validity[kid].not_before if kid in rules.key_validity else None,
+            rules.key_validity[kid].not_after if kid in rules.key_validity else None,
         )
         for kid in release.keyids
     )
-    revoked = {kid: Revoked(root.keys[kid], r.reason, r.since) for kid, r in body.revoked.items()}
+    revoked = {kid: Revoked(root.keys[kid], r.reason, r.since) for kid, r in rules.revoked.items()}
     return Trust(
         keys,
         release.threshold,
         revoked,
-        dict(body.min_sequence),
-        body.version,
-        f"root version {body.version} (expires {body.expires}): release role "
+        dict(rules.min_sequence),
+        root.version,
+        f"root version {root.version} (expires {root.expires}): release (targets) role "
         f"{release.threshold} of {len(keys)} key(s), {len(revoked)} revoked",
     )

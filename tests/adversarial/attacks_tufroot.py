@@ -1,0 +1,142 @@
+"""Attacks on the root of trust's TUF format: roots written by hand (or edited after signing) to
+get past the reader, each carried in a kit as ``root/2.root.json`` on top of a genuine pinned root.
+
+Every forged root here except the first two is signed by the genuine root key (a careless or
+tricked publisher), so what refuses it is the reader's rule, not a missing signature.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from tuf.api.metadata import Root
+
+from k3kit._fs import atomic_write
+from k3kit.signing.trust.edit import add_key, rotate, sign_root
+from tests.adversarial.corpus import Argv, Workbench, attack
+from tests.conftest import KeyFiles
+from tests.trustkit import (
+    FAR,
+    canonical,
+    duplicate_signature,
+    keypair,
+    kid,
+    pub,
+    raw_root,
+    root_v1,
+    signer,
+    write_root,
+)
+
+IDENTITY = bytes([1]) + bytes(31)  # the Ed25519 identity point: verifies forged signatures
+
+
+def _setup(w: Workbench) -> tuple[KeyFiles, Root, Path, Path]:
+    root_key = keypair(w.root, "root-a")
+    body = root_v1([root_key], [w.golden.key])
+    return root_key, body, write_root(w.root / "pinned.root.json", body, [root_key]), w.root / "st"
+
+
+def _next(body: Root) -> dict[str, Any]:
+    """Root 2 as a plain dict, for hand edits python-tuf's constructor would refuse first."""
+    signed = body.to_dict()
+    signed["version"] = 2
+    return signed
+
+
+def _carry(w: Workbench, pinned: Path, state: Path, data: bytes) -> Argv:
+    kit = w.kit()
+    atomic_write(kit / "root" / "2.root.json", data)
+    return ["verify", kit, "--root", pinned, "--state-dir", state]
+
+
+@attack("ROOT_UNTRUSTED")
+def root_custom_field_added_after_signing(w: Workbench) -> Argv:
+    root_key, body, pinned, state = _setup(w)
+    genuine = json.loads(
+        sign_root(add_key(body, "release", pub(w.other_key), expires=FAR), [signer(root_key)])
+    )
+    # A mirror adds a key window to a genuine root 2 so an old receipt counts again: the
+    # custom fields are inside 'signed', so the root key's signature no longer verifies.
+    genuine["signed"]["x-k3kit-key-validity"] = {kid(w.golden.key): {"not_before": FAR}}
+    return _carry(w, pinned, state, json.dumps(genuine).encode())
+
+
+@attack("ROOT_UNTRUSTED")
+def root_signed_with_the_release_key_only(w: Workbench) -> Argv:
+    _, body, pinned, state = _setup(w)
+    # Whoever holds the release key (it signs every receipt: the online one) writes root 2
+    # moving the root role to a key of their own, and signs it with both: the release key is
+    # not a root key of root 1, so root 1's threshold is not met.
+    thief = keypair(w.root, "thief")
+    two = rotate(body, "root", [pub(thief)], 1, expires=FAR)
+    return _carry(w, pinned, state, sign_root(two, [signer(w.golden.key), signer(thief)]))
+
+
+@attack("KEY_WEAK")
+def root_whose_targets_key_is_small_order(w: Workbench) -> Argv:
+    root_key, body, pinned, state = _setup(w)
+    weak = {"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": IDENTITY.hex()}}
+    weak_id = hashlib.sha256(canonical(weak)).hexdigest()  # the honest key id
+    signed = _next(body)
+    signed["keys"][weak_id] = weak
+    signed["roles"]["targets"] = {"keyids": [weak_id], "threshold": 1}
+    return _carry(w, pinned, state, raw_root(signed, [root_key]))
+
+
+@attack("ROOT_MALFORMED")
+def root_lists_one_key_under_two_ids(w: Workbench) -> Argv:
+    root_key, body, pinned, state = _setup(w)
+    signed = _next(body)
+    genuine = kid(w.golden.key)
+    alias = hashlib.sha256(b"alias of the publisher key").hexdigest()
+    signed["keys"][alias] = signed["keys"][genuine]
+    signed["roles"]["targets"] = {"keyids": [genuine, alias], "threshold": 2}
+    kit_args = _carry(w, pinned, state, raw_root(signed, [root_key]))
+    duplicate_signature(w.kit(), hint=alias)  # one key's signature twice meets "2 of 2"
+    return kit_args
+
+
+@attack("ROOT_MALFORMED")
+def root_revoked_key_still_in_targets(w: Workbench) -> Argv:
+    root_key, body, pinned, state = _setup(w)
+    signed = _next(body)
+    revoked = {"reason": "compromise", "since": "2026-01-01T00:00:00Z"}
+    signed["x-k3kit-revoked"] = {kid(w.golden.key): revoked}  # ...but targets still lists it
+    return _carry(w, pinned, state, raw_root(signed, [root_key]))
+
+
+@attack("ROOT_MALFORMED")
+def root_with_an_unknown_top_level_role(w: Workbench) -> Argv:
+    root_key, body, pinned, state = _setup(w)
+    signed = _next(body)
+    signed["roles"]["mirrors"] = {"keyids": [kid(root_key)], "threshold": 1}
+    return _carry(w, pinned, state, raw_root(signed, [root_key]))
+
+
+@attack("ROOT_MALFORMED")
+def root_key_window_in_arabic_indic_digits(w: Workbench) -> Argv:
+    root_key, body, pinned, state = _setup(w)
+    signed = _next(body)
+    # ٢٠٢٠: a window that closed in 2020 to k3kit's eye, or one a loose parser never closes.
+    signed["x-k3kit-key-validity"] = {
+        kid(w.golden.key): {"not_after": "\u0662\u0660\u0662\u0660-01-01T00:00:00Z"}
+    }
+    return _carry(w, pinned, state, raw_root(signed, [root_key]))
+
+
+@attack("ROOT_WRONG_TYPE")
+def channel_targets_metadata_replayed_as_root(w: Workbench) -> Argv:
+    root_key, _, pinned, state = _setup(w)
+    # TUF targets metadata signed by the root key has the same outer shape as a root.
+    signed = {
+        "_type": "targets",
+        "version": 2,
+        "spec_version": "1.0.31",
+        "expires": FAR,
+        "targets": {},
+    }
+    return _carry(w, pinned, state, raw_root(signed, [root_key]))
