@@ -219,7 +219,6 @@ class TrustCode(ErrorCode):
         "an Ed25519 public key that is non-canonical or of small order (it verifies forgeries)",
     )
     ROOT_UNTRUSTED = "ROOT_UNTRUSTED", _FAIL, "a root is not signed by its threshold"
-    ROOT_UNTRUSTED_KEY = "ROOT_UNTRUSTED_KEY", _FAIL, "no trusted key signed a root"
     ROOT_VERSION = "ROOT_VERSION", _FAIL, "a root's version is not the expected one"
     ROOT_WRONG_TYPE = "ROOT_WRONG_TYPE", _FAIL, "a root has the wrong payload type"
     ROLLBACK = "ROLLBACK", _FAIL, "the sequence is below one this node accepted"
