@@ -208,7 +208,7 @@ class Registry:
             )
         if cred is None or self._withheld_from is not None:
             return auth_required(self.base, why)
-        return auth_failed(self.base, cred.source, why)
+        return auth_failed(self.base, cred.where(), why)
 
     def _token(self, challenge: Challenge, cred: Credential | None) -> str:
         """A bearer token from the challenge's realm (the distribution token flow): with the
