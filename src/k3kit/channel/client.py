@@ -477,10 +477,16 @@ def _from_registry(registry: str, entry: Entry, kit: Path) -> None:
 
 def _source(request: Request, base: str, entry: Entry) -> str:
     """What the report calls the kit: where its bytes came from (the channel's target, or the
-    registry and the signed digest), never the downloaded file, which is deleted on return."""
+    registry and the signed digest), never the downloaded file, which is deleted on return.
+
+    From a registry the signed digest is the kit archive's **blob**, and it is said so: written
+    ``oci://HOST/REPO@sha256:…`` it read as a reference ``install oci://`` takes, which names a
+    manifest (``k3kit push`` prints that one), and handed back there it was ``OCI_NOT_FOUND``.
+    update reads no manifest (only the signed digest is trusted), so none is named."""
     if request.registry is None:
         return f"{entry.path} from {base}"
-    return f"{entry.path} from {request.registry}@sha256:{entry.target.hashes.get('sha256', '')}"
+    blob = entry.target.hashes.get("sha256", "")
+    return f"{entry.path} from {request.registry} (blob sha256:{blob})"
 
 
 def update(
