@@ -118,3 +118,14 @@ def test_attack_the_metadata_head_request_dribbled_is_cut_off() -> None:
                       cancel=threading.Event())  # fmt: skip
     assert exc.value.code == "HUB_TIMEOUT" and exc.value.hint
     assert len(handler.sent) < len(head_of(BODY))
+
+
+@pytest.mark.parametrize("call", ["resolve", "list_files"])
+def test_attack_an_api_answer_s_head_dribbled_is_cut_off(call: str) -> None:
+    """pin's API calls (a model's info, the tree listing) answered a head byte at a time."""
+    with dribbling("/", slow_head=True) as (host, handler):
+        hub = HfHub(f"http://{host}", attempts=1, timeout=5)
+        with pytest.raises(EnvironmentProblem) as exc:
+            getattr(hub, call)("org/model", COMMIT)
+    assert exc.value.code == "HUB_TIMEOUT" and exc.value.hint
+    assert len(handler.sent) < len(head_of(BODY))

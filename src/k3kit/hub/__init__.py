@@ -44,6 +44,11 @@ __all__ = ["DEFAULT_ENDPOINT", "FATAL_CODES", "TRANSIENT_CODES", "HfHub", "HubFi
 
 T = TypeVar("T")
 
+#: The most an API answer of the hub (a model's info, a whole tree listing with its pages) is
+#: taken to be, for its Deadline only: 16 MiB, so 256 s at the floor's 64 KiB/s. Listings of
+#: real model repositories are KBs to a few MBs; the point is a bound, not a tight one.
+API_ANSWER_BYTES = 16 * 1024 * 1024
+
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -110,7 +115,9 @@ class HfHub:
         must not silently fall back to a stale local answer.
         """
         info = self._retrying(
-            lambda: self._api.model_info(repo, revision=revision, timeout=self._timeout),
+            lambda: _bounded(
+                lambda: self._api.model_info(repo, revision=revision, timeout=self._timeout)
+            ),
             repo=repo,
             revision=revision,
         )
@@ -146,7 +153,7 @@ class HfHub:
                 )
             return out
 
-        return self._retrying(listing, repo=repo, revision=commit)
+        return self._retrying(lambda: _bounded(listing), repo=repo, revision=commit)
 
     def read_file(self, repo: str, commit: str, path: str, max_bytes: int) -> bytes:
         """The bytes of one (small) file at ``commit``; refuses more than ``max_bytes``."""
@@ -257,6 +264,14 @@ class HfHub:
             _pause(delay, cancel)
             delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _bounded(call: Callable[[], T]) -> T:
+    """``call`` (huggingface_hub API requests through its shared session) under one active
+    Deadline for :data:`API_ANSWER_BYTES`: a hub dribbling a head or a body cannot hold it."""
+    with Deadline(API_ANSWER_BYTES):
+        _session()
+        return call()
 
 
 def _session() -> httpx2.Client:
