@@ -346,3 +346,18 @@ def test_a_helper_is_asked_only_for_its_own_registry(on_path: Path, tmp_path: Pa
     found = credential_for("https://Registry.Example:443", REPO)
     assert found is not None and found.password == SECRET and found.helper == "h"
     assert SECRET not in repr(found)
+
+
+def test_an_identity_token_in_the_file_itself_is_refused_with_its_own_words(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """docker login against an OAuth registry writes ``identitytoken`` and no ``auth``: the
+    same refusal in the file's words (OCI_AUTH_FILE_INVALID), the token never echoed."""
+    with registry(challenge='Basic realm="reg"') as (host, handler):
+        doc: dict[str, object] = {"auths": {host: {"identitytoken": SECRET}}}
+        env = env_for(tmp_path, doc, tmp_path / "bin")
+        rc, out = cli(env, "install", f"oci://{host}/{REPO}@sha256:{'ab' * 32}",
+                      "--trust", golden.key.public, "--into", tmp_path / "kits")  # fmt: skip
+    assert rc == 3 and code(out) == "OCI_AUTH_FILE_INVALID"
+    assert "identity token" in str(out["error"]["message"])  # type: ignore[index]
+    assert all(sent is None for _, sent in handler.seen)

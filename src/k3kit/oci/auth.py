@@ -233,6 +233,13 @@ def _normalise(key: str) -> str:
 
 def _decode(entry: object, path: Path, host: str) -> tuple[str, str]:
     auth = entry.get("auth") if isinstance(entry, dict) else None
+    if not auth and isinstance(entry, dict) and entry.get("identitytoken"):
+        raise _file_invalid(
+            path,
+            f"its entry for {host} holds an identity token (an OAuth2 refresh token), "
+            "which k3kit does not exchange; log in with a user name and a password or "
+            "robot-account token",
+        )
     if not isinstance(auth, str) or not auth:
         raise _file_invalid(
             path, f"its entry for {host} has no auth, and it names no credential helper for it"
