@@ -389,3 +389,19 @@ def test_foreign_entry_names_another_owner(tmp_path: Path) -> None:
     root = _tree(tmp_path / "kit")
     os.chown(root / "sub" / "file", COTENANT_UID, COTENANT_UID)
     assert foreign_entry(root, read_only=True) == f"sub/file is owned by uid {COTENANT_UID}"
+
+
+def test_program_on_path_looks_a_bare_name_up_and_never_takes_a_path(tmp_path: Path) -> None:
+    """The one lookup of programs run by name (engine, nvidia-smi, credential helpers): a name
+    with a ``/`` is no lookup (``shutil.which`` would run ``../x`` as a path); a bare name is
+    found on the given PATH, with the verdict of :func:`_fs.placeable_by_others`."""
+    program = tmp_path / "prog"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    real = Path(os.path.realpath(program))
+    assert _fs.program_on_path("prog", str(tmp_path)) == (real, None)
+    assert _fs.program_on_path(str(program), str(tmp_path)) is None
+    assert _fs.program_on_path("../" + tmp_path.name + "/prog", str(tmp_path)) is None
+    assert _fs.program_on_path("absent-k3kit-program", str(tmp_path)) is None
+    program.chmod(0o757)  # others may change it
+    assert _fs.program_on_path("prog", str(tmp_path)) == (real, real)

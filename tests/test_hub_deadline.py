@@ -17,7 +17,7 @@ from k3kit import _policy
 from k3kit.errors import EnvironmentProblem
 from k3kit.hub import HfHub, translate
 from k3kit.hub._fetch import stream_body
-from tests.test_oci_deadline import BODY, dribbling
+from tests.test_oci_deadline import BODY, dribbling, head_of
 
 COMMIT = "a" * 40
 
@@ -71,3 +71,61 @@ def test_attack_a_small_file_read_by_pin_dribbled_a_byte_at_a_time_is_cut_off() 
             hub.read_file("org/model", COMMIT, "config.json", max_bytes=1024)
     assert exc.value.code == "HUB_TIMEOUT" and exc.value.hint
     assert len(handler.sent) < len(BODY)
+
+
+# -- the head: status line and headers dribbled ----------------------------------------------------
+
+
+def test_attack_a_weights_file_s_head_dribbled_a_byte_at_a_time_is_cut_off() -> None:
+    """The status line and headers a byte every 0.3 s: every socket read gets a byte, so the
+    5 s read timeout never trips. The body's Deadline is active from the request on, and
+    bounds each read of the head too."""
+    sink = Kept()
+    with (
+        dribbling("/", slow_head=True) as (host, handler),
+        httpx2.Client(timeout=5) as client,
+        pytest.raises(_policy.ReadTooSlow),
+    ):
+        stream_body(
+            client,
+            f"http://{host}/org/model/resolve/{COMMIT}/model.safetensors",
+            {},
+            size=len(BODY),
+            what="model.safetensors",
+            sink=sink,
+            cancel=threading.Event(),
+        )
+    assert len(handler.sent) < len(head_of(BODY)) and not sink.data
+
+
+def test_attack_a_small_file_s_head_dribbled_for_pin_is_cut_off() -> None:
+    """The same through huggingface_hub's shared session (pin's small reads)."""
+    with dribbling("/", slow_head=True) as (host, handler):
+        hub = HfHub(f"http://{host}", attempts=1, timeout=5)
+        with pytest.raises(EnvironmentProblem) as exc:
+            hub.read_file("org/model", COMMIT, "config.json", max_bytes=1024)
+    assert exc.value.code == "HUB_TIMEOUT" and exc.value.hint
+    assert len(handler.sent) < len(head_of(BODY))
+
+
+def test_attack_the_metadata_head_request_dribbled_is_cut_off() -> None:
+    """pull's HEAD (huggingface_hub's get_hf_file_metadata: the size and commit of a file)
+    answered a byte every 0.3 s: a HEAD is all head, bounded by the floor."""
+    with dribbling("/", slow_head=True) as (host, handler):
+        hub = HfHub(f"http://{host}", attempts=1, timeout=5)
+        with pytest.raises(EnvironmentProblem) as exc:
+            hub.fetch("org/model", COMMIT, "model.safetensors", size=len(BODY), sink=Kept(),
+                      cancel=threading.Event())  # fmt: skip
+    assert exc.value.code == "HUB_TIMEOUT" and exc.value.hint
+    assert len(handler.sent) < len(head_of(BODY))
+
+
+@pytest.mark.parametrize("call", ["resolve", "list_files"])
+def test_attack_an_api_answer_s_head_dribbled_is_cut_off(call: str) -> None:
+    """pin's API calls (a model's info, the tree listing) answered a head byte at a time."""
+    with dribbling("/", slow_head=True) as (host, handler):
+        hub = HfHub(f"http://{host}", attempts=1, timeout=5)
+        with pytest.raises(EnvironmentProblem) as exc:
+            getattr(hub, call)("org/model", COMMIT)
+    assert exc.value.code == "HUB_TIMEOUT" and exc.value.hint
+    assert len(handler.sent) < len(head_of(BODY))

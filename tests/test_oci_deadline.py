@@ -44,6 +44,7 @@ class Dribbler(http.server.BaseHTTPRequestHandler):
     body = BODY
     folder: Path | None = None  # other paths: its files, at once (a channel's metadata)
     challenge = False
+    slow_head = False  # dribble the status line and headers instead, then the body at once
     sent: ClassVar[list[int]] = []
     stop = threading.Event()
 
@@ -57,19 +58,31 @@ class Dribbler(http.server.BaseHTTPRequestHandler):
                 return self._head(404, 2, {}, b"{}")
             data = file.read_bytes()
             return self._head(200, len(data), {}, data)
+        if self.slow_head:
+            return self._dribble(
+                head_of(self.body), then=b"" if self.command == "HEAD" else self.body
+            )
         self._head(200, len(self.body), {}, b"")
-        with contextlib.suppress(OSError):  # the client hangs up: that is the point
-            for i in range(len(self.body)):
-                if self.stop.wait(timeout=0.3):
-                    return
-                self.wfile.write(self.body[i : i + 1])
-                self.wfile.flush()
-                self.sent.append(1)
+        self._dribble(self.body)
 
     do_POST = do_GET
 
     def do_HEAD(self) -> None:
+        if self.slow_head and self.path.startswith(self.slow):
+            return self.do_GET()
         self._head(404, 0, {}, b"")  # no blob yet: the push goes on to upload it
+
+    def _dribble(self, data: bytes, then: bytes = b"") -> None:
+        """``data`` one byte every 0.3 s (each counted in ``sent``), then ``then`` at once."""
+        with contextlib.suppress(OSError):  # the client hangs up: that is the point
+            for i in range(len(data)):
+                if self.stop.wait(timeout=0.3):
+                    return
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                self.sent.append(1)
+            self.wfile.write(then)
+            self.wfile.flush()
 
     def _head(self, status: int, length: int, headers: dict[str, str], body: bytes) -> None:
         self.send_response(status)
@@ -84,11 +97,26 @@ class Dribbler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def head_of(body: bytes) -> bytes:
+    """An honest status line and headers for ``body``, padded to 120 bytes and more: at a
+    byte every 0.3 s, 36 s and more, far past the 1 s deadline and never a 5 s read timeout."""
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+        b"Content-Length: %d\r\nX-Padding: %s\r\n\r\n" % (len(body), b"p" * 40)
+    )
+
+
 @contextlib.contextmanager
 def dribbling(
-    slow: str, *, challenge: bool = False, body: bytes = BODY, folder: Path | None = None
+    slow: str,
+    *,
+    challenge: bool = False,
+    body: bytes = BODY,
+    folder: Path | None = None,
+    slow_head: bool = False,
 ) -> Iterator[tuple[str, type[Dribbler]]]:
     attrs = {"slow": slow, "challenge": challenge, "body": body, "folder": folder}
+    attrs["slow_head"] = slow_head
     attrs |= {"sent": [], "stop": threading.Event()}
     handler: type[Dribbler] = type("Attacker", (Dribbler,), attrs)
     with loopback(handler, stop=handler.stop) as host:
@@ -179,3 +207,71 @@ def test_attack_channel_timestamp_dribbled_a_byte_at_a_time_is_cut_off_at_its_de
             )  # fmt: skip
         refused_slow(exc, handler.sent, "CHANNEL_UNREACHABLE", stamp)
     assert not (tmp_path / "kits").exists() or not any((tmp_path / "kits").iterdir())
+
+
+# -- the head: status line and headers dribbled ----------------------------------------------------
+
+
+def test_attack_registry_dribbles_the_head_of_a_manifest_answer() -> None:
+    """The status line and headers a byte every 0.3 s: each socket read gets a byte, so the
+    30 s read timeout never trips and httpx takes up to 100 KiB of head. The same Deadline,
+    active while the request is made, bounds every read of the head."""
+    with (
+        dribbling("/v2/", slow_head=True) as (host, handler),
+        Registry(f"http://{host}", REPO) as reg,
+    ):
+        with pytest.raises(EnvironmentProblem) as exc:
+            fetch_manifest(reg, REPO, BLOB)
+        refused_slow(exc, handler.sent, body=head_of(BODY))
+
+
+def test_attack_registry_dribbles_the_head_of_a_kit_blob(tmp_path: Path) -> None:
+    with dribbling("/v2/", slow_head=True) as (host, handler):
+        ref = parse(f"oci://{host}/{REPO}", repository_only=True)
+        with pytest.raises(EnvironmentProblem) as exc:
+            fetch_blob_file(ref, BLOB, len(BODY), tmp_path / "kit.tar.gz")
+        refused_slow(exc, handler.sent, body=head_of(BODY))
+
+
+def test_attack_token_service_dribbles_the_head_of_its_answer() -> None:
+    with dribbling("/token", challenge=True, slow_head=True) as (host, handler):
+        with Registry(f"http://{host}", REPO) as reg, pytest.raises(EnvironmentProblem) as exc:
+            fetch_manifest(reg, REPO, BLOB)
+        refused_slow(exc, handler.sent, body=head_of(BODY))
+        assert "token" in str(exc.value)
+
+
+def test_attack_channel_mirror_dribbles_the_head_of_the_timestamp(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """python-tuf's fetcher (urllib3, http.client) reads the head line by line from the socket
+    with a 30 s timeout per read: a mirror sending it a byte every 0.3 s is cut off by the
+    Deadline active for that download."""
+    from k3kit import api
+    from k3kit.signing.keys import load_public
+
+    chan = init_channel(tmp_path / "chan")
+    with dribbling("/metadata/timestamp.json", folder=chan.repo, slow_head=True) as (
+        host,
+        handler,
+    ):
+        with pytest.raises(EnvironmentProblem) as exc:
+            api.update_from_channel(
+                f"http://{host}", "stable", chan.root, tmp_path / "kits",
+                [load_public(golden.key.public)], state_dir=tmp_path / "state",
+            )  # fmt: skip
+        refused_slow(exc, handler.sent, "CHANNEL_UNREACHABLE", head_of(BODY))
+    assert not (tmp_path / "kits").exists() or not any((tmp_path / "kits").iterdir())
+
+
+def test_outside_a_deadline_a_read_waits_its_own_timeout() -> None:
+    """The pacing is only what an active Deadline leaves: none active, a read keeps the
+    client's own timeout; inside one, the wait is cut to what is left, and past it refused."""
+    assert _policy.read_wait(30.0) == 30.0 and _policy.read_wait(None) is None
+    with _policy.Deadline(0) as deadline:  # one second (the fixture's floor)
+        wait = _policy.read_wait(30.0)
+        assert wait is not None and 0 < wait <= 1.0
+        deadline._ends -= 2  # its second spent, without waiting for it
+        with pytest.raises(_policy.ReadTooSlow):
+            _policy.read_wait(30.0)
+    assert _policy.read_wait(30.0) == 30.0

@@ -92,6 +92,11 @@ def test_update_from_a_registry_installs_the_release_the_signed_targets_name(
     assert rc == 0, stderr
     assert out["version"] == "1.1.0" and out["name"] == PACKAGE
     assert installed(tmp_path) == [f"{PACKAGE}-1.1.0"]
+    # the label names the blob as a blob: written REPO@sha256:BLOB it read as a reference
+    # `install oci://` takes (a manifest digest), and given back there it was OCI_NOT_FOUND
+    blob = sha256_digest(releases.v110.read_bytes())
+    assert out["kit"].endswith(f" from oci://{registry.host}/{REPO} (blob {blob})")
+    assert "@sha256:" not in out["kit"] and f"(blob {blob})" in stderr
     target = tmp_path / "kits" / f"{PACKAGE}-1.1.0"
     assert run_k3kit("verify", target, "--trust", releases.key.public).returncode == 0
 

@@ -487,6 +487,24 @@ def placeable_by_others(executable: Path) -> Path | None:
     return replaceable_by_others(executable.parent)
 
 
+def program_on_path(name: str, search: str | None = None) -> tuple[Path, Path | None] | None:
+    """The program ``name`` as found on ``search`` (a ``PATH`` value; the caller's ``PATH`` by
+    default): its real path and :func:`placeable_by_others` of it, or None when it is not there.
+
+    The one lookup of every program k3kit runs by name (the engine, ``nvidia-smi``, a registry
+    credential helper), so each is judged by the same rule before it runs: a ``PATH`` may lead
+    through ``/tmp/bin`` or ``.``, and whatever another user placed there would run as this
+    user. Each caller words the refusal itself (a raised code, or a reason in a report). A name
+    with a ``/`` is never looked up (``shutil.which`` would take it as a path, ``../x`` too)."""
+    if not name or os.sep in name or "\0" in name:
+        return None
+    found = shutil.which(name, path=search if search is not None else os.environ.get("PATH"))
+    if found is None:
+        return None
+    real = Path(os.path.realpath(found))
+    return real, placeable_by_others(real)
+
+
 def foreign_entry(root: Path, *, read_only: bool) -> str | None:
     """Why ``root`` (not followed if a link) is not a tree only this user controls, else None.
 

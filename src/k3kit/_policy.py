@@ -17,6 +17,8 @@ import re
 import time
 import unicodedata
 from collections.abc import Iterable, Iterator
+from contextvars import ContextVar, Token
+from typing import Any, TypeVar
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -187,13 +189,24 @@ def read_deadline(size: int) -> float:
 
 class Deadline:
     """The overall deadline of one read of at most ``size`` bytes, started when made (before
-    the request, so slow headers count too). :meth:`paced` checks it as each piece arrives, so
-    a read ends at most one per-read timeout after the deadline (the wait for the next piece is
-    bounded by the client's read timeout; nothing here interrupts it)."""
+    the request, so slow headers count too). :meth:`paced` checks it as each piece of the body
+    arrives. Used as a context (``with deadline:``) it is also the *active* deadline of this
+    thread's network reads (:func:`read_wait`): every socket read the clients make inside the
+    block, the status line and headers included, waits at most what is left of it. Without
+    that, a server sending the head one byte every (read timeout - 1) seconds was bounded only
+    by how many header bytes its client accepts (h11: 100 KiB, a month at 29 s a byte)."""
 
     def __init__(self, size: int) -> None:
         self.seconds = read_deadline(size)
         self._ends = time.monotonic() + self.seconds
+        self._tokens: list[Token[Deadline | None]] = []
+
+    def __enter__(self) -> Deadline:
+        self._tokens.append(_ACTIVE.set(self))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _ACTIVE.reset(self._tokens.pop())
 
     def check(self) -> None:
         if time.monotonic() > self._ends:
@@ -202,8 +215,100 @@ class Deadline:
                 f"max({READ_FLOOR_SECONDS:.0f} s, size at {READ_FLOOR_RATE // 1024} KiB/s))"
             )
 
+    def bound(self, timeout: float | None) -> float:
+        """How long one read may wait now: ``timeout`` cut to what is left (at least 1 ms, so
+        a socket is never made non-blocking), or :class:`ReadTooSlow` when nothing is."""
+        self.check()
+        left = max(self._ends - time.monotonic(), 0.001)
+        return left if timeout is None else min(timeout, left)
+
     def paced(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
         """``chunks`` as they arrive; :class:`ReadTooSlow` once the deadline has passed."""
         for chunk in chunks:
             self.check()
             yield chunk
+
+
+_Client = TypeVar("_Client")
+_ACTIVE: ContextVar[Deadline | None] = ContextVar("k3kit_read_deadline", default=None)
+
+
+def read_wait(timeout: float | None) -> float | None:
+    """How long a network read may wait now: ``timeout`` (the client's per-read timeout), cut
+    to what is left of the deadline active in this context (:class:`Deadline` as a context),
+    or :class:`ReadTooSlow` when it has passed. The one question every client's socket reads
+    ask (:class:`PacedBackend` for httpx's, the channel's ``_PacedSocketIO`` for urllib3's)."""
+    active = _ACTIVE.get()
+    return timeout if active is None else active.bound(timeout)
+
+
+def failed_read() -> None:
+    """After a read failed (its wait cut short by :func:`read_wait`, most often): raise
+    :class:`ReadTooSlow` instead when the active deadline has passed, so the caller reports
+    "too slowly" and not a bare timeout; otherwise return and let the caller re-raise."""
+    active = _ACTIVE.get()
+    if active is not None:
+        active.check()
+
+
+class PacedStream:
+    """An httpcore network stream (httpx's and httpx2's, duck-typed: this layer imports
+    neither) whose reads wait at most :func:`read_wait`."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        try:
+            data: bytes = self._inner.read(max_bytes, read_wait(timeout))
+        except Exception:
+            failed_read()
+            raise
+        return data
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> PacedStream:
+        return PacedStream(self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class PacedBackend:
+    """An httpcore network backend whose streams are :class:`PacedStream`."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> PacedStream:
+        return PacedStream(self._inner.connect_tcp(*args, **kwargs))
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> PacedStream:
+        return PacedStream(self._inner.connect_unix_socket(*args, **kwargs))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def pace_client(client: _Client) -> _Client:
+    """``client`` (an ``httpx.Client`` or ``httpx2.Client``) with every connection pool it
+    sends through (its transport and each proxy mount) reading via :class:`PacedBackend`;
+    idempotent. httpx offers no public hook for its network backend, so this reaches into
+    ``_transport``/``_mounts``/``_pool``; a client whose layout is not that is refused (a
+    RuntimeError the tests meet on an upgrade) rather than left unbounded."""
+    held: Any = client
+    transports = [t for t in (held._transport, *held._mounts.values()) if t is not None]
+    pools: list[Any] = [getattr(t, "_pool", None) for t in transports]
+    if not pools or not all(hasattr(p, "_network_backend") for p in pools):
+        raise RuntimeError(f"{type(client).__name__}: no connection pool to pace reads on")
+    for pool in pools:
+        if not isinstance(pool._network_backend, PacedBackend):
+            pool._network_backend = PacedBackend(pool._network_backend)
+    return client

@@ -810,6 +810,16 @@ class OciCode(ErrorCode):
         _ENV,
         "another user could have written or replaced the registry credentials file",
     )
+    OCI_CRED_HELPER_UNSAFE = (
+        "OCI_CRED_HELPER_UNSAFE",
+        _ENV,
+        "the credential helper found on PATH is one another user could have placed or changed",
+    )
+    OCI_CRED_HELPER_FAILED = (
+        "OCI_CRED_HELPER_FAILED",
+        _ENV,
+        "the credential helper is missing, failed, hung, or gave no usable credentials",
+    )
     OCI_AUTH_REALM_REFUSED = (
         "OCI_AUTH_REALM_REFUSED",
         _ENV,

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import atexit
 import http.server
+import json
+import os
+from pathlib import Path
 
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.netkit import serve_in_thread
@@ -164,3 +167,58 @@ def install_oci_from_a_registry_whose_token_service_answers_deep_json(w: Workben
     host = _lying_registry('Bearer realm="{origin}/token",service="r"', b"[" * 60_000)
     return ["install", f"oci://{host}/kits/kimi-k3{_DIGEST}", "--trust", w.trust,
             "--into", w.root / "kits"]  # fmt: skip
+
+
+# -- credential helpers (docs/oci.md, "Credential helpers") ---------------------------------------
+
+
+def _with_helper(w: Workbench, name: object, helper_dir: Path | None, body: str = "") -> Argv:
+    """``install oci://`` from a registry that asks for Basic credentials, by a user whose
+    docker config names credential helper ``name`` for it, with ``helper_dir`` first on PATH
+    holding ``docker-credential-NAME`` (``body``, a shell script) when given."""
+    host = _lying_registry('Basic realm="r"')
+    docker = w.root / "docker"
+    docker.mkdir()
+    config = docker / "config.json"
+    config.write_text(json.dumps({"credHelpers": {host: name}}))
+    config.chmod(0o600)
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    if helper_dir is not None:
+        script = helper_dir / f"docker-credential-{name}"
+        script.write_text("#!/bin/sh\n" + body)
+        script.chmod(0o755)
+        path = f"{helper_dir}:{path}"
+    w.env.update(
+        REGISTRY_AUTH_FILE="", XDG_RUNTIME_DIR=str(w.root / "no-runtime"),
+        DOCKER_CONFIG=str(docker), PATH=path,
+    )  # fmt: skip
+    return ["install", f"oci://{host}/kits/kimi-k3{_DIGEST}", "--trust", w.trust,
+            "--into", w.root / "kits"]  # fmt: skip
+
+
+@attack("OCI_CRED_HELPER_UNSAFE", exit_code=4)
+def install_oci_with_a_credential_helper_in_a_folder_anyone_can_write(w: Workbench) -> Argv:
+    """The helper sits in a folder anyone may write and that is not sticky (a shared bin):
+    whoever swaps it runs their code as the victim and chooses the credentials sent. Never
+    run (the co-tenant's own plant: tests/test_oci_credhelper.py)."""
+    shared = w.root / "shared-bin"
+    shared.mkdir()
+    shared.chmod(0o777)
+    return _with_helper(w, "shared", shared, f"touch {w.root / 'ran'}\n")
+
+
+@attack("OCI_AUTH_FILE_INVALID", exit_code=3)
+def install_oci_with_a_credential_helper_named_as_a_path(w: Workbench) -> Argv:
+    """``docker-credential-../../tmp/x`` would be a path ``shutil.which`` runs, not a lookup
+    on PATH: the config file names no helper k3kit may run."""
+    return _with_helper(w, "../../tmp/x", None)
+
+
+@attack("OCI_CRED_HELPER_FAILED", exit_code=4)
+def install_oci_with_a_credential_helper_that_fails_printing_its_secret(w: Workbench) -> Argv:
+    """A helper that fails with the secret in its stdout and stderr: a registered code, and
+    nothing it printed is echoed (the corpus checks the code; the test file the secret)."""
+    helper_dir = w.root / "bin"
+    helper_dir.mkdir()
+    body = "echo 'secret-k3kit-corpus-7Yw rejected'\necho 'secret-k3kit-corpus-7Yw' >&2\nexit 5\n"
+    return _with_helper(w, "failing", helper_dir, body)

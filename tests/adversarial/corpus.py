@@ -39,6 +39,8 @@ class Workbench:
     other_key: KeyFiles
     root: Path
     _made: dict[str, Path] = field(default_factory=dict)
+    #: Variables the victim's shell has set (a builder adds them: DOCKER_CONFIG, PATH, ...).
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def trust(self) -> Path:
@@ -159,7 +161,7 @@ class Outcome:
 
 def run(case: Attack, bench: Workbench) -> Outcome:
     argv = [*case.build(bench), "--json"]
-    proc = run_k3kit(*argv, cwd=bench.root, timeout=case.timeout)
+    proc = run_k3kit(*argv, cwd=bench.root, env=bench.env or None, timeout=case.timeout)
     codes: tuple[str, ...] = ()
     if proc.stdout.strip():
         try:

@@ -20,6 +20,8 @@ another user wrote: whoever could replace ``timestamp.json`` there could roll th
 from __future__ import annotations
 
 import hashlib
+import http.client
+import io
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,7 +36,14 @@ from tuf.ngclient import Updater, UpdaterConfig
 from tuf.ngclient.urllib3_fetcher import Urllib3Fetcher
 
 from k3kit._fs import check_trust_anchor, foreign_entry, owned_staging, private_dir, read_capped
-from k3kit._policy import Deadline, ReadTooSlow, redirect_refusal, url_refusal
+from k3kit._policy import (
+    Deadline,
+    ReadTooSlow,
+    failed_read,
+    read_wait,
+    redirect_refusal,
+    url_refusal,
+)
 from k3kit._values import parse_timestamp
 from k3kit.archive import admit_download
 from k3kit.channel.errors import tuf_refusals
@@ -106,8 +115,17 @@ class _CountingFetcher(Urllib3Fetcher):
             yield file
 
     def _fetch(self, url: str) -> Iterator[bytes]:
+        """The body of ``url`` under one Deadline: active while the request is made and its
+        head read (each socket read waits at most what is left of it), then checked as each
+        piece of the body arrives."""
         deadline = Deadline(self._max_length)
-        chunks = self._paced(self._followed(url), deadline)
+        try:
+            with deadline:
+                pieces = self._followed(url)
+        except ReadTooSlow as exc:
+            slow = _too_slow(exc)
+            raise slow from slow.__cause__
+        chunks = self._paced(pieces, deadline)
         if self.on_progress is None or "/targets/" not in url:
             return chunks
         return self._counted(chunks, self.on_progress)
@@ -118,13 +136,8 @@ class _CountingFetcher(Urllib3Fetcher):
         try:
             yield from deadline.paced(chunks)
         except ReadTooSlow as exc:
-            problem = EnvironmentProblem(
-                f"the channel's server sent a file too slowly: {exc}",
-                code="CHANNEL_UNREACHABLE",
-                hint="the server (or the network to it) stalls; retry, or use another mirror "
-                "of the channel",
-            )
-            raise tuf_exceptions.SlowRetrievalError(str(problem)) from problem
+            slow = _too_slow(exc)
+            raise slow from slow.__cause__
 
     def _followed(self, url: str) -> Iterator[bytes]:
         """python-tuf's GET (its ``_fetch``, same status and timeout handling) with redirects
@@ -149,8 +162,13 @@ class _CountingFetcher(Urllib3Fetcher):
         )
 
     def _get(self, url: str) -> urllib3.BaseHTTPResponse:
+        """One GET through python-tuf's proxy-aware pool managers, each made to read through
+        :class:`_PacedSocketIO` (so the active Deadline bounds the head too)."""
+        parts = urllib3.util.parse_url(url)
+        manager = self._proxy_env.get_pool_manager(parts.scheme, parts.host)
+        manager.pool_classes_by_scheme = _PACED_POOLS
         try:
-            return self._proxy_env.request(
+            return manager.request(
                 "GET",
                 url,
                 preload_content=False,
@@ -186,6 +204,82 @@ class _CountingFetcher(Urllib3Fetcher):
             yield chunk
 
 
+def _too_slow(exc: ReadTooSlow) -> tuf_exceptions.SlowRetrievalError:
+    """A file (its head or its body) past its Deadline: python-tuf's own
+    ``SlowRetrievalError`` (a ``DownloadError``), caused by k3kit's ``CHANNEL_UNREACHABLE``
+    (which :func:`k3kit.channel.errors.channel_error` reports); raise it ``from`` its cause."""
+    problem = EnvironmentProblem(
+        f"the channel's server sent a file too slowly: {exc}",
+        code="CHANNEL_UNREACHABLE",
+        hint="the server (or the network to it) stalls; retry, or use another mirror of the "
+        "channel",
+    )
+    error = tuf_exceptions.SlowRetrievalError(str(problem))
+    error.__cause__ = problem
+    return error
+
+
+class _PacedSocketIO(io.RawIOBase):
+    """A socket's read side, as ``http.client`` (and so urllib3) reads a response from it,
+    each read waiting at most :func:`k3kit._policy.read_wait` of the socket's own timeout.
+    Wraps ``sock.makefile``'s own raw file, which keeps the socket open until it is closed."""
+
+    def __init__(self, sock: Any) -> None:
+        super().__init__()
+        self._sock = sock
+        self._raw = sock.makefile("rb", buffering=0)
+        self._base = sock.gettimeout()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int | None:
+        self._sock.settimeout(read_wait(self._base))
+        try:
+            got: int | None = self._raw.readinto(b)
+        except OSError:
+            failed_read()
+            raise
+        return got
+
+    def fileno(self) -> int:
+        return int(self._raw.fileno())
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _PacedResponse(http.client.HTTPResponse):
+    """``http.client``'s response, reading its status line, headers and body through
+    :class:`_PacedSocketIO` instead of ``sock.makefile``."""
+
+    def __init__(self, sock: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        unpaced, self.fp = self.fp, io.BufferedReader(_PacedSocketIO(sock))
+        unpaced.close()
+
+
+class _PacedHTTPConnection(urllib3.connection.HTTPConnection):
+    response_class = _PacedResponse
+
+
+class _PacedHTTPSConnection(urllib3.connection.HTTPSConnection):
+    response_class = _PacedResponse
+
+
+class _PacedHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _PacedHTTPConnection
+
+
+class _PacedHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _PacedHTTPSConnection
+
+
+_PACED_POOLS: dict[str, type[urllib3.HTTPConnectionPool]] = {
+    "http": _PacedHTTPPool,
+    "https": _PacedHTTPSPool,
+}
 _MAX_REDIRECTS = 5
 
 
@@ -384,10 +478,16 @@ def _from_registry(registry: str, entry: Entry, kit: Path) -> None:
 
 def _source(request: Request, base: str, entry: Entry) -> str:
     """What the report calls the kit: where its bytes came from (the channel's target, or the
-    registry and the signed digest), never the downloaded file, which is deleted on return."""
+    registry and the signed digest), never the downloaded file, which is deleted on return.
+
+    From a registry the signed digest is the kit archive's **blob**, and it is said so: written
+    ``oci://HOST/REPO@sha256:…`` it read as a reference ``install oci://`` takes, which names a
+    manifest (``k3kit push`` prints that one), and handed back there it was ``OCI_NOT_FOUND``.
+    update reads no manifest (only the signed digest is trusted), so none is named."""
     if request.registry is None:
         return f"{entry.path} from {base}"
-    return f"{entry.path} from {request.registry}@sha256:{entry.target.hashes.get('sha256', '')}"
+    blob = entry.target.hashes.get("sha256", "")
+    return f"{entry.path} from {request.registry} (blob sha256:{blob})"
 
 
 def update(

@@ -28,7 +28,7 @@ from huggingface_hub import HfApi, RepoFile, get_hf_file_metadata, get_session, 
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from k3kit._digest import Cancelled
-from k3kit._policy import Deadline, same_origin
+from k3kit._policy import Deadline, pace_client, same_origin
 from k3kit.errors import EnvironmentProblem, K3kitError
 from k3kit.hub._errors import (
     FATAL_CODES,
@@ -43,6 +43,11 @@ from k3kit.hub.policy import DEFAULT_ENDPOINT, refuse_token_over_plain_http
 __all__ = ["DEFAULT_ENDPOINT", "FATAL_CODES", "TRANSIENT_CODES", "HfHub", "HubFile", "translate"]
 
 T = TypeVar("T")
+
+#: The most an API answer of the hub (a model's info, a whole tree listing with its pages) is
+#: taken to be, for its Deadline only: 16 MiB, so 256 s at the floor's 64 KiB/s. Listings of
+#: real model repositories are KBs to a few MBs; the point is a bound, not a tight one.
+API_ANSWER_BYTES = 16 * 1024 * 1024
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -90,7 +95,11 @@ class HfHub:
         self._deadline = deadline if deadline is not None else 2.5 * timeout
         # The body client is ours alone: huggingface_hub closes its shared client when a
         # connection fails, under the feet of other threads still downloading (exit 70 before).
-        self._client = httpx2.Client(follow_redirects=True, timeout=httpx2.Timeout(timeout))
+        # Every read of it (a body's head too) waits at most what is left of the active
+        # Deadline (_policy.pace_client); huggingface_hub's shared session is paced where used.
+        self._client = pace_client(
+            httpx2.Client(follow_redirects=True, timeout=httpx2.Timeout(timeout))
+        )
         self._api = HfApi(endpoint=self.endpoint, token=self._token)
         disable_progress_bars()  # levels below the CLI never print; the CLI shows its own progress
 
@@ -106,7 +115,9 @@ class HfHub:
         must not silently fall back to a stale local answer.
         """
         info = self._retrying(
-            lambda: self._api.model_info(repo, revision=revision, timeout=self._timeout),
+            lambda: _bounded(
+                lambda: self._api.model_info(repo, revision=revision, timeout=self._timeout)
+            ),
             repo=repo,
             revision=revision,
         )
@@ -142,7 +153,7 @@ class HfHub:
                 )
             return out
 
-        return self._retrying(listing, repo=repo, revision=commit)
+        return self._retrying(lambda: _bounded(listing), repo=repo, revision=commit)
 
     def read_file(self, repo: str, commit: str, path: str, max_bytes: int) -> bytes:
         """The bytes of one (small) file at ``commit``; refuses more than ``max_bytes``."""
@@ -153,9 +164,12 @@ class HfHub:
             chunks: list[bytes] = []
             total = 0
             deadline = Deadline(max_bytes)  # the body's, not each read's (stream_body's docs)
-            with get_session().stream(
-                "GET", url, headers=headers, follow_redirects=True, timeout=self._timeout
-            ) as response:
+            with (
+                deadline,
+                _session().stream(
+                    "GET", url, headers=headers, follow_redirects=True, timeout=self._timeout
+                ) as response,
+            ):
                 if response.status_code >= 400:
                     response.read()
                     raise status_error(response)
@@ -195,9 +209,11 @@ class HfHub:
         def attempt() -> None:
             if cancel.is_set():
                 raise Cancelled
-            meta = get_hf_file_metadata(
-                url, token=self._token, timeout=self._timeout, endpoint=self.endpoint
-            )
+            with Deadline(0):  # a HEAD: its head is all there is (the floor, 60 s)
+                _session()
+                meta = get_hf_file_metadata(
+                    url, token=self._token, timeout=self._timeout, endpoint=self.endpoint
+                )
             if meta.commit_hash != commit:
                 raise EnvironmentProblem(
                     f"{self.endpoint} answered for commit {meta.commit_hash!r} when asked for "
@@ -248,6 +264,20 @@ class HfHub:
             _pause(delay, cancel)
             delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _bounded(call: Callable[[], T]) -> T:
+    """``call`` (huggingface_hub API requests through its shared session) under one active
+    Deadline for :data:`API_ANSWER_BYTES`: a hub dribbling a head or a body cannot hold it."""
+    with Deadline(API_ANSWER_BYTES):
+        _session()
+        return call()
+
+
+def _session() -> httpx2.Client:
+    """huggingface_hub's shared client, its reads paced by the active Deadline (idempotent;
+    outside a Deadline nothing changes, so other users of huggingface_hub see no difference)."""
+    return pace_client(get_session())
 
 
 def _pause(seconds: float, cancel: threading.Event | None) -> None:

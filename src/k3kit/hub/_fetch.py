@@ -23,7 +23,7 @@ from typing import Protocol
 import httpx2
 
 from k3kit._digest import Cancelled
-from k3kit._policy import Deadline
+from k3kit._policy import Deadline, pace_client
 from k3kit.errors import EnvironmentProblem, VerificationError
 from k3kit.hub._errors import status_error
 
@@ -101,8 +101,13 @@ def stream_body(
     :class:`k3kit._policy.ReadTooSlow`, which the hub client's error mapping turns into
     ``HUB_TIMEOUT`` (``_errors.translate``), as for its small reads."""
     sink.restart()
-    deadline = Deadline(size)  # from the request on: a slow head counts too
-    with client.stream("GET", url, headers={**headers, "Accept-Encoding": "identity"}) as response:
+    deadline = Deadline(size)  # from the request on, and active: a slow head counts too
+    with (
+        deadline,
+        pace_client(client).stream(
+            "GET", url, headers={**headers, "Accept-Encoding": "identity"}
+        ) as response,
+    ):
         if response.status_code >= 400:
             raise status_error(response)
         encoding = response.headers.get("Content-Encoding", "identity").lower()

@@ -38,14 +38,13 @@ import hashlib
 import os
 import re
 import shlex
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from k3kit._fs import atomic_write, check_trust_anchor, placeable_by_others, private_dir
+from k3kit._fs import atomic_write, check_trust_anchor, private_dir, program_on_path
 from k3kit._text import shown
 from k3kit.engines import (
     ADAPTERS,
@@ -270,22 +269,17 @@ def pick_profile(info: KitInfo, profile: str, topology: str | None) -> KitProfil
 
 
 def _engine_path(engine: EngineAdapter, base_env: Mapping[str, str]) -> str:
-    """The engine, looked up once on the caller's PATH (the only use of that PATH)."""
-    found = shutil.which(engine.executable, path=base_env.get("PATH", os.defpath))
+    """The engine, looked up once on the caller's PATH (the only use of that PATH), by the one
+    rule for programs found there (:func:`k3kit._fs.program_on_path`): the caller's PATH may
+    lead through a folder others write (``/tmp/bin``, ``.``), so the engine found there must be
+    a file only root or this user can have put or changed, in folders nobody else can swap it
+    in, or it is not run (not even for ``--version``)."""
+    found = program_on_path(engine.executable, base_env.get("PATH", os.defpath))
     if found is None:
         raise EnvironmentProblem(
             f"engine {engine.executable!r} not found on PATH", code="ENGINE_NOT_FOUND"
         )
-    real = os.path.realpath(found)
-    _check_engine_file(Path(real))
-    return real
-
-
-def _check_engine_file(real: Path) -> None:
-    """The caller's PATH may lead through a folder others write (``/tmp/bin``, ``.``): the
-    engine found there must be a file only root or this user can have put or changed, in
-    folders nobody else can swap it in, or it is not run (not even for ``--version``)."""
-    unsafe = placeable_by_others(real)
+    real, unsafe = found
     if unsafe is not None:
         raise EnvironmentProblem(
             f"the engine found on PATH, {real}, could have been put or changed by another user "
@@ -294,6 +288,7 @@ def _check_engine_file(real: Path) -> None:
             hint="put the engine's folder first on PATH from a location only root or you can "
             "write (its venv's bin)",
         )
+    return str(real)
 
 
 def check_engine_version(

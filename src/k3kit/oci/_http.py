@@ -25,6 +25,7 @@ from k3kit._policy import (
     ReadTooSlow,
     is_loopback,
     join_url,
+    pace_client,
     redirect_refusal,
     same_origin,
     split_url,
@@ -76,8 +77,10 @@ class Registry:
         self.repo = repo
         loopback = is_loopback(urlsplit(self.base).hostname)
         # A proxy named in the environment is for the outside world, not for this machine.
-        self._client = httpx.Client(
-            follow_redirects=False, timeout=_TIMEOUT, trust_env=not loopback
+        # Every read (status line and headers too) waits at most what is left of the active
+        # Deadline: a head dribbled a byte at a time cannot outlast it (_policy.pace_client).
+        self._client = pace_client(
+            httpx.Client(follow_redirects=False, timeout=_TIMEOUT, trust_env=not loopback)
         )
         self._authorization: str | None = None
         self._credential: Credential | None = None
@@ -100,7 +103,7 @@ class Registry:
         """
         headers = {"Accept": accept, "Accept-Encoding": "identity"}
         deadline = Deadline(cap)
-        with self._stream("GET", path, headers=headers) as resp:
+        with deadline, self._stream("GET", path, headers=headers) as resp:
             if resp.status_code == 404:
                 return None
             self.check(resp, path)
@@ -111,7 +114,7 @@ class Registry:
         and unless exactly ``size`` bytes hashing to ``digest`` arrived."""
         path = f"/v2/{repo}/blobs/{digest}"
         deadline = Deadline(size)
-        with self._stream("GET", path, headers={"Accept-Encoding": "identity"}) as resp:
+        with deadline, self._stream("GET", path, headers={"Accept-Encoding": "identity"}) as resp:
             self.check(resp, path)
             announced = _announced(resp)
             if announced is not None and announced > size:
@@ -208,7 +211,7 @@ class Registry:
             )
         if cred is None or self._withheld_from is not None:
             return auth_required(self.base, why)
-        return auth_failed(self.base, cred.source, why)
+        return auth_failed(self.base, cred.where(), why)
 
     def _token(self, challenge: Challenge, cred: Credential | None) -> str:
         """A bearer token from the challenge's realm (the distribution token flow): with the
@@ -232,7 +235,7 @@ class Registry:
             self._withheld_from = origin_of(realm)
         deadline = Deadline(_MAX_TOKEN_ANSWER)
         try:
-            with self._client.stream("GET", url, headers=headers) as resp:
+            with deadline, self._client.stream("GET", url, headers=headers) as resp:
                 if resp.status_code in (401, 403):
                     raise self.refused(f"its token service answered {resp.status_code}")
                 body = bytearray()
@@ -294,15 +297,16 @@ class Registry:
         deadline = Deadline(_MAX_OTHER_ANSWER)
         request = self._client.build_request(method, url, headers=headers, content=content)
         try:
-            resp = self._client.send(request, stream=True)
-            try:
-                seen = 0
-                for chunk in deadline.paced(resp.iter_raw()):
-                    seen += len(chunk)
-                    if seen > _MAX_OTHER_ANSWER:
-                        break
-            finally:
-                resp.close()
+            with deadline:
+                resp = self._client.send(request, stream=True)
+                try:
+                    seen = 0
+                    for chunk in deadline.paced(resp.iter_raw()):
+                        seen += len(chunk)
+                        if seen > _MAX_OTHER_ANSWER:
+                            break
+                finally:
+                    resp.close()
         except _TRANSPORT as exc:
             raise _unreachable(self.base, exc) from exc
         except ReadTooSlow as exc:
@@ -333,6 +337,8 @@ class _Streamed:
                 self._resp = self._reg._client.send(request, stream=True)
             except _TRANSPORT as exc:
                 raise _unreachable(self._reg.base, exc) from exc
+            except ReadTooSlow as exc:  # its head, past the caller's active Deadline
+                raise _too_slow(self._reg.base, _without_userinfo(url), exc) from exc
             if self._resp.status_code == 401 and same_origin(url, self._reg.base) and not answered:
                 self._resp.close()
                 self._reg.authenticate(self._resp)

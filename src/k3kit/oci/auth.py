@@ -13,8 +13,11 @@ entry is ``{"auth": base64("user:password")}`` keyed by ``HOST[:PORT]`` (an ``ht
 and a path such as ``/v1/`` are ignored) or ``HOST[:PORT]/NAMESPACE`` (the longest match
 wins); a key's host matches in any case and without its default port (``Registry.Example`` and
 ``registry.example:443`` are ``https://registry.example``), and only as a whole host.
-Credential helpers (``credsStore``, ``credHelpers``) and ``identitytoken`` are not read: they
-would run other programs or need an OAuth exchange k3kit does not make.
+A file may instead name a credential helper (``credHelpers`` for the registry, else
+``credsStore`` for all): then that program is asked, as docker does (:mod:`k3kit.oci.credhelper`:
+found on PATH by the rule for programs k3kit runs, bounded in time and output, never echoed);
+its "no login" answer moves on to the next file. ``identitytoken`` (an OAuth2 refresh token) is
+not used: k3kit does not make that exchange.
 
 Why the rule is strict: a credential is sent only to the origin (scheme, host and port) it is
 stored for. A token realm on another host gets an anonymous request (a registry that names
@@ -38,6 +41,7 @@ from urllib.parse import urlsplit
 from k3kit._fs import NotRegularFile, check_trust_anchor, open_regular
 from k3kit._policy import origin as server_of
 from k3kit.errors import EnvironmentProblem, InputError
+from k3kit.oci import credhelper
 
 MAX_AUTH_FILE_BYTES = 1024 * 1024
 _PARAM = re.compile(r'([A-Za-z][A-Za-z0-9_-]*)=(?:"([^"]*)"|([^\s,"]*))')
@@ -52,6 +56,12 @@ class Credential:
     source: Path
     username: str = field(repr=False)
     password: str = field(repr=False)
+    helper: str | None = None  # the credential helper that gave it, when one did
+
+    def where(self) -> str:
+        """Where it came from, as errors name it: the file, and the helper when there is one."""
+        via = f", through the credential helper docker-credential-{self.helper}"
+        return f"{self.source}{via if self.helper else ''}"
 
     def basic(self) -> str:
         raw = f"{self.username}:{self.password}".encode()
@@ -88,12 +98,41 @@ def credential_for(origin: str, repo: str) -> Credential | None:
     if server is None:
         return None
     for path in auth_files():
-        entries = _auths(path)
-        found = _lookup(entries, server, parts.scheme, repo)
+        doc = _document(path)
+        helper = _helper_for(doc, path, server, parts.scheme, repo)
+        if helper is not None:
+            answer = credhelper.ask(helper, host)
+            if answer is None:  # the helper has no login for it: the next file may
+                continue
+            return Credential(origin, path, answer.username, answer.secret, helper)
+        found = _lookup(_auths(doc, path), server, parts.scheme, repo)
         if found is not None:
             username, password = _decode(found, path, host)
             return Credential(origin, path, username, password)
     return None
+
+
+def _helper_for(
+    doc: dict[str, object], path: Path, server: tuple[str, str, int | None], scheme: str, repo: str
+) -> str | None:
+    """The credential helper ``doc`` names for ``server``: its ``credHelpers`` entry (keys
+    compared as ``auths`` keys are), else its ``credsStore``, else None (docker's order)."""
+    helpers = doc.get("credHelpers", {})
+    if not isinstance(helpers, dict):
+        raise _file_invalid(path, "its credHelpers is not an object")
+    name = _lookup(helpers, server, scheme, repo)
+    if name is None:
+        name = doc.get("credsStore")
+    if name is None or name == "":
+        return None
+    if not credhelper.valid_name(name):
+        raise _file_invalid(
+            path,
+            "it names a credential helper that is no plain program name "
+            "(letters, digits, '.', '_', '-'; looked up on PATH as docker-credential-NAME)",
+        )
+    assert isinstance(name, str)
+    return name
 
 
 def _server(netloc: str, scheme: str) -> tuple[str, str, int | None] | None:
@@ -108,15 +147,22 @@ def _server(netloc: str, scheme: str) -> tuple[str, str, int | None] | None:
     return server_of(f"{scheme}://{netloc}")
 
 
-def _auths(path: Path) -> dict[str, object]:
-    """The ``auths`` object of ``path`` ({} when the file does not exist)."""
+def _document(path: Path) -> dict[str, object]:
+    """The JSON object of the credentials file ``path`` ({} when the file does not exist)."""
     raw = _read_auth_file(path)
     if raw is None:
         return {}
     doc = untrusted_json(raw)
     if doc is None:
         raise _file_invalid(path, "it is not JSON")
-    auths = doc.get("auths", {}) if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        raise _file_invalid(path, "it is not a JSON object")
+    return doc
+
+
+def _auths(doc: dict[str, object], path: Path) -> dict[str, object]:
+    """The ``auths`` object of the credentials file ``path``."""
+    auths = doc.get("auths", {})
     if not isinstance(auths, dict):
         raise _file_invalid(path, "its auths is not an object")
     return auths
@@ -187,9 +233,16 @@ def _normalise(key: str) -> str:
 
 def _decode(entry: object, path: Path, host: str) -> tuple[str, str]:
     auth = entry.get("auth") if isinstance(entry, dict) else None
+    if not auth and isinstance(entry, dict) and entry.get("identitytoken"):
+        raise _file_invalid(
+            path,
+            f"its entry for {host} holds an identity token (an OAuth2 refresh token), "
+            "which k3kit does not exchange; log in with a user name and a password or "
+            "robot-account token",
+        )
     if not isinstance(auth, str) or not auth:
         raise _file_invalid(
-            path, f"its entry for {host} has no auth (credential helpers are not read)"
+            path, f"its entry for {host} has no auth, and it names no credential helper for it"
         )
     try:
         text = base64.b64decode(auth, validate=True).decode("utf-8")
@@ -231,8 +284,9 @@ def auth_required(origin: str, why: str) -> EnvironmentProblem:
     )
 
 
-def auth_failed(origin: str, source: Path | None, why: str) -> EnvironmentProblem:
-    """The credential was sent and refused (401 again, 403, or the token service said no)."""
+def auth_failed(origin: str, source: Path | str | None, why: str) -> EnvironmentProblem:
+    """The credential was sent and refused (401 again, 403, or the token service said no);
+    ``source`` is where it came from (:meth:`Credential.where`)."""
     where = f" (from {source})" if source is not None else ""
     return EnvironmentProblem(
         f"the registry {origin} refused the credentials{where}: {why}",

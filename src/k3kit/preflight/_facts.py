@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from k3kit._fs import placeable_by_others
+from k3kit._fs import program_on_path
 
 if TYPE_CHECKING:  # the XML parser (~13 ms of CPU to import) is imported where XML is parsed
     import xml.etree.ElementTree as ET
@@ -175,11 +175,10 @@ def from_live_node() -> NodeFacts:
     nvml = from_nvml()
     if nvml.gpus is not None:
         return nvml
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
+    found = program_on_path("nvidia-smi")
+    if found is None:
         return NodeFacts("none", None, f"{nvml.why_unreadable}; nvidia-smi is not on PATH")
-    smi = os.path.realpath(smi)
-    unsafe = placeable_by_others(Path(smi))
+    smi, unsafe = str(found[0]), found[1]
     if unsafe is not None:
         # Another user's program on PATH is never run: it would run as this user and could
         # describe any node it likes.
