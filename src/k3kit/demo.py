@@ -290,14 +290,9 @@ def _channel_stage(
 ) -> None:
     """The maintenance channel: v1.0.0 and then v1.1.0 published to a TUF repository served by a
     static server on 127.0.0.1 (offline: loopback only), and ``update`` moving a second folder
-    from v1.0.0 to v1.1.0. Skipped, and said so, without the ``channel`` extra (python-tuf)."""
-    try:
-        from k3kit.channel.demo import ChannelDemo
-    except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] != "tuf":
-            raise
-        say("channel  skipped: the maintenance channel needs pip install 'k3kit[channel]'")
-        return
+    from v1.0.0 to v1.1.0. Imported here: python-tuf is needed by this stage only."""
+    from k3kit.channel.demo import ChannelDemo
+
     workdir = result.workdir
     v110 = workdir / "kit" / f"{EXAMPLE}-1.1.0"
     build(example / "v1.1.0" / "package.toml", result.paths["lock"], v110)
