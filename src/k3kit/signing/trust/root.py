@@ -28,7 +28,6 @@ from k3kit._canonical import require_canonical, strict_loads
 from k3kit._fs import atomic_write, read_capped, walk
 from k3kit._values import parse_timestamp
 from k3kit.errors import InputError, VerificationError
-from k3kit.models import DsseEnvelope, load
 from k3kit.signing.keys import keyid, public_from_hex
 from k3kit.signing.sign import verify_envelope
 from k3kit.signing.trust import rollback
@@ -70,6 +69,7 @@ def _public_keys(body: RootBody, source: str) -> dict[str, Ed25519PublicKey]:
 def unverified_body(data: bytes, source: str) -> RootBody:
     """Parse the payload before its signatures are checked: needed once, to learn a root's own
     keys; nothing from it is used until :func:`_threshold` has passed."""
+    from k3kit.models import DsseEnvelope, load  # pydantic, as RootBody: only --root parses one
     from k3kit.signing.trust.model import RootBody  # its 7 pydantic models cost ~5 ms to create
 
     obj = strict_loads(data, source=source, max_bytes=MAX_ROOT_BYTES, code="ROOT_MALFORMED")
