@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import blake3
-
 from k3kit._fs import NotRegularFile as NotRegularFile  # its home; re-exported
 from k3kit._fs import open_regular
 
@@ -101,6 +99,8 @@ def _hashers(algos: tuple[str, ...], blake3_threads: int) -> list[tuple[str, _Ha
         if name == "sha256":
             out.append((name, hashlib.sha256()))
         elif name == "blake3":
+            import blake3  # only when asked for: verify of a kit's own files needs sha256 only
+
             out.append((name, blake3.blake3(max_threads=max(1, blake3_threads))))
         else:
             raise ValueError(f"unknown digest algorithm {name!r}")

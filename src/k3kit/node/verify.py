@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, TypeVar
 
 from k3kit.errors import InputError, UsageProblem, VerificationError
 from k3kit.formats.documents import (
@@ -172,23 +172,34 @@ class Report:
         }
 
 
-@dataclass
 class _State:
-    kit_dir: Path
-    source: TrustSource
-    rollback: RollbackPolicy | None = None
-    trust: Trust | None = None
-    decision: rollback_state.Decision | None = None
-    kit_sha256: str | None = None
-    statement: lite.Statement | None = None
-    manifest: lite.Manifest | None = None  # parsed once, from the bytes whose checksum matched
-    manifest_data: bytes | None = None  # those bytes (what MANIFEST.json.sig signs)
-    lock: lite.WeightsLock | None = None
-    lock_data: bytes | None = None  # its bytes: --weights reads them into the pydantic model
-    lock_sha256: str | None = None
-    # An archive's receipt, manifest and roots kept from its tar index: the first checks then run
-    # on these bytes, before anything is extracted (:func:`signed_manifest_check`).
-    documents: Mapping[str, bytes] | None = None
+    """What the steps of one run learn, in order. A plain class, not a dataclass: a dataclass
+    costs ~0.5 ms of CPU to create at import, paid on every node start (docs/performance.md)."""
+
+    def __init__(
+        self,
+        kit_dir: Path,
+        source: TrustSource,
+        rollback: RollbackPolicy | None = None,
+        *,
+        statement: lite.Statement | None = None,
+        documents: Mapping[str, bytes] | None = None,
+    ) -> None:
+        self.kit_dir, self.source, self.rollback = kit_dir, source, rollback
+        self.trust: Trust | None = None
+        self.decision: rollback_state.Decision | None = None
+        self.kit_sha256: str | None = None
+        self.statement = statement
+        # MANIFEST.json parsed once, from the bytes whose checksum matched, and those bytes
+        # (what MANIFEST.json.sig signs)
+        self.manifest: lite.Manifest | None = None
+        self.manifest_data: bytes | None = None
+        self.lock: lite.WeightsLock | None = None
+        self.lock_data: bytes | None = None  # its bytes: --weights reads them into the model
+        self.lock_sha256: str | None = None
+        # An archive's receipt, manifest and roots kept from its tar index: the first checks
+        # then run on these bytes, before anything is extracted (:func:`signed_manifest_check`).
+        self.documents = documents
 
 
 def _offered_roots(anchor: RootAnchor, documents: Mapping[str, bytes]) -> dict[int, bytes]:
@@ -752,8 +763,8 @@ class KitNotVerified(VerificationError):
         self.report = report
 
 
-@dataclass(frozen=True)
-class VerifiedKit:
+# A NamedTuple, not a frozen dataclass: this module is on every node start (docs/performance.md).
+class VerifiedKit(NamedTuple):
     """A kit folder that verified against its receipt, with its manifest and ``kit.json`` read
     from the very bytes whose digests the receipt signs.
 

@@ -23,10 +23,10 @@ from k3kit.errors import InputError, VerificationError
 from k3kit.models import PAYLOAD_TYPE, lite
 from k3kit.models._lite import read as read_record
 from k3kit.signing.keys import keyid, verify_signature
-from k3kit.signing.signers import Signer
 
 if TYPE_CHECKING:  # pydantic only for the callers that want the models (audit, accept)
     from k3kit.models import Statement
+    from k3kit.signing.signers import Signer  # a signer only signs: not on verify's path
 
 MAX_ENVELOPE_BYTES = 1024 * 1024
 _B64 = re.compile(r"^[A-Za-z0-9+/_-]*={0,2}$")
@@ -44,6 +44,8 @@ def sign_envelope(payload: bytes, payload_type: str, signers: Signer | Sequence[
     Several signers make a threshold envelope (two people signing one release); the same key
     twice is refused here, and verifiers count distinct key material anyway.
     """
+    from k3kit.signing.signers import Signer
+
     group = [signers] if isinstance(signers, Signer) else list(signers)
     ids = [keyid(s.public_key()) for s in group]
     if not group or len(set(ids)) != len(ids):
