@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, TypeVar
 
@@ -48,7 +47,7 @@ from k3kit.signing.sign import (
     read_signed_statement,
     subject_digest,
 )
-from k3kit.signing.trust import RollbackPolicy, RootAnchor, Trust, sshsig
+from k3kit.signing.trust import RollbackPolicy, RootAnchor, Trust
 from k3kit.signing.trust import rollback as rollback_state
 from k3kit.signing.trust.root import MAX_ROOT_BYTES, kit_roots
 from k3kit.signing.trust.source import TrustSource as TrustSource  # its home; re-exported
@@ -68,14 +67,28 @@ PASSED, FAILED, NOT_CHECKED = CheckStatus.PASSED, CheckStatus.FAILED, CheckStatu
 M = TypeVar("M", bound=Record)
 
 
-@dataclass
+# Check and Report are plain classes, not dataclasses: this module is imported on every node
+# start, where creating a dataclass costs ~0.5 ms of CPU (docs/performance.md, "Start-up").
 class Check:
-    id: str
-    title: str
-    status: CheckStatus = NOT_CHECKED
-    detail: str = ""
-    code: str | None = None
-    problems: list[Problem] = field(default_factory=list)
+    """One step of the checklist: its outcome, why, and the code of a failure."""
+
+    __slots__ = ("code", "detail", "id", "problems", "status", "title")
+
+    def __init__(
+        self,
+        id: str,
+        title: str,
+        status: CheckStatus = NOT_CHECKED,
+        detail: str = "",
+        code: str | None = None,
+        problems: list[Problem] | None = None,
+    ) -> None:
+        self.id, self.title, self.status, self.detail = id, title, status, detail
+        self.code = code
+        self.problems: list[Problem] = [] if problems is None else problems
+
+    def __repr__(self) -> str:
+        return f"Check({self.id!r}, {self.status!r}, code={self.code!r}, detail={self.detail!r})"
 
     def as_json(self) -> dict[str, Any]:
         ok = None if self.status == NOT_CHECKED else self.status == PASSED
@@ -143,11 +156,20 @@ class VerifyFacts(TypedDict, total=False):
     oci_digest: str  # the manifest digest a kit was installed from (``install oci://...``)
 
 
-@dataclass
 class Report:
-    kit: str
-    checks: list[Check] = field(default_factory=list)
-    facts: VerifyFacts = field(default_factory=lambda: VerifyFacts())
+    """A verdict: every check in order, and the facts learnt (see :class:`VerifyFacts`)."""
+
+    __slots__ = ("checks", "facts", "kit")
+
+    def __init__(
+        self, kit: str, checks: list[Check] | None = None, facts: VerifyFacts | None = None
+    ) -> None:
+        self.kit = kit
+        self.checks: list[Check] = [] if checks is None else checks
+        self.facts: VerifyFacts = VerifyFacts() if facts is None else facts
+
+    def __repr__(self) -> str:
+        return f"Report({self.kit!r}, ok={self.ok}, checks={self.checks!r})"
 
     @property
     def kit_sha256(self) -> str:
@@ -350,6 +372,8 @@ def _step_sshsig(st: _State, check: Check) -> None:
     present, it must be an SSH signature over the verified ``MANIFEST.json`` bytes by a release
     key this trust source accepts at the receipt's date (``SSHSIG_INVALID`` otherwise)."""
     assert st.statement is not None and st.trust is not None and st.manifest_data is not None
+    from k3kit.signing.trust import sshsig  # only a kit that carries the file needs the reader
+
     armored = read_bounded(
         st.kit_dir / SSHSIG_NAME, MAX_SSHSIG_BYTES, what=SSHSIG_NAME, code="SSHSIG_INVALID"
     ).decode("ascii", "replace")
