@@ -69,6 +69,99 @@ def _seeds() -> dict[str, Any]:
 
 
 SEEDS = _seeds()
+
+
+def _enriched() -> list[tuple[str, Any, list[Path_]]]:
+    """Golden documents with the optional parts the golden kit does not use (an evidence file
+    and its summary, disaggregated pools, a ranged workload, engine loads and image, a CPU
+    target, a hub pin), each valid; with the paths whose subtrees the mutations walk."""
+    statement = copy.deepcopy(SEEDS["statement"])
+    pred = statement["predicate"]
+    run = pred["runs"][0]
+    run.update(
+        evidence=f"evidence/{run['id']}.json",
+        evidence_level="raw",
+        evidence_sha256="a" * 64,
+        evidence_bytes=1234,
+        evidence_summary={
+            "tool": "sglang bench_serving",
+            "record": 0,
+            "notes": ["legacy key"],
+            "unmapped": ["extra"],
+            "request_rate": "inf",
+            "burstiness": "1.0",
+            "duration_s": "12.50",
+            "completed": 4,
+            "ttft_ms": {
+                "mean": "12.5",
+                "std": "0.5",
+                "percentiles": {"99": "20.1", "99.9": "2E+1"},
+            },
+            "records": 4,
+        },
+    )
+    run["metrics"]["ttft_ms"]["p99.9"] = "6001.5"
+    pred["environment"]["pools"] = {
+        "prefill": {"gpu": "NVIDIA B300", "gpus_per_node": 4, "nodes": 1},
+        "decode": {"gpu": "NVIDIA B300", "gpu_memory_gb": 288, "gpus_per_node": 4},
+    }
+    workload = next(iter(pred["workloads"].values()))
+    workload.update(lengths="ranged", range_ratio="0.5", temperature="0.0", ignore_eos=True)
+    workload.update(speculative_decoding=True, prefix_cache_policy="warm")
+    kit = copy.deepcopy(SEEDS["kit"])
+    kit["engine"].update(
+        version_match="same-release",
+        image="registry.example/vllm@sha256:" + "a" * 64,
+        loads={"speculative-config.model": "the draft model ships in the kit"},
+    )
+    pool = {"gpu": "NVIDIA B300", "gpu_memory_gb": 288, "gpus_per_node": 8, "nodes": 1}
+    kit["disaggregation"] = {
+        "prefill": {**pool, "serve": {"tensor-parallel-size": 8, "enforce-eager": True}},
+        "decode": {
+            **pool,
+            "serve": {
+                "kv-transfer-config": {"kv_role": "kv_consumer", "n": 1},
+                "served-model-name": ["a", "b"],
+                "dtype": "auto",
+            },
+        },
+    }
+    kit["model_config_facts"] = {"sha256": "b" * 64, "context_length": 131072, "kv_heads": 8}
+    kit["profiles"][0].update(role="prefill", gpu="NVIDIA B300", gpu_memory_gb=288)
+    cpu = copy.deepcopy(SEEDS["kit"])
+    cpu["hardware"] = {
+        "accelerator": "cpu",
+        "cpu_cores": 16,
+        "memory_gib": 64,
+        "cpu_features": ["avx2", "avx512f"],
+        "gpus_per_node": 1,
+        "nodes": 1,
+    }
+    lock = copy.deepcopy(SEEDS["lock"])
+    lock["source"] = {
+        "kind": "hub",
+        "endpoint": "https://huggingface.co",
+        "requested_revision": "main",
+        "pinned_at": "2026-11-01T00:00:00Z",
+        "sha256_source": "hub-lfs",
+        "include": ["*.safetensors"],
+        "exclude": ["*.bin"],
+    }
+    lock["files"][0].update(git_blob_sha1="f" * 40, xet_hash="0" * 64, lfs=True)
+    return [
+        (
+            "statement",
+            statement,
+            [("predicate", "runs", 0), ("predicate", "environment"), ("predicate", "workloads")],
+        ),
+        ("kit", kit, [("engine",), ("disaggregation",), ("model_config_facts",), ("profiles", 0)]),
+        ("kit", cpu, [("hardware",)]),
+        ("lock", lock, [("source",), ("files", 0)]),
+    ]
+
+
+ENRICHED = _enriched()
+STARTS = [(kind, SEEDS[kind]) for kind in sorted(SEEDS)] + [(k, doc) for k, doc, _ in ENRICHED]
 # Every key any record knows (aliases and field names): mutations add them where they are absent,
 # so optional fields are exercised with wrong and right values, not only the ones the seeds have.
 RECORDS = [c for c in vars(lite).values() if isinstance(c, type) and issubclass(c, _lite.Record)]
@@ -152,9 +245,9 @@ def variants(value: Any) -> list[Any]:
     return [v for v in out if v != value or type(v) is not type(value)]
 
 
-def one_step_mutations(kind: str) -> Iterator[Any]:
-    seed = SEEDS[kind]
-    for path, value in walk(seed):
+def one_step_mutations(seed: Any, under: Path_ = ()) -> Iterator[Any]:
+    """Every variant of every node of ``seed`` at or below ``under``."""
+    for path, value in walk(_at(seed, under), under):
         for new in variants(value):
             yield replaced(seed, path, new)
 
@@ -176,8 +269,19 @@ def test_the_golden_documents_read_the_same_in_both(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", sorted(SEEDS))
 def test_every_one_step_mutation_is_judged_the_same_by_both(kind: str) -> None:
+    _judge_all(kind, one_step_mutations(SEEDS[kind]))
+
+
+@pytest.mark.parametrize("index", range(len(ENRICHED)))
+def test_the_optional_parts_and_their_mutations_are_judged_the_same_by_both(index: int) -> None:
+    kind, seed, paths = ENRICHED[index]
+    assert assert_agree(kind, seed) == "accepted"  # each enriched document is a valid one
+    _judge_all(kind, (obj for under in paths for obj in one_step_mutations(seed, under)))
+
+
+def _judge_all(kind: str, mutations: Iterator[Any]) -> None:
     outcomes: dict[str, int] = {}
-    for obj in one_step_mutations(kind):
+    for obj in mutations:
         result = assert_agree(kind, obj)
         outcomes[result] = outcomes.get(result, 0) + 1
     # the mutations reach both sides of the line: some are accepted, most refused
@@ -207,8 +311,7 @@ JSON_VALUES: st.SearchStrategy[Any] = st.recursive(
 )
 @given(data=st.data())
 def test_chains_of_mutations_are_judged_the_same_by_both(data: st.DataObject) -> None:
-    kind = data.draw(st.sampled_from(sorted(SEEDS)))
-    obj = SEEDS[kind]
+    kind, obj = data.draw(st.sampled_from(STARTS))
     for _ in range(data.draw(st.integers(1, 3))):
         if not _keys(obj) or data.draw(st.booleans()):  # replace a node by any value
             path = data.draw(st.sampled_from([p for p, _ in walk(obj)]))
