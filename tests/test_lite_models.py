@@ -164,7 +164,9 @@ ENRICHED = _enriched()
 STARTS = [(kind, SEEDS[kind]) for kind in sorted(SEEDS)] + [(k, doc) for k, doc, _ in ENRICHED]
 # Every key any record knows (aliases and field names): mutations add them where they are absent,
 # so optional fields are exercised with wrong and right values, not only the ones the seeds have.
-RECORDS = [c for c in vars(lite).values() if isinstance(c, type) and issubclass(c, _lite.Record)]
+RECORDS: list[type[_lite.Record]] = [
+    c for c in vars(lite).values() if isinstance(c, type) and issubclass(c, _lite.Record)
+]
 KNOWN_KEYS = sorted({key for c in RECORDS for f in c._fields for key in (f[0], f[1])})
 
 
