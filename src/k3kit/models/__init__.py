@@ -8,6 +8,10 @@ A name imported from here loads its own module on first use (PEP 562 ``__getattr
 family: building the 46 classes of claims, evidence, packages and acceptance was a third of
 `k3kit verify`'s start-up, and verify needs only the receipt, kit and lock models
 (docs/performance.md). Each model is also built on first validation (``defer_build``).
+
+``verify`` goes further and imports no pydantic at all: :mod:`k3kit.models.lite` holds records of
+the documents it reads, generated from these models (``scripts/gen_lite_models.py``) and checked
+by :mod:`k3kit.models._lite` with the same rules (:mod:`k3kit.models._rules`).
 """
 
 from __future__ import annotations
