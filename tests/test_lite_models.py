@@ -370,3 +370,19 @@ def test_the_reader_refuses_what_pydantic_refuses_in_a_signed_receipt(
     receipt = next(c for c in json.loads(result.stdout)["checks"] if c["id"] == "receipt_signature")
     assert receipt["code"] == "RECEIPT_MALFORMED"
     assert "predicate.weights.commit" in receipt["detail"]
+
+
+def test_a_refusal_names_an_attackers_long_key_in_one_short_line() -> None:
+    from k3kit.errors import VerificationError
+
+    manifest = {**SEEDS["manifest"], "k" * 100_000: 1}  # an unknown key, as long as it likes
+    with pytest.raises(VerificationError) as refused:
+        _lite.read(
+            lite.Manifest,
+            manifest,
+            source="MANIFEST.json",
+            error=VerificationError,
+            code="MANIFEST_MALFORMED",
+        )
+    assert "k" * 64 + "…" in refused.value.message
+    assert len(refused.value.message) < 200

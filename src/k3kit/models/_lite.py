@@ -109,9 +109,15 @@ def validate(cls: type[R], obj: object) -> R:
 
 
 def _format_loc(loc: tuple[str | int, ...]) -> str:
+    """``a.b[0].c``; a key longer than 64 characters (an attacker's, up to the parser's 1 MiB)
+    is cut, so a refusal's message stays one readable line."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        name = part if len(part) <= 64 else part[:64] + "…"
+        out += f".{name}" if out else name
     return out or "(top level)"
 
 
