@@ -215,13 +215,14 @@ def walk(obj: Any, path: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
 
 
 def replaced(obj: Any, path: Path_, new: Any) -> Any:
-    out = copy.deepcopy(obj)
+    """``obj`` with the node at ``path`` replaced by ``new``: the containers along the path are
+    copied, the rest is shared (neither reader changes its input), so a mutation costs its depth,
+    not the document's size."""
     if not path:
         return new
-    parent = out
-    for part in path[:-1]:
-        parent = parent[part]
-    parent[path[-1]] = new
+    head, rest = path[0], path[1:]
+    out = list(obj) if isinstance(obj, list) else dict(obj)
+    out[head] = replaced(obj[head], rest, new)  # type: ignore[index]
     return out
 
 
