@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import queue
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -144,6 +143,8 @@ def _pipelined(
     The reader never gets more than PIPELINE_DEPTH buffers ahead, so memory stays bounded; the
     ``finally`` joins it before the caller can close ``fd``.
     """
+    import queue  # the helper thread's hand-off; verify's sha256 of small files never needs it
+
     free: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
     full: queue.SimpleQueue[tuple[bytearray, int] | BaseException] = queue.SimpleQueue()
     free.put(first)
