@@ -156,3 +156,61 @@ def test_public_key_given_to_key_is_named_as_such_not_chmod_or_passphrase(
     assert f"({tmp_path / 'k.key'}, not {pem_pub})" in named.stderr
     assert (kit / "receipt.dsse.json").read_bytes() == receipt
     assert not (tmp_path / "head.json").exists()
+
+
+_SPKI = (serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def _keygen_pems() -> list[bytes]:
+    """Ed25519 public keys in the PEM form keygen writes, from fixed seeds."""
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    seeds = [bytes([i]) * 32 for i in range(1, 9)]
+    return [
+        ed25519.Ed25519PrivateKey.from_private_bytes(s).public_key().public_bytes(*_SPKI)
+        for s in seeds
+    ]
+
+
+def _other_pems() -> list[bytes]:
+    """Near-misses of that form (line endings, padding, other key types)."""
+    from cryptography.hazmat.primitives.asymmetric import ed448, x25519
+
+    first = _keygen_pems()[0]
+    return [
+        first.replace(b"\n", b"\r\n"),
+        first.rstrip(b"\n"),
+        first + b"\n",
+        b" " + first,
+        first.replace(b"=\n", b"\n", 1),
+        x25519.X25519PrivateKey.from_private_bytes(bytes(32)).public_key().public_bytes(*_SPKI),
+        ed448.Ed448PrivateKey.from_private_bytes(bytes(57)).public_key().public_bytes(*_SPKI),
+    ]
+
+
+def _cryptography_raw(pem: bytes) -> bytes | None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        key = serialization.load_pem_public_key(pem)
+    except ValueError:
+        return None
+    return key.public_bytes_raw() if isinstance(key, Ed25519PublicKey) else None
+
+
+@pytest.mark.parametrize("pem", _keygen_pems())
+def test_keygens_pem_is_read_without_serialization_as_cryptography_reads_it(pem: bytes) -> None:
+    # verify reads keygen's PEM without importing cryptography's serialization package (a node's
+    # start-up, docs/performance.md): for that form both readers give the same key
+    from k3kit.signing.keys import _spki_pem_ed25519
+
+    fast = _spki_pem_ed25519(pem)
+    assert fast is not None and fast.public_bytes_raw() == _cryptography_raw(pem)
+
+
+@pytest.mark.parametrize("pem", _other_pems())
+def test_other_spellings_of_a_key_are_left_to_cryptography_or_read_alike(pem: bytes) -> None:
+    from k3kit.signing.keys import _spki_pem_ed25519
+
+    fast = _spki_pem_ed25519(pem)
+    assert fast is None or fast.public_bytes_raw() == _cryptography_raw(pem)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rfc8785
-from pydantic import BaseModel
 
 from k3kit.errors import K3kitError, VerificationError
+
+if TYPE_CHECKING:  # models are only written by callers that built them (not verify's start-up)
+    from pydantic import BaseModel
 
 MAX_SAFE_INT = 2**53 - 1
 # Bounds applied to every document attacker bytes reach, before any value is built from them.

@@ -18,14 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import queue
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
-
-import blake3
+from typing import NamedTuple, Protocol
 
 from k3kit._fs import NotRegularFile as NotRegularFile  # its home; re-exported
 from k3kit._fs import open_regular
@@ -52,8 +48,9 @@ def read_size(buffers: int, preferred: int = CHUNK) -> int:
     return max(MIN_CHUNK, min(preferred, share - share % (64 * 1024)))
 
 
-@dataclass(frozen=True)
-class FileStamp:
+# Value records are NamedTuples, not frozen dataclasses: verify imports this module on every node
+# start, and a frozen dataclass costs ~0.5 ms of CPU to create (docs/performance.md, "Start-up").
+class FileStamp(NamedTuple):
     """What the filesystem says about a file's identity and last change, to the nanosecond.
 
     ``ctime`` is the key field: any write, truncate, chmod, rename-over or ``utime`` moves it to
@@ -75,8 +72,7 @@ class FileStamp:
         return f"{self.device}:{self.inode}:{self.size}:{self.mtime_ns}:{self.ctime_ns}"
 
 
-@dataclass(frozen=True)
-class FileDigest:
+class FileDigest(NamedTuple):
     """Digests of one file and its stamp before and after the read."""
 
     digests: dict[str, str]
@@ -101,6 +97,8 @@ def _hashers(algos: tuple[str, ...], blake3_threads: int) -> list[tuple[str, _Ha
         if name == "sha256":
             out.append((name, hashlib.sha256()))
         elif name == "blake3":
+            import blake3  # only when asked for: verify of a kit's own files needs sha256 only
+
             out.append((name, blake3.blake3(max_threads=max(1, blake3_threads))))
         else:
             raise ValueError(f"unknown digest algorithm {name!r}")
@@ -145,6 +143,8 @@ def _pipelined(
     The reader never gets more than PIPELINE_DEPTH buffers ahead, so memory stays bounded; the
     ``finally`` joins it before the caller can close ``fd``.
     """
+    import queue  # the helper thread's hand-off; verify's sha256 of small files never needs it
+
     free: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
     full: queue.SimpleQueue[tuple[bytearray, int] | BaseException] = queue.SimpleQueue()
     free.put(first)

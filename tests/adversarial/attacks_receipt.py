@@ -102,3 +102,40 @@ def receipt_deeply_nested_envelope(w: Workbench) -> Argv:
 @attack("TRUST_DUPLICATE_KEY", exit_code=3)
 def trust_same_key_given_twice(w: Workbench) -> Argv:
     return ["verify", w.kit(), "--trust", w.trust, "--trust", w.trust]
+
+
+# The envelope is read before any signature is checked, by verify's pydantic-free reader
+# (k3kit.models.lite): each shape the DSSE model refuses must be refused there too, with the
+# receipt's code and never an internal error.
+
+
+@attack("RECEIPT_MALFORMED")
+def receipt_signatures_as_an_object(w: Workbench) -> Argv:
+    env = _envelope(w)
+    env["signatures"] = {"0": env["signatures"][0]}
+    _write(w, env)
+    return ["verify", w.kit(), "--trust", w.trust]
+
+
+@attack("RECEIPT_MALFORMED")
+def receipt_signature_as_a_number(w: Workbench) -> Argv:
+    env = _envelope(w)
+    env["signatures"][0]["sig"] = 12345
+    _write(w, env)
+    return ["verify", w.kit(), "--trust", w.trust]
+
+
+@attack("RECEIPT_MALFORMED")
+def receipt_seventeen_signatures(w: Workbench) -> Argv:
+    env = _envelope(w)
+    env["signatures"] = env["signatures"] * 17  # the model allows 16: a bound on the work
+    _write(w, env)
+    return ["verify", w.kit(), "--trust", w.trust]
+
+
+@attack("RECEIPT_MALFORMED")
+def receipt_payload_type_true(w: Workbench) -> Argv:
+    env = _envelope(w)
+    env["payloadType"] = True
+    _write(w, env)
+    return ["verify", w.kit(), "--trust", w.trust]

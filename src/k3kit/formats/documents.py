@@ -23,16 +23,20 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, TypeVar
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from k3kit._canonical import require_canonical, strict_loads
 from k3kit._fs import read_capped
 from k3kit._text import shown
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.formats.names import KIT_INFO_NAME, MANIFEST_NAME
-from k3kit.models import KitInfo, Manifest, load
+from k3kit.models._lite import Record
+from k3kit.models._lite import read as read_record
+
+if TYPE_CHECKING:  # pydantic is imported by the callers that ask for a pydantic model
+    from pydantic import BaseModel
+
+    from k3kit.models import KitInfo, Manifest
 
 # The one cap on a document k3kit reads whole into memory: a kit's manifest, kit.json, lock and
 # deploy files, a publisher's inputs, a hub's small (non-LFS) file and an engine's JSON answer.
@@ -40,7 +44,8 @@ from k3kit.models import KitInfo, Manifest, load
 # launcher and the builder can never disagree on it.
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 
-M = TypeVar("M", bound=BaseModel)
+# A pydantic model, or a record of k3kit.models.lite (the same document without pydantic).
+M = TypeVar("M", bound="BaseModel | Record")
 _SERVE_KEY = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
 
@@ -84,12 +89,18 @@ def parse_document(
     """Strict parse, canonical-bytes check and model validation of bytes already trusted.
 
     ``canonical_code`` names bytes that parse but are not RFC 8785 (default ``JSON_NOT_CANONICAL``).
+    ``model`` is a pydantic model or its pydantic-free record (:mod:`k3kit.models.lite`, what the
+    verifier reads): the same checks either way, and pydantic is imported only for the former.
     """
     obj = strict_loads(data, source=what, max_bytes=max_bytes, error=error, code=code)
     try:
         require_canonical(data, obj, source=what)
     except VerificationError as exc:
         raise error(exc.message, code=canonical_code or exc.code) from exc
+    if issubclass(model, Record):
+        return read_record(model, obj, source=what, error=error, code=code)
+    from k3kit.models import load
+
     return load(model, obj, source=what, error=error, code=code)
 
 
@@ -166,6 +177,8 @@ def read_kit_documents(
     node-local commands (preflight, render-site) that take an unverified kit can do. Either way
     ``kit.json`` is hashed against the manifest's entry before it is parsed.
     """
+    from k3kit.models import KitInfo, Manifest
+
     manifest = read_document(
         kit_dir / MANIFEST_NAME,
         Manifest,

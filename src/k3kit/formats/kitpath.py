@@ -32,10 +32,11 @@ from k3kit._text import shown
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_document
 from k3kit.formats.manifest import EVIDENCE_DIR, MANIFEST_NAME, ROOT_DIR, UNLISTED
-from k3kit.models import Manifest
+from k3kit.models import lite
 
 if TYPE_CHECKING:  # the archive reader is imported by the one function that reads an archive
     from k3kit.archive import ArchiveIndex
+    from k3kit.models import Manifest
 
 TargetKind = Literal["directory", "archive", "lock", "receipt"]
 KIT_KINDS: tuple[TargetKind, ...] = ("directory", "archive")
@@ -202,7 +203,7 @@ def admit_kit_archive(index: ArchiveIndex) -> None:
         raise _not_a_kit(f"no {MANIFEST_NAME} of at most {MAX_MANIFEST_BYTES} bytes")
     manifest = parse_document(
         data,
-        Manifest,
+        lite.Manifest,  # the verifier's pydantic-free record (k3kit.models.lite)
         what=f"{MANIFEST_NAME} in the archive",
         max_bytes=MAX_MANIFEST_BYTES,
         code="ARCHIVE_NOT_A_KIT",
@@ -212,7 +213,9 @@ def admit_kit_archive(index: ArchiveIndex) -> None:
         raise _not_a_kit(why)
 
 
-def kit_members_problem(members: Iterable[tuple[str, str, int]], manifest: Manifest) -> str | None:
+def kit_members_problem(
+    members: Iterable[tuple[str, str, int]], manifest: Manifest | lite.Manifest
+) -> str | None:
     """Why ``members`` (name, kind ``"file"``/``"dir"``/other, size) are not the kit ``manifest``
     lists, or None: the one rule for "these entries are a kit", for an archive's index and for a
     folder that ``build --force`` would replace.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._digest import hash_file, sha256_hex
@@ -23,7 +23,10 @@ from k3kit.formats.names import MANIFEST_NAME as MANIFEST_NAME  # their home; re
 from k3kit.formats.names import MANIFEST_SIG_NAME
 from k3kit.formats.names import RECEIPT_NAME as RECEIPT_NAME
 from k3kit.formats.vocab import Problem
-from k3kit.models import Manifest, ManifestEntry
+from k3kit.models import lite
+
+if TYPE_CHECKING:  # the pydantic model is built by the publisher only (build_manifest)
+    from k3kit.models import Manifest
 
 EVIDENCE_DIR = "evidence"
 # The root chain (root/<N>.root.json, checked by k3kit.signing.trust.root) and the SSHSIG of
@@ -40,6 +43,8 @@ def is_unlisted(rel: str) -> bool:
 
 def build_manifest(root: Path) -> Manifest:
     """Hash every listed file of a freshly built kit; refuse anything that is not a regular file."""
+    from k3kit.models import Manifest, ManifestEntry
+
     entries = []
     for entry in walk(root):
         if entry.kind == "dir" or is_unlisted(entry.rel):
@@ -159,7 +164,7 @@ def diff_evidence(
     return diffs
 
 
-def diff_tree(root: Path, manifest: Manifest) -> TreeDiff:
+def diff_tree(root: Path, manifest: Manifest | lite.Manifest) -> TreeDiff:
     """Compare ``root`` with ``manifest``: changed, missing, extra, symlinked or special files."""
     listed = {e.path: e for e in manifest.files}
     seen: set[str] = set()

@@ -8,6 +8,10 @@ A name imported from here loads its own module on first use (PEP 562 ``__getattr
 family: building the 46 classes of claims, evidence, packages and acceptance was a third of
 `k3kit verify`'s start-up, and verify needs only the receipt, kit and lock models
 (docs/performance.md). Each model is also built on first validation (``defer_build``).
+
+``verify`` goes further and imports no pydantic at all: :mod:`k3kit.models.lite` holds records of
+the documents it reads, generated from these models (``scripts/gen_lite_models.py``) and checked
+by :mod:`k3kit.models._lite` with the same rules (:mod:`k3kit.models._rules`).
 """
 
 from __future__ import annotations
@@ -59,12 +63,12 @@ _HOMES: dict[str, str] = {
     "Definitions": "k3kit.models.evidence",
     "DsseEnvelope": "k3kit.models.receipt",
     "DsseSignature": "k3kit.models.receipt",
-    "EVIDENCE_IN_KIT": "k3kit.models.claims",
+    "EVIDENCE_IN_KIT": "k3kit.models._rules",
     "EnginePin": "k3kit.models.package",
     "Environment": "k3kit.models.claims",
     "EvidenceLevel": "k3kit.models.evidence",
     "EvidenceSummary": "k3kit.models.evidence",
-    "KIT_SUBJECT": "k3kit.models.receipt",
+    "KIT_SUBJECT": "k3kit.models.receipt_names",
     "KitInfo": "k3kit.models.kit",
     "KitProfile": "k3kit.models.kit",
     "KitWeights": "k3kit.models.kit",
@@ -72,8 +76,8 @@ _HOMES: dict[str, str] = {
     "LockedFile": "k3kit.models.lock",
     "Manifest": "k3kit.models.kit",
     "ManifestEntry": "k3kit.models.kit",
-    "PAYLOAD_TYPE": "k3kit.models.receipt",
-    "PREDICATE_TYPE": "k3kit.models.receipt",
+    "PAYLOAD_TYPE": "k3kit.models.receipt_names",
+    "PREDICATE_TYPE": "k3kit.models.receipt_names",
     "PackageDef": "k3kit.models.package",
     "Percentiles": "k3kit.models.claims",
     "PinSource": "k3kit.models.lock",
@@ -84,10 +88,10 @@ _HOMES: dict[str, str] = {
     "ReceiptWeights": "k3kit.models.receipt",
     "Run": "k3kit.models.claims",
     "RunMetrics": "k3kit.models.claims",
-    "STATEMENT_TYPE": "k3kit.models.receipt",
+    "STATEMENT_TYPE": "k3kit.models.receipt_names",
     "Statement": "k3kit.models.receipt",
     "Subject": "k3kit.models.receipt",
-    "WEIGHTS_SUBJECT": "k3kit.models.receipt",
+    "WEIGHTS_SUBJECT": "k3kit.models.receipt_names",
     "WeightsLock": "k3kit.models.lock",
     "Workload": "k3kit.models.claims",
     "describe_validation_error": "k3kit.models._base",

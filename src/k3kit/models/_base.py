@@ -22,9 +22,9 @@ from pydantic import (
     ValidationError,
 )
 
-from k3kit._policy import path_problem
 from k3kit._values import TIMESTAMP_PATTERN, canonical_timestamp
 from k3kit.errors import InputError, K3kitError
+from k3kit.models import _rules as rules
 
 SHA256_HEX = r"^[0-9a-f]{64}$"
 COMMIT_HEX = r"^[0-9a-f]{40}$"
@@ -37,15 +37,8 @@ Blake3Hex = Annotated[str, Field(pattern=SHA256_HEX)]
 Timestamp = Annotated[str, Field(pattern=TIMESTAMP_PATTERN), AfterValidator(canonical_timestamp)]
 
 
-def _safe_relpath(value: str) -> str:
-    problem = path_problem(value)
-    if problem:
-        raise ValueError(f"unsafe relative path: {problem}")
-    return value
-
-
 # A relative path from an untrusted document: refused at load time if it could escape or collide.
-RelPath = Annotated[str, AfterValidator(_safe_relpath)]
+RelPath = Annotated[str, AfterValidator(rules.safe_relpath)]
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")]
 #: A kit's release version, one spelling only (ASCII digits, no space, no "v", no leading zero in
 #: a number): the rollback memory keys on it, so "1.0.0 " or "01.0.0" must not pass for another
@@ -58,39 +51,14 @@ REPO_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
 RepoId = Annotated[str, Field(pattern=REPO_ID_PATTERN)]
 # Signed documents must not carry floats (RFC 8785 and JSON parsers disagree on them), and a
 # measured figure must keep the precision it was published with ("272.70" has two decimals), so
-# measurements are decimals that travel as strings ("7.4E+3" keeps two significant digits).
-
-
-def _bounded_decimal(value: Decimal) -> Decimal:
-    """A measured figure a reader can do arithmetic on: finite, sane magnitude and precision.
-
-    ``1e999999999`` is a valid TOML float and a valid Decimal, but no benchmark produced it, and
-    every consumer (the auditor first) would overflow or spin on it, so it is refused at load.
-    """
-    if not value.is_finite():
-        raise ValueError("must be a finite number")
-    if value != 0 and not -18 <= value.adjusted() <= 18:
-        raise ValueError("magnitude outside 1e-18 .. 1e18")
-    if len(value.as_tuple().digits) > 30:
-        raise ValueError("more than 30 significant digits")
-    return value
-
-
-_DECIMAL_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?", re.ASCII)
-
-
-def _decimal_text(value: object) -> object:
-    """A figure written as text must use ASCII digits: ``Decimal()`` also reads ``２３００``,
-    ``2_300`` and surrounding spaces, each a second spelling of one signed number."""
-    if isinstance(value, str) and not _DECIMAL_TEXT.fullmatch(value):
-        raise ValueError(f"{value[:40]!r} is not a decimal number written with the digits 0-9")
-    return value
+# measurements are decimals that travel as strings ("7.4E+3" keeps two significant digits),
+# written with ASCII digits and bounded (k3kit.models._rules: decimal_text, bounded_decimal).
 
 
 Measured = Annotated[
     Decimal,
-    BeforeValidator(_decimal_text),
-    AfterValidator(_bounded_decimal),
+    BeforeValidator(rules.decimal_text),
+    AfterValidator(rules.bounded_decimal),
     PlainSerializer(str, return_type=str),
 ]
 NonNegInt = Annotated[int, Field(ge=0, le=2**53 - 1)]

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from decimal import Decimal
 from fractions import Fraction
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import Field, model_validator
 
+from k3kit.models import _rules as rules
 from k3kit.models._base import Frozen, Measured, Name, NonNegInt, RelPath, Sha256Hex
 from k3kit.models.evidence import Definitions, EvidenceLevel, EvidenceSummary, EvidenceTool
 
 # In a receipt an evidence file is always ``evidence/<run id>.json`` inside the kit.
-EVIDENCE_IN_KIT = r"^evidence/[a-z0-9][a-z0-9._-]{0,63}\.json$"
+EVIDENCE_IN_KIT = rules.EVIDENCE_IN_KIT
 
 
 class PoolEnvironment(Frozen):
@@ -65,18 +66,8 @@ class Environment(Frozen):
             return sum(pool.gpus for pool in self.pools.values())
         return self.gpu_count
 
-    @model_validator(mode="after")
-    def _device_stated(self) -> Environment:
-        if self.accelerator == "cpu":
-            if self.gpu is not None or self.gpu_memory_gb is not None:
-                raise ValueError("a cpu environment has no gpu or gpu_memory_gb")
-            if self.gpu_count != 1:
-                raise ValueError("a cpu environment counts one engine per node: gpu_count = 1")
-        elif self.gpu is None:
-            raise ValueError("gpu is required (or accelerator = 'cpu')")
-        if self.pools is not None and set(self.pools) != {"prefill", "decode"}:
-            raise ValueError("pools: state both the prefill and the decode pool")
-        return self
+    # the rules are plain functions shared with the strict reader (k3kit.models._rules)
+    _device_stated = model_validator(mode="after")(rules.environment_device_stated)
 
     @property
     def device(self) -> str:
@@ -139,36 +130,18 @@ class Workload(Frozen):
     )
     prefix_cache_policy: Literal["reset-before-each-point", "disabled", "warm"] | None = None
 
-    @model_validator(mode="after")
-    def _lengths_stated(self) -> Workload:
-        for what in ("input", "output"):
-            kind = self.length_kind(what)
-            if kind != "variable" and self.declared(what) is None:
-                raise ValueError(f"{kind} {what} lengths need {what}_tokens")
-            own = getattr(self, f"{what}_range_ratio")
-            if kind == "ranged" and self.ratio(what) is None:
-                raise ValueError(f"ranged {what} lengths need {what}_range_ratio or range_ratio")
-            if own is not None and kind != "ranged":
-                raise ValueError(f"{what}_range_ratio is given only for ranged {what} lengths")
-        if self.range_ratio is not None and "ranged" not in (
-            self.length_kind("input"),
-            self.length_kind("output"),
-        ):
-            raise ValueError("range_ratio is given only when some lengths are ranged")
-        return self
+    _lengths_stated = model_validator(mode="after")(rules.workload_lengths_stated)
 
     def length_kind(self, what: str) -> Literal["fixed", "ranged", "variable"]:
         """How the prompt (``input``) or output lengths were drawn; each defaults to ``lengths``."""
-        own: Literal["fixed", "ranged", "variable"] | None = getattr(self, f"{what}_lengths")
-        return own or self.lengths
+        return cast('Literal["fixed", "ranged", "variable"]', rules.length_kind(self, what))
 
     def declared(self, what: str) -> int | None:
         value: int | None = getattr(self, f"{what}_tokens")
         return value
 
     def ratio(self, what: str) -> Decimal | None:
-        own: Decimal | None = getattr(self, f"{what}_range_ratio")
-        return own if own is not None else self.range_ratio
+        return rules.length_ratio(self, what)
 
     def length_range(self, what: str) -> tuple[Fraction, Fraction] | None:
         """Every request's length lies here (before re-tokenization), or None (variable).
@@ -317,58 +290,8 @@ class ClaimsBody(Frozen):
     limitations: list[str] = Field(min_length=1)
     definitions: Definitions | None = None
 
-    @model_validator(mode="after")
-    def _references_resolve(self) -> ClaimsBody:
-        """Every id a run or comparison names exists, and each run fits its workload's load."""
-        known = _runs_resolve(self.runs, self.workloads)
-        _comparisons_resolve(self.comparisons, known, {c.id for c in self.controls})
-        return self
-
-
-def _runs_resolve(runs: list[Run], workloads: dict[str, Workload]) -> set[str]:
-    """Run ids are unique (comparisons name runs by id, so a shared id would be ambiguous) and
-    every run fits the workload it names; returns the ids. The first problem found is raised,
-    runs in file order, so the message a publisher sees does not depend on this split."""
-    ids = [r.id for r in runs]
-    if len(set(ids)) != len(ids):
-        raise ValueError("run ids must be unique")
-    for run in runs:
-        _run_fits(run, workloads)
-    return set(ids)
-
-
-def _run_fits(run: Run, workloads: dict[str, Workload]) -> None:
-    """A run names a declared workload, states what its load needs, and does not complete more
-    requests than it sent: a figure the auditor cannot place is refused before it is signed."""
-    if run.workload not in workloads:
-        raise ValueError(f"run {run.id!r} names unknown workload {run.workload!r}")
-    if workloads[run.workload].load == "closed-loop":
-        _closed_loop_run(run)
-    if run.completed is not None and run.requests is not None and run.completed > run.requests:
-        raise ValueError(f"run {run.id!r}: completed {run.completed} > requests")
-
-
-def _closed_loop_run(run: Run) -> None:
-    """A closed loop is a fixed number of clients, so its run states that number; an offered
-    rate belongs to an open loop, where it would say how arrivals were generated."""
-    if run.concurrency is None:
-        raise ValueError(f"run {run.id!r}: a closed-loop run needs its concurrency")
-    if run.offered_rate is not None:
-        raise ValueError(f"run {run.id!r}: offered_rate is for open-loop workloads")
-
-
-def _comparisons_resolve(
-    comparisons: list[Comparison], known: set[str], controls: set[str]
-) -> None:
-    """Each comparison's points name known runs and its A/A control a known control: a
-    percentage against a run that is not in the file could not be recomputed by the audit."""
-    for comp in comparisons:
-        for point in comp.points:
-            for ref in (point.subject_run, point.baseline_run):
-                if ref is not None and ref not in known:
-                    raise ValueError(f"comparison {comp.id!r} names unknown run {ref!r}")
-        if comp.aa_control is not None and comp.aa_control not in controls:
-            raise ValueError(f"comparison {comp.id!r} names unknown control {comp.aa_control!r}")
+    # every id a run or comparison names exists, and each run fits its workload's load
+    _references_resolve = model_validator(mode="after")(rules.claims_references_resolve)
 
 
 class Claims(ClaimsBody):

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from k3kit.models import _rules as rules
 from k3kit.models._base import CommitSha, Frozen, Name, NonNegInt, RelPath, RepoId, Sha256Hex
 from k3kit.models.package import (
     Disaggregation,
@@ -117,9 +118,5 @@ class Manifest(Frozen):
     schema_: Literal["k3kit.manifest/v1"] = Field(alias="schema", default="k3kit.manifest/v1")
     files: list[ManifestEntry] = Field(min_length=1, max_length=10_000)
 
-    @model_validator(mode="after")
-    def _sorted_unique(self) -> Manifest:
-        paths = [e.path for e in self.files]
-        if paths != sorted(paths) or len(set(paths)) != len(paths):
-            raise ValueError("manifest files must be sorted by path and unique")
-        return self
+    # one entry per path, in path order (k3kit.models._rules)
+    _sorted_unique = model_validator(mode="after")(rules.manifest_sorted_unique)

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from k3kit.models import _rules as rules
 from k3kit.models._base import (
     Blake3Hex,
     CommitSha,
@@ -55,18 +56,7 @@ class PinSource(Frozen):
     include: list[str] = Field(default_factory=list, max_length=256)
     exclude: list[str] = Field(default_factory=list, max_length=256)
 
-    @model_validator(mode="after")
-    def _consistent(self) -> PinSource:
-        if self.kind == "hub" and (self.endpoint is None or self.sha256_source == "local-hash"):
-            raise ValueError("a hub pin names its endpoint and has hub-lfs sha256 values")
-        if self.kind == "local" and (
-            self.endpoint is not None
-            or self.include
-            or self.exclude
-            or self.sha256_source != "local-hash"
-        ):
-            raise ValueError("a local pin has no endpoint, patterns or hub sha256 values")
-        return self
+    _consistent = model_validator(mode="after")(rules.pin_source_consistent)
 
 
 class WeightsLock(Frozen):
@@ -80,19 +70,8 @@ class WeightsLock(Frozen):
     file_count: NonNegInt
     total_bytes: NonNegInt
 
-    @model_validator(mode="after")
-    def _consistent(self) -> WeightsLock:
-        paths = [f.path for f in self.files]
-        if paths != sorted(paths):
-            raise ValueError("files must be sorted by path")
-        if len(set(paths)) != len(paths):
-            raise ValueError("files must not repeat a path")
-        if self.file_count != len(self.files):
-            raise ValueError(f"file_count {self.file_count} != {len(self.files)} files listed")
-        total = sum(f.size for f in self.files)
-        if self.total_bytes != total:
-            raise ValueError(f"total_bytes {self.total_bytes} != sum of file sizes {total}")
-        return self
+    # sorted, unique, and the counts it states are the counts it lists (k3kit.models._rules)
+    _consistent = model_validator(mode="after")(rules.weights_lock_consistent)
 
     @property
     def has_blake3(self) -> bool:

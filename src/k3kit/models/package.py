@@ -10,19 +10,17 @@ the lock by ``kit.build``, not trusted from this file.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from k3kit._values import compile_pattern
+from k3kit.models import _rules as rules
 from k3kit.models._base import Frozen, KitVersion, Measured, Name, NonNegInt, RepoId
 from k3kit.models.engine_version import (
     MAX_VERSION_CHARS,
     VersionMatch,
-    parse_engine_version,
     release_of,
     version_matches,
 )
@@ -64,13 +62,7 @@ class ModelInfo(Frozen):
     shards: int | None = Field(default=None, ge=1)
     max_context_tokens: int = Field(ge=1)
 
-    @model_validator(mode="after")
-    def _experts_together(self) -> ModelInfo:
-        if (self.experts is None) != (self.experts_per_token is None):
-            raise ValueError("experts and experts_per_token go together (omit both for dense)")
-        if self.experts and self.experts_per_token and self.experts_per_token > self.experts:
-            raise ValueError("experts_per_token exceeds experts")
-        return self
+    _experts_together = model_validator(mode="after")(rules.model_info_experts_together)
 
 
 class HardwareTarget(Frozen):
@@ -91,7 +83,7 @@ class HardwareTarget(Frozen):
     gpus_per_node: int = Field(ge=1, le=64)
     nodes: int = Field(ge=1, le=1024)
     min_compute_capability: str | None = Field(default=None, pattern=r"^[0-9]+\.[0-9]+$")
-    gpu_name_pattern: str | None = Field(
+    gpu_name_pattern: Annotated[str, AfterValidator(rules.bounded_gpu_pattern)] | None = Field(
         default=None,
         min_length=1,
         max_length=100,
@@ -107,7 +99,7 @@ class HardwareTarget(Frozen):
     memory_gib: int | None = Field(
         default=None, ge=1, le=1048576, description="cpu: the node's memory (MemTotal), at least"
     )
-    cpu_features: list[str] | None = Field(
+    cpu_features: Annotated[list[str], AfterValidator(rules.cpu_flag_names)] | None = Field(
         default=None,
         max_length=64,
         description="cpu: /proc/cpuinfo flags the engine build needs, e.g. avx2, avx512f",
@@ -125,49 +117,15 @@ class HardwareTarget(Frozen):
             return f"CPU ({self.cpu_cores}+ cores, {self.memory_gib}+ GiB, {features})"
         return f"{self.gpu} ({self.gpu_memory_gb} GB)"
 
-    @field_validator("cpu_features")
-    @classmethod
-    def _flag_names(cls, features: list[str] | None) -> list[str] | None:
-        for name in features or []:
-            if not re.fullmatch(r"[a-z0-9_]{1,32}", name):
-                raise ValueError(f"{name!r} is not a /proc/cpuinfo flag name (e.g. avx2)")
-        return features
-
-    @model_validator(mode="after")
-    def _one_kind_of_node(self) -> HardwareTarget:
-        """Each kind of node states its own facts and none of the other's, so a CPU kit never
-        carries a GPU requirement preflight would judge (or skip) by mistake."""
-        gpu_only: tuple[str, ...] = ("gpu", "gpu_memory_gb", "min_compute_capability")
-        gpu_only += ("gpu_name_pattern", "min_cuda_driver_api")
-        cpu_only = ("cpu_cores", "memory_gib", "cpu_features")
-        needed = ("cpu_cores", "memory_gib") if self.is_cpu else gpu_only[:3]
-        foreign = gpu_only if self.is_cpu else cpu_only
-        kind = self.accelerator or "gpu"
-        missing = [name for name in needed if getattr(self, name) is None]
-        if missing:
-            raise ValueError(f"a {kind} target needs {', '.join(missing)}")
-        wrong = [name for name in foreign if getattr(self, name) is not None]
-        if wrong:
-            raise ValueError(f"{', '.join(wrong)}: not a fact of a {kind} target")
-        if self.is_cpu and self.gpus_per_node != 1:
-            raise ValueError("a cpu target runs one engine per node: gpus_per_node = 1")
-        return self
-
-    @field_validator("gpu_name_pattern")
-    @classmethod
-    def _bounded_pattern(cls, value: str | None) -> str | None:
-        """Compiled once here by the one pattern helper: a pattern that does not compile or
-        could backtrack for ever is refused when the document is read, not in preflight."""
-        if value is not None:
-            compile_pattern(value)
-        return value
+    # each kind of node states its own facts and none of the other's (k3kit.models._rules)
+    _one_kind_of_node = model_validator(mode="after")(rules.hardware_one_kind_of_node)
 
 
 class EnginePin(Frozen):
     """The engine the kit was measured with, as the engine itself reports its version."""
 
     name: EngineName
-    version: str = Field(
+    version: Annotated[str, AfterValidator(rules.pep440_engine_version)] = Field(
         max_length=MAX_VERSION_CHARS,
         description="PEP 440, as the engine prints it: 0.32.0, 0.32.0+cpu, 0.5.2.post1",
     )
@@ -181,19 +139,13 @@ class EnginePin(Frozen):
         pattern=r"^[a-z0-9./_-]+(:[A-Za-z0-9._-]+)?@sha256:[0-9a-f]{64}$",
         description="container image pinned by digest; omit rather than pin by tag",
     )
-    loads: dict[str, str] | None = Field(
+    loads: Annotated[dict[str, str], AfterValidator(rules.engine_loads_reasons)] | None = Field(
         default=None,
         description="serve flags (or keys inside one, `speculative-config.model`) and engine.env "
         "variables that make the engine load code or files from outside the kit and the weights, "
         "each with the publisher's reason; shown to the buyer before launch. Undeclared ones are "
         "refused at build and at launch",
     )
-
-    @field_validator("version")
-    @classmethod
-    def _pep440(cls, version: str) -> str:
-        parse_engine_version(version)
-        return version
 
     @property
     def match_rule(self) -> VersionMatch:
@@ -207,19 +159,6 @@ class EnginePin(Frozen):
     def accepts(self, found: str) -> bool:
         """Whether an engine (or evidence) reporting ``found`` is this pin, by its rule."""
         return version_matches(self.version, found, self.match_rule)
-
-    @field_validator("loads")
-    @classmethod
-    def _loads_reasons(cls, loads: dict[str, str] | None) -> dict[str, str] | None:
-        for name, reason in (loads or {}).items():
-            if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", name):
-                raise ValueError(f"engine.loads: {name!r} is not a flag or variable name")
-            if not reason.strip() or len(reason) > 300 or not reason.isprintable():
-                raise ValueError(
-                    f"engine.loads.{name}: give the reason in one printable line of 1-300 "
-                    "characters"
-                )
-        return loads
 
 
 class TopologyDef(Frozen):

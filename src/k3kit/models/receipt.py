@@ -6,20 +6,19 @@ attestation v1); k3kit's own predicate uses snake_case like every other k3kit do
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, model_validator
 
+from k3kit.models import _rules as rules
 from k3kit.models._base import CommitSha, Frozen, KitVersion, Name, RepoId, Sha256Hex, Timestamp
-from k3kit.models.claims import EVIDENCE_IN_KIT, ClaimsBody
+from k3kit.models.claims import ClaimsBody
 from k3kit.models.evidence import Definitions
-
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-PREDICATE_TYPE = "https://k3kit.dev/receipt/v1"
-PAYLOAD_TYPE = "application/vnd.in-toto+json"
-KIT_SUBJECT = "kit:MANIFEST.json"
-WEIGHTS_SUBJECT = "weights:weights.lock.json"
+from k3kit.models.receipt_names import KIT_SUBJECT as KIT_SUBJECT  # their home; re-exported
+from k3kit.models.receipt_names import PAYLOAD_TYPE as PAYLOAD_TYPE
+from k3kit.models.receipt_names import PREDICATE_TYPE as PREDICATE_TYPE
+from k3kit.models.receipt_names import STATEMENT_TYPE as STATEMENT_TYPE
+from k3kit.models.receipt_names import WEIGHTS_SUBJECT as WEIGHTS_SUBJECT
 
 
 class DsseSignature(Frozen):
@@ -63,22 +62,7 @@ class ReceiptPredicate(ClaimsBody):
     definitions: Definitions
     definitions_declared: bool
 
-    @model_validator(mode="after")
-    def _evidence_complete(self) -> ReceiptPredicate:
-        for run in self.runs:
-            if run.evidence_level is None:
-                raise ValueError(f"run {run.id!r}: evidence_level is required in a receipt")
-            if run.evidence is None:
-                if run.evidence_level == "raw" or run.evidence_sha256 or run.evidence_summary:
-                    raise ValueError(f"run {run.id!r}: evidence details without an evidence file")
-                continue
-            if not re.match(EVIDENCE_IN_KIT, run.evidence) or run.evidence != (
-                f"evidence/{run.id}.json"
-            ):
-                raise ValueError(f"run {run.id!r}: evidence must be evidence/{run.id}.json")
-            if None in (run.evidence_sha256, run.evidence_bytes, run.evidence_summary):
-                raise ValueError(f"run {run.id!r}: evidence needs sha256, bytes and summary")
-        return self
+    _evidence_complete = model_validator(mode="after")(rules.receipt_evidence_complete)
 
 
 class Subject(Frozen):

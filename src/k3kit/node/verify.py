@@ -12,17 +12,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, TypeVar
 
 from k3kit.errors import InputError, UsageProblem, VerificationError
 from k3kit.formats.documents import (
     MAX_DOCUMENT_BYTES,
     Document,
     check_document,
+    parse_document,
     read_bounded,
     read_document,
     read_kit_documents,
@@ -41,21 +39,21 @@ from k3kit.formats.names import KIT_INFO_NAME as KIT_INFO_NAME  # their home; re
 from k3kit.formats.names import LOCK_NAME as LOCK_NAME
 from k3kit.formats.names import MANIFEST_SIG_NAME
 from k3kit.formats.vocab import CheckStatus, Problem
-from k3kit.models import (
-    KIT_SUBJECT,
-    WEIGHTS_SUBJECT,
-    KitInfo,
-    Manifest,
-    Statement,
-    WeightsLock,
+from k3kit.models import KIT_SUBJECT, WEIGHTS_SUBJECT, lite
+from k3kit.models._lite import Record
+from k3kit.signing.sign import (
+    MAX_ENVELOPE_BYTES,
+    parse_signed_statement,
+    read_signed_statement,
+    subject_digest,
 )
-from k3kit.signing.sign import MAX_ENVELOPE_BYTES, parse_receipt, read_receipt, subject_digest
-from k3kit.signing.trust import RollbackPolicy, RootAnchor, Trust, sshsig
+from k3kit.signing.trust import RollbackPolicy, RootAnchor, Trust
 from k3kit.signing.trust import rollback as rollback_state
 from k3kit.signing.trust.root import MAX_ROOT_BYTES, kit_roots
 from k3kit.signing.trust.source import TrustSource as TrustSource  # its home; re-exported
 
 if TYPE_CHECKING:  # the hashing engine is imported only when --weights asks for it
+    from k3kit.models import KitInfo, Manifest, WeightsLock
     from k3kit.weights import WeightsOptions
 
 MAX_DOC_BYTES = MAX_DOCUMENT_BYTES
@@ -64,17 +62,33 @@ MAX_SSHSIG_BYTES = 64 * 1024
 
 PASSED, FAILED, NOT_CHECKED = CheckStatus.PASSED, CheckStatus.FAILED, CheckStatus.NOT_CHECKED
 
-M = TypeVar("M", bound=BaseModel)
+# The documents are read as records of k3kit.models.lite: the pydantic models' checks without
+# importing pydantic (a node's start-up; docs/performance.md, "Start-up").
+M = TypeVar("M", bound=Record)
 
 
-@dataclass
+# Check and Report are plain classes, not dataclasses: this module is imported on every node
+# start, where creating a dataclass costs ~0.5 ms of CPU (docs/performance.md, "Start-up").
 class Check:
-    id: str
-    title: str
-    status: CheckStatus = NOT_CHECKED
-    detail: str = ""
-    code: str | None = None
-    problems: list[Problem] = field(default_factory=list)
+    """One step of the checklist: its outcome, why, and the code of a failure."""
+
+    __slots__ = ("code", "detail", "id", "problems", "status", "title")
+
+    def __init__(
+        self,
+        id: str,
+        title: str,
+        status: CheckStatus = NOT_CHECKED,
+        detail: str = "",
+        code: str | None = None,
+        problems: list[Problem] | None = None,
+    ) -> None:
+        self.id, self.title, self.status, self.detail = id, title, status, detail
+        self.code = code
+        self.problems: list[Problem] = [] if problems is None else problems
+
+    def __repr__(self) -> str:
+        return f"Check({self.id!r}, {self.status!r}, code={self.code!r}, detail={self.detail!r})"
 
     def as_json(self) -> dict[str, Any]:
         ok = None if self.status == NOT_CHECKED else self.status == PASSED
@@ -142,11 +156,20 @@ class VerifyFacts(TypedDict, total=False):
     oci_digest: str  # the manifest digest a kit was installed from (``install oci://...``)
 
 
-@dataclass
 class Report:
-    kit: str
-    checks: list[Check] = field(default_factory=list)
-    facts: VerifyFacts = field(default_factory=lambda: VerifyFacts())
+    """A verdict: every check in order, and the facts learnt (see :class:`VerifyFacts`)."""
+
+    __slots__ = ("checks", "facts", "kit")
+
+    def __init__(
+        self, kit: str, checks: list[Check] | None = None, facts: VerifyFacts | None = None
+    ) -> None:
+        self.kit = kit
+        self.checks: list[Check] = [] if checks is None else checks
+        self.facts: VerifyFacts = VerifyFacts() if facts is None else facts
+
+    def __repr__(self) -> str:
+        return f"Report({self.kit!r}, ok={self.ok}, checks={self.checks!r})"
 
     @property
     def kit_sha256(self) -> str:
@@ -171,22 +194,34 @@ class Report:
         }
 
 
-@dataclass
 class _State:
-    kit_dir: Path
-    source: TrustSource
-    rollback: RollbackPolicy | None = None
-    trust: Trust | None = None
-    decision: rollback_state.Decision | None = None
-    kit_sha256: str | None = None
-    statement: Statement | None = None
-    manifest: Manifest | None = None  # parsed once, from the bytes whose checksum matched
-    manifest_data: bytes | None = None  # those bytes (what MANIFEST.json.sig signs)
-    lock: WeightsLock | None = None
-    lock_sha256: str | None = None
-    # An archive's receipt, manifest and roots kept from its tar index: the first checks then run
-    # on these bytes, before anything is extracted (:func:`signed_manifest_check`).
-    documents: Mapping[str, bytes] | None = None
+    """What the steps of one run learn, in order. A plain class, not a dataclass: a dataclass
+    costs ~0.5 ms of CPU to create at import, paid on every node start (docs/performance.md)."""
+
+    def __init__(
+        self,
+        kit_dir: Path,
+        source: TrustSource,
+        rollback: RollbackPolicy | None = None,
+        *,
+        statement: lite.Statement | None = None,
+        documents: Mapping[str, bytes] | None = None,
+    ) -> None:
+        self.kit_dir, self.source, self.rollback = kit_dir, source, rollback
+        self.trust: Trust | None = None
+        self.decision: rollback_state.Decision | None = None
+        self.kit_sha256: str | None = None
+        self.statement = statement
+        # MANIFEST.json parsed once, from the bytes whose checksum matched, and those bytes
+        # (what MANIFEST.json.sig signs)
+        self.manifest: lite.Manifest | None = None
+        self.manifest_data: bytes | None = None
+        self.lock: lite.WeightsLock | None = None
+        self.lock_data: bytes | None = None  # its bytes: --weights reads them into the model
+        self.lock_sha256: str | None = None
+        # An archive's receipt, manifest and roots kept from its tar index: the first checks
+        # then run on these bytes, before anything is extracted (:func:`signed_manifest_check`).
+        self.documents = documents
 
 
 def _offered_roots(anchor: RootAnchor, documents: Mapping[str, bytes]) -> dict[int, bytes]:
@@ -219,9 +254,9 @@ def _step_signature(st: _State, check: Check) -> None:
     assert st.trust is not None
     keys = st.trust.verification_keys()
     if st.documents is None:
-        receipt = read_receipt(st.kit_dir / RECEIPT_NAME, keys)
+        receipt = read_signed_statement(st.kit_dir / RECEIPT_NAME, keys)
     else:
-        receipt = parse_receipt(
+        receipt = parse_signed_statement(
             _kept(st.documents, RECEIPT_NAME, "RECEIPT_MISSING"), keys, source=RECEIPT_NAME
         )
     pred = receipt.statement.predicate
@@ -253,7 +288,7 @@ def _step_rollback(st: _State, check: Check) -> None:
     check.detail = st.decision.detail
 
 
-def _signed_digest(statement: Statement, subject: str, in_predicate: str, *, code: str) -> str:
+def _signed_digest(statement: lite.Statement, subject: str, in_predicate: str, *, code: str) -> str:
     """The sha256 the receipt signs for ``subject``; the Statement's subject and the predicate's
     copy must agree, or the receipt contradicts itself."""
     expected = subject_digest(statement, subject)
@@ -320,7 +355,7 @@ def _step_kit_checksum(st: _State, check: Check) -> None:
         KIT_SUBJECT,
         st.statement.predicate.kit.kit_sha256,
         MANIFEST_NAME,
-        Manifest,
+        lite.Manifest,
         code="MANIFEST_MALFORMED",
         mismatch_code="RECEIPT_KIT_MISMATCH",
         detail="the receipt belongs to another kit",
@@ -337,6 +372,8 @@ def _step_sshsig(st: _State, check: Check) -> None:
     present, it must be an SSH signature over the verified ``MANIFEST.json`` bytes by a release
     key this trust source accepts at the receipt's date (``SSHSIG_INVALID`` otherwise)."""
     assert st.statement is not None and st.trust is not None and st.manifest_data is not None
+    from k3kit.signing.trust import sshsig  # only a kit that carries the file needs the reader
+
     armored = read_bounded(
         st.kit_dir / SSHSIG_NAME, MAX_SSHSIG_BYTES, what=SSHSIG_NAME, code="SSHSIG_INVALID"
     ).decode("ascii", "replace")
@@ -357,7 +394,7 @@ def _step_sshsig(st: _State, check: Check) -> None:
     )
 
 
-def _expected_evidence(statement: Statement) -> list[ExpectedEvidence]:
+def _expected_evidence(statement: lite.Statement) -> list[ExpectedEvidence]:
     return [
         ExpectedEvidence(run.evidence, run.evidence_bytes or 0, run.evidence_sha256 or "")
         for run in statement.predicate.runs
@@ -409,7 +446,7 @@ def _step_weights_lock(st: _State, check: Check) -> None:
         WEIGHTS_SUBJECT,
         st.statement.predicate.weights.lock_sha256,
         LOCK_NAME,
-        WeightsLock,
+        lite.WeightsLock,
         code="LOCK_MALFORMED",
         mismatch_code="RECEIPT_WEIGHTS_MISMATCH",
         detail="the receipt belongs to another weight pin",
@@ -417,7 +454,7 @@ def _step_weights_lock(st: _State, check: Check) -> None:
     lock, actual = lock_doc.model, lock_doc.sha256
     info = read_document(
         st.kit_dir / KIT_INFO_NAME,
-        KitInfo,
+        lite.KitInfo,
         max_bytes=MAX_DOC_BYTES,
         expected_sha256=_kit_json_digest(st),
         code="KIT_INFO_MALFORMED",
@@ -427,14 +464,14 @@ def _step_weights_lock(st: _State, check: Check) -> None:
     if info.weights.lock_sha256 != actual or info.weights.commit != lock.commit:
         raise VerificationError("kit.json names another weight lock", code="KIT_LOCK_MISMATCH")
     _same_release(st, info)
-    st.lock, st.lock_sha256 = lock, actual
+    st.lock, st.lock_data, st.lock_sha256 = lock, lock_doc.data, actual
     check.detail = (
         f"{lock.repo}@{lock.commit[:12]}: {lock.file_count} files, "
         f"{lock.total_bytes} bytes (sha256:{actual[:16]}…)"
     )
 
 
-def _same_release(st: _State, info: KitInfo) -> None:
+def _same_release(st: _State, info: lite.KitInfo) -> None:
     """The receipt names the release that kit.json describes: the rollback and equivocation
     memory keys on the receipt's package, version, sequence and channel, so a receipt that says
     one release over a kit.json that says another would let one kit pass for two."""
@@ -579,7 +616,7 @@ def signed_manifest_check(trusted: TrustSource, *, label: str) -> Authenticate:
     return Authenticate(documents, check)
 
 
-def check_unsigned_statement(kit_dir: Path, statement: Statement) -> Report:
+def check_unsigned_statement(kit_dir: Path, statement: lite.Statement) -> Report:
     """The kit checks that need no key, against a Statement whose signature was NOT checked.
 
     Why: ``pack`` without ``--trust`` must still refuse a kit that does not match its own
@@ -626,7 +663,7 @@ def _weights_check(
     try:
         result = check_weights(
             weights,
-            st.lock,
+            _lock_model(st),
             algorithm=options.algorithm,
             workers=options.workers,
             all_errors=options.all_errors,
@@ -668,6 +705,18 @@ def _weights_check(
             f"{result.files_from_cache} unchanged since verified (verification cache)"
         )
     return check
+
+
+def _lock_model(st: _State) -> WeightsLock:
+    """The verified lock as the pydantic model the hashing engine takes (its helpers, such as
+    ``has_blake3``), from the very bytes whose digest the receipt signs; only ``--weights``,
+    which hashes the weights anyway, pays for pydantic."""
+    from k3kit.models import WeightsLock
+
+    assert st.lock_data is not None
+    return parse_document(
+        st.lock_data, WeightsLock, what=LOCK_NAME, max_bytes=MAX_DOC_BYTES, code="LOCK_MALFORMED"
+    )
 
 
 def verify_path(
@@ -738,8 +787,8 @@ class KitNotVerified(VerificationError):
         self.report = report
 
 
-@dataclass(frozen=True)
-class VerifiedKit:
+# A NamedTuple, not a frozen dataclass: this module is on every node start (docs/performance.md).
+class VerifiedKit(NamedTuple):
     """A kit folder that verified against its receipt, with its manifest and ``kit.json`` read
     from the very bytes whose digests the receipt signs.
 

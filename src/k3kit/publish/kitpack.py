@@ -23,7 +23,8 @@ from k3kit.archive import pack
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import read_bounded, read_document
 from k3kit.formats.manifest import MANIFEST_NAME, RECEIPT_NAME, diff_tree
-from k3kit.models import PAYLOAD_TYPE, DsseEnvelope, KitInfo, Manifest, Statement, load
+from k3kit.models import PAYLOAD_TYPE, DsseEnvelope, KitInfo, Manifest, lite, load
+from k3kit.models._lite import read as read_record
 from k3kit.node.verify import (
     KIT_INFO_NAME,
     MAX_DOC_BYTES,
@@ -64,7 +65,7 @@ def _kit_info(kit_dir: Path) -> KitInfo:
     return _doc(kit_dir, KIT_INFO_NAME, KitInfo, "KIT_INFO_MALFORMED")
 
 
-def _unverified_statement(path: Path) -> Statement:
+def _unverified_statement(path: Path) -> lite.Statement:
     """The receipt's Statement read WITHOUT checking its signature (no key was given)."""
     data = read_bounded(
         path, MAX_ENVELOPE_BYTES, what="receipt", error=VerificationError, code="RECEIPT_MISSING"
@@ -84,8 +85,8 @@ def _unverified_statement(path: Path) -> Statement:
     parsed = strict_loads(
         payload, source="receipt payload", max_bytes=len(payload), code="RECEIPT_MALFORMED"
     )
-    return load(
-        Statement,
+    return read_record(  # the verifier's own record of it (check_unsigned_statement)
+        lite.Statement,
         parsed,
         source="receipt payload",
         error=VerificationError,

@@ -11,12 +11,12 @@ import base64
 import functools
 import hashlib
 import os
+import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from k3kit._canonical import dumps
@@ -135,7 +135,7 @@ def verify_signature(pub: Ed25519PublicKey, sig: bytes, message: bytes) -> bool:
 
 
 def raw_public(pub: Ed25519PublicKey) -> bytes:
-    return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return pub.public_bytes_raw()
 
 
 def key_object(pub: Ed25519PublicKey) -> dict[str, object]:
@@ -158,8 +158,9 @@ def ssh_fingerprint(pub: Ed25519PublicKey) -> str:
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
-@dataclass(frozen=True)
-class KeyPairPaths:
+# A NamedTuple, not a frozen dataclass: this module is on verify's start-up path, where a frozen
+# dataclass costs ~0.5 ms of CPU to create (docs/performance.md, "Start-up").
+class KeyPairPaths(NamedTuple):
     private: Path
     public: Path
 
@@ -183,6 +184,8 @@ def write_keypair(out: Path, passphrase: bytes | None) -> tuple[KeyPairPaths, Ed
                 code="OUTPUT_EXISTS",
                 hint="choose another --out; keys are never replaced",
             )
+    from cryptography.hazmat.primitives import serialization  # see _SPKI_PEM
+
     priv = Ed25519PrivateKey.generate()
     encryption: serialization.KeySerializationEncryption = (
         serialization.BestAvailableEncryption(passphrase)
@@ -252,6 +255,8 @@ def load_private(path: Path, passphrase: bytes | None) -> Ed25519PrivateKey:
     )
     _refuse_public_key(path, data)
     refuse_shared_secret(path, mode, "private key")
+    from cryptography.hazmat.primitives import serialization  # see _SPKI_PEM
+
     try:
         key = serialization.load_pem_private_key(data, password=passphrase)
     except TypeError as exc:
@@ -277,12 +282,41 @@ def load_public(path: Path) -> Ed25519PublicKey:
     data = read_capped(
         path, MAX_KEY_FILE, what="public key", error=EnvironmentProblem, code="KEY_UNREADABLE"
     )
-    try:
-        key = serialization.load_pem_public_key(data)
-    except (ValueError, UnsupportedAlgorithm) as exc:
-        raise EnvironmentProblem(
-            f"public key {path} is not a PEM public key", code="KEY_UNREADABLE"
-        ) from exc
+    key: object = _spki_pem_ed25519(data)
+    if key is None:  # any other spelling: cryptography's own PEM reader decides
+        from cryptography.hazmat.primitives import serialization
+
+        try:
+            key = serialization.load_pem_public_key(data)
+        except (ValueError, UnsupportedAlgorithm) as exc:
+            raise EnvironmentProblem(
+                f"public key {path} is not a PEM public key", code="KEY_UNREADABLE"
+            ) from exc
     if not isinstance(key, Ed25519PublicKey):
         raise EnvironmentProblem(f"public key {path} is not Ed25519", code="KEY_UNSUPPORTED")
     return check_public(key, source=f"public key {shown(path)}")
+
+
+# The one byte string every Ed25519 SubjectPublicKeyInfo starts with (RFC 8410: SEQUENCE {
+# SEQUENCE { OID 1.3.101.112 }, BIT STRING of 32 bytes }), and the PEM that keygen writes.
+_SPKI_ED25519 = bytes.fromhex("302a300506032b6570032100")
+_SPKI_PEM = re.compile(
+    rb"-----BEGIN PUBLIC KEY-----\n([A-Za-z0-9+/]{59}=)\n-----END PUBLIC KEY-----\n?", re.ASCII
+)
+
+
+def _spki_pem_ed25519(data: bytes) -> Ed25519PublicKey | None:
+    """The key of a PEM Ed25519 public key in exactly the form ``keygen`` (and OpenSSL) writes,
+    or None for anything else, which then goes to cryptography's PEM reader.
+
+    Why: ``cryptography.hazmat.primitives.serialization`` (its SSH, PKCS#12 and cipher modules)
+    costs about as much CPU to import as Ed25519 itself, on every ``verify`` of a GPU node's
+    start-up (docs/performance.md). For this one fixed form the two readers give the same key;
+    every other form, and every refusal, is still cryptography's."""
+    match = _SPKI_PEM.fullmatch(data)
+    if match is None:
+        return None
+    der = base64.b64decode(match.group(1), validate=True)
+    if len(der) != 44 or not der.startswith(_SPKI_ED25519):
+        return None
+    return Ed25519PublicKey.from_public_bytes(der[len(_SPKI_ED25519) :])

@@ -13,16 +13,20 @@ import binascii
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import dumps, require_canonical, strict_loads
 from k3kit._fs import read_capped
 from k3kit.errors import InputError, VerificationError
-from k3kit.models import PAYLOAD_TYPE, DsseEnvelope, Statement, load
+from k3kit.models import PAYLOAD_TYPE, lite
+from k3kit.models._lite import read as read_record
 from k3kit.signing.keys import keyid, verify_signature
-from k3kit.signing.signers import Signer
+
+if TYPE_CHECKING:  # pydantic only for the callers that want the models (audit, accept)
+    from k3kit.models import Statement
+    from k3kit.signing.signers import Signer  # a signer only signs: not on verify's path
 
 MAX_ENVELOPE_BYTES = 1024 * 1024
 _B64 = re.compile(r"^[A-Za-z0-9+/_-]*={0,2}$")
@@ -40,6 +44,8 @@ def sign_envelope(payload: bytes, payload_type: str, signers: Signer | Sequence[
     Several signers make a threshold envelope (two people signing one release); the same key
     twice is refused here, and verifiers count distinct key material anyway.
     """
+    from k3kit.signing.signers import Signer
+
     group = [signers] if isinstance(signers, Signer) else list(signers)
     ids = [keyid(s.public_key()) for s in group]
     if not group or len(set(ids)) != len(ids):
@@ -104,7 +110,8 @@ def verify_envelope(
             {k: s[k] for k in ("keyid", "sig") if k in s} if isinstance(s, dict) else s
             for s in known["signatures"]
         ]
-    env = load(DsseEnvelope, known, source=source, error=VerificationError, code=bad)
+    # the pydantic-free reader of the same model (k3kit.models.lite): no envelope needs pydantic
+    env = read_record(lite.DsseEnvelope, known, source=source, error=VerificationError, code=bad)
     payload = _b64decode(env.payload, f"{source}: payload")
     message = pae(env.payload_type, payload)
     signers: dict[str, None] = {}  # insertion-ordered set of distinct key ids
@@ -136,13 +143,17 @@ class VerifiedReceipt(NamedTuple):
     signer_keyids: tuple[str, ...] = ()
 
 
-def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt:
-    """Read, verify and parse a receipt: the signature first, then only the bytes it covers.
+class SignedStatement(NamedTuple):
+    """:class:`VerifiedReceipt` with the Statement as a pydantic-free record
+    (:mod:`k3kit.models.lite`): what ``verify`` reads, so a node's start-up builds no model."""
 
-    Shared by ``verify`` and ``audit``: whatever an auditor checks must come from exactly the
-    bytes the publisher signed, parsed by the same strict rules.
-    """
-    data = read_capped(
+    statement: lite.Statement
+    signer_keyid: str
+    signer_keyids: tuple[str, ...] = ()
+
+
+def _read_envelope(path: Path) -> bytes:
+    return read_capped(
         path,
         MAX_ENVELOPE_BYTES,
         what="receipt",
@@ -150,12 +161,55 @@ def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt
         code="RECEIPT_MISSING",
         too_large_code="RECEIPT_TOO_LARGE",
     )
-    return parse_receipt(data, trusted, source=path.name)
+
+
+def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt:
+    """Read, verify and parse a receipt: the signature first, then only the bytes it covers.
+
+    Shared by ``audit`` and ``accept`` (pydantic models, with their methods); ``verify`` reads the
+    same bytes by the same steps into records (:func:`read_signed_statement`): whatever an auditor
+    checks must come from exactly the bytes the publisher signed, parsed by the same strict rules.
+    """
+    return parse_receipt(_read_envelope(path), trusted, source=path.name)
 
 
 def parse_receipt(data: bytes, trusted: list[Ed25519PublicKey], *, source: str) -> VerifiedReceipt:
-    """:func:`read_receipt` for bytes already in memory (``install`` checks an archive's receipt
-    from its tar index, before anything is extracted): the signature first, then the payload."""
+    """:func:`read_receipt` for bytes already in memory."""
+    from k3kit.models import Statement, load  # pydantic: only callers that want the models
+
+    verified, obj = _signed_payload(data, trusted, source=source)
+    statement = load(
+        Statement, obj, source="receipt payload", error=VerificationError, code="RECEIPT_MALFORMED"
+    )
+    return VerifiedReceipt(statement, verified.signer_keyid, verified.signer_keyids)
+
+
+def read_signed_statement(path: Path, trusted: list[Ed25519PublicKey]) -> SignedStatement:
+    """:func:`read_receipt` without pydantic: the same checks, the Statement as a record."""
+    return parse_signed_statement(_read_envelope(path), trusted, source=path.name)
+
+
+def parse_signed_statement(
+    data: bytes, trusted: list[Ed25519PublicKey], *, source: str
+) -> SignedStatement:
+    """:func:`read_signed_statement` for bytes already in memory (``install`` checks an archive's
+    receipt from its tar index, before anything is extracted)."""
+    verified, obj = _signed_payload(data, trusted, source=source)
+    statement = read_record(
+        lite.Statement,
+        obj,
+        source="receipt payload",
+        error=VerificationError,
+        code="RECEIPT_MALFORMED",
+    )
+    return SignedStatement(statement, verified.signer_keyid, verified.signer_keyids)
+
+
+def _signed_payload(
+    data: bytes, trusted: list[Ed25519PublicKey], *, source: str
+) -> tuple[VerifiedPayload, Any]:
+    """The one path of both readers: the signature first, then the payload it covers, parsed
+    strictly and required to be canonical; the caller validates the parsed object."""
     verified = verify_envelope(data, trusted, expected_type=PAYLOAD_TYPE, source=source)
     obj = strict_loads(
         verified.payload,
@@ -164,13 +218,10 @@ def parse_receipt(data: bytes, trusted: list[Ed25519PublicKey], *, source: str) 
         code="RECEIPT_MALFORMED",
     )
     require_canonical(verified.payload, obj, source="receipt payload")
-    statement = load(
-        Statement, obj, source="receipt payload", error=VerificationError, code="RECEIPT_MALFORMED"
-    )
-    return VerifiedReceipt(statement, verified.signer_keyid, verified.signer_keyids)
+    return verified, obj
 
 
-def subject_digest(statement: Statement, name: str) -> str:
+def subject_digest(statement: lite.Statement, name: str) -> str:
     """The sha256 a Statement records for subject ``name``; a receipt without it is malformed."""
     for subject in statement.subject:
         if subject.name == name and "sha256" in subject.digest:
@@ -186,6 +237,8 @@ def add_signature(envelope: bytes, signer: Signer, *, source: str) -> bytes:
     The payload is never re-encoded: the new signature covers the exact bytes the first signers
     covered. A key that already signed is refused, since it would add nothing to a threshold.
     """
+    from k3kit.models import DsseEnvelope, load  # pydantic: a publisher's verb
+
     obj = strict_loads(envelope, source=source, max_bytes=MAX_ENVELOPE_BYTES, code="BAD_INPUT")
     env = load(DsseEnvelope, obj, source=source, code="BAD_INPUT")
     payload = _b64decode(env.payload, f"{source}: payload")

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from k3kit._fs import atomic_write, private_dir
 from k3kit._values import utc_timestamp
 from k3kit.errors import VerificationError
-from k3kit.models import Statement
 from k3kit.signing.trust._memory import ROOTS_NAME, Memory, locked
+
+if TYPE_CHECKING:  # an annotation only: verify's start-up imports no pydantic (performance.md)
+    from k3kit.models import Statement
 
 
 @dataclass(frozen=True)
