@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -165,8 +165,9 @@ class RootAnchor:
         known = read_roots(folder) if folder is not None else {}
         if kit_dir is not None:
             offered = kit_roots(kit_dir)
-        offered = {**self.also, **(offered or {})}
-        current, new = _walk(current, known, offered)
+        sources = (("state", known), ("channel", self.also), ("kit", offered or {}))
+        current, walked = _walk(current, sources)
+        new = [v for v in walked if v not in known]
         if accepted is not None and current.version < accepted:
             raise VerificationError(
                 f"this node accepted root version {accepted}, but only version "
@@ -184,7 +185,7 @@ class RootAnchor:
             )
         if folder is not None and self.state_dir is not None:
             for v in new:
-                atomic_write(folder / f"{v}.root.json", offered[v], mode=0o600)
+                atomic_write(folder / f"{v}.root.json", walked[v].data, mode=0o600)
             rollback.note_root(self.state_dir, self._pin_id(), current.version)
         return trust_of(current), new
 
@@ -197,7 +198,12 @@ def with_channel_roots(trusted: _T, pinned: bytes, folder: Path) -> _T:
     python-tuf's ``root_history/``) offered to the walk, when ``trusted`` is a root anchor on
     the very root that pins the channel: one root, so a release key the channel rotated in
     verifies the kit it lists. Anything else is returned unchanged. The roots are read only
-    consecutively from the pinned version on, capped, and verified by the walk like a kit's."""
+    consecutively from the pinned version on, capped, and verified by the walk like a kit's.
+
+    With a state folder they are also walked and recorded **now**, among the roots this node
+    accepted, before anything else the update does can fail: a root the channel moved the node
+    to is then the node's, so a kit offering another root of that version later (a thief of a
+    rotated-out root key) is ``ROOT_FORK``, not silently preferred."""
     if not isinstance(trusted, RootAnchor) or trusted.pinned != pinned:
         return trusted
     roots: dict[int, bytes] = {}
@@ -208,32 +214,68 @@ def with_channel_roots(trusted: _T, pinned: bytes, folder: Path) -> _T:
         roots[v] = read_capped(
             path, MAX_ROOT_BYTES, what=str(path), error=VerificationError, code="ROOT_MALFORMED"
         )
-    return replace(trusted, also=roots)
+    anchor = replace(trusted, also=roots)
+    if anchor.state_dir is not None:
+        anchor.resolve(None)
+    return anchor
 
 
-def _walk(
-    current: VerifiedRoot, known: dict[int, bytes], offered: dict[int, bytes]
-) -> tuple[VerifiedRoot, list[int]]:
-    """Follow the chain from ``current`` through the node's roots, then the kit's; returns the
-    last root reached and the versions that came from the kit."""
-    new: list[int] = []
+Sources = Sequence[tuple[str, Mapping[int, bytes]]]
+"""Carriers of roots by version, first wins: the node's accepted roots, the channel's, a kit's."""
+
+
+def _walk(current: VerifiedRoot, sources: Sources) -> tuple[VerifiedRoot, dict[int, VerifiedRoot]]:
+    """Follow the chain from ``current``, version N+1 taken from the first source that has it;
+    returns the last root reached and every root walked past ``current``, by version. Then no
+    source may hold another root of a version walked (:func:`_one_lineage`)."""
+    walked: dict[int, VerifiedRoot] = {}
     for _ in range(MAX_ROOTS):
         v = current.version + 1
-        data = known.get(v, offered.get(v))
-        if data is None:
+        found = next(((where, roots[v]) for where, roots in sources if v in roots), None)
+        if found is None:
             break
-        where = "state" if v in known else "kit"
+        where, data = found
         current = verify_root(data, trusted=current, source=f"{where} root {v}.root.json")
-        if v not in known:
-            new.append(v)
-    beyond = sorted(v for v in (*known, *offered) if v > current.version)
+        walked[v] = current
+    beyond = sorted(v for _, roots in sources for v in roots if v > current.version)
     if beyond:
         raise VerificationError(
             f"root {beyond[0]}.root.json cannot be reached from version "
             f"{current.version}: the chain has a gap",
             code="ROOT_CHAIN_GAP",
         )
-    return current, new
+    _one_lineage(walked, sources)
+    return current, walked
+
+
+def _one_lineage(walked: Mapping[int, VerifiedRoot], sources: Sources) -> None:
+    """Refuse a second root of a version the walk accepted (``ROOT_FORK``). Two version-N+1
+    roots both signed by N's root keys mean a root key was stolen or misused; without this, the
+    first source silently won, so a thief of a rotated-out root key could hand a node that had
+    already walked the channel to the real root 2 a kit carrying their own root 2 (its signed
+    part differs; the same root with more signatures is the same root)."""
+    for where, roots in sources:
+        for v, data in roots.items():
+            chosen = walked.get(v)
+            if chosen is None or data == chosen.data:
+                continue
+            source = f"{where} root {v}.root.json"
+            if _signed_bytes(data, source) != chosen.md.signed_bytes:
+                raise VerificationError(
+                    f"{source} is another root version {v} than the one this node accepted: "
+                    f"the root keys of version {v - 1} signed two different successors",
+                    code="ROOT_FORK",
+                    hint="do not use these roots and tell the publisher (a root key was stolen "
+                    "or misused); the node keeps the root it accepted",
+                )
+
+
+def _signed_bytes(data: bytes, source: str) -> bytes:
+    """The canonical signed part of a root (read strictly, not verified): what identifies it."""
+    from k3kit.signing.trust import tufroot
+
+    out: bytes = tufroot.parse(data, source).md.signed_bytes
+    return out
 
 
 def trust_of(root: VerifiedRoot) -> Trust:

@@ -1,0 +1,115 @@
+"""Attacks on the TUF root of trust, written as the attacker does them: real keys, real files,
+the real CLI, a real static HTTP server on 127.0.0.1 for the channel. Each test names what the
+attacker holds and what they try; it fails if the attack works."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from k3kit.archive import pack
+from tests.channelkit import serve
+from tests.conftest import GoldenKit, KeyFiles, run_k3kit
+from tests.trustkit import FAR, build_kit, keypair
+
+
+def _ok(*args: str | Path) -> str:
+    done = run_k3kit(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _publisher(tmp: Path, golden: GoldenKit) -> tuple[Path, dict[str, KeyFiles]]:
+    """The publisher's root 1 (``k3kit root create``): root key ``a`` (offline), the release key
+    of the example kit, online snapshot and timestamp keys; a channel started from it, with
+    v1.0.0 published."""
+    keys = {name: keypair(tmp / "keys", name) for name in ("a", "b", "snapshot", "timestamp")}
+    pinned = tmp / "pub" / "1.root.json"
+    pinned.parent.mkdir()
+    _ok(
+        "root", "create", "-o", pinned, "--root-key", keys["a"].public,
+        "--release-key", golden.key.public, "--snapshot-key", keys["snapshot"].public,
+        "--timestamp-key", keys["timestamp"].public, "--expires", FAR,
+        "--sign-key", keys["a"].private,
+    )  # fmt: skip
+    repo = tmp / "repo"
+    _ok("channel", "init", "--repo", repo, "--root", pinned)
+    archive = tmp / "kimi-k3-b300x8-1.0.0.kit.tar.gz"
+    pack(golden.kit, archive)
+    _ok(
+        "publish", archive, "--channel", "stable", "--repo", repo, "--trust", golden.key.public,
+        "--key", golden.key.private, "--key", keys["snapshot"].private,
+        "--key", keys["timestamp"].private,
+    )  # fmt: skip
+    return pinned, keys
+
+
+def _forked_kit(tmp: Path, golden: GoldenKit, pinned: Path, stolen: KeyFiles) -> Path:
+    """What the thief of the old root key ``a`` makes: their own root 2 (root role still ``a``,
+    release role their key), signed by ``a`` (root 1's threshold and its own), and a kit signed
+    by their release key carrying root 1 and that root 2."""
+    evil = keypair(tmp / "thief", "evil")
+    forged = tmp / "thief" / "2.root.json"
+    _ok(
+        "root", "rotate", pinned, "-o", forged, "--role", "release", "--key", evil.public,
+        "--threshold", "1", "--expires", FAR, "--sign-key", stolen.private,
+    )  # fmt: skip
+    kit = build_kit(tmp / "thief" / "v2", golden.lock, evil, sequence=2, version="2.0.0")
+    _ok("root", "attach", kit, pinned, forged)
+    return kit
+
+
+def test_a_root_fork_signed_with_a_rotated_out_root_key_is_refused_after_the_channel_moved_on(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The attacker stole root key ``a``; the publisher rotated it out (channel root 2, root
+    role ``b``) and the node's ``update`` walked the channel to root 2. The update installed
+    nothing (no newer release). The attacker then hands the node a kit carrying their own
+    root 2, validly signed by ``a`` as root 1 allows: the node has already accepted another
+    root 2, so the fork must be refused, not taken because it came with the kit."""
+    pinned, keys = _publisher(tmp_path, golden)
+    repo = tmp_path / "repo"
+    _ok(
+        "channel", "rotate", "--repo", repo, "--role", "root", "--add-key", keys["b"].public,
+        "--remove-key", keys["a"].public, "--key", keys["a"].private, "--key", keys["b"].private,
+    )  # fmt: skip
+    state, into = tmp_path / "state", tmp_path / "kits"
+    with serve(repo) as url:
+        done = run_k3kit(
+            "update", "--channel", "stable", "--from", url, "--root", pinned,
+            "--into", into, "--state-dir", state, "--version", "9.9.9", "--json",
+        )  # fmt: skip
+    assert "CHANNEL_NO_RELEASE" in done.stdout, done.stdout + done.stderr
+    kit = _forked_kit(tmp_path, golden, pinned, keys["a"])
+    done = run_k3kit("verify", kit, "--root", pinned, "--state-dir", state, "--json")
+    assert done.returncode == 1, done.stdout
+    assert "ROOT_FORK" in done.stdout, done.stdout
+    done = run_k3kit(
+        "install", kit, "--root", pinned, "--state-dir", state, "--into", into, "--json"
+    )
+    assert done.returncode == 1 and "ROOT_FORK" in done.stdout, done.stdout
+    assert not into.exists() or not any(into.iterdir())
+
+
+def test_a_channel_root_the_node_did_not_accept_first_is_a_fork_not_a_silent_switch(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The other order: the thief's kit reached the node first (its root 2 is now the node's),
+    then the publisher rotates root key ``a`` out and the node updates from the channel. Two
+    roots 2 signed by root 1's keys: the update stops with ``ROOT_FORK`` (fail closed; the
+    operator must re-pin), it does not follow either root silently."""
+    pinned, keys = _publisher(tmp_path, golden)
+    state, into = tmp_path / "state", tmp_path / "kits"
+    kit = _forked_kit(tmp_path, golden, pinned, keys["a"])
+    _ok("verify", kit, "--root", pinned, "--state-dir", state)  # nothing told it otherwise yet
+    repo = tmp_path / "repo"
+    _ok(
+        "channel", "rotate", "--repo", repo, "--role", "root", "--add-key", keys["b"].public,
+        "--remove-key", keys["a"].public, "--key", keys["a"].private, "--key", keys["b"].private,
+    )  # fmt: skip
+    with serve(repo) as url:
+        done = run_k3kit(
+            "update", "--channel", "stable", "--from", url, "--root", pinned,
+            "--into", into, "--state-dir", state, "--json",
+        )  # fmt: skip
+    assert done.returncode == 1 and "ROOT_FORK" in done.stdout, done.stdout + done.stderr
+    assert not into.exists() or not any(into.iterdir())
