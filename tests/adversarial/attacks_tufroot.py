@@ -140,3 +140,42 @@ def channel_targets_metadata_replayed_as_root(w: Workbench) -> Argv:
         "targets": {},
     }
     return _carry(w, pinned, state, raw_root(signed, [root_key]))
+
+
+# --- shapes python-tuf reads loosely: a mirror's bytes, no key needed ----------------------------
+
+
+@attack("ROOT_MALFORMED")
+def root_role_naming_a_key_by_a_number(w: Workbench) -> Argv:
+    _, body, pinned, state = _setup(w)
+    # A mirror writes root 2 with a key id that is a JSON number: python-tuf's reader keeps it,
+    # and k3kit's own role check then met an int where it sliced a string (exit 70, an
+    # internal error, from bytes anyone between publisher and node can write).
+    signed = _next(body)
+    signed["roles"]["targets"]["keyids"] = [5]
+    return _carry(w, pinned, state, raw_root(signed, []))
+
+
+@attack("ROOT_MALFORMED")
+def root_threshold_spelled_true(w: Workbench) -> Argv:
+    root_key, body, pinned, state = _setup(w)
+    # `true` is 1 to Python: a second spelling of the threshold python-tuf accepted.
+    signed = _next(body)
+    signed["roles"]["root"]["threshold"] = True
+    return _carry(w, pinned, state, raw_root(signed, [root_key]))
+
+
+@attack("ROOT_MALFORMED")
+def root_sequence_floor_spelled_true(w: Workbench) -> Argv:
+    root_key, body, pinned, state = _setup(w)
+    signed = _next(body)
+    signed["x-k3kit-min-sequence"] = {"kimi-k3-b300x8/stable": True}
+    return _carry(w, pinned, state, raw_root(signed, [root_key]))
+
+
+@attack("ROOT_MALFORMED")
+def root_signatures_as_an_object(w: Workbench) -> Argv:
+    root_key, body, pinned, state = _setup(w)
+    data = json.loads(raw_root(_next(body), [root_key]))
+    data["signatures"] = {s["keyid"]: s for s in data["signatures"]}  # python-tuf iterates it
+    return _carry(w, pinned, state, json.dumps(data).encode())
