@@ -113,3 +113,33 @@ def test_a_channel_root_the_node_did_not_accept_first_is_a_fork_not_a_silent_swi
         )  # fmt: skip
     assert done.returncode == 1 and "ROOT_FORK" in done.stdout, done.stdout + done.stderr
     assert not into.exists() or not any(into.iterdir())
+
+
+def test_root_attach_refused_part_way_leaves_the_kit_as_it_was(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The kit already carries another ``root/2.root.json`` (say the thief's, from a mirror, or
+    an older attempt). ``root attach KIT 1 2 3`` without --force must refuse before it writes
+    anything: writing 1 and then refusing 2 leaves a kit that is neither the old one nor the
+    new one."""
+    pinned, keys = _publisher(tmp_path, golden)
+    kit = _forked_kit(tmp_path, golden, pinned, keys["a"])
+    (kit / "root" / "1.root.json").unlink()
+    before = sorted(p.name for p in (kit / "root").iterdir())
+    two, three = tmp_path / "pub" / "2.root.json", tmp_path / "pub" / "3.root.json"
+    _ok(
+        "root", "floor", pinned, "-o", two, "--min-sequence", "kimi-k3-b300x8/stable=1",
+        "--expires", FAR, "--sign-key", keys["a"].private,
+    )  # fmt: skip
+    _ok(
+        "root", "floor", two, "-o", three, "--min-sequence", "kimi-k3-b300x8/stable=2",
+        "--expires", FAR, "--sign-key", keys["a"].private,
+    )  # fmt: skip
+    done = run_k3kit("root", "attach", kit, pinned, two, three)
+    assert done.returncode == 3 and "2.root.json exists" in done.stderr, done.stdout + done.stderr
+    assert sorted(p.name for p in (kit / "root").iterdir()) == before
+    _ok("root", "attach", kit, pinned, two, three, "--force")
+    assert (kit / "root" / "2.root.json").read_bytes() == two.read_bytes()
+    assert sorted(p.name for p in (kit / "root").iterdir()) == [
+        "1.root.json", "2.root.json", "3.root.json",
+    ]  # fmt: skip
