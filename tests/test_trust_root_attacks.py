@@ -4,12 +4,15 @@ attacker holds and what they try; it fails if the attack works."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+
+import pytest
 
 from k3kit.archive import pack
 from tests.channelkit import serve
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
-from tests.trustkit import FAR, build_kit, keypair
+from tests.trustkit import FAR, attach, build_kit, keypair, resign_receipt
 
 
 def _ok(*args: str | Path) -> str:
@@ -143,3 +146,37 @@ def test_root_attach_refused_part_way_leaves_the_kit_as_it_was(
     assert sorted(p.name for p in (kit / "root").iterdir()) == [
         "1.root.json", "2.root.json", "3.root.json",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("role", ["snapshot", "timestamp"])
+def test_a_stolen_online_key_cannot_sign_a_receipt(
+    golden: GoldenKit, tmp_path: Path, role: str
+) -> None:
+    """The attacker stole the channel's online snapshot or timestamp key (it sits on the cron
+    machine that renews the channel) and re-signs a kit's receipt with it. Only the release
+    (TUF targets) role signs receipts: the kit is refused, whatever role names the key."""
+    pinned, keys = _publisher(tmp_path, golden)
+    kit = tmp_path / "kit"
+    shutil.copytree(golden.kit, kit)
+    resign_receipt(kit, [keys[role]])
+    done = run_k3kit("verify", kit, "--root", pinned, "--state-dir", tmp_path / "s", "--json")
+    assert done.returncode == 1 and "RECEIPT_UNTRUSTED_KEY" in done.stdout, done.stdout
+
+
+def test_a_stolen_release_key_cannot_sign_the_next_root(golden: GoldenKit, tmp_path: Path) -> None:
+    """The thief of the release key writes root 2 that makes their own key the root key, and
+    signs it with the release key and their own: root 1's root role does not name the release
+    key, so the kit carrying it is refused (ROOT_UNTRUSTED) and its kit never verifies."""
+    pinned, _ = _publisher(tmp_path, golden)
+    thief = keypair(tmp_path / "thief", "thief")
+    forged = tmp_path / "thief" / "2.root.json"
+    done = run_k3kit(
+        "root", "rotate", pinned, "-o", forged, "--role", "root", "--key", thief.public,
+        "--threshold", "1", "--expires", FAR, "--sign-key", golden.key.private,
+        "--sign-key", thief.private,
+    )  # fmt: skip
+    kit = tmp_path / "kit"
+    shutil.copytree(golden.kit, kit)
+    attach(kit, forged)
+    done = run_k3kit("verify", kit, "--root", pinned, "--state-dir", tmp_path / "s", "--json")
+    assert done.returncode == 1 and "ROOT_UNTRUSTED" in done.stdout, done.stdout

@@ -179,3 +179,15 @@ def root_signatures_as_an_object(w: Workbench) -> Argv:
     data = json.loads(raw_root(_next(body), [root_key]))
     data["signatures"] = {s["keyid"]: s for s in data["signatures"]}  # python-tuf iterates it
     return _carry(w, pinned, state, json.dumps(data).encode())
+
+
+@attack("ROOT_MALFORMED")
+def root_with_a_duplicate_key_the_signature_does_not_cover(w: Workbench) -> Argv:
+    root_key, body, pinned, state = _setup(w)
+    # The genuine root 2, signed; the mirror writes a second "version" ahead of the signed one.
+    # python-tuf's json.loads keeps the last (the signed 2), so the signature still verifies;
+    # any reader that kept the first would see version 3: one document, two readings.
+    genuine = raw_root(_next(body), [root_key]).decode()
+    forged = genuine.replace('"signed": {', '"signed": {"version": 3, ', 1)
+    assert forged != genuine
+    return _carry(w, pinned, state, forged.encode())
