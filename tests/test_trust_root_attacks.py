@@ -8,11 +8,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tuf.api.metadata import Metadata, Root, Timestamp
+from tuf.api.serialization.json import JSONSerializer
 
 from k3kit.archive import pack
+from k3kit.signing.keys import keyid, load_public
+from k3kit.signing.trust.tufroot import K3kitTufSigner
 from tests.channelkit import serve
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
-from tests.trustkit import FAR, attach, build_kit, keypair, resign_receipt
+from tests.trustkit import FAR, attach, build_kit, keypair, resign_receipt, signer
 
 
 def _ok(*args: str | Path) -> str:
@@ -180,3 +184,52 @@ def test_a_stolen_release_key_cannot_sign_the_next_root(golden: GoldenKit, tmp_p
     attach(kit, forged)
     done = run_k3kit("verify", kit, "--root", pinned, "--state-dir", tmp_path / "s", "--json")
     assert done.returncode == 1 and "ROOT_UNTRUSTED" in done.stdout, done.stdout
+
+
+def test_a_release_key_removed_by_channel_rotate_no_longer_signs_the_timestamp(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """`root create` without --snapshot-key/--timestamp-key makes the release key the snapshot
+    and timestamp key too. The release key leaks; the publisher runs `channel rotate --role
+    targets --remove-key` ("a removed key is revoked: buyers refuse whatever it signs"). The
+    thief then serves the node a fresh timestamp signed with the leaked key (a freeze: the node
+    keeps believing the view the thief chooses). It must be refused like anything else the
+    removed key signs."""
+    a, new = keypair(tmp_path / "keys", "a"), keypair(tmp_path / "keys", "release-2")
+    pinned = tmp_path / "1.root.json"
+    _ok(
+        "root", "create", "-o", pinned, "--root-key", a.public,
+        "--release-key", golden.key.public, "--expires", FAR, "--sign-key", a.private,
+    )  # fmt: skip
+    repo = tmp_path / "repo"
+    _ok("channel", "init", "--repo", repo, "--root", pinned)
+    archive = tmp_path / "kimi-k3-b300x8-1.0.0.kit.tar.gz"
+    pack(golden.kit, archive)
+    _ok("publish", archive, "--channel", "stable", "--repo", repo, "--trust", golden.key.public,
+        "--key", golden.key.private)  # fmt: skip
+    state, into = tmp_path / "state", tmp_path / "kits"
+    with serve(repo) as url:
+        _ok("update", "--channel", "stable", "--from", url, "--root", pinned, "--into", into,
+            "--state-dir", state)  # fmt: skip
+        # The leak. The publisher still holds the key (it leaked, it was not lost) and gives
+        # every key it has; the rotation takes what the new root asks for.
+        _ok(
+            "channel", "rotate", "--repo", repo, "--role", "targets", "--add-key", new.public,
+            "--remove-key", golden.key.public, "--key", a.private, "--key", new.private,
+            "--key", golden.key.private,
+        )  # fmt: skip
+        root2 = Metadata[Root].from_bytes((repo / "metadata" / "2.root.json").read_bytes())
+        leaked = keyid(load_public(golden.key.public))
+        held = [name for name, role in root2.signed.roles.items() if leaked in role.keyids]
+        stamp_path = repo / "metadata" / "timestamp.json"
+        stamp = Metadata[Timestamp].from_bytes(stamp_path.read_bytes())
+        stamp.signed.version += 1
+        stamp.signatures.clear()
+        stamp.sign(K3kitTufSigner(signer(golden.key)))
+        stamp_path.write_bytes(stamp.to_bytes(JSONSerializer()))
+        done = run_k3kit(
+            "update", "--channel", "stable", "--from", url, "--root", pinned,
+            "--into", tmp_path / "kits2", "--state-dir", state, "--json",
+        )  # fmt: skip
+    assert done.returncode == 1 and "CHANNEL_UNTRUSTED" in done.stdout, done.stdout + done.stderr
+    assert held == [], f"the removed key still holds {held}"

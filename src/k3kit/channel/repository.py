@@ -469,6 +469,19 @@ _DOWNSTREAM = {
 }
 
 
+def _stale(old: Root, new: Root, role: str) -> tuple[str, ...]:
+    """The roles to re-sign under ``new``: downstream of ``role`` and of every other role whose
+    keys or threshold the rotation changed (a removed key leaves every role it held)."""
+    changed = {role} | {
+        name
+        for name in ROLES
+        if (old.roles[name].keyids, old.roles[name].threshold)
+        != (new.roles[name].keyids, new.roles[name].threshold)
+    }
+    stale = {r for name in changed for r in _DOWNSTREAM[name]}
+    return tuple(r for r in ROLES if r in stale)
+
+
 def _rotation_problem(why: str, hint: str) -> InputError:
     return InputError(why, code="CHANNEL_ROTATION_INVALID", hint=hint)
 
@@ -484,9 +497,6 @@ def _changed_root(old: Root, change: KeyChange, *, now: datetime, expires: Expir
                 f"key {keyid} is not a key of the {change.role} role",
                 f"the {change.role} role's keys are {', '.join(sorted(role.keyids))}",
             )
-        root.revoke_key(keyid, change.role)
-        if keyid not in root.keys:  # python-tuf forgot the key: so do k3kit's windows
-            _forget_window(root, keyid)
     for public in change.add:
         key = tuf_key(public)
         if key.keyid in role.keyids:
@@ -495,12 +505,27 @@ def _changed_root(old: Root, change: KeyChange, *, now: datetime, expires: Expir
                 "give --add-key only for a key the role does not have yet",
             )
         root.add_key(key, change.role)
+    for keyid in change.remove:  # after the adds: an emptied timestamp takes the new targets
+        _remove_everywhere(root, keyid)
     if change.threshold is not None:
         role.threshold = change.threshold
     _check_thresholds(root)
     root.version = old.version + 1
     root.expires = now + expires.root
     return root
+
+
+def _remove_everywhere(root: Root, keyid: str) -> None:
+    """A removed key is revoked: out of **every** role (a release key that doubled as the
+    timestamp key, ``root create``'s default, no longer signs timestamps for its thief), by the
+    rule ``root revoke`` uses (:func:`k3kit.signing.trust.edit.drop_key`); then out of ``keys``
+    and k3kit's windows, as python-tuf's ``revoke_key`` forgets a key no role names."""
+    from k3kit.signing.trust.edit import drop_key
+
+    drop_key(root, keyid)
+    if not any(keyid in r.keyids for r in root.roles.values()):
+        root.keys.pop(keyid, None)
+        _forget_window(root, keyid)
 
 
 def _forget_window(root: Root, keyid: str) -> None:
@@ -562,7 +587,7 @@ def rotate_keys(
         root = _changed_root(old.signed, change, now=now, expires=expires)
         root_bytes = _signed_root(old.signed, root, signers)
         targets, snapshot, timestamp = _current(repo)
-        resign = _DOWNSTREAM[change.role] if timestamp.signed.version else ()
+        resign = _stale(old.signed, root, change.role) if timestamp.signed.version else ()
         files: list[tuple[Path, bytes]] = []
         stamp = b""
         if resign:

@@ -144,13 +144,22 @@ def revoke(prev: Root, kid: str, *, reason: str, since: str, expires: str | date
     if kid not in prev.keys:
         raise _invalid(f"key {kid[:16]} is not in root version {prev.version}")
     root = _next(prev, expires)
+    drop_key(root, kid)
+    _custom(root, REVOKED)[kid] = {"reason": reason, "since": since}
+    return _checked(root, f"root version {root.version}")
+
+
+def drop_key(root: Root, kid: str) -> None:
+    """Take ``kid`` out of every role of ``root``, in place: a key taken out of a root signs
+    nothing for any role from that root on (``root revoke`` and ``channel rotate --remove-key``
+    share this, so neither leaves a removed release key signing the timestamp). A snapshot or
+    timestamp role left empty falls back to the release (targets) keys, threshold 1: the
+    default ``create`` gave it. The key stays in ``keys``; the caller decides whether it goes."""
     for role in root.roles.values():
         role.keyids = [i for i in role.keyids if i != kid]
     for name in ("snapshot", "timestamp"):
         if not root.roles[name].keyids:
             root.roles[name] = Role(list(root.roles["targets"].keyids), 1)
-    _custom(root, REVOKED)[kid] = {"reason": reason, "since": since}
-    return _checked(root, f"root version {root.version}")
 
 
 def rotate(
