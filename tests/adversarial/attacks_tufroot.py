@@ -12,12 +12,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tuf.api.metadata import Root
+from tuf.api.metadata import Metadata, Root, Timestamp
+from tuf.api.serialization.json import JSONSerializer
 
 from k3kit._fs import atomic_write
 from k3kit.signing.trust.edit import add_key, rotate, sign_root
+from k3kit.signing.trust.tufroot import K3kitTufSigner
 from tests.adversarial.corpus import Argv, Workbench, attack
-from tests.conftest import KeyFiles
+from tests.channelkit import serve_until_exit
+from tests.conftest import KeyFiles, run_k3kit
 from tests.trustkit import (
     FAR,
     canonical,
@@ -26,6 +29,7 @@ from tests.trustkit import (
     kid,
     pub,
     raw_root,
+    resign_receipt,
     root_v1,
     signer,
     write_root,
@@ -191,3 +195,70 @@ def root_with_a_duplicate_key_the_signature_does_not_cover(w: Workbench) -> Argv
     forged = genuine.replace('"signed": {', '"signed": {"version": 3, ', 1)
     assert forged != genuine
     return _carry(w, pinned, state, forged.encode())
+
+
+# --- one lineage, and a removed key signs nothing: the channel and the kits together -----------
+
+
+def _ok(*args: str | Path) -> None:
+    done = run_k3kit(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _publisher_channel(w: Workbench, a: KeyFiles) -> tuple[Path, Path]:
+    """`root create` with root key ``a`` and the example's release key (the release key is the
+    snapshot and timestamp key too: the default), a channel started from it, v1.0.0 published."""
+    pinned = w.root / "pub" / "1.root.json"
+    pinned.parent.mkdir(parents=True)
+    _ok("root", "create", "-o", pinned, "--root-key", a.public, "--release-key",
+        w.golden.key.public, "--expires", FAR, "--sign-key", a.private)  # fmt: skip
+    repo = w.root / "repo"
+    _ok("channel", "init", "--repo", repo, "--root", pinned)
+    _ok("publish", w.archive(), "--channel", "stable", "--repo", repo, "--trust",
+        w.golden.key.public, "--key", w.golden.key.private)  # fmt: skip
+    return pinned, repo
+
+
+@attack("ROOT_FORK")
+def root_fork_from_a_rotated_out_root_key_after_the_channel_moved_on(w: Workbench) -> Argv:
+    a, b = keypair(w.root, "root-a"), keypair(w.root, "root-b")
+    pinned, repo = _publisher_channel(w, a)
+    _ok("channel", "rotate", "--repo", repo, "--role", "root", "--add-key", b.public,
+        "--remove-key", a.public, "--key", a.private, "--key", b.private)  # fmt: skip
+    state = w.root / "state"
+    # The node's daily update walks the channel to root 2; nothing newer to install.
+    done = run_k3kit("update", "--channel", "stable", "--from", serve_until_exit(repo), "--root",
+                     pinned, "--into", w.root / "kits", "--state-dir", state, "--version",
+                     "9.9.9", "--json")  # fmt: skip
+    assert "CHANNEL_NO_RELEASE" in done.stdout, done.stdout + done.stderr
+    # The thief of `a` forks root 2 (their release key) and hands over a kit carrying it.
+    evil = keypair(w.root, "evil")
+    forged = w.root / "2.root.json"
+    _ok("root", "rotate", pinned, "-o", forged, "--role", "release", "--key", evil.public,
+        "--threshold", "1", "--expires", FAR, "--sign-key", a.private)  # fmt: skip
+    kit = w.kit()
+    resign_receipt(kit, [evil])
+    _ok("root", "attach", kit, pinned, forged)
+    return ["verify", kit, "--root", pinned, "--state-dir", state]
+
+
+@attack("CHANNEL_UNTRUSTED")
+def channel_timestamp_signed_by_a_release_key_rotated_out(w: Workbench) -> Argv:
+    a, new = keypair(w.root, "root-a"), keypair(w.root, "release-2")
+    pinned, repo = _publisher_channel(w, a)
+    url, state = serve_until_exit(repo), w.root / "state"
+    _ok("update", "--channel", "stable", "--from", url, "--root", pinned, "--into",
+        w.root / "kits", "--state-dir", state)  # fmt: skip
+    _ok("channel", "rotate", "--repo", repo, "--role", "targets", "--add-key", new.public,
+        "--remove-key", w.golden.key.public, "--key", a.private, "--key", new.private,
+        "--key", w.golden.key.private)  # fmt: skip
+    # The thief of the removed release key (it was the timestamp key too) serves a fresh
+    # timestamp of their own: a freeze on the view they choose.
+    path = repo / "metadata" / "timestamp.json"
+    stamp = Metadata[Timestamp].from_bytes(path.read_bytes())
+    stamp.signed.version += 1
+    stamp.signatures.clear()
+    stamp.sign(K3kitTufSigner(signer(w.golden.key)))
+    path.write_bytes(stamp.to_bytes(JSONSerializer()))
+    return ["update", "--channel", "stable", "--from", url, "--root", pinned, "--into",
+            w.root / "kits2", "--state-dir", state]  # fmt: skip
