@@ -233,3 +233,34 @@ def test_a_release_key_removed_by_channel_rotate_no_longer_signs_the_timestamp(
         )  # fmt: skip
     assert done.returncode == 1 and "CHANNEL_UNTRUSTED" in done.stdout, done.stdout + done.stderr
     assert held == [], f"the removed key still holds {held}"
+
+
+def test_a_root_nobody_signed_fails_alike_on_a_fresh_node_and_on_one_that_holds_that_version(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A mirror puts its own root 2 (signed by a key of its own) into a kit. A node that already
+    accepted the genuine root 2 must not ignore it (it once did: the node's root 2 won) nor call
+    it a fork (no root key signed it): the same ROOT_UNTRUSTED a fresh node gives."""
+    pinned, keys = _publisher(tmp_path, golden)
+    genuine = tmp_path / "pub" / "2.root.json"
+    _ok(
+        "root", "floor", pinned, "-o", genuine, "--min-sequence", "kimi-k3-b300x8/stable=1",
+        "--expires", FAR, "--sign-key", keys["a"].private,
+    )  # fmt: skip
+    seen = tmp_path / "seen"
+    honest = tmp_path / "honest"
+    shutil.copytree(golden.kit, honest)
+    _ok("root", "attach", honest, pinned, genuine)
+    _ok("verify", honest, "--root", pinned, "--state-dir", seen)
+    mirror = keypair(tmp_path / "mirror", "m")
+    forged = tmp_path / "mirror" / "2.root.json"
+    _ok(
+        "root", "floor", pinned, "-o", forged, "--min-sequence", "kimi-k3-b300x8/stable=0",
+        "--expires", FAR, "--sign-key", mirror.private,
+    )  # fmt: skip
+    kit = tmp_path / "kit"
+    shutil.copytree(golden.kit, kit)
+    attach(kit, forged)
+    for state in (tmp_path / "fresh", seen):
+        done = run_k3kit("verify", kit, "--root", pinned, "--state-dir", state, "--json")
+        assert done.returncode == 1 and "ROOT_UNTRUSTED" in done.stdout, done.stdout

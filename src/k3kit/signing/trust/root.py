@@ -229,6 +229,7 @@ def _walk(current: VerifiedRoot, sources: Sources) -> tuple[VerifiedRoot, dict[i
     returns the last root reached and every root walked past ``current``, by version. Then no
     source may hold another root of a version walked (:func:`_one_lineage`)."""
     walked: dict[int, VerifiedRoot] = {}
+    start = current
     for _ in range(MAX_ROOTS):
         v = current.version + 1
         found = next(((where, roots[v]) for where, roots in sources if v in roots), None)
@@ -244,23 +245,26 @@ def _walk(current: VerifiedRoot, sources: Sources) -> tuple[VerifiedRoot, dict[i
             f"{current.version}: the chain has a gap",
             code="ROOT_CHAIN_GAP",
         )
-    _one_lineage(walked, sources)
+    _one_lineage(start, walked, sources)
     return current, walked
 
 
-def _one_lineage(walked: Mapping[int, VerifiedRoot], sources: Sources) -> None:
-    """Refuse a second root of a version the walk accepted (``ROOT_FORK``). Two version-N+1
-    roots both signed by N's root keys mean a root key was stolen or misused; without this, the
-    first source silently won, so a thief of a rotated-out root key could hand a node that had
-    already walked the channel to the real root 2 a kit carrying their own root 2 (its signed
-    part differs; the same root with more signatures is the same root)."""
+def _one_lineage(start: VerifiedRoot, walked: Mapping[int, VerifiedRoot], sources: Sources) -> None:
+    """Refuse a second root of a version the walk accepted. It is verified as that version's
+    successor like any root (so a kit's verdict does not depend on which roots the node already
+    holds: an unsigned one fails as it would on a fresh node); one that verifies and differs in
+    its signed part (more signatures on the same part are the same root) is ``ROOT_FORK``: two
+    version-N+1 roots signed by N's root keys mean a root key was stolen or misused. Without
+    this the first source silently won, so a thief of a rotated-out root key could hand a node
+    that had already walked the channel to the real root 2 a kit carrying their own root 2."""
     for where, roots in sources:
         for v, data in roots.items():
             chosen = walked.get(v)
             if chosen is None or data == chosen.data:
                 continue
             source = f"{where} root {v}.root.json"
-            if _signed_bytes(data, source) != chosen.md.signed_bytes:
+            other = verify_root(data, trusted=walked.get(v - 1, start), source=source)
+            if other.md.signed_bytes != chosen.md.signed_bytes:
                 raise VerificationError(
                     f"{source} is another root version {v} than the one this node accepted: "
                     f"the root keys of version {v - 1} signed two different successors",
@@ -268,14 +272,6 @@ def _one_lineage(walked: Mapping[int, VerifiedRoot], sources: Sources) -> None:
                     hint="do not use these roots and tell the publisher (a root key was stolen "
                     "or misused); the node keeps the root it accepted",
                 )
-
-
-def _signed_bytes(data: bytes, source: str) -> bytes:
-    """The canonical signed part of a root (read strictly, not verified): what identifies it."""
-    from k3kit.signing.trust import tufroot
-
-    out: bytes = tufroot.parse(data, source).md.signed_bytes
-    return out
 
 
 def trust_of(root: VerifiedRoot) -> Trust:
