@@ -4,19 +4,34 @@ attacker holds and what they try; it fails if the attack works."""
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tuf.api.metadata import Metadata, Root, Timestamp
 from tuf.api.serialization.json import JSONSerializer
 
 from k3kit.archive import pack
+from k3kit.errors import K3kitError
 from k3kit.signing.keys import keyid, load_public
+from k3kit.signing.trust.edit import sign_root
+from k3kit.signing.trust.root import verify_root
 from k3kit.signing.trust.tufroot import K3kitTufSigner
 from tests.channelkit import serve
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
-from tests.trustkit import FAR, attach, build_kit, keypair, resign_receipt, signer
+from tests.trustkit import (
+    FAR,
+    attach,
+    build_kit,
+    keypair,
+    raw_root,
+    resign_receipt,
+    root_v1,
+    signer,
+)
 
 
 def _ok(*args: str | Path) -> str:
@@ -264,3 +279,68 @@ def test_a_root_nobody_signed_fails_alike_on_a_fresh_node_and_on_one_that_holds_
     for state in (tmp_path / "fresh", seen):
         done = run_k3kit("verify", kit, "--root", pinned, "--state-dir", state, "--json")
         assert done.returncode == 1 and "ROOT_UNTRUSTED" in done.stdout, done.stdout
+
+
+def _set(path: str, value: object) -> Callable[[dict[str, Any]], None]:
+    """An edit of one field of a root's ``signed`` part, by a dotted path (``@`` = the first
+    key id)."""
+
+    def edit(signed: dict[str, Any]) -> None:
+        keys = path.split(".")
+        node: Any = signed
+        for key in keys[:-1]:
+            node = node[next(iter(signed["keys"])) if key == "@" else key]
+        last = keys[-1]
+        node[next(iter(signed["keys"])) if last == "@" else last] = value
+
+    return edit
+
+
+_DEGENERATE: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "threshold 0": (_set("roles.root.threshold", 0), "ROOT_MALFORMED"),
+    "threshold 2**40": (_set("roles.root.threshold", 2**40), "ROOT_MALFORMED"),
+    "threshold true": (_set("roles.root.threshold", True), "ROOT_MALFORMED"),
+    "version 2**63": (_set("version", 2**63), "ROOT_MALFORMED"),
+    "version -2": (_set("version", -2), "ROOT_MALFORMED"),
+    "expires with a fraction": (_set("expires", "2099-01-01T00:00:00.5Z"), "ROOT_MALFORMED"),
+    "expires with an offset": (_set("expires", "2099-01-01T00:00:00+01:00"), "ROOT_MALFORMED"),
+    "spec_version 2.0": (_set("spec_version", "2.0"), "ROOT_MALFORMED"),
+    "consistent_snapshot 'true'": (_set("consistent_snapshot", "true"), "ROOT_MALFORMED"),
+    "key id in upper case": (
+        lambda s: s.__setitem__("keys", {k.upper(): v for k, v in s["keys"].items()}),
+        "ROOT_MALFORMED",
+    ),
+    "extra field in keyval": (_set("keys.@.keyval.private", "00" * 32), "ROOT_MALFORMED"),
+    "role key id a number": (_set("roles.targets.keyids", [5]), "ROOT_MALFORMED"),
+    "unknown x-k3kit field": (_set("x-k3kit-trust-everything", True), "ROOT_MALFORMED"),
+    "unknown key in x-k3kit-revoked": (
+        lambda s: s.__setitem__(
+            "x-k3kit-revoked",
+            {next(iter(s["keys"])): {"reason": "x", "since": FAR, "also": 1}},
+        ),
+        "ROOT_MALFORMED",
+    ),
+    "floor true": (_set("x-k3kit-min-sequence", {"a/b": True}), "ROOT_MALFORMED"),
+    "a targets file": (_set("_type", "targets"), "ROOT_WRONG_TYPE"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_DEGENERATE))
+def test_degenerate_root_values_signed_by_the_root_key_are_refused_with_their_code(
+    tmp_path: Path, case: str
+) -> None:
+    """Root 2 signed by the genuine root key (a tricked publisher) with one degenerate value:
+    each is refused with a registered code (never accepted, never an internal error)."""
+    a, release = keypair(tmp_path, "a"), keypair(tmp_path, "release")
+    pinned = verify_root(
+        sign_root(root_v1([a], [release]), [signer(a)]), trusted=None, source="pinned"
+    )
+    signed = root_v1([a], [release]).to_dict()
+    signed["version"] = 2
+    edit, code = _DEGENERATE[case]
+    before = json.dumps(signed, sort_keys=True)
+    edit(signed)
+    assert json.dumps(signed, sort_keys=True) != before  # the edit is never a no-op
+    with pytest.raises(K3kitError) as refused:
+        verify_root(raw_root(signed, [a]), trusted=pinned, source="kit root 2.root.json")
+    assert refused.value.code == code, refused.value.message
