@@ -15,10 +15,11 @@ from tuf.api.metadata import Metadata, Root, Timestamp
 from tuf.api.serialization.json import JSONSerializer
 
 from k3kit.archive import pack
+from k3kit.channel.repository import KeyChange, rotate_keys, utc_now
 from k3kit.errors import K3kitError
 from k3kit.signing.keys import keyid, load_public
 from k3kit.signing.trust.edit import sign_root
-from k3kit.signing.trust.root import verify_root
+from k3kit.signing.trust.root import MAX_ROOTS, verify_root
 from k3kit.signing.trust.tufroot import K3kitTufSigner
 from tests.channelkit import serve
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
@@ -27,6 +28,8 @@ from tests.trustkit import (
     attach,
     build_kit,
     keypair,
+    kid,
+    pub,
     raw_root,
     resign_receipt,
     root_v1,
@@ -344,3 +347,30 @@ def test_degenerate_root_values_signed_by_the_root_key_are_refused_with_their_co
     with pytest.raises(K3kitError) as refused:
         verify_root(raw_root(signed, [a]), trusted=pinned, source="kit root 2.root.json")
     assert refused.value.code == code, refused.value.message
+
+
+def test_a_channel_that_moved_past_the_walk_cap_is_not_followed_half_way(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The walk follows at most 64 root versions past the pinned one; python-tuf's updater
+    follows more. After 64 routine root renewals the publisher's 65th rotation (root 66) takes
+    the leaked release key out. A node pinned to root 1 must not judge the kit by root 65 (which
+    still trusts the leaked key) while the channel stands on root 66: it is told to pin a newer
+    root, and installs nothing."""
+    pinned, keys = _publisher(tmp_path, golden)
+    repo, new = tmp_path / "repo", keypair(tmp_path / "keys", "release-2")
+    for _ in range(MAX_ROOTS):  # roots 2..65: renewals, nothing changes
+        rotate_keys(repo, KeyChange("root"), [signer(keys["a"])], now=utc_now())
+    online = [signer(k) for k in (keys["a"], new, keys["snapshot"], keys["timestamp"])]
+    change = KeyChange("targets", add=(pub(new),), remove=(kid(golden.key),))
+    rotate_keys(repo, change, online, now=utc_now())  # root 66: the leaked key is out
+    assert (repo / "metadata" / f"{MAX_ROOTS + 2}.root.json").is_file()
+    into = tmp_path / "kits"
+    with serve(repo) as url:
+        done = run_k3kit(
+            "update", "--channel", "stable", "--from", url, "--root", pinned,
+            "--into", into, "--state-dir", tmp_path / "state", "--json",
+        )  # fmt: skip
+    assert done.returncode == 1 and "ROOT_CHAIN_GAP" in done.stdout, done.stdout + done.stderr
+    assert "pin a newer root" in done.stdout
+    assert not into.exists() or not any(into.iterdir())

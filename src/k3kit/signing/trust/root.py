@@ -207,7 +207,10 @@ def with_channel_roots(trusted: _T, pinned: bytes, folder: Path) -> _T:
     if not isinstance(trusted, RootAnchor) or trusted.pinned != pinned:
         return trusted
     roots: dict[int, bytes] = {}
-    for v in trusted.reachable_versions():
+    reachable = trusted.reachable_versions()
+    # One version past the walk's reach is read too: a channel that moved further must stop
+    # the walk (ROOT_CHAIN_GAP), not be followed half-way while python-tuf stands further on.
+    for v in range(reachable.start, reachable.stop + 1):
         path = folder / f"{v}.root.json"
         if not path.is_file():
             break
@@ -239,6 +242,13 @@ def _walk(current: VerifiedRoot, sources: Sources) -> tuple[VerifiedRoot, dict[i
         current = verify_root(data, trusted=current, source=f"{where} root {v}.root.json")
         walked[v] = current
     beyond = sorted(v for _, roots in sources for v in roots if v > current.version)
+    if beyond and len(walked) == MAX_ROOTS:
+        raise VerificationError(
+            f"root {beyond[0]}.root.json is more than {MAX_ROOTS} versions past the pinned "
+            f"root (version {start.version}): the walk stops at version {current.version}",
+            code="ROOT_CHAIN_GAP",
+            hint=f"pin a newer root (version {current.version} or later, checked out of band)",
+        )
     if beyond:
         raise VerificationError(
             f"root {beyond[0]}.root.json cannot be reached from version "
