@@ -374,3 +374,23 @@ def test_a_channel_that_moved_past_the_walk_cap_is_not_followed_half_way(
     assert done.returncode == 1 and "ROOT_CHAIN_GAP" in done.stdout, done.stdout + done.stderr
     assert "pin a newer root" in done.stdout
     assert not into.exists() or not any(into.iterdir())
+
+
+def test_channel_init_refuses_a_root_chain_that_has_expired(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Expiry is judged at the run's start on every path: a channel started from an expired root
+    would be refused by every buyer (CHANNEL_FROZEN), so `channel init --root` refuses it and
+    writes nothing; the same chain with a later, unexpired root starts the channel."""
+    a = keypair(tmp_path / "keys", "a")
+    old, later = tmp_path / "1.root.json", tmp_path / "2.root.json"
+    _ok(
+        "root", "create", "-o", old, "--root-key", a.public, "--release-key", golden.key.public,
+        "--expires", "2020-01-01T00:00:00Z", "--sign-key", a.private,
+    )  # fmt: skip
+    done = run_k3kit("channel", "init", "--repo", tmp_path / "r1", "--root", old, "--json")
+    assert done.returncode == 3 and "CHANNEL_REPO_INVALID" in done.stdout, done.stdout
+    assert "expired" in done.stdout and not (tmp_path / "r1" / "metadata").exists()
+    _ok("root", "floor", old, "-o", later, "--min-sequence", "kimi-k3-b300x8/stable=1",
+        "--expires", FAR, "--sign-key", a.private)  # fmt: skip
+    _ok("channel", "init", "--repo", tmp_path / "r2", "--root", old, "--root", later)

@@ -234,6 +234,15 @@ def adopt_roots(repo: Path, chain: Sequence[tuple[bytes, str]]) -> Path:
             code="CHANNEL_REPO_INVALID",
             hint="give --root 1.root.json first, then each later version in order",
         )
+    newest = verified[-1]
+    if newest.root.is_expired(utc_now()):
+        raise InputError(
+            f"root version {newest.version} expired at {newest.expires}: every buyer would "
+            "refuse the channel (CHANNEL_FROZEN)",
+            code="CHANNEL_REPO_INVALID",
+            hint="give a later root too (`k3kit root floor` or `rotate` with a later --expires, "
+            "signed by the root keys)",
+        )
     if not verified[-1].root.consistent_snapshot:
         raise InputError(
             f"root version {verified[-1].version} has consistent_snapshot off",
