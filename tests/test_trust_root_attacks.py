@@ -394,3 +394,40 @@ def test_channel_init_refuses_a_root_chain_that_has_expired(
     _ok("root", "floor", old, "-o", later, "--min-sequence", "kimi-k3-b300x8/stable=1",
         "--expires", FAR, "--sign-key", a.private)  # fmt: skip
     _ok("channel", "init", "--repo", tmp_path / "r2", "--root", old, "--root", later)
+
+
+def test_a_channel_mirror_withholding_a_root_the_node_already_holds_cannot_use_its_revoked_key(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The timestamp key leaks; the publisher rotates it out (root 2) and hands root 2 out with
+    the next kit, which the node verifies (its state now holds root 2). The thief keeps a copy
+    of the channel from before the rotation and serves it, withholding root 2, with a fresh
+    timestamp signed by the leaked key. python-tuf starts from the pin and follows what the
+    server serves, so the channel would be judged by root 1: a server behind the root the node
+    holds is a rollback of the channel's root (CHANNEL_ROLLBACK), and nothing is installed."""
+    pinned, keys = _publisher(tmp_path, golden)
+    repo, t2 = tmp_path / "repo", keypair(tmp_path / "keys", "timestamp-2")
+    frozen = tmp_path / "frozen"
+    shutil.copytree(repo, frozen)  # the thief's copy, before the rotation
+    _ok(
+        "channel", "rotate", "--repo", repo, "--role", "timestamp", "--add-key", t2.public,
+        "--remove-key", keys["timestamp"].public, "--key", keys["a"].private,
+        "--key", t2.private,
+    )  # fmt: skip
+    kit, state = tmp_path / "kit", tmp_path / "state"
+    shutil.copytree(golden.kit, kit)
+    _ok("root", "attach", kit, pinned, repo / "metadata" / "2.root.json")
+    _ok("verify", kit, "--root", pinned, "--state-dir", state)  # the node holds root 2 now
+    path = frozen / "metadata" / "timestamp.json"
+    stamp = Metadata[Timestamp].from_bytes(path.read_bytes())
+    stamp.signed.version += 1
+    stamp.signatures.clear()
+    stamp.sign(K3kitTufSigner(signer(keys["timestamp"])))
+    path.write_bytes(stamp.to_bytes(JSONSerializer()))
+    with serve(frozen) as url:
+        done = run_k3kit(
+            "update", "--channel", "stable", "--from", url, "--root", pinned,
+            "--into", tmp_path / "kits", "--state-dir", state, "--json",
+        )  # fmt: skip
+    assert done.returncode == 1 and "CHANNEL_ROLLBACK" in done.stdout, done.stdout + done.stderr
+    assert not (tmp_path / "kits").exists() or not any((tmp_path / "kits").iterdir())

@@ -203,7 +203,10 @@ def with_channel_roots(trusted: _T, pinned: bytes, folder: Path) -> _T:
     With a state folder they are also walked and recorded **now**, among the roots this node
     accepted, before anything else the update does can fail: a root the channel moved the node
     to is then the node's, so a kit offering another root of that version later (a thief of a
-    rotated-out root key) is ``ROOT_FORK``, not silently preferred."""
+    rotated-out root key) is ``ROOT_FORK``, not silently preferred. And a server that stands on
+    an older root than the node holds (from a kit) is ``CHANNEL_ROLLBACK``: python-tuf starts
+    from the pin and follows only what the server serves, so a mirror withholding the root that
+    removed a leaked timestamp key had the node accept the thief's timestamps."""
     if not isinstance(trusted, RootAnchor) or trusted.pinned != pinned:
         return trusted
     roots: dict[int, bytes] = {}
@@ -219,7 +222,16 @@ def with_channel_roots(trusted: _T, pinned: bytes, folder: Path) -> _T:
         )
     anchor = replace(trusted, also=roots)
     if anchor.state_dir is not None:
-        anchor.resolve(None)
+        held = anchor.resolve(None)[0].root_version
+        served = max(roots, default=reachable.start - 1)
+        if held is not None and held > served:
+            raise VerificationError(
+                f"the channel's server stands on root version {served}, but this node holds "
+                f"root version {held} of the same pin: the server withholds a root rotation "
+                "(its metadata would be judged by keys the newer root may have removed)",
+                code="CHANNEL_ROLLBACK",
+                hint="use another mirror of the channel, or ask its operator to copy it again",
+            )
     return anchor
 
 
