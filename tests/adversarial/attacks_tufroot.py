@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -262,3 +263,27 @@ def channel_timestamp_signed_by_a_release_key_rotated_out(w: Workbench) -> Argv:
     path.write_bytes(stamp.to_bytes(JSONSerializer()))
     return ["update", "--channel", "stable", "--from", url, "--root", pinned, "--into",
             w.root / "kits2", "--state-dir", state]  # fmt: skip
+
+
+@attack("CHANNEL_ROLLBACK")
+def channel_mirror_withholds_the_root_that_removed_a_leaked_timestamp_key(w: Workbench) -> Argv:
+    a, t2 = keypair(w.root, "root-a"), keypair(w.root, "timestamp-2")
+    pinned, repo = _publisher_channel(w, a)
+    frozen = w.root / "frozen"
+    shutil.copytree(repo, frozen)  # the thief's copy, before the rotation
+    # The release key doubled as timestamp key; the publisher moves the timestamp to t2 and
+    # hands root 2 out with the next kit, which the node verifies.
+    _ok("channel", "rotate", "--repo", repo, "--role", "timestamp", "--add-key", t2.public,
+        "--remove-key", w.golden.key.public, "--key", a.private, "--key", t2.private,
+        "--key", w.golden.key.private)  # fmt: skip
+    kit, state = w.kit(), w.root / "state"
+    _ok("root", "attach", kit, pinned, repo / "metadata" / "2.root.json")
+    _ok("verify", kit, "--root", pinned, "--state-dir", state)
+    path = frozen / "metadata" / "timestamp.json"
+    stamp = Metadata[Timestamp].from_bytes(path.read_bytes())
+    stamp.signed.version += 1
+    stamp.signatures.clear()
+    stamp.sign(K3kitTufSigner(signer(w.golden.key)))
+    path.write_bytes(stamp.to_bytes(JSONSerializer()))
+    return ["update", "--channel", "stable", "--from", serve_until_exit(frozen), "--root", pinned,
+            "--into", w.root / "kits", "--state-dir", state]  # fmt: skip

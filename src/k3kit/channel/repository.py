@@ -515,7 +515,7 @@ def _changed_root(old: Root, change: KeyChange, *, now: datetime, expires: Expir
             )
         root.add_key(key, change.role)
     for keyid in change.remove:  # after the adds: an emptied timestamp takes the new targets
-        _remove_everywhere(root, keyid)
+        _remove(root, keyid, change.role)
     if change.threshold is not None:
         role.threshold = change.threshold
     _check_thresholds(root)
@@ -524,14 +524,18 @@ def _changed_root(old: Root, change: KeyChange, *, now: datetime, expires: Expir
     return root
 
 
-def _remove_everywhere(root: Root, keyid: str) -> None:
-    """A removed key is revoked: out of **every** role (a release key that doubled as the
-    timestamp key, ``root create``'s default, no longer signs timestamps for its thief), by the
-    rule ``root revoke`` uses (:func:`k3kit.signing.trust.edit.drop_key`); then out of ``keys``
-    and k3kit's windows, as python-tuf's ``revoke_key`` forgets a key no role names."""
+def _remove(root: Root, keyid: str, role: str) -> None:
+    """``keyid`` out of ``role``; a release key out of ``targets`` leaves snapshot and timestamp
+    too (:func:`k3kit.signing.trust.edit.drop_key`, ``root revoke``'s rule): ``root create``
+    makes the release key the snapshot and timestamp key by default, and removing it from
+    targets alone once left its thief signing fresh timestamps buyers accepted. A key moved off
+    the timestamp role alone stays a release key (the publisher's choice). A key no role names
+    any more leaves ``keys`` and k3kit's windows, as python-tuf's ``revoke_key`` does."""
     from k3kit.signing.trust.edit import drop_key
 
-    drop_key(root, keyid)
+    root.roles[role].keyids.remove(keyid)
+    if role == "targets":
+        drop_key(root, keyid, ("snapshot", "timestamp"))
     if not any(keyid in r.keyids for r in root.roles.values()):
         root.keys.pop(keyid, None)
         _forget_window(root, keyid)

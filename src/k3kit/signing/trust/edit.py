@@ -149,16 +149,20 @@ def revoke(prev: Root, kid: str, *, reason: str, since: str, expires: str | date
     return _checked(root, f"root version {root.version}")
 
 
-def drop_key(root: Root, kid: str) -> None:
-    """Take ``kid`` out of every role of ``root``, in place: a key taken out of a root signs
-    nothing for any role from that root on (``root revoke`` and ``channel rotate --remove-key``
-    share this, so neither leaves a removed release key signing the timestamp). A snapshot or
-    timestamp role left empty falls back to the release (targets) keys, threshold 1: the
-    default ``create`` gave it. The key stays in ``keys``; the caller decides whether it goes."""
-    for role in root.roles.values():
-        role.keyids = [i for i in role.keyids if i != kid]
-    for name in ("snapshot", "timestamp"):
-        if not root.roles[name].keyids:
+def drop_key(root: Root, kid: str, roles: Sequence[str] | None = None) -> None:
+    """Take ``kid`` out of ``roles`` (TUF names; default every role) of ``root``, in place. A
+    snapshot or timestamp role this empties falls back to the release (targets) keys, threshold
+    1: where ``create`` put them by default. ``root revoke`` takes a key out of every role;
+    ``channel rotate --remove-key`` of a release key takes it out of the online roles too, so
+    neither leaves a removed release key signing the timestamp. The key stays in ``keys``."""
+    emptied = []
+    for name in roles if roles is not None else list(root.roles):
+        role = root.roles[name]
+        if kid in role.keyids:
+            role.keyids = [i for i in role.keyids if i != kid]
+            emptied += [name] if not role.keyids else []
+    for name in emptied:  # after every removal: the targets keys no longer hold kid
+        if name in ("snapshot", "timestamp"):
             root.roles[name] = Role(list(root.roles["targets"].keyids), 1)
 
 
