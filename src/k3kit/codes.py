@@ -211,6 +211,11 @@ class TrustCode(ErrorCode):
     ROOT_CHAIN_GAP = "ROOT_CHAIN_GAP", _FAIL, "a root version is missing from the chain"
     ROOT_CHAIN_MALFORMED = "ROOT_CHAIN_MALFORMED", _FAIL, "root/ holds a bad entry"
     ROOT_EXPIRED = "ROOT_EXPIRED", _FAIL, "the newest root has expired"
+    ROOT_FORK = (
+        "ROOT_FORK",
+        _FAIL,
+        "two different roots of one version, both offered or accepted (a root key was misused)",
+    )
     ROOT_INVALID = "ROOT_INVALID", _INPUT, "a root edit or root file given is invalid"
     ROOT_MALFORMED = "ROOT_MALFORMED", _FAIL, "a root document is malformed"
     KEY_WEAK = (

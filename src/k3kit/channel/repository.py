@@ -234,6 +234,15 @@ def adopt_roots(repo: Path, chain: Sequence[tuple[bytes, str]]) -> Path:
             code="CHANNEL_REPO_INVALID",
             hint="give --root 1.root.json first, then each later version in order",
         )
+    newest = verified[-1]
+    if newest.root.is_expired(utc_now()):
+        raise InputError(
+            f"root version {newest.version} expired at {newest.expires}: every buyer would "
+            "refuse the channel (CHANNEL_FROZEN)",
+            code="CHANNEL_REPO_INVALID",
+            hint="give a later root too (`k3kit root floor` or `rotate` with a later --expires, "
+            "signed by the root keys)",
+        )
     if not verified[-1].root.consistent_snapshot:
         raise InputError(
             f"root version {verified[-1].version} has consistent_snapshot off",
@@ -469,6 +478,19 @@ _DOWNSTREAM = {
 }
 
 
+def _stale(old: Root, new: Root, role: str) -> tuple[str, ...]:
+    """The roles to re-sign under ``new``: downstream of ``role`` and of every other role whose
+    keys or threshold the rotation changed (a removed key leaves every role it held)."""
+    changed = {role} | {
+        name
+        for name in ROLES
+        if (old.roles[name].keyids, old.roles[name].threshold)
+        != (new.roles[name].keyids, new.roles[name].threshold)
+    }
+    stale = {r for name in changed for r in _DOWNSTREAM[name]}
+    return tuple(r for r in ROLES if r in stale)
+
+
 def _rotation_problem(why: str, hint: str) -> InputError:
     return InputError(why, code="CHANNEL_ROTATION_INVALID", hint=hint)
 
@@ -484,9 +506,6 @@ def _changed_root(old: Root, change: KeyChange, *, now: datetime, expires: Expir
                 f"key {keyid} is not a key of the {change.role} role",
                 f"the {change.role} role's keys are {', '.join(sorted(role.keyids))}",
             )
-        root.revoke_key(keyid, change.role)
-        if keyid not in root.keys:  # python-tuf forgot the key: so do k3kit's windows
-            _forget_window(root, keyid)
     for public in change.add:
         key = tuf_key(public)
         if key.keyid in role.keyids:
@@ -495,12 +514,31 @@ def _changed_root(old: Root, change: KeyChange, *, now: datetime, expires: Expir
                 "give --add-key only for a key the role does not have yet",
             )
         root.add_key(key, change.role)
+    for keyid in change.remove:  # after the adds: an emptied timestamp takes the new targets
+        _remove(root, keyid, change.role)
     if change.threshold is not None:
         role.threshold = change.threshold
     _check_thresholds(root)
     root.version = old.version + 1
     root.expires = now + expires.root
     return root
+
+
+def _remove(root: Root, keyid: str, role: str) -> None:
+    """``keyid`` out of ``role``; a release key out of ``targets`` leaves snapshot and timestamp
+    too (:func:`k3kit.signing.trust.edit.drop_key`, ``root revoke``'s rule): ``root create``
+    makes the release key the snapshot and timestamp key by default, and removing it from
+    targets alone once left its thief signing fresh timestamps buyers accepted. A key moved off
+    the timestamp role alone stays a release key (the publisher's choice). A key no role names
+    any more leaves ``keys`` and k3kit's windows, as python-tuf's ``revoke_key`` does."""
+    from k3kit.signing.trust.edit import drop_key
+
+    root.roles[role].keyids.remove(keyid)
+    if role == "targets":
+        drop_key(root, keyid, ("snapshot", "timestamp"))
+    if not any(keyid in r.keyids for r in root.roles.values()):
+        root.keys.pop(keyid, None)
+        _forget_window(root, keyid)
 
 
 def _forget_window(root: Root, keyid: str) -> None:
@@ -562,7 +600,7 @@ def rotate_keys(
         root = _changed_root(old.signed, change, now=now, expires=expires)
         root_bytes = _signed_root(old.signed, root, signers)
         targets, snapshot, timestamp = _current(repo)
-        resign = _DOWNSTREAM[change.role] if timestamp.signed.version else ()
+        resign = _stale(old.signed, root, change.role) if timestamp.signed.version else ()
         files: list[tuple[Path, bytes]] = []
         stamp = b""
         if resign:

@@ -343,6 +343,10 @@ def root_sign(root_file: Path, key: str, passphrase_env: str | None) -> None:
     click.echo(f"added a signature to {root_file}")
 
 
+def _holds(path: Path, data: bytes) -> bool:
+    return path.is_file() and not path.is_symlink() and path.read_bytes() == data
+
+
 @root.command("attach", epilog=EXIT_CODES_HELP)
 @click.argument("kit", type=KitFolder(buyer=False))
 @click.argument("roots", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -350,7 +354,7 @@ def root_sign(root_file: Path, key: str, passphrase_env: str | None) -> None:
 @handle_errors
 def root_attach(kit: Path, roots: tuple[Path, ...], force: bool) -> None:
     """Copy a chain of roots (consecutive versions, oldest first) into KIT/root/."""
-    from k3kit._fs import atomic_write
+    from k3kit._fs import atomic_write, refuse_existing
     from k3kit.signing.trust.root import ROOT_DIR, VerifiedRoot, verify_root
 
     chain: list[VerifiedRoot] = []
@@ -358,8 +362,10 @@ def root_attach(kit: Path, roots: tuple[Path, ...], force: bool) -> None:
         chain.append(
             verify_root(_read(path), trusted=chain[-1] if chain else None, source=str(path))
         )
-    for entry in chain:
-        dest = kit / ROOT_DIR / f"{entry.version}.root.json"
-        if not (dest.is_file() and dest.read_bytes() == entry.data):
-            atomic_write(dest, entry.data, force=force)
+    writes = [(kit / ROOT_DIR / f"{e.version}.root.json", e.data) for e in chain]
+    writes = [(dest, data) for dest, data in writes if not _holds(dest, data)]
+    for dest, _ in writes:  # every refusal before the first write: no half-attached chain
+        refuse_existing(dest, force=force)
+    for dest, data in writes:
+        atomic_write(dest, data, force=force)
     click.echo(f"{kit}/{ROOT_DIR}: versions up to {chain[-1].version}")

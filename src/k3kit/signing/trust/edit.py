@@ -144,13 +144,26 @@ def revoke(prev: Root, kid: str, *, reason: str, since: str, expires: str | date
     if kid not in prev.keys:
         raise _invalid(f"key {kid[:16]} is not in root version {prev.version}")
     root = _next(prev, expires)
-    for role in root.roles.values():
-        role.keyids = [i for i in role.keyids if i != kid]
-    for name in ("snapshot", "timestamp"):
-        if not root.roles[name].keyids:
-            root.roles[name] = Role(list(root.roles["targets"].keyids), 1)
+    drop_key(root, kid)
     _custom(root, REVOKED)[kid] = {"reason": reason, "since": since}
     return _checked(root, f"root version {root.version}")
+
+
+def drop_key(root: Root, kid: str, roles: Sequence[str] | None = None) -> None:
+    """Take ``kid`` out of ``roles`` (TUF names; default every role) of ``root``, in place. A
+    snapshot or timestamp role this empties falls back to the release (targets) keys, threshold
+    1: where ``create`` put them by default. ``root revoke`` takes a key out of every role;
+    ``channel rotate --remove-key`` of a release key takes it out of the online roles too, so
+    neither leaves a removed release key signing the timestamp. The key stays in ``keys``."""
+    emptied = []
+    for name in roles if roles is not None else list(root.roles):
+        role = root.roles[name]
+        if kid in role.keyids:
+            role.keyids = [i for i in role.keyids if i != kid]
+            emptied += [name] if not role.keyids else []
+    for name in emptied:  # after every removal: the targets keys no longer hold kid
+        if name in ("snapshot", "timestamp"):
+            root.roles[name] = Role(list(root.roles["targets"].keyids), 1)
 
 
 def rotate(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from k3kit._values import parse_timestamp
 from k3kit.models._base import Frozen, NonNegInt, Sha256Hex, Timestamp
@@ -32,6 +32,8 @@ CUSTOM_FIELDS = (VALIDITY, REVOKED, MIN_SEQUENCE)
 class Window(Frozen):
     """When a release key may sign: a receipt's ``issued_at`` must fall inside (inclusive)."""
 
+    model_config = ConfigDict(strict=True)
+
     not_before: Timestamp | None = None
     not_after: Timestamp | None = None
 
@@ -48,12 +50,17 @@ class Window(Frozen):
 
 
 class Revocation(Frozen):
+    model_config = ConfigDict(strict=True)
+
     reason: str = Field(min_length=1, max_length=200, pattern=r"^[ -~]+$")
     since: Timestamp
 
 
 class RootRules(Frozen):
-    """The k3kit custom fields of a TUF root's ``signed`` part (each optional)."""
+    """The k3kit custom fields of a TUF root's ``signed`` part (each optional), read strictly:
+    ``true`` is not a sequence floor of 1 (one value, one spelling, as in the rest of a root)."""
+
+    model_config = ConfigDict(strict=True)
 
     key_validity: dict[Sha256Hex, Window] = Field(
         default_factory=dict, max_length=MAX_KEYS, alias="x-k3kit-key-validity"

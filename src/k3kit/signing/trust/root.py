@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -165,8 +165,9 @@ class RootAnchor:
         known = read_roots(folder) if folder is not None else {}
         if kit_dir is not None:
             offered = kit_roots(kit_dir)
-        offered = {**self.also, **(offered or {})}
-        current, new = _walk(current, known, offered)
+        sources = (("state", known), ("channel", self.also), ("kit", offered or {}))
+        current, walked = _walk(current, sources)
+        new = [v for v in walked if v not in known]
         if accepted is not None and current.version < accepted:
             raise VerificationError(
                 f"this node accepted root version {accepted}, but only version "
@@ -184,7 +185,7 @@ class RootAnchor:
             )
         if folder is not None and self.state_dir is not None:
             for v in new:
-                atomic_write(folder / f"{v}.root.json", offered[v], mode=0o600)
+                atomic_write(folder / f"{v}.root.json", walked[v].data, mode=0o600)
             rollback.note_root(self.state_dir, self._pin_id(), current.version)
         return trust_of(current), new
 
@@ -197,43 +198,102 @@ def with_channel_roots(trusted: _T, pinned: bytes, folder: Path) -> _T:
     python-tuf's ``root_history/``) offered to the walk, when ``trusted`` is a root anchor on
     the very root that pins the channel: one root, so a release key the channel rotated in
     verifies the kit it lists. Anything else is returned unchanged. The roots are read only
-    consecutively from the pinned version on, capped, and verified by the walk like a kit's."""
+    consecutively from the pinned version on, capped, and verified by the walk like a kit's.
+
+    With a state folder they are also walked and recorded **now**, among the roots this node
+    accepted, before anything else the update does can fail: a root the channel moved the node
+    to is then the node's, so a kit offering another root of that version later (a thief of a
+    rotated-out root key) is ``ROOT_FORK``, not silently preferred. And a server that stands on
+    an older root than the node holds (from a kit) is ``CHANNEL_ROLLBACK``: python-tuf starts
+    from the pin and follows only what the server serves, so a mirror withholding the root that
+    removed a leaked timestamp key had the node accept the thief's timestamps."""
     if not isinstance(trusted, RootAnchor) or trusted.pinned != pinned:
         return trusted
     roots: dict[int, bytes] = {}
-    for v in trusted.reachable_versions():
+    reachable = trusted.reachable_versions()
+    # One version past the walk's reach is read too: a channel that moved further must stop
+    # the walk (ROOT_CHAIN_GAP), not be followed half-way while python-tuf stands further on.
+    for v in range(reachable.start, reachable.stop + 1):
         path = folder / f"{v}.root.json"
         if not path.is_file():
             break
         roots[v] = read_capped(
             path, MAX_ROOT_BYTES, what=str(path), error=VerificationError, code="ROOT_MALFORMED"
         )
-    return replace(trusted, also=roots)
+    anchor = replace(trusted, also=roots)
+    if anchor.state_dir is not None:
+        held = anchor.resolve(None)[0].root_version
+        served = max(roots, default=reachable.start - 1)
+        if held is not None and held > served:
+            raise VerificationError(
+                f"the channel's server stands on root version {served}, but this node holds "
+                f"root version {held} of the same pin: the server withholds a root rotation "
+                "(its metadata would be judged by keys the newer root may have removed)",
+                code="CHANNEL_ROLLBACK",
+                hint="use another mirror of the channel, or ask its operator to copy it again",
+            )
+    return anchor
 
 
-def _walk(
-    current: VerifiedRoot, known: dict[int, bytes], offered: dict[int, bytes]
-) -> tuple[VerifiedRoot, list[int]]:
-    """Follow the chain from ``current`` through the node's roots, then the kit's; returns the
-    last root reached and the versions that came from the kit."""
-    new: list[int] = []
+Sources = Sequence[tuple[str, Mapping[int, bytes]]]
+"""Carriers of roots by version, first wins: the node's accepted roots, the channel's, a kit's."""
+
+
+def _walk(current: VerifiedRoot, sources: Sources) -> tuple[VerifiedRoot, dict[int, VerifiedRoot]]:
+    """Follow the chain from ``current``, version N+1 taken from the first source that has it;
+    returns the last root reached and every root walked past ``current``, by version. Then no
+    source may hold another root of a version walked (:func:`_one_lineage`)."""
+    walked: dict[int, VerifiedRoot] = {}
+    start = current
     for _ in range(MAX_ROOTS):
         v = current.version + 1
-        data = known.get(v, offered.get(v))
-        if data is None:
+        found = next(((where, roots[v]) for where, roots in sources if v in roots), None)
+        if found is None:
             break
-        where = "state" if v in known else "kit"
+        where, data = found
         current = verify_root(data, trusted=current, source=f"{where} root {v}.root.json")
-        if v not in known:
-            new.append(v)
-    beyond = sorted(v for v in (*known, *offered) if v > current.version)
+        walked[v] = current
+    beyond = sorted(v for _, roots in sources for v in roots if v > current.version)
+    if beyond and len(walked) == MAX_ROOTS:
+        raise VerificationError(
+            f"root {beyond[0]}.root.json is more than {MAX_ROOTS} versions past the pinned "
+            f"root (version {start.version}): the walk stops at version {current.version}",
+            code="ROOT_CHAIN_GAP",
+            hint=f"pin a newer root (version {current.version} or later, checked out of band)",
+        )
     if beyond:
         raise VerificationError(
             f"root {beyond[0]}.root.json cannot be reached from version "
             f"{current.version}: the chain has a gap",
             code="ROOT_CHAIN_GAP",
         )
-    return current, new
+    _one_lineage(start, walked, sources)
+    return current, walked
+
+
+def _one_lineage(start: VerifiedRoot, walked: Mapping[int, VerifiedRoot], sources: Sources) -> None:
+    """Refuse a second root of a version the walk accepted. It is verified as that version's
+    successor like any root (so a kit's verdict does not depend on which roots the node already
+    holds: an unsigned one fails as it would on a fresh node); one that verifies and differs in
+    its signed part (more signatures on the same part are the same root) is ``ROOT_FORK``: two
+    version-N+1 roots signed by N's root keys mean a root key was stolen or misused. Without
+    this the first source silently won, so a thief of a rotated-out root key could hand a node
+    that had already walked the channel to the real root 2 a kit carrying their own root 2."""
+    for where, roots in sources:
+        for v, data in roots.items():
+            chosen = walked.get(v)
+            if chosen is None or data == chosen.data:
+                continue
+            source = f"{where} root {v}.root.json"
+            other = verify_root(data, trusted=walked.get(v - 1, start), source=source)
+            if other.md.signed_bytes != chosen.md.signed_bytes:
+                raise VerificationError(
+                    f"{source} is another root version {v} than the one this node accepted: "
+                    f"the root keys of version {v - 1} signed two different successors",
+                    code="ROOT_FORK",
+                    hint="do not use these roots and tell the publisher (a root key was stolen "
+                    "or misused); the node keeps the root it accepted",
+                )
 
 
 def trust_of(root: VerifiedRoot) -> Trust:

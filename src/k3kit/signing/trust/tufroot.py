@@ -144,6 +144,34 @@ def _check_raw(obj: object, source: str, fail: Fail) -> None:
         fail(f"expires: {exc}")
     if not isinstance(signed.get("consistent_snapshot", False), bool):
         fail("consistent_snapshot is not true or false")  # python-tuf keeps any value
+    _check_shapes(obj, fail)
+
+
+def _check_shapes(obj: dict[str, Any], fail: Fail) -> None:
+    """The shapes python-tuf takes loosely, refused on the JSON: a key id that is a number (an
+    attacker's root reached k3kit's own checks with it and ended in an internal error, exit 70),
+    ``true`` as a threshold, signatures as an object or with fields TUF does not define. Each
+    value then has one spelling, and nothing past this point meets a type it does not expect."""
+    sigs = obj["signatures"]
+    if not isinstance(sigs, list) or not all(_is_signature(s) for s in sigs):
+        fail('\'signatures\' is not a list of {"keyid": ..., "sig": ...} strings')
+    roles = obj["signed"].get("roles")
+    for name, role in roles.items() if isinstance(roles, dict) else ():
+        if not isinstance(role, dict):
+            continue  # python-tuf refuses it
+        ids = role.get("keyids")
+        if not isinstance(ids, list) or not all(isinstance(k, str) for k in ids):
+            fail(f"role {name!r}: keyids is not a list of key id strings")
+        if type(role.get("threshold")) is not int:
+            fail(f"role {name!r}: threshold is not a whole number")
+
+
+def _is_signature(value: object) -> bool:
+    return (
+        isinstance(value, dict)
+        and set(value) == {"keyid", "sig"}
+        and all(isinstance(v, str) for v in value.values())
+    )
 
 
 def _public_keys(root: Root, source: str, fail: Fail) -> dict[str, Ed25519PublicKey]:
