@@ -281,3 +281,26 @@ def test_a_root_edit_without_a_signing_key_is_a_usage_error(
         "2099-01-01T00:00:00Z",
     )
     assert proc.returncode == 2 and "give at least one --sign-key" in proc.stderr
+
+
+def test_root_create_says_when_the_release_key_would_sign_timestamps(tmp_path: Path) -> None:
+    """A channel renews its timestamp daily on an online machine: a root whose timestamp role
+    defaults to the release key would put that key there, so root create says so; with a
+    timestamp key of its own it says nothing."""
+    root, release, stamp = (keypair(tmp_path, n) for n in ("root", "release", "stamp"))
+    base: list[str | Path] = ["root", "create", "--root-key", root.public]
+    base += ["--release-key", release.public]
+    tail: list[str | Path] = ["--expires", "2099-01-01T00:00:00Z", "--sign-key", root.private]
+    defaulted = run_k3kit(*base, "-o", tmp_path / "a.root.json", *tail)
+    assert defaulted.returncode == 0, defaulted.stderr
+    assert "--timestamp-key" in defaulted.stderr and "offline" in defaulted.stderr
+    own = run_k3kit(*base, "--timestamp-key", stamp.public, "-o", tmp_path / "b.root.json", *tail)
+    assert own.returncode == 0, own.stderr
+    assert "--timestamp-key" not in own.stderr
+    stamped = json.loads((tmp_path / "b.root.json").read_text())["signed"]["roles"]["timestamp"]
+    assert (
+        stamped["keyids"]
+        != json.loads((tmp_path / "a.root.json").read_text())["signed"]["roles"]["timestamp"][
+            "keyids"
+        ]
+    )

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from k3kit._values import ascii_int
-from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, handle_errors
+from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
 from k3kit.cli._shared import KitFolder, Whole
 from k3kit.cli.signing import key_option, load_signer, now_for_verification
 
@@ -196,6 +196,12 @@ def root_create(
         timestamp_keys=_pubs(timestamp_keys),
     )
     _write_root(body, output, sign_keys, passphrase_env, force, as_json)
+    if not timestamp_keys:
+        err(
+            "note: the timestamp role uses the release key(s); a channel renews its timestamp "
+            "every day from an online machine, so give that machine a key of its own "
+            "(--timestamp-key) and keep the release key offline"
+        )
 
 
 @_edit_command("add-key", "Write N+1 with a key added to a role (release keys may get a window).")
