@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
@@ -151,3 +152,18 @@ def test_fuzz_single_header(fields: dict[tuple[int, int], bytes], body: bytes) -
 def test_the_seed_itself_is_accepted() -> None:
     """Mutations start from an archive the reader accepts, so they explore past the first check."""
     assert _extract(SEED_GZ) == "accepted"
+
+
+def test_a_stream_cut_inside_a_members_padding_is_refused() -> None:
+    """A case 800 fuzz examples reached by chance and 300 do not, held by name: the tar stream
+    ends after a member's body, inside the zeros that complete its block, in an intact gzip
+    layer. The reader refuses it as truncated and leaves no staging folder."""
+    tar = member("README.md", b"a kit\n")[: BLOCK + 6 + 100]
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp) / "cut.kit.tar.gz"
+        archive.write_bytes(gz(tar))
+        with pytest.raises(VerificationError) as info:
+            extract_safely(archive, Path(tmp))
+        assert [p.name for p in Path(tmp).iterdir()] == ["cut.kit.tar.gz"]
+    assert info.value.code == "ARCHIVE_FORMAT"
+    assert info.value.message.endswith("truncated after member 1")
