@@ -12,10 +12,10 @@ demo: $(STAMP)
 
 # lint and typecheck run beside the tests (the 2-worker pytest leaves a core partly idle while
 # its tests wait on servers and child processes); the performance gate runs after, alone, as its
-# ratios are measured on a machine that runs nothing else of ours. -Oline keeps each output line
-# whole.
+# ratios are measured on a machine that runs nothing else of ours. No --output-sync: it would
+# hold pytest's progress until the end; ruff's and mypy's few lines land among its dots.
 test: tools $(STAMP)
-	$(MAKE) --no-print-directory -j3 -Oline checks
+	$(MAKE) --no-print-directory -j3 checks
 	$(MAKE) --no-print-directory perf
 
 checks: lint typecheck unit
