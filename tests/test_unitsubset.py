@@ -38,6 +38,10 @@ def _cli_in_a_process(tmp: Path) -> None:
     run_k3kit("--version", cwd=tmp, process=True)
 
 
+def _engine_snapshot(tmp: Path) -> None:
+    run_k3kit("engine", "snapshot", "--engine", "vllm", "--wheel", tmp / "x.whl", cwd=tmp)
+
+
 def _in_process() -> str:
     return json.dumps({"a": [1, 2]})
 
@@ -45,6 +49,8 @@ def _in_process() -> str:
 def test_a_helper_that_starts_a_process_marks_its_callers() -> None:
     assert _reached(_calls_a_spawner) & PROCESS_NAMES == {"subprocess"}
     assert unitsubset.PROCESS_KEYWORD in _reached(_cli_in_a_process)
+    # k3kit starts the wheel's Python itself: the verb's words mark the in-process call.
+    assert unitsubset.PROCESS_KEYWORD in _reached(_engine_snapshot)
 
 
 def test_a_server_subclass_marks_the_function_that_builds_it() -> None:

@@ -3,7 +3,8 @@
 ``make unit-fast`` runs ``pytest --unit-only``: every test that starts another process (a
 subprocess, Chromium, PostgreSQL, the registry, an engine, the co-tenant user) or listens on a
 socket (the test hub, the stand-in servers, whose real delays are most of accept's time) is left
-out. Nothing is listed by hand, so no list can go stale:
+out. Tests are not listed by hand, so no list of them can go stale (the one hand-kept table is
+of k3kit verbs that start a process themselves, :data:`PROCESS_VERBS`):
 
 * At collection, :func:`mark` reads what each test uses: the global names of its own code and
   of every fixture in its closure, following the functions and classes of ``tests/`` they name
