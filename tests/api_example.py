@@ -1,5 +1,6 @@
-"""A small program that uses only ``k3kit``'s public API; ``tests/test_api.py`` runs mypy
---strict over it, so a public name that loses its types (or its export) fails the suite."""
+"""A small program that uses only ``k3kit``'s public API; ``make test``'s typecheck step runs
+mypy --strict over it (``tests/test_api.py`` holds that it does), so a public name that loses its
+types (or its export) fails the build."""
 
 from __future__ import annotations
 

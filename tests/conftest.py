@@ -52,7 +52,7 @@ from k3kit.demo import stand_in_files, write_hf_cache
 from k3kit.publish.kit import build, sign
 from k3kit.signing.keys import load_private, write_keypair
 from k3kit.weights.pin import pin_local
-from tests import clirunner
+from tests import clirunner, unitsubset
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "kimi-k3-b300x8"
@@ -70,6 +70,11 @@ hypothesis_settings.register_profile(
 )
 hypothesis_settings.register_profile(
     "explore", deadline=None, database=None, suppress_health_check=UNTIMED
+)
+# `make unit-fast`: the same fixed seeds, fewer examples where a test does not set its own count
+# (the development loop; `make unit` runs the full counts).
+hypothesis_settings.register_profile(
+    "unit", parent=hypothesis_settings.get_profile("ci"), max_examples=25
 )
 hypothesis_settings.load_profile(os.environ.get("K3KIT_HYPOTHESIS_PROFILE", "ci"))
 
@@ -185,3 +190,31 @@ def weights(golden: GoldenKit, tmp_path: Path) -> Path:
     dest = tmp_path / "weights"
     shutil.copytree(golden.snapshot, dest, symlinks=False)
     return dest
+
+
+# -- the unit subset (`make unit-fast`, tests/unitsubset.py) -------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    unitsubset.add_option(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    unitsubset.configure(config)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unitsubset.mark(config, items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """Session and module fixtures are set up here too: the guard covers them as well."""
+    with unitsubset.guard(item.config):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with unitsubset.guard(item.config):
+        return (yield)
