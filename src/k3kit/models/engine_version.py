@@ -21,9 +21,10 @@ The same rule serves ``build`` (the pin), ``launch`` (the engine's ``--version``
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from packaging.version import InvalidVersion, Version
+if TYPE_CHECKING:  # packaging is imported where a version is parsed, not by verify's start-up
+    from packaging.version import Version
 
 VersionMatch = Literal["exact", "same-release"]
 VERSION_MATCHES: tuple[VersionMatch, ...] = ("exact", "same-release")
@@ -39,6 +40,8 @@ def parse_engine_version(text: str) -> Version:
     but are spelled differently by every engine, so the pin says what the engine prints."""
     if not text or len(text) > MAX_VERSION_CHARS or not text.isascii() or not text.isprintable():
         raise ValueError(f"an engine version is 1-{MAX_VERSION_CHARS} printable ASCII characters")
+    from packaging.version import InvalidVersion, Version
+
     try:
         version = Version(text)
     except InvalidVersion as exc:
@@ -53,6 +56,8 @@ def parse_engine_version(text: str) -> Version:
 def release_of(text: str) -> str:
     """The public version (no local label): the key of an engine's flag snapshot, because a
     ``+cpu`` and a ``+cu129`` build of one release parse the same flags."""
+    from packaging.version import Version
+
     return Version(text).public
 
 
@@ -61,6 +66,8 @@ def version_matches(pinned: str, found: str, rule: VersionMatch) -> bool:
 
     ``found`` is text an engine (or evidence) wrote: anything that is not a PEP 440 version
     never matches."""
+    from packaging.version import InvalidVersion, Version
+
     try:
         want, got = Version(pinned), Version(found)
     except InvalidVersion:
