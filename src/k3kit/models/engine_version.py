@@ -21,6 +21,7 @@ The same rule serves ``build`` (the pin), ``launch`` (the engine's ``--version``
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # packaging is imported where a version is parsed, not by verify's start-up
@@ -31,6 +32,29 @@ VERSION_MATCHES: tuple[VersionMatch, ...] = ("exact", "same-release")
 
 #: Longer than any engine's version; a bound for text that reaches messages.
 MAX_VERSION_CHARS = 64
+
+
+# Canonical PEP 440 exactly as ``packaging``'s ``Version.__str__`` writes it: an epoch only when
+# it is not 0, numbers without leading zeros, ``a``/``b``/``rc``, ``.postN``, ``.devN``, a
+# lower-case local label whose all-digit parts have no leading zeros. Text that matches IS
+# canonical (tests/test_engine_version.py checks it against packaging), so the documents' rule
+# accepts it without importing packaging (~3 ms of verify's start-up, docs/performance.md);
+# any other text is judged by packaging itself, with its messages.
+_NUM = r"(?:0|[1-9][0-9]*)"
+_LOCAL_PART = rf"(?:{_NUM}|[0-9]*[a-z][a-z0-9]*)"
+_CANONICAL = re.compile(
+    rf"(?:[1-9][0-9]*!)?{_NUM}(?:\.{_NUM})*(?:(?:a|b|rc){_NUM})?(?:\.post{_NUM})?"
+    rf"(?:\.dev{_NUM})?(?:\+{_LOCAL_PART}(?:\.{_LOCAL_PART})*)?",
+    re.ASCII,
+)
+
+
+def check_engine_version(text: str) -> None:
+    """:func:`parse_engine_version`'s verdict without its ``Version``: what reading a document
+    needs. ``ValueError`` (the same message) for text that is not canonical PEP 440."""
+    if len(text) <= MAX_VERSION_CHARS and _CANONICAL.fullmatch(text):
+        return
+    parse_engine_version(text)
 
 
 def parse_engine_version(text: str) -> Version:
