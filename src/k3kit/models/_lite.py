@@ -80,8 +80,8 @@ def bind(
 
 
 class Pattern:
-    """A model's pattern, compiled on its first search: the generated table holds about 45 and
-    a document uses a few, and compiling them all cost verify's start-up ~3 ms
+    """A model's pattern, compiled on its first search: the generated table holds 45 (12
+    distinct) and a demo kit's documents use 8, so start-up no longer compiles the rest
     (docs/performance.md). ``tests/test_lite_models.py`` compiles every one of them."""
 
     __slots__ = ("_compiled", "pattern")
