@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 
 from k3kit._fs import atomic_write
@@ -22,7 +26,14 @@ from k3kit.engines import how_it_ended, snapshot
 from k3kit.errors import InputError
 from k3kit.formats.manifest import build_manifest, manifest_bytes
 from k3kit.models import EnginePin
-from k3kit.models.engine_version import parse_engine_version, release_of, version_matches
+from k3kit.models.engine_version import (
+    _CANONICAL,
+    MAX_VERSION_CHARS,
+    check_engine_version,
+    parse_engine_version,
+    release_of,
+    version_matches,
+)
 from k3kit.publish.kit import sign
 from k3kit.signing.keys import load_private
 from tests.conftest import EXAMPLE, FIXED_TIME, GoldenKit, run_k3kit
@@ -49,6 +60,54 @@ def test_real_engine_versions_are_pinned_as_the_engine_prints_them(text: str, re
     pin = EnginePin(name="vllm", version=text)
     assert pin.version == text and pin.release == release and release_of(text) == release
     assert pin.match_rule == "exact" and pin.accepts(text)
+
+
+def _verdict(check: Callable[[str], object], text: str) -> str | None:
+    """None when ``check(text)`` accepts, else its message."""
+    try:
+        check(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+# The fast path (a regex, so that reading a kit does not import packaging) must never accept
+# what packaging would refuse or write differently: every text it matches is generated here and
+# round-tripped through packaging; a fixed seed, so every run checks the same texts.
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(st.from_regex(_CANONICAL, fullmatch=True))
+def test_every_text_the_fast_path_accepts_is_what_packaging_writes(text: str) -> None:
+    if len(text) > MAX_VERSION_CHARS:
+        return
+    assert str(Version(text)) == text
+
+
+# Near-misses an attacker (or a sloppy publisher) writes: each is judged by the fast path
+# exactly as by packaging, message included.
+NEAR_MISSES = [
+    *(v for v, _ in REAL_VERSIONS),
+    *("0!1.0", "1!1.0", "01.0", "1.00", "1.0a01", "1.0alpha1", "1.0c1", "1.0pre1", "1.0-1"),
+    *("1.0.post", "1.0post1", "1.0.post01", "1.0.dev", "1.0dev1", "1.0+", "1.0+a..b", "1.0+00"),
+    *("1.0+0a", "1.0+a_b", "1.0+a-b", "1.0+Abc", "V1.0", " 1.0", "1.0 ", "1.0\n", "1" * 65),
+    *("1.0+" + "a" * 60, "\u0661.0", "1.0+\u00e9", "1..0", ".1", "1.", "1.0.rc1", "1.0RC1"),
+]
+
+
+@pytest.mark.parametrize("text", NEAR_MISSES)
+def test_the_fast_path_judges_every_near_miss_as_packaging_does(text: str) -> None:
+    assert _verdict(check_engine_version, text) == _verdict(parse_engine_version, text)
+
+
+@settings(max_examples=600, derandomize=True, deadline=None)
+@given(st.text(alphabet="0123456789.!+-_abcdeloprstvACPV ", max_size=24))
+def test_the_fast_path_agrees_with_packaging_on_arbitrary_text(text: str) -> None:
+    fast, slow = _verdict(check_engine_version, text), _verdict(parse_engine_version, text)
+    assert fast == slow, (text, fast, slow)
+    if fast is None:  # accepted: canonical by packaging's own writing
+        try:
+            assert str(Version(text)) == text
+        except InvalidVersion:  # pragma: no cover - the verdicts above agree that it parses
+            pytest.fail(text)
 
 
 @pytest.mark.parametrize(

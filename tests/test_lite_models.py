@@ -387,3 +387,28 @@ def test_a_refusal_names_an_attackers_long_key_in_one_short_line() -> None:
         )
     assert "k" * 64 + "…" in refused.value.message
     assert len(refused.value.message) < 200
+
+
+def _patterns(node: object) -> Iterator[_lite.Pattern]:
+    """Every pattern inside a node of the generated table (tuples of kinds, constraint dicts)."""
+    if isinstance(node, _lite.Pattern):
+        yield node
+    elif isinstance(node, tuple | list):
+        for item in node:
+            yield from _patterns(item)
+    elif isinstance(node, dict):
+        for item in node.values():
+            yield from _patterns(item)
+
+
+def test_every_pattern_of_the_table_compiles_and_ends_at_the_end_of_the_text() -> None:
+    # the reader compiles a pattern on its first search (start-up cost): a pattern no golden
+    # document reaches would otherwise be broken unnoticed until an attacker's document does
+    records = [
+        v for v in vars(lite).values() if isinstance(v, type) and issubclass(v, _lite.Record)
+    ]
+    found = [p for cls in records for f in cls._fields for p in _patterns(f[2])]
+    assert len(found) >= 40, len(found)  # the table has ~45; an empty walk must not pass
+    for p in found:
+        assert p.compiled().pattern == p.pattern
+        assert not p.pattern.endswith("$"), p.pattern  # pydantic's "$" is "\Z" here

@@ -76,6 +76,9 @@ NOT_FOR_A_FOLDER = (
     "k3kit.models.kit",
     "k3kit.models.lock",
     "k3kit.models.package",
+    # packaging: the documents' engine version is checked by a canonical-form pattern proven
+    # against packaging (tests/test_engine_version.py); packaging parses where versions compare
+    "packaging",
 )
 
 

@@ -24,7 +24,6 @@ import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
@@ -107,8 +106,7 @@ def require_kit_folder(target: Path, *, verb: str, hint: str) -> Path:
     )
 
 
-@dataclass(frozen=True)
-class OpenedKit:
+class OpenedKit(NamedTuple):  # a NamedTuple: cheaper to create at start-up than a dataclass
     """A kit folder to read: ``path`` is the folder itself or the staging copy of an archive.
 
     ``label`` is what the caller named (shown in reports); ``archive_sha256`` is the sha256 of

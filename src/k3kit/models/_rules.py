@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from k3kit._policy import path_problem
 from k3kit._values import compile_pattern
-from k3kit.models.engine_version import parse_engine_version
+from k3kit.models.engine_version import check_engine_version
 
 T = TypeVar("T")
 
@@ -80,7 +80,7 @@ def bounded_gpu_pattern(value: str) -> str:
 
 def pep440_engine_version(version: str) -> str:
     """The engine version as the engine prints it (canonical PEP 440)."""
-    parse_engine_version(version)
+    check_engine_version(version)
     return version
 
 

@@ -21,15 +21,40 @@ The same rule serves ``build`` (the pin), ``launch`` (the engine's ``--version``
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import TYPE_CHECKING, Literal
 
-from packaging.version import InvalidVersion, Version
+if TYPE_CHECKING:  # packaging is imported where a version is parsed, not by verify's start-up
+    from packaging.version import Version
 
 VersionMatch = Literal["exact", "same-release"]
 VERSION_MATCHES: tuple[VersionMatch, ...] = ("exact", "same-release")
 
 #: Longer than any engine's version; a bound for text that reaches messages.
 MAX_VERSION_CHARS = 64
+
+
+# Canonical PEP 440 exactly as ``packaging``'s ``Version.__str__`` writes it: an epoch only when
+# it is not 0, numbers without leading zeros, ``a``/``b``/``rc``, ``.postN``, ``.devN``, a
+# lower-case local label whose all-digit parts have no leading zeros. Text that matches IS
+# canonical (tests/test_engine_version.py checks it against packaging), so the documents' rule
+# accepts it without importing packaging (~3 ms of verify's start-up, docs/performance.md);
+# any other text is judged by packaging itself, with its messages.
+_NUM = r"(?:0|[1-9][0-9]*)"
+_LOCAL_PART = rf"(?:{_NUM}|[0-9]*[a-z][a-z0-9]*)"
+_CANONICAL = re.compile(
+    rf"(?:[1-9][0-9]*!)?{_NUM}(?:\.{_NUM})*(?:(?:a|b|rc){_NUM})?(?:\.post{_NUM})?"
+    rf"(?:\.dev{_NUM})?(?:\+{_LOCAL_PART}(?:\.{_LOCAL_PART})*)?",
+    re.ASCII,
+)
+
+
+def check_engine_version(text: str) -> None:
+    """:func:`parse_engine_version`'s verdict without its ``Version``: what reading a document
+    needs. ``ValueError`` (the same message) for text that is not canonical PEP 440."""
+    if len(text) <= MAX_VERSION_CHARS and _CANONICAL.fullmatch(text):
+        return
+    parse_engine_version(text)
 
 
 def parse_engine_version(text: str) -> Version:
@@ -39,6 +64,8 @@ def parse_engine_version(text: str) -> Version:
     but are spelled differently by every engine, so the pin says what the engine prints."""
     if not text or len(text) > MAX_VERSION_CHARS or not text.isascii() or not text.isprintable():
         raise ValueError(f"an engine version is 1-{MAX_VERSION_CHARS} printable ASCII characters")
+    from packaging.version import InvalidVersion, Version
+
     try:
         version = Version(text)
     except InvalidVersion as exc:
@@ -53,6 +80,8 @@ def parse_engine_version(text: str) -> Version:
 def release_of(text: str) -> str:
     """The public version (no local label): the key of an engine's flag snapshot, because a
     ``+cpu`` and a ``+cu129`` build of one release parse the same flags."""
+    from packaging.version import Version
+
     return Version(text).public
 
 
@@ -61,6 +90,8 @@ def version_matches(pinned: str, found: str, rule: VersionMatch) -> bool:
 
     ``found`` is text an engine (or evidence) wrote: anything that is not a PEP 440 version
     never matches."""
+    from packaging.version import InvalidVersion, Version
+
     try:
         want, got = Version(pinned), Version(found)
     except InvalidVersion:
