@@ -548,14 +548,21 @@ def program_on_path(name: str, search: str | None = None) -> tuple[Path, Path | 
     credential helper), so each is judged by the same rule before it runs: a ``PATH`` may lead
     through ``/tmp/bin`` or ``.``, and whatever another user placed there would run as this
     user. Each caller words the refusal itself (a raised code, or a reason in a report). A name
-    with a ``/`` is never looked up (``shutil.which`` would take it as a path, ``../x`` too)."""
+    with a ``/`` is never looked up (``shutil.which`` would take it as a path, ``../x`` too).
+
+    The name is judged as found as well as where it leads: a co-tenant who can write a folder on
+    ``PATH`` cannot place a program of theirs, but can place a LINK by that name to one of
+    root's (``docker-credential-x -> /usr/bin/env``: ``env get`` then runs their ``get``, found
+    on the same ``PATH``). So the entry found (a link owned by another user, or a folder on its
+    way they can rename entries of: :func:`swappable_on_the_way`) is refused like a program
+    they own."""
     if not name or os.sep in name or "\0" in name:
         return None
     found = shutil.which(name, path=search if search is not None else os.environ.get("PATH"))
     if found is None:
         return None
     real = Path(os.path.realpath(found))
-    return real, placeable_by_others(real)
+    return real, swappable_on_the_way(Path(os.path.abspath(found))) or placeable_by_others(real)
 
 
 def foreign_entry(root: Path, *, read_only: bool) -> str | None:
