@@ -8,14 +8,28 @@ works. No assertion on how long anything took: deadlines are lowered with their 
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import json
 import os
+import threading
 from pathlib import Path
+from typing import ClassVar
 
+import pytest
+
+from k3kit import _policy
 from k3kit._fs import program_on_path
-from tests.conftest import GoldenKit
+from k3kit.errors import EnvironmentProblem, InputError
+from k3kit.oci import fetch_blob_file, fetch_manifest
+from k3kit.oci._http import Registry
+from k3kit.oci.ref import parse
+from tests.conftest import GoldenKit, run_k3kit
 from tests.cotenant import cotenant_python, needs_root, shared_folder
-from tests.test_oci_attacks import registry
+from tests.netkit import loopback
+from tests.test_oci_attacks import DIGEST, registry
 from tests.test_oci_credhelper import _install, env_for
+from tests.test_oci_deadline import BLOB, BODY, REPO, dribbling, refused_slow
 
 
 @needs_root
@@ -64,3 +78,165 @@ def test_attack_cotenant_links_an_engine_name_on_path_to_a_root_owned_program(
         own.mkdir()
         os.symlink("/usr/bin/env", own / "vllm")
         assert program_on_path("vllm", f"{own}:/usr/bin:/bin") == (Path("/usr/bin/env"), None)
+
+
+# -- the environment a client is built from ------------------------------------------------------
+
+PROXY_PASSWORD = "k3kit-proxy-Pw-9Xe4"
+
+
+@pytest.mark.parametrize(
+    "proxy",
+    [f"socks5://alice:{PROXY_PASSWORD}@127.0.0.1:1", "http://[::1", f"ftp://u:{PROXY_PASSWORD}@x"],
+)
+def test_attack_an_unusable_proxy_variable_is_a_named_refusal_not_exit_70(
+    golden: GoldenKit, tmp_path: Path, proxy: str
+) -> None:
+    """A site image or a shell profile sets ``ALL_PROXY=socks5://…`` (httpx has no SOCKS without
+    socksio), a proxy URL with a broken port, or an ``ftp://`` proxy: the HTTP client refused it
+    while being built, and k3kit answered exit 70, "please report it". It is the caller's
+    setting: ``BAD_PROXY_SETTING`` (exit 3), naming the cause, never the URL's password."""
+    env = {"HTTPS_PROXY": proxy, "ALL_PROXY": proxy, "NO_PROXY": "", "no_proxy": ""}
+    env["REGISTRY_AUTH_FILE"] = str(tmp_path / "absent.json")
+    done = run_k3kit(
+        "--debug", "install", f"oci://registry.example/{REPO}@{DIGEST}",
+        "--trust", golden.key.public, "--into", tmp_path / "kits", "--json", env=env,
+    )  # fmt: skip
+    text = done.stdout + done.stderr
+    assert done.returncode == 3, text
+    assert json.loads(done.stdout)["error"]["code"] == "BAD_PROXY_SETTING"
+    assert "Traceback" not in text and PROXY_PASSWORD not in text
+    assert not (tmp_path / "kits").exists() or not any((tmp_path / "kits").iterdir())
+
+
+def test_an_unusable_proxy_variable_is_the_same_refusal_for_the_hub(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hub's client is built by the same constructor (``_policy.client_from_env``)."""
+    from k3kit.hub import HfHub
+
+    monkeypatch.setenv("ALL_PROXY", f"socks5://alice:{PROXY_PASSWORD}@127.0.0.1:1")
+    with pytest.raises(InputError) as exc:
+        HfHub("https://huggingface.co")
+    assert exc.value.code == "BAD_PROXY_SETTING" and PROXY_PASSWORD not in str(exc.value)
+
+
+# -- the head deadline, through a proxy, across a redirect, under a flood of 1xx ------------------
+
+
+@pytest.fixture
+def one_second(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every read gets one second in all (k3kit's own knobs; the servers below would take
+    minutes), and no credentials file of this machine is read."""
+    monkeypatch.setattr(_policy, "READ_FLOOR_SECONDS", 1.0)
+    monkeypatch.setattr(_policy, "READ_FLOOR_RATE", 1 << 40)
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(tmp_path / "absent-auth.json"))
+
+
+class Proxy(http.server.BaseHTTPRequestHandler):
+    """An HTTP proxy on 127.0.0.1 that answers ``CONNECT`` one byte every 0.3 s (a 120-byte
+    "200 Connection established"): every socket read gets a byte, no read timeout trips."""
+
+    sent: ClassVar[list[int]] = []
+    stop = threading.Event()
+    asked = threading.Event()
+
+    def do_CONNECT(self) -> None:
+        self.asked.set()
+        head = b"HTTP/1.1 200 Connection established\r\nX-Padding: %s\r\n\r\n" % (b"p" * 70)
+        with contextlib.suppress(OSError):
+            for i in range(len(head)):
+                if self.stop.wait(timeout=0.3):
+                    return
+                self.wfile.write(head[i : i + 1])
+                self.wfile.flush()
+                self.sent.append(1)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_attack_a_proxy_dribbling_its_connect_answer_is_cut_off_at_the_deadline(
+    one_second: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registry is reached through ``HTTPS_PROXY`` (a proxy mount of httpx, its own
+    connection pool): the proxy's answer to ``CONNECT`` is read by that pool, so it must be
+    paced too, or the proxy holds k3kit for as long as it likes."""
+    attrs = {"sent": [], "stop": threading.Event(), "asked": threading.Event()}
+    handler: type[Proxy] = type("SlowProxy", (Proxy,), attrs)
+    with loopback(handler, stop=handler.stop) as proxy:
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTPS_PROXY", f"http://{proxy}")
+        reg = Registry("https://registry.example", REPO)
+        with reg, pytest.raises(EnvironmentProblem) as exc:
+            fetch_manifest(reg, REPO, BLOB)
+        assert exc.value.code == "OCI_REGISTRY_UNREACHABLE" and "too slowly" in str(exc.value)
+        assert len(handler.sent) < 120  # cut off before the end
+        # and it went through the proxy (its CONNECT was sent before the wait that was cut
+        # short, so the proxy reads it however loaded the machine is)
+        assert handler.asked.wait(timeout=60)
+
+
+class Informational(http.server.BaseHTTPRequestHandler):
+    """A registry that answers every GET with ``100 Continue`` after ``100 Continue`` (h11 and
+    http.client skip any number of 1xx before the real head), a few a second, forever."""
+
+    protocol_version = "HTTP/1.1"
+    sent: ClassVar[list[int]] = []
+    stop = threading.Event()
+    asked = threading.Event()
+
+    def do_GET(self) -> None:
+        self.asked.set()
+        with contextlib.suppress(OSError):
+            while not self.stop.wait(timeout=0.05):
+                self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                self.wfile.flush()
+                self.sent.append(1)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_attack_a_registry_flooding_1xx_answers_before_the_head_is_cut_off(
+    one_second: None,
+) -> None:
+    attrs = {"sent": [], "stop": threading.Event(), "asked": threading.Event()}
+    handler: type[Informational] = type("Flood", (Informational,), attrs)
+    with loopback(handler, stop=handler.stop) as host:
+        reg = Registry(f"http://{host}", REPO)
+        with reg, pytest.raises(EnvironmentProblem) as exc:
+            fetch_manifest(reg, REPO, BLOB)
+        assert handler.asked.wait(timeout=60)  # the flood's server was asked
+    assert exc.value.code == "OCI_REGISTRY_UNREACHABLE" and "too slowly" in str(exc.value)
+
+
+class Redirector(http.server.BaseHTTPRequestHandler):
+    """A registry that sends its blob reads to ``target`` (another origin on this machine, as a
+    blob store), with a 307 answered at once."""
+
+    target = ""
+
+    def do_GET(self) -> None:
+        self.send_response(307)
+        self.send_header("Location", f"http://{self.target}{self.path}")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_attack_a_redirect_to_a_blob_store_that_dribbles_keeps_the_deadline_of_the_read(
+    one_second: None, tmp_path: Path
+) -> None:
+    """The deadline is the read's, from its first request: a registry cannot restart it by
+    redirecting to another origin (here a store dribbling the head a byte every 0.3 s)."""
+    with dribbling("/v2/", slow_head=True) as (store, slow):
+        redirector = type("Hop", (Redirector,), {"target": store})
+        with loopback(redirector) as host:
+            ref = parse(f"oci://{host}/{REPO}", repository_only=True)
+            with pytest.raises(EnvironmentProblem) as exc:
+                fetch_blob_file(ref, BLOB, len(BODY), tmp_path / "kit.tar.gz")
+        refused_slow(exc, slow.sent)
