@@ -20,15 +20,25 @@ import pytest
 
 from k3kit import _policy
 from k3kit._fs import program_on_path
-from k3kit.errors import EnvironmentProblem, InputError
-from k3kit.oci import fetch_blob_file, fetch_manifest
+from k3kit.errors import EnvironmentProblem, InputError, K3kitError
+from k3kit.oci import credhelper, fetch_blob_file, fetch_manifest
 from k3kit.oci._http import Registry
+from k3kit.oci.auth import credential_for
 from k3kit.oci.ref import parse
 from tests.conftest import GoldenKit, run_k3kit
 from tests.cotenant import cotenant_python, needs_root, shared_folder
 from tests.netkit import loopback
-from tests.test_oci_attacks import DIGEST, registry
-from tests.test_oci_credhelper import _install, env_for
+from tests.test_oci_attacks import DIGEST, USER, registry
+from tests.test_oci_credhelper import (  # noqa: F401 - on_path is a fixture
+    SECRET,
+    _install,
+    answering,
+    cli,
+    config,
+    env_for,
+    helper,
+    on_path,
+)
 from tests.test_oci_deadline import BLOB, BODY, REPO, dribbling, refused_slow
 
 
@@ -240,3 +250,83 @@ def test_attack_a_redirect_to_a_blob_store_that_dribbles_keeps_the_deadline_of_t
             with pytest.raises(EnvironmentProblem) as exc:
                 fetch_blob_file(ref, BLOB, len(BODY), tmp_path / "kit.tar.gz")
         refused_slow(exc, slow.sent)
+
+
+# -- the helper: its name, where PATH finds it, how it misbehaves --------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["ecr\nlogin", "ecr-login\n", "ecr\x00login", "x" * 300, "ëcr-login", "..", "."]
+)
+def test_attack_a_helper_name_with_odd_characters_is_refused_before_anything_runs(
+    on_path: Path,  # noqa: F811 - the fixture
+    tmp_path: Path,
+    name: str,
+) -> None:
+    """A config naming ``ecr\\nlogin``, a NUL, 300 characters, a non-ASCII letter or ``..``:
+    none is a plain program name. A helper a looser rule would find (``docker-credential-``
+    plus part of the name) exists on PATH and would leave a marker; it never runs."""
+    marker = tmp_path / "ran"
+    for planted in ("ecr", "ecr-login", "x" * 64, ""):
+        helper(on_path, planted, f"touch {marker}\n" + answering(USER, SECRET, marker))
+    config(tmp_path / "docker", {"credHelpers": {"registry.example": name}})
+    with pytest.raises(K3kitError) as exc:
+        credential_for("https://registry.example", "kits/kimi-k3")
+    assert exc.value.code == "OCI_AUTH_FILE_INVALID"
+    assert not marker.exists()
+
+
+@needs_root
+def test_attack_cotenant_helper_in_the_current_folder_reached_by_an_empty_path_entry(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """``PATH=:/usr/bin`` (an empty entry, as a careless profile leaves it) means "the current
+    folder". The victim runs k3kit from a shared folder where the co-tenant planted
+    ``docker-credential-ecr-login``: found there, it is the co-tenant's, and is not run."""
+    with shared_folder() as shared, registry(challenge='Basic realm="reg"') as (host, handler):
+        marker = shared / "ran"
+        plant = (
+            "import os, sys; p = os.path.join(sys.argv[1], 'docker-credential-ecr-login'); "
+            "open(p, 'w').write('#!/bin/sh\\ntouch ' + sys.argv[2] + '\\n'); os.chmod(p, 0o755)"
+        )
+        cotenant_python(plant, str(shared), str(marker))
+        env = env_for(tmp_path, {"credHelpers": {host: "ecr-login"}}, tmp_path / "empty")
+        env["PATH"] = f":{os.environ['PATH']}"
+        done = run_k3kit(
+            "install", f"oci://{host}/{REPO}@{DIGEST}", "--trust", golden.key.public,
+            "--into", tmp_path / "kits", "--json", env=env, cwd=shared,
+        )  # fmt: skip
+        assert not marker.exists(), "the co-tenant's helper ran"
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert json.loads(done.stdout)["error"]["code"] == "OCI_CRED_HELPER_UNSAFE"
+    assert all(sent is None for _, sent in handler.seen)
+
+
+def test_attack_a_helper_that_closes_stdout_and_stays_is_killed_at_its_deadline(
+    on_path: Path,  # noqa: F811 - the fixture
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """EOF on stdout is not the end of a helper: one that closes it and keeps running would
+    hold k3kit in ``wait`` forever. The deadline (lowered to 2 s; it would sleep 10 min)
+    covers the wait too."""
+    monkeypatch.setattr(credhelper, "TIMEOUT_S", 2.0)
+    helper(on_path, "h", "exec >&-\nsleep 600\n")
+    with pytest.raises(EnvironmentProblem) as exc:
+        credential_for("https://registry.example", "kits/kimi-k3")
+    assert exc.value.code == "OCI_CRED_HELPER_FAILED"
+    assert "did not answer within 2 s" in exc.value.message
+
+
+def test_attack_a_helper_that_writes_the_secret_to_stderr_and_exits_0_is_unechoed(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A helper that prints the secret on stderr (its debug line), nothing on stdout, and
+    exits 0: no answer (``OCI_CRED_HELPER_FAILED``), and the secret appears nowhere in
+    k3kit's output, ``--debug`` included (``cli`` checks every byte)."""
+    with registry(challenge='Basic realm="reg"') as (host, handler):
+        helper(tmp_path / "bin", "leaky", f"echo 'token={SECRET}' >&2\nexit 0\n")
+        env = env_for(tmp_path, {"credHelpers": {host: "leaky"}}, tmp_path / "bin")
+        rc, out = cli(env, "install", f"oci://{host}/{REPO}@{DIGEST}",
+                      "--trust", golden.key.public, "--into", tmp_path / "kits")  # fmt: skip
+    assert rc == 4 and out["error"]["code"] == "OCI_CRED_HELPER_FAILED"  # type: ignore[index]
+    assert all(sent is None for _, sent in handler.seen)
