@@ -25,6 +25,7 @@ from k3kit.oci import credhelper, fetch_blob_file, fetch_manifest
 from k3kit.oci._http import Registry
 from k3kit.oci.auth import credential_for
 from k3kit.oci.ref import parse
+from tests.channelkit import init_channel
 from tests.conftest import GoldenKit, run_k3kit
 from tests.cotenant import cotenant_python, needs_root, shared_folder
 from tests.netkit import loopback
@@ -329,4 +330,74 @@ def test_attack_a_helper_that_writes_the_secret_to_stderr_and_exits_0_is_unechoe
         rc, out = cli(env, "install", f"oci://{host}/{REPO}@{DIGEST}",
                       "--trust", golden.key.public, "--into", tmp_path / "kits")  # fmt: skip
     assert rc == 4 and out["error"]["code"] == "OCI_CRED_HELPER_FAILED"  # type: ignore[index]
+    assert all(sent is None for _, sent in handler.seen)
+
+
+class FloodingMirror(Informational):
+    """A channel mirror: its files as they are, except ``flooded``, answered with 1xx forever."""
+
+    folder = Path()
+    flooded = "/metadata/timestamp.json"
+
+    def do_GET(self) -> None:
+        if self.path == self.flooded:
+            return super().do_GET()
+        file = self.folder / self.path.lstrip("/")
+        if ".." in self.path or not file.is_file():
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        data = file.read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return None
+
+
+def test_attack_channel_mirror_flooding_1xx_before_the_timestamp_is_cut_off(
+    one_second: None, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """http.client (under python-tuf's fetcher) skips any number of ``100 Continue`` before a
+    response's real status line; the paced socket under it ends the flood at the deadline."""
+    from k3kit import api
+    from k3kit.signing.keys import load_public
+
+    chan = init_channel(tmp_path / "chan")
+    attrs = {"sent": [], "stop": threading.Event(), "asked": threading.Event()}
+    handler: type[FloodingMirror] = type(
+        "Mirror", (FloodingMirror,), {**attrs, "folder": chan.repo}
+    )
+    with loopback(handler, stop=handler.stop) as host:
+        with pytest.raises(EnvironmentProblem) as exc:
+            api.update_from_channel(
+                f"http://{host}", "stable", chan.root, tmp_path / "kits",
+                [load_public(golden.key.public)], state_dir=tmp_path / "state",
+            )  # fmt: skip
+        assert handler.asked.wait(timeout=60)
+    assert exc.value.code == "CHANNEL_UNREACHABLE" and "too slowly" in str(exc.value)
+    assert not (tmp_path / "kits").exists() or not any((tmp_path / "kits").iterdir())
+
+
+@needs_root
+def test_attack_own_helper_name_linked_to_a_program_the_cotenant_wrote(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The link is the victim's own (in their private bin), but it leads into the shared
+    folder, to a file the co-tenant wrote (and can rewrite): where it leads is judged too."""
+    with shared_folder() as shared, registry(challenge='Basic realm="reg"') as (host, handler):
+        marker = shared / "ran"
+        plant = (
+            "import os, sys; p = os.path.join(sys.argv[1], 'helper'); "
+            "open(p, 'w').write('#!/bin/sh\\ntouch ' + sys.argv[2] + '\\n'); os.chmod(p, 0o755)"
+        )
+        cotenant_python(plant, str(shared), str(marker))
+        own = tmp_path / "bin"
+        own.mkdir()
+        os.symlink(shared / "helper", own / "docker-credential-linked")
+        env = env_for(tmp_path, {"credHelpers": {host: "linked"}}, own)
+        rc, got = _install(env, host, golden, tmp_path / "kits")
+        assert not marker.exists(), "the co-tenant's program ran"
+    assert rc == 4 and got == "OCI_CRED_HELPER_UNSAFE"
     assert all(sent is None for _, sent in handler.seen)
