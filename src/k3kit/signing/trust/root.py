@@ -141,6 +141,9 @@ class CarriedRoots(Mapping[int, bytes]):
     def __getitem__(self, version: int) -> bytes:
         return self._read(self._names[version])
 
+    def __contains__(self, version: object) -> bool:  # by name: Mapping's would read the file
+        return version in self._names
+
     def __iter__(self) -> Iterator[int]:
         return iter(self._names)
 
