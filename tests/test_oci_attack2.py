@@ -97,17 +97,23 @@ PROXY_PASSWORD = "k3kit-proxy-Pw-9Xe4"
 
 
 @pytest.mark.parametrize(
-    "proxy",
-    [f"socks5://alice:{PROXY_PASSWORD}@127.0.0.1:1", "http://[::1", f"ftp://u:{PROXY_PASSWORD}@x"],
+    ("variable", "proxy"),
+    [
+        ("ALL_PROXY", f"socks5://alice:{PROXY_PASSWORD}@127.0.0.1:1"),
+        ("HTTPS_PROXY", "http://[::1"),
+        ("HTTPS_PROXY", f"ftp://u:{PROXY_PASSWORD}@x"),
+        ("SSL_CERT_FILE", "/nonexistent/ca.pem"),
+    ],
 )
 def test_attack_an_unusable_proxy_variable_is_a_named_refusal_not_exit_70(
-    golden: GoldenKit, tmp_path: Path, proxy: str
+    golden: GoldenKit, tmp_path: Path, variable: str, proxy: str
 ) -> None:
     """A site image or a shell profile sets ``ALL_PROXY=socks5://…`` (httpx has no SOCKS without
     socksio), a proxy URL with a broken port, or an ``ftp://`` proxy: the HTTP client refused it
-    while being built, and k3kit answered exit 70, "please report it". It is the caller's
+    while being built (so it did an ``SSL_CERT_FILE`` that is not there), and k3kit answered
+    exit 70, "please report it". It is the caller's
     setting: ``BAD_PROXY_SETTING`` (exit 3), naming the cause, never the URL's password."""
-    env = {"HTTPS_PROXY": proxy, "ALL_PROXY": proxy, "NO_PROXY": "", "no_proxy": ""}
+    env = {variable: proxy, "NO_PROXY": "", "no_proxy": ""}
     env["REGISTRY_AUTH_FILE"] = str(tmp_path / "absent.json")
     done = run_k3kit(
         "--debug", "install", f"oci://registry.example/{REPO}@{DIGEST}",
