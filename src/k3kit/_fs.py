@@ -17,16 +17,17 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from k3kit._text import shown
-from k3kit.errors import EnvironmentProblem, InputError, K3kitError
+from k3kit.errors import EnvironmentProblem, InputError, K3kitError, VerificationError
 
 # The write failures that are the disk's, not the input's: full, over quota, read-only, failing.
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
@@ -108,6 +109,58 @@ class TreeEntry:
     rel: str
     kind: str
     size: int
+
+
+ROOT_DIR = "root"
+MAX_ROOTS = 64
+MAX_ROOT_BYTES = 64 * 1024
+_ROOT_NAME = re.compile(r"^([1-9][0-9]{0,8})\.root\.json$")
+
+
+def root_chain_names(entries: Iterable[tuple[str, str, int]]) -> dict[int, str]:
+    """What a kit's ``root/`` holds, by version: the ONE rule for its chain of roots, whichever
+    form the kit arrives in. ``entries`` are ``(path in the kit, kind, size)`` of ``root`` and of
+    everything under it: a folder's walk, or an archive's tar index before extraction.
+
+    Why one rule, here: a kit's bytes must get one verdict as a folder and as a ``.kit.tar.gz``.
+    The archive's admission (:mod:`k3kit.formats.kitpath`) and the root walk
+    (:mod:`k3kit.signing.trust.root`, which may not import ``formats``) both call this; when each
+    had its own rule, ``root/notes.txt`` was ``ROOT_CHAIN_MALFORMED`` in a folder and
+    ``ARCHIVE_NOT_A_KIT`` in an archive. Only regular files named ``<N>.root.json``, at most
+    :data:`MAX_ROOTS` of them, each at most :data:`MAX_ROOT_BYTES` (judged from the size the
+    folder or the tar header declares, before a byte is read); anything else is
+    ``ROOT_CHAIN_MALFORMED``. Returns version -> path in the kit.
+    """
+    out: dict[int, str] = {}
+    for rel, kind, size in entries:
+        if rel == ROOT_DIR:
+            if kind != "dir":
+                raise _malformed(f"{ROOT_DIR}/ is a {kind}, not a directory")
+            continue
+        name = rel.removeprefix(ROOT_DIR + "/")
+        m = _ROOT_NAME.match(name)
+        if kind != "file" or not m:
+            raise _malformed(f"{rel}: only regular files named <N>.root.json belong there")
+        if size > MAX_ROOT_BYTES:
+            raise _malformed(f"{rel} is {size} bytes, more than a root's {MAX_ROOT_BYTES}")
+        if len(out) >= MAX_ROOTS:
+            raise _malformed(f"more than {MAX_ROOTS} roots under {ROOT_DIR}/")
+        out[int(m.group(1))] = rel
+    return out
+
+
+def is_root_entry(rel: str) -> bool:
+    """True for ``root`` and every path under it (judged by :func:`root_chain_names`)."""
+    return rel == ROOT_DIR or rel.startswith(ROOT_DIR + "/")
+
+
+def _malformed(why: str) -> VerificationError:
+    return VerificationError(
+        why,
+        code="ROOT_CHAIN_MALFORMED",
+        hint=f"a kit's {ROOT_DIR}/ holds only <N>.root.json files: rebuild it with "
+        "`k3kit root attach`, or ask the publisher for the genuine kit",
+    )
 
 
 def walk(
@@ -495,14 +548,21 @@ def program_on_path(name: str, search: str | None = None) -> tuple[Path, Path | 
     credential helper), so each is judged by the same rule before it runs: a ``PATH`` may lead
     through ``/tmp/bin`` or ``.``, and whatever another user placed there would run as this
     user. Each caller words the refusal itself (a raised code, or a reason in a report). A name
-    with a ``/`` is never looked up (``shutil.which`` would take it as a path, ``../x`` too)."""
+    with a ``/`` is never looked up (``shutil.which`` would take it as a path, ``../x`` too).
+
+    The name is judged as found as well as where it leads: a co-tenant who can write a folder on
+    ``PATH`` cannot place a program of theirs, but can place a LINK by that name to one of
+    root's (``docker-credential-x -> /usr/bin/env``: ``env get`` then runs their ``get``, found
+    on the same ``PATH``). So the entry found (a link owned by another user, or a folder on its
+    way they can rename entries of: :func:`swappable_on_the_way`) is refused like a program
+    they own."""
     if not name or os.sep in name or "\0" in name:
         return None
     found = shutil.which(name, path=search if search is not None else os.environ.get("PATH"))
     if found is None:
         return None
     real = Path(os.path.realpath(found))
-    return real, placeable_by_others(real)
+    return real, swappable_on_the_way(Path(os.path.abspath(found))) or placeable_by_others(real)
 
 
 def foreign_entry(root: Path, *, read_only: bool) -> str | None:

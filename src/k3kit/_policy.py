@@ -16,7 +16,7 @@ import ipaddress
 import re
 import time
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar, Token
 from typing import Any, TypeVar
 from urllib.parse import SplitResult, urljoin, urlsplit
@@ -295,6 +295,31 @@ class PacedBackend:
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
+
+
+class UnusableEnvironment(Exception):
+    """An HTTP client could not be built from this process's environment (the caller maps it
+    to its registered code, ``BAD_PROXY_SETTING``: this layer imports no error type)."""
+
+
+def client_from_env(make: Callable[[], _Client]) -> _Client:
+    """``make()`` (an ``httpx.Client`` or ``httpx2.Client`` that reads its proxies and CA files
+    from the environment), paced (:func:`pace_client`). The one constructor of every such client
+    k3kit builds: a client reads ``HTTPS_PROXY``, ``ALL_PROXY``, ``SSL_CERT_FILE`` when it is
+    built, and one it cannot use (``socks5://`` without socksio, ``ftp://``, a port that is no
+    number) raised ImportError or ValueError there: exit 70 from a variable a site's image or
+    shell profile set. It is :class:`UnusableEnvironment`, naming the cause (a proxy URL may hold a
+    password, so the message is the client's own words about it, never the variable's value)."""
+    try:
+        client = make()
+    except Exception as exc:
+        raise UnusableEnvironment(f"{type(exc).__name__}: {_without_urls(str(exc))}") from None
+    return pace_client(client)
+
+
+def _without_urls(text: str) -> str:
+    """``text`` with anything URL-like (which may carry ``user:password@``) replaced."""
+    return re.sub(r"[A-Za-z][A-Za-z0-9+.-]*://\S*|URL\('[^']*'\)", "(a URL)", text)
 
 
 def pace_client(client: _Client) -> _Client:

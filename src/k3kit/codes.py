@@ -321,6 +321,11 @@ class InputCode(ErrorCode):
 
     BAD_INPUT = "BAD_INPUT", _INPUT, "malformed input (generic)"
     BAD_ENDPOINT = "BAD_ENDPOINT", _INPUT, "HF_ENDPOINT is not a usable URL"
+    BAD_PROXY_SETTING = (
+        "BAD_PROXY_SETTING",
+        _INPUT,
+        "a proxy or TLS variable of the environment (HTTPS_PROXY, ALL_PROXY, ...) is unusable",
+    )
     BAD_REPO_ID = "BAD_REPO_ID", _INPUT, "not a hub repo id"
     DEPLOY_TARGET_UNKNOWN = (
         "DEPLOY_TARGET_UNKNOWN",

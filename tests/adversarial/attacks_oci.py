@@ -222,3 +222,13 @@ def install_oci_with_a_credential_helper_that_fails_printing_its_secret(w: Workb
     helper_dir.mkdir()
     body = "echo 'secret-k3kit-corpus-7Yw rejected'\necho 'secret-k3kit-corpus-7Yw' >&2\nexit 5\n"
     return _with_helper(w, "failing", helper_dir, body)
+
+
+@attack("BAD_PROXY_SETTING", exit_code=3)
+def install_oci_through_a_socks_proxy_variable_the_client_cannot_use(w: Workbench) -> Argv:
+    """``ALL_PROXY=socks5://…`` from a site image (httpx has no SOCKS without socksio): the
+    client refused it while being built, and k3kit said exit 70, "please report it"."""
+    w.env.update({"ALL_PROXY": "socks5://u:pw@127.0.0.1:1", "HTTPS_PROXY": "", "NO_PROXY": ""})
+    w.env["REGISTRY_AUTH_FILE"] = str(w.root / "absent.json")
+    ref = "oci://registry.example.com/kits/kimi-k3" + _DIGEST
+    return ["install", ref, "--trust", w.trust, "--into", w.root / "kits"]

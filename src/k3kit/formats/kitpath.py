@@ -27,10 +27,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from k3kit._fs import is_root_entry, root_chain_names
 from k3kit._text import shown
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_document
-from k3kit.formats.manifest import EVIDENCE_DIR, MANIFEST_NAME, ROOT_DIR, UNLISTED
+from k3kit.formats.manifest import EVIDENCE_DIR, MANIFEST_NAME, UNLISTED
 from k3kit.models import lite
 
 if TYPE_CHECKING:  # the archive reader is imported by the one function that reads an archive
@@ -41,10 +42,9 @@ TargetKind = Literal["directory", "archive", "lock", "receipt"]
 KIT_KINDS: tuple[TargetKind, ...] = ("directory", "archive")
 RECEIPT_SUFFIX = ".dsse.json"
 MAX_MANIFEST_BYTES = MAX_DOCUMENT_BYTES  # as verify reads it
-# The unlisted files a kit may carry besides UNLISTED: evidence/<run id>.json, root/<N>.root.json.
-_UNLISTED_NAMES = re.compile(
-    rf"^(?:{EVIDENCE_DIR}/[a-z0-9][a-z0-9._-]{{0,63}}\.json|{ROOT_DIR}/[1-9][0-9]{{0,8}}\.root\.json)$"
-)
+# The unlisted files a kit may carry besides UNLISTED and root/ (k3kit._fs.root_chain_names):
+# evidence/<run id>.json.
+_UNLISTED_NAMES = re.compile(rf"^{EVIDENCE_DIR}/[a-z0-9][a-z0-9._-]{{0,63}}\.json$")
 
 
 def classify(target: Path) -> TargetKind:
@@ -144,13 +144,14 @@ class Authenticate(NamedTuple):  # a NamedTuple: cheaper to create at start-up t
 
     ``documents`` names the small members to keep from the index pass (name -> most bytes kept:
     the receipt, ``MANIFEST.json``, the root files a pinned root can reach); ``check`` is given
-    the kept bytes and raises unless the receipt is signed by a trusted key and signs exactly
-    that ``MANIFEST.json`` (:func:`k3kit.node.verify.signed_manifest_check` builds both; this layer
-    cannot import the verifier).
+    the index (every member, and the kept bytes) and raises unless the receipt is signed by a
+    trusted key and signs exactly that ``MANIFEST.json``
+    (:func:`k3kit.node.verify.signed_manifest_check` builds both; this layer cannot import the
+    verifier).
     """
 
     documents: Mapping[str, int]
-    check: Callable[[Mapping[str, bytes]], None]
+    check: Callable[[ArchiveIndex], None]
 
 
 def extract_kit(
@@ -171,7 +172,7 @@ def extract_kit(
     def admit(index: ArchiveIndex) -> None:
         admit_kit_archive(index)
         if authenticate is not None:
-            authenticate.check(index.documents)
+            authenticate.check(index)
 
     from k3kit.archive import extract_safely  # a kit folder never needs the archive reader
 
@@ -196,6 +197,8 @@ def admit_kit_archive(index: ArchiveIndex) -> None:
     (:func:`k3kit.node.verify.check_signed_manifest`), so a forger who writes a matching manifest is
     refused before anything is written too.
     """
+    # root/ first, by the rule a kit folder's root walk uses: one verdict in both forms.
+    root_chain_names((m.name, m.kind, m.size) for m in index.members if is_root_entry(m.name))
     data = index.documents.get(MANIFEST_NAME)
     if data is None:
         raise _not_a_kit(f"no {MANIFEST_NAME} of at most {MAX_MANIFEST_BYTES} bytes")
@@ -226,7 +229,11 @@ def kit_members_problem(
     listed = {entry.path: entry.size for entry in manifest.files}
     holders: set[str] = set()
     folders: list[str] = []
+    roots: list[tuple[str, str, int]] = []
     for name, kind, size in members:
+        if is_root_entry(name):
+            roots.append((name, kind, size))
+            continue
         if kind == "dir":
             folders.append(name)
             continue
@@ -241,7 +248,11 @@ def kit_members_problem(
         holders.update("/".join(parts[:i]) for i in range(1, len(parts)))
     if listed:
         return f"{min(listed)!r} is listed in {MANIFEST_NAME} but missing"
-    holders |= {EVIDENCE_DIR, ROOT_DIR}  # a kit may carry them empty (the verifier allows it)
+    try:
+        root_chain_names(roots)
+    except VerificationError as exc:
+        return exc.message
+    holders.add(EVIDENCE_DIR)  # a kit may carry it empty (the verifier allows it)
     empty = [name for name in folders if name not in holders]
     if empty:
         return f"folder {empty[0]!r} holds no file of the kit"

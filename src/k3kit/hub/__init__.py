@@ -28,8 +28,8 @@ from huggingface_hub import HfApi, RepoFile, get_hf_file_metadata, get_session, 
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from k3kit._digest import Cancelled
-from k3kit._policy import Deadline, pace_client, same_origin
-from k3kit.errors import EnvironmentProblem, K3kitError
+from k3kit._policy import Deadline, UnusableEnvironment, client_from_env, pace_client, same_origin
+from k3kit.errors import EnvironmentProblem, InputError, K3kitError
 from k3kit.hub._errors import (
     FATAL_CODES,
     TRANSIENT_CODES,
@@ -97,9 +97,17 @@ class HfHub:
         # connection fails, under the feet of other threads still downloading (exit 70 before).
         # Every read of it (a body's head too) waits at most what is left of the active
         # Deadline (_policy.pace_client); huggingface_hub's shared session is paced where used.
-        self._client = pace_client(
-            httpx2.Client(follow_redirects=True, timeout=httpx2.Timeout(timeout))
-        )
+        try:
+            self._client = client_from_env(
+                lambda: httpx2.Client(follow_redirects=True, timeout=httpx2.Timeout(timeout))
+            )
+        except UnusableEnvironment as exc:
+            raise InputError(
+                f"cannot reach {self.endpoint} through this environment's proxy or TLS "
+                f"settings: {exc}",
+                code="BAD_PROXY_SETTING",
+                hint="fix or unset HTTPS_PROXY / HTTP_PROXY / ALL_PROXY (and SSL_CERT_FILE)",
+            ) from None
         self._api = HfApi(endpoint=self.endpoint, token=self._token)
         disable_progress_bars()  # levels below the CLI never print; the CLI shows its own progress
 

@@ -45,7 +45,7 @@ from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.formats.kitpath import extract_kit
 from k3kit.formats.manifest import MANIFEST_NAME, RECEIPT_NAME
 from k3kit.node.verify import KitNotVerified, Report, TrustSource, signed_manifest_check, verify_dir
-from k3kit.signing.trust import RollbackPolicy
+from k3kit.signing.trust import RollbackPolicy, kit_roots
 
 _STAGING_PREFIX = ".k3kit-install-"
 
@@ -69,6 +69,7 @@ def _copy_kit_dir(source: Path, dest: Path) -> None:
     As for an archive, the work is budgeted before it is done: every entry is checked and the
     count and sizes are held to the archive caps before the first byte is copied, and each file
     is copied up to the size seen then (one that grows meanwhile is ``KIT_CHANGED``)."""
+    kit_roots(source)  # root/ by the one rule verify and an archive's index use (same codes)
     entries = _budgeted_entries(source)
     need_free_space(dest.parent, sum(e.size for e in entries), what=f"copying {source.name}")
     dest.mkdir(mode=0o700)

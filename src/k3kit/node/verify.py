@@ -49,10 +49,11 @@ from k3kit.signing.sign import (
 )
 from k3kit.signing.trust import RollbackPolicy, RootAnchor, Trust
 from k3kit.signing.trust import rollback as rollback_state
-from k3kit.signing.trust.root import MAX_ROOT_BYTES, kit_roots
+from k3kit.signing.trust.root import MAX_ROOT_BYTES, indexed_roots, kit_roots
 from k3kit.signing.trust.source import TrustSource as TrustSource  # its home; re-exported
 
 if TYPE_CHECKING:  # the hashing engine is imported only when --weights asks for it
+    from k3kit.archive import ArchiveIndex
     from k3kit.models import KitInfo, Manifest, WeightsLock
     from k3kit.weights import WeightsOptions
 
@@ -206,6 +207,7 @@ class _State:
         *,
         statement: lite.Statement | None = None,
         documents: Mapping[str, bytes] | None = None,
+        roots: Mapping[int, bytes] | None = None,
     ) -> None:
         self.kit_dir, self.source, self.rollback = kit_dir, source, rollback
         self.trust: Trust | None = None
@@ -222,19 +224,15 @@ class _State:
         # An archive's receipt, manifest and roots kept from its tar index: the first checks
         # then run on these bytes, before anything is extracted (:func:`signed_manifest_check`).
         self.documents = documents
-
-
-def _offered_roots(anchor: RootAnchor, documents: Mapping[str, bytes]) -> dict[int, bytes]:
-    names = {v: f"{ROOT_DIR}/{v}.root.json" for v in anchor.reachable_versions()}
-    return {v: documents[name] for v, name in names.items() if name in documents}
+        self.roots = roots  # the archive's root/ chain, by version (every version it holds)
 
 
 def _step_trust(st: _State, check: Check) -> None:
     if isinstance(st.source, RootAnchor):  # walks the kit's root/ chain, persists new roots
-        if st.documents is None:
+        if st.roots is None:
             st.trust, new = st.source.resolve(st.kit_dir)
-        else:
-            st.trust, new = st.source.resolve(None, offered=_offered_roots(st.source, st.documents))
+        else:  # an archive's chain, read from its index by the folder's rule (indexed_roots)
+            st.trust, new = st.source.resolve(None, offered=st.roots)
         check.detail = st.trust.description
         if new:
             check.detail += f"; accepted root version(s) {', '.join(map(str, new))} from the kit"
@@ -605,8 +603,11 @@ def signed_manifest_check(trusted: TrustSource, *, label: str) -> Authenticate:
         for v in trusted.reachable_versions():
             documents[f"{ROOT_DIR}/{v}.root.json"] = MAX_ROOT_BYTES
 
-    def check(kept: Mapping[str, bytes]) -> None:
-        st = _State(Path(label), trusted, documents=kept)  # no step reads the path
+    def check(index: ArchiveIndex) -> None:
+        members = ((m.name, m.kind, m.size) for m in index.members)
+        roots = indexed_roots(members, index.documents)
+        # no step reads the path
+        st = _State(Path(label), trusted, documents=index.documents, roots=roots)
         report = Report(label)
         _run_steps(st, report, [s for s in STEPS if s[0] in _BEFORE_EXTRACTION])
         _add_facts(st, report)

@@ -23,15 +23,16 @@ from k3kit._fs import open_nofollow
 from k3kit._policy import (
     Deadline,
     ReadTooSlow,
+    UnusableEnvironment,
+    client_from_env,
     is_loopback,
     join_url,
-    pace_client,
     redirect_refusal,
     same_origin,
     split_url,
     url_refusal,
 )
-from k3kit.errors import EnvironmentProblem, VerificationError
+from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.oci.auth import (
     TOKEN,
     Challenge,
@@ -79,9 +80,19 @@ class Registry:
         # A proxy named in the environment is for the outside world, not for this machine.
         # Every read (status line and headers too) waits at most what is left of the active
         # Deadline: a head dribbled a byte at a time cannot outlast it (_policy.pace_client).
-        self._client = pace_client(
-            httpx.Client(follow_redirects=False, timeout=_TIMEOUT, trust_env=not loopback)
-        )
+        try:
+            self._client = client_from_env(
+                lambda: httpx.Client(
+                    follow_redirects=False, timeout=_TIMEOUT, trust_env=not loopback
+                )
+            )
+        except UnusableEnvironment as exc:
+            raise InputError(
+                f"cannot reach {self.base} through this environment's proxy or TLS settings: {exc}",
+                code="BAD_PROXY_SETTING",
+                hint="fix or unset HTTPS_PROXY / HTTP_PROXY / ALL_PROXY (and SSL_CERT_FILE); "
+                "a registry on this machine is reached without them",
+            ) from None
         self._authorization: str | None = None
         self._credential: Credential | None = None
         self._looked_up = False

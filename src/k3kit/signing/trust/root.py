@@ -15,8 +15,8 @@ that expired long ago to reach the current one.
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -24,7 +24,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from k3kit._fs import atomic_write, read_capped, walk
+from k3kit._fs import MAX_ROOT_BYTES as MAX_ROOT_BYTES  # the root-chain rule's home; re-exported
+from k3kit._fs import MAX_ROOTS as MAX_ROOTS
+from k3kit._fs import ROOT_DIR as ROOT_DIR
+from k3kit._fs import (
+    atomic_write,
+    is_root_entry,
+    read_capped,
+    root_chain_names,
+    walk,
+)
 from k3kit._values import format_timestamp, parse_timestamp
 from k3kit.errors import InputError, VerificationError
 from k3kit.signing.trust import rollback
@@ -34,11 +43,6 @@ if TYPE_CHECKING:  # python-tuf and the custom fields' model: imported where a r
     from tuf.api.metadata import Root
 
     from k3kit.signing.trust.model import RootRules
-
-MAX_ROOT_BYTES = 64 * 1024
-MAX_ROOTS = 64
-ROOT_DIR = "root"
-_NAME = re.compile(r"^([1-9][0-9]{0,8})\.root\.json$")
 
 
 @dataclass(frozen=True)
@@ -81,35 +85,74 @@ def unverified_version(data: bytes, source: str) -> int:
     return tufroot.parse(data, source).version
 
 
-def kit_roots(kit_dir: Path) -> dict[int, bytes]:
-    """The root chain a kit carries: only regular files named ``<N>.root.json`` under ``root/``."""
+def kit_roots(kit_dir: Path) -> CarriedRoots:
+    """The root chain a kit folder carries (``root/<N>.root.json``), by the one rule."""
     return read_roots(kit_dir / ROOT_DIR)
 
 
-def read_roots(folder: Path) -> dict[int, bytes]:
-    """Root files by version from ``folder`` (absent: none); anything else there is refused."""
+def read_roots(folder: Path) -> CarriedRoots:
+    """Root files by version from ``folder`` (absent: none), read when the walk asks for them;
+    anything but regular ``<N>.root.json`` files there is ``ROOT_CHAIN_MALFORMED``."""
     if not folder.exists() and not folder.is_symlink():
-        return {}
-    if folder.is_symlink() or not folder.is_dir():
-        raise VerificationError(f"{ROOT_DIR}/ is not a directory", code="ROOT_CHAIN_MALFORMED")
-    out: dict[int, bytes] = {}
-    for entry in walk(folder):
-        m = _NAME.match(entry.rel)
-        if entry.kind != "file" or not m:
-            raise VerificationError(
-                f"{ROOT_DIR}/{entry.rel}: only regular files named <N>.root.json belong there",
-                code="ROOT_CHAIN_MALFORMED",
-            )
-        if len(out) >= MAX_ROOTS:
-            raise VerificationError(f"more than {MAX_ROOTS} roots", code="ROOT_CHAIN_MALFORMED")
-        out[int(m.group(1))] = read_capped(
-            folder / entry.rel,
+        return CarriedRoots({}, _no_read)
+    kind = "symlink" if folder.is_symlink() else "dir" if folder.is_dir() else "file"
+    walked = walk(folder) if kind == "dir" else iter(())
+    inside = ((f"{ROOT_DIR}/{e.rel}", e.kind, e.size) for e in walked)
+    # a generator: the rule stops the walk at the first entry it refuses (a root/ of a million
+    # files costs MAX_ROOTS + 1 of them)
+    names = root_chain_names(itertools.chain([(ROOT_DIR, kind, 0)], inside))
+
+    def read(rel: str) -> bytes:
+        return read_capped(
+            folder / rel.removeprefix(ROOT_DIR + "/"),
             MAX_ROOT_BYTES,
-            what=f"{ROOT_DIR}/{entry.rel}",
+            what=rel,
             error=VerificationError,
             code="ROOT_CHAIN_MALFORMED",
         )
-    return out
+
+    return CarriedRoots(names, read)
+
+
+def indexed_roots(
+    members: Iterable[tuple[str, str, int]], kept: Mapping[str, bytes]
+) -> CarriedRoots:
+    """The root chain of an archive, from its tar index before extraction, by the same rule as
+    a folder's (:func:`k3kit._fs.root_chain_names`): every version its ``root/`` holds, so a
+    root beyond the walk's reach is a ``ROOT_CHAIN_GAP`` here as in the folder. ``kept`` holds
+    the bytes of the versions a walk can reach (the only ones it reads)."""
+    names = root_chain_names(m for m in members if is_root_entry(m[0]))
+
+    def read(rel: str) -> bytes:
+        if rel not in kept:  # never asked: the walk reads only the versions it can reach
+            raise VerificationError(f"{rel} was not read from the archive", code="ROOT_CHAIN_GAP")
+        return kept[rel]
+
+    return CarriedRoots(names, read)
+
+
+class CarriedRoots(Mapping[int, bytes]):
+    """The roots a kit (or the node's state folder) carries, by version: every version present,
+    each read on first use, so a folder and an archive hand the walk the same versions."""
+
+    def __init__(self, names: Mapping[int, str], read: Callable[[str], bytes]) -> None:
+        self._names, self._read = dict(names), read
+
+    def __getitem__(self, version: int) -> bytes:
+        return self._read(self._names[version])
+
+    def __contains__(self, version: object) -> bool:  # by name: Mapping's would read the file
+        return version in self._names
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _no_read(rel: str) -> bytes:
+    raise KeyError(rel)
 
 
 @dataclass(frozen=True)
@@ -280,9 +323,9 @@ def _one_lineage(start: VerifiedRoot, walked: Mapping[int, VerifiedRoot], source
     this the first source silently won, so a thief of a rotated-out root key could hand a node
     that had already walked the channel to the real root 2 a kit carrying their own root 2."""
     for where, roots in sources:
-        for v, data in roots.items():
+        for v in roots:  # only the versions walked are read (a kit's roots are read on use)
             chosen = walked.get(v)
-            if chosen is None or data == chosen.data:
+            if chosen is None or (data := roots[v]) == chosen.data:
                 continue
             source = f"{where} root {v}.root.json"
             other = verify_root(data, trusted=walked.get(v - 1, start), source=source)
