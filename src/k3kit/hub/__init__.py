@@ -28,7 +28,14 @@ from huggingface_hub import HfApi, RepoFile, get_hf_file_metadata, get_session, 
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from k3kit._digest import Cancelled
-from k3kit._policy import Deadline, UnusableEnvironment, client_from_env, pace_client, same_origin
+from k3kit._policy import (
+    READ_FLOOR_RATE,
+    Deadline,
+    UnusableEnvironment,
+    client_from_env,
+    pace_client,
+    same_origin,
+)
 from k3kit.errors import EnvironmentProblem, InputError, K3kitError
 from k3kit.hub._errors import (
     FATAL_CODES,
@@ -44,10 +51,11 @@ __all__ = ["DEFAULT_ENDPOINT", "FATAL_CODES", "TRANSIENT_CODES", "HfHub", "HubFi
 
 T = TypeVar("T")
 
-#: The most an API answer of the hub (a model's info, a whole tree listing with its pages) is
-#: taken to be, for its Deadline only: 16 MiB, so 256 s at the floor's 64 KiB/s. Listings of
-#: real model repositories are KBs to a few MBs; the point is a bound, not a tight one.
-API_ANSWER_BYTES = 16 * 1024 * 1024
+#: How long the hub may take over one API answer (a model's info, a whole tree listing with its
+#: pages): 256 s, written as the size that gives it at the floor rate, since a Deadline is sized
+#: in bytes. Listings of real model repositories are KBs to a few MBs, seconds even on a slow
+#: link; the point is a bound, not a tight one.
+API_ANSWER_BYTES = 256 * READ_FLOOR_RATE
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
