@@ -41,6 +41,19 @@ class Kept:
         self.data += data
 
 
+def _read_shard(client: httpx2.Client, host: str, sink: Kept) -> None:
+    """pull's read of one weights file from the dribbling server at ``host``."""
+    stream_body(
+        client,
+        f"http://{host}/org/model/resolve/{COMMIT}/model.safetensors",
+        {},
+        size=len(BODY),
+        what="model.safetensors",
+        sink=sink,
+        cancel=threading.Event(),
+    )
+
+
 def test_attack_a_weights_file_dribbled_a_byte_at_a_time_is_cut_off_at_its_deadline() -> None:
     sink = Kept()
     with (
@@ -48,15 +61,7 @@ def test_attack_a_weights_file_dribbled_a_byte_at_a_time_is_cut_off_at_its_deadl
         httpx2.Client(timeout=5) as client,
         pytest.raises(_policy.ReadTooSlow) as exc,
     ):
-        stream_body(
-            client,
-            f"http://{host}/org/model/resolve/{COMMIT}/model.safetensors",
-            {},
-            size=len(BODY),
-            what="model.safetensors",
-            sink=sink,
-            cancel=threading.Event(),
-        )
+        _read_shard(client, host, sink)
     assert len(handler.sent) < len(BODY) and len(sink.data) < len(BODY)
     # what the hub client's retry loop makes of it (read_file's test below goes through it)
     problem = translate(exc.value, f"http://{host}", "org/model", COMMIT, "model.safetensors")
@@ -86,15 +91,7 @@ def test_attack_a_weights_file_s_head_dribbled_a_byte_at_a_time_is_cut_off() -> 
         httpx2.Client(timeout=5) as client,
         pytest.raises(_policy.ReadTooSlow),
     ):
-        stream_body(
-            client,
-            f"http://{host}/org/model/resolve/{COMMIT}/model.safetensors",
-            {},
-            size=len(BODY),
-            what="model.safetensors",
-            sink=sink,
-            cancel=threading.Event(),
-        )
+        _read_shard(client, host, sink)
     assert len(handler.sent) < len(head_of(BODY)) and not sink.data
 
 
