@@ -128,6 +128,26 @@ def _run_command(argv: list[str], script: str) -> int:
     return status
 
 
+def _running_coverage() -> Any:
+    """The coverage.py measurement of this process (the suite's ``--cov``), or None."""
+    coverage = sys.modules.get("coverage")
+    return coverage.Coverage.current() if coverage is not None else None
+
+
+def _own_coverage() -> None:
+    """Measure the child as coverage.py measures any new process of the suite (``patch =
+    ["subprocess"]``): with a Coverage of its own and its own data file. The server's, inherited
+    by the fork, would write every child's lines under one file name (its suffix was chosen at
+    the server's start), so it is dropped unsaved; this is what coverage's own ``patch =
+    ["fork"]`` does in a child."""
+    current = _running_coverage()
+    if current is None:
+        return
+    current._auto_save = False
+    current.stop()
+    sys.modules["coverage"].process_startup(force=True)
+
+
 def _child(conn: socket.socket, request: dict[str, Any], fds: list[int], script: str) -> None:
     """Become the command: its descriptors, folder, environment and umask; report its status."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -138,6 +158,7 @@ def _child(conn: socket.socket, request: dict[str, Any], fds: list[int], script:
     os.environ.clear()
     os.environ.update(request["env"])
     os.umask(int(request["umask"]))
+    _own_coverage()
     status = _run_command(list(request["argv"]), script)
     try:
         conn.sendall(_STATUS.pack(status))
@@ -171,6 +192,9 @@ def serve(sock_path: Path, script: str, log: Path) -> None:
     sys.path[0] = str(Path(script).parent)  # as for the venv's script: its own folder first
     for name in PRELOAD:
         importlib.import_module(name)
+    measuring = _running_coverage()
+    if measuring is not None:  # the imports' lines: a child measures from the fork on
+        measuring.save()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(sock_path) + ".tmp")
