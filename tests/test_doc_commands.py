@@ -15,6 +15,10 @@ CLI fails this test. The rule, also stated in docs/runbook-buyer.md ("How the do
   ``<!-- background: FILE -->`` starts it in the background (a server) and waits for FILE, which
   it writes once it listens; it is stopped when the document is done.
 * Every block that is not marked not-run must run and end with its expected exit code.
+* The blocks' ``k3kit`` is :mod:`tests.docfork`'s launcher: the real command, forked from a
+  process per document that has k3kit imported (or the venv's script itself where a fork could
+  differ); :func:`test_a_forked_k3kit_gives_the_bytes_of_a_real_one` holds it to the bytes of
+  the real script.
 """
 
 from __future__ import annotations
