@@ -21,8 +21,9 @@ venv's script, by ``exec``): when the command's environment differs from the ser
 anything but what bash sets itself (``PWD``, ``SHLVL``, ``_``, ``OLDPWD``), because a library
 may read a variable once at import (huggingface_hub reads ``HF_ENDPOINT``: README's
 ``HF_ENDPOINT=... k3kit pull`` runs as a real process); for ``launch`` without ``--dry-run``
-(it execs the engine, as tests/clirunner.py also says); when ``K3KIT_TEST_CLI=process`` (to
-compare both ways by hand); and when no server answers. Every call is logged with which way it
+(it execs the engine, as tests/clirunner.py also says); when ``K3KIT_TEST_CLI=process`` is in
+the command's environment, or in the test's (then no server is started: to compare both ways by
+hand); and when no server answers. Every call is logged with which way it
 ran (:func:`served`), and tests/test_doc_commands.py checks that forks and real processes give
 the same bytes.
 """
