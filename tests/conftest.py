@@ -184,6 +184,23 @@ def kit(golden: GoldenKit, tmp_path: Path) -> Path:
     return dest
 
 
+@dataclass(frozen=True)
+class DemoRun:
+    folder: Path  # what `k3kit demo --workdir FOLDER` wrote: read it, or copy it to change it
+    stdout: str
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """One ``k3kit demo`` run (5-6 s of CPU: the whole pipeline) for the tests that read what it
+    printed or wrote; three test files each ran their own. A test that changes the folder works
+    on a copy (``shutil.copytree(demo_run.folder, ..., symlinks=True)``)."""
+    folder = tmp_path_factory.mktemp("demo-run") / "demo"
+    proc = run_k3kit("demo", "--workdir", folder)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return DemoRun(folder, proc.stdout)
+
+
 @pytest.fixture
 def weights(golden: GoldenKit, tmp_path: Path) -> Path:
     """A private plain-folder copy of the golden weights (symlinks resolved)."""

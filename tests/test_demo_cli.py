@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import GoldenKit, run_k3kit
+from tests.conftest import DemoRun, GoldenKit, run_k3kit
 
 
-def test_demo_runs_end_to_end_and_shows_both_tamper_rejections(tmp_path: Path) -> None:
-    proc = run_k3kit("demo", "--workdir", tmp_path / "demo")
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
+def test_demo_runs_end_to_end_and_shows_both_tamper_rejections(
+    demo_run: DemoRun, tmp_path: Path
+) -> None:
+    out, work = demo_run.stdout, tmp_path / "demo"
+    shutil.copytree(demo_run.folder, work, symlinks=True)  # the refusal below runs on a copy
     assert "STAND-IN" in out and "1.56 TB" in out
     assert "kit+weights            VERIFIED" in out
     assert "archive+weights        VERIFIED" in out
     assert "tampered kit file      REJECTED (kit_files:KIT_FILE_CHANGED)" in out
     assert "tampered weight shard  REJECTED (weights:WEIGHTS_DIGEST_MISMATCH)" in out
-    assert (tmp_path / "demo" / "kimi-k3-b300x8-1.0.0.kit.tar.gz").is_file()
+    assert (work / "kimi-k3-b300x8-1.0.0.kit.tar.gz").is_file()
     # the maintenance channel: a second folder updated from 1.0.0 to 1.1.0 over a loopback server
     assert "update   kimi-k3-b300x8 1.0.0 -> " in out and "update   kimi-k3-b300x8 1.1.0 -> " in out
-    fleet = sorted(p.name for p in (tmp_path / "demo" / "fleet").iterdir())
+    fleet = sorted(p.name for p in (work / "fleet").iterdir())
     assert fleet == ["kimi-k3-b300x8-1.0.0", "kimi-k3-b300x8-1.1.0"]
-    notes = (tmp_path / "demo" / "release-notes-1.1.0.md").read_text()
+    notes = (work / "release-notes-1.1.0.md").read_text()
     assert "max-num-seqs: 256 → 512" in notes
-    again = run_k3kit("demo", "--workdir", tmp_path / "demo")
+    again = run_k3kit("demo", "--workdir", work)
     assert again.returncode == 3 and "--force" in again.stderr
 
 

@@ -15,6 +15,10 @@ CLI fails this test. The rule, also stated in docs/runbook-buyer.md ("How the do
   ``<!-- background: FILE -->`` starts it in the background (a server) and waits for FILE, which
   it writes once it listens; it is stopped when the document is done.
 * Every block that is not marked not-run must run and end with its expected exit code.
+* The blocks' ``k3kit`` is :mod:`tests.docfork`'s launcher: the real command, forked from a
+  process per document that has k3kit imported (or the venv's script itself where a fork could
+  differ); :func:`test_a_forked_k3kit_gives_the_bytes_of_a_real_one` holds it to the bytes of
+  the real script.
 """
 
 from __future__ import annotations
@@ -25,12 +29,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests import docfork
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = (
@@ -164,13 +171,51 @@ def _workspace(tmp_path: Path, demo: Path) -> Path:
 
 
 class Runner:
-    """Runs one document's blocks in order in ``ws``; stops its background servers at the end."""
+    """Runs one document's blocks in order in ``ws``; stops its background servers at the end.
 
-    def __init__(self, ws: Path) -> None:
+    With ``fork``, the blocks' ``k3kit`` is :mod:`tests.docfork`'s shim, served by one server
+    per document started here (with the blocks' own environment): the same command, without an
+    interpreter's and k3kit's start-up per call."""
+
+    def __init__(self, ws: Path, *, fork: bool = False) -> None:
         self.ws, self.env = ws, _env(ws)
         self.background: list[subprocess.Popen[bytes]] = []
         self.failures: list[str] = []
         self.ran: list[Block] = []
+        self.fork_log = ws.parent / f"{ws.name}-docfork" / "calls.jsonl"
+        self.fork_sock: Path | None = None
+        if fork:
+            self._start_fork_server()
+
+    def _start_fork_server(self) -> None:
+        here = self.fork_log.parent
+        # a short folder of its own: a Unix socket's path is limited to 107 bytes
+        self.fork_sock = sock = Path(tempfile.mkdtemp(prefix="k3df-")) / "s"
+        docfork.write_shim(here / "bin", sock)
+        self.env["PATH"] = f"{here / 'bin'}{os.pathsep}{self.env['PATH']}"
+        log = (here / "server.log").open("wb")
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                docfork.__file__,
+                str(sock),
+                docfork.real_k3kit()[0],
+                str(self.fork_log),
+            ],
+            cwd=self.ws,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.background.append(server)
+        deadline = time.monotonic() + READY_TIMEOUT  # a hang guard, not a timing assertion
+        while not sock.exists() and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sock.exists(), (
+            f"the k3kit fork server did not start: {(here / 'server.log').read_text()}"
+        )
 
     def run(self, block: Block) -> None:
         if block.mark == "not-run":
@@ -229,10 +274,12 @@ class Runner:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        if self.fork_sock is not None:
+            shutil.rmtree(self.fork_sock.parent, ignore_errors=True)
 
 
-def run_doc(blocks: list[Block], ws: Path) -> Runner:
-    runner = Runner(ws)
+def run_doc(blocks: list[Block], ws: Path, *, fork: bool = False) -> Runner:
+    runner = Runner(ws, fork=fork)
     try:
         for block in blocks:
             runner.run(block)
@@ -269,9 +316,67 @@ def test_every_command_block_runs_as_written(doc: str, workspace: Path) -> None:
     blocks = extract_blocks(doc, (ROOT / doc).read_text(encoding="utf-8"))
     runnable = [b for b in blocks if b.mark != "not-run"]
     assert runnable, f"{doc}: no runnable command block (the test would check nothing)"
-    runner = run_doc(blocks, workspace)
+    by_hand = os.environ.get("K3KIT_TEST_CLI") == "process"  # every k3kit a real process
+    runner = run_doc(blocks, workspace, fork=not by_hand)
     assert runner.failures == []
     assert [b.line for b in runner.ran] == [b.line for b in runnable]
+
+
+# Each line exercises one thing a fork must carry over from the shim: exit codes (a refusal, a usage
+# error), a pipe into another process, a redirection, stdin, relative paths from the working
+# folder, the umask (the .pub file's mode), the clock (SOURCE_DATE_EPOCH in the signed time).
+_SAME_BYTES = """
+k3kit --version
+k3kit show k3kit-demo/kimi-k3-b300x8-1.0.0.kit.tar.gz --trust k3kit-demo/keys/demo.pub --json \
+  | python3 -c 'import json, sys; print(sorted(json.load(sys.stdin)))'
+k3kit verify k3kit-demo/tamper/kit --trust k3kit-demo/keys/demo.pub --json > report.json \
+  || echo "verify exit $?"
+python3 -c 'import json; print(json.load(open("report.json"))["ok"])'
+k3kit no-such-verb || echo "usage exit $?"
+echo '{' | k3kit verify - --trust k3kit-demo/keys/demo.pub || echo "stdin exit $?"
+(umask 077 && k3kit keygen --out sub/k > /dev/null && stat -c '%a %n' sub/k.key sub/k.pub)
+k3kit licence sign examples/enterprise/TERMS.md --entity E --signer S --authority A \
+  --package kimi-k3-b300x8 --amount 1 --currency EUR --term-days 1 --affirm redistribution \
+  --affirm resale --affirm traceability --affirm scope --key k3kit-demo/keys/demo.key -o sub/l.json
+sha256sum sub/l.json
+HF_ENDPOINT=http://127.0.0.1:9 k3kit --version
+"""
+
+
+def _bash(runner: Runner, script: str) -> tuple[int, str, str]:
+    done = subprocess.run(
+        ["bash", "-c", "set -uo pipefail\n" + script],
+        cwd=runner.ws,
+        env=runner.env,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_a_forked_k3kit_gives_the_bytes_of_a_real_one(tmp_path: Path, demo: Demo) -> None:
+    """The same block through the fork server and through the venv's own ``k3kit`` script, each
+    in a fresh clone: the same exit status, stdout and stderr, byte for byte; and the calls did
+    fork (the server's log), except the one whose environment a fresh process reads differently."""
+    outcomes, logs = [], []
+    for fork in (True, False):
+        ws = _workspace(tmp_path / ("fork" if fork else "real"), demo.root)
+        (ws / "sub").mkdir()
+        runner = Runner(ws, fork=fork)
+        try:
+            outcomes.append(_bash(runner, _SAME_BYTES))
+        finally:
+            runner.stop()
+        logs.append(docfork.served(runner.fork_log))
+    forked, real = outcomes
+    assert forked == real
+    assert "verify exit 1" in real[1] and "usage exit 2" in real[1] and "600 sub/k.key" in real[1]
+    reasons = [call["real_process"] for call in logs[0]]
+    assert len(reasons) == 8 and reasons[:7] == [""] * 7
+    assert reasons[7] == "environment differs: HF_ENDPOINT"
+    assert logs[1] == []
 
 
 def test_a_block_that_fails_fails_the_document(tmp_path: Path) -> None:

@@ -11,10 +11,11 @@ checks that nothing of theirs was lost.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
-from tests.conftest import EXAMPLE, GoldenKit, run_k3kit
+from tests.conftest import EXAMPLE, DemoRun, GoldenKit, run_k3kit
 
 SITE = "MODEL_DIR=/srv/models/kimi\nIMAGE=r.example/k3kit@sha256:" + "b" * 64 + "\n"
 
@@ -104,11 +105,10 @@ def test_demo_force_on_a_folder_holding_your_file_is_refused_and_it_survives(
 
 
 def test_demo_force_replaces_its_own_workdir_but_never_the_current_folder(
-    tmp_path: Path,
+    demo_run: DemoRun, tmp_path: Path
 ) -> None:
     work = tmp_path / "demo"
-    first = run_k3kit("demo", "--workdir", work)
-    assert first.returncode == 0, first.stderr
+    shutil.copytree(demo_run.folder, work, symlinks=True)  # what a first `demo` wrote
     assert (work / ".k3kit-output").is_file()
     (work / "leftover").write_text("from the first run\n")
     again = run_k3kit("demo", "--workdir", work, "--force")

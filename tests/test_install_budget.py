@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from k3kit.archive import pack
+from tests.archivekit import gzip_parts, tar_parts
 from tests.conftest import GoldenKit, run_k3kit
 from tests.cotenant import cotenant_python, needs_root, shared_folder
 
@@ -111,20 +112,15 @@ def _beyond_budget(made: list[list[str]], into: Path) -> list[str]:
 
 
 def _tar_gz(out: Path, members: list[tuple[str, int]]) -> Path:
-    """A plain ustar archive of ``members`` (name, size of zeros), gzip'd at level 9."""
-    with (
-        open(out, "wb") as raw,
-        gzip.GzipFile(fileobj=raw, filename="", mode="wb", compresslevel=9, mtime=0) as gz,
-        tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar,
-    ):
-        for name, size in members:
-            info = tarfile.TarInfo(name)
-            info.size = size
-            tar.addfile(info, _Zeros(size) if size else None)
+    """A plain ustar archive of ``members`` (name, size of zeros), gzip'd at level 9 (the zeros
+    compressed once a MiB: :func:`tests.archivekit.gzip_parts`)."""
+    out.write_bytes(gzip_parts(tar_parts(list(members))))
     return out
 
 
 class _Zeros(io.RawIOBase):
+    """``size`` zero bytes as a stream, for ``tarfile`` (the builder's own check below)."""
+
     def __init__(self, size: int) -> None:
         self.left = size
 
@@ -136,6 +132,30 @@ class _Zeros(io.RawIOBase):
         buffer[:n] = bytes(n)
         self.left -= n
         return n
+
+
+def test_the_bomb_builder_writes_what_tarfile_and_gzip_write() -> None:
+    """The bombs below are built a MiB of compressed zeros at a time; what they decompress to is
+    byte for byte what ``tarfile`` over ``gzip`` writes for the same members (a document, zeros
+    over and under a MiB, an empty file), so the tests attack with the archive they name."""
+    files: list[tuple[str, bytes | int]] = [
+        ("MANIFEST.json", b'{"files":[]}'),
+        ("z0.bin", 3 * 1024 * 1024 + 700),
+        ("z1.bin", 5),
+        ("empty.txt", 0),
+    ]
+    raw = io.BytesIO()
+    with (
+        gzip.GzipFile(fileobj=raw, filename="", mode="wb", compresslevel=9, mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar,
+    ):
+        for name, data in files:
+            info = tarfile.TarInfo(name)
+            info.size = data if isinstance(data, int) else len(data)
+            tar.addfile(info, _Zeros(data) if isinstance(data, int) else io.BytesIO(data))
+    fast = gzip_parts(tar_parts(files))
+    assert gzip.decompress(fast) == gzip.decompress(raw.getvalue())
+    assert len(fast) < 20_000
 
 
 def test_a_62_kb_archive_of_10000_empty_files_writes_none_of_them(
@@ -328,28 +348,17 @@ def _forged_manifest(golden: GoldenKit, members: list[tuple[str, int]]) -> bytes
 
 
 def _bomb_with_foreign_receipt(
-    golden: GoldenKit, out: Path, members: list[tuple[str, int]]
+    golden: GoldenKit, out: Path, members: list[tuple[str, int]], *, receipt: bool = True
 ) -> Path:
     """The attack as the outside pass made it: the bomb's own MANIFEST.json lists exactly its
     members (so the index admits them against it), and beside it sits a *genuine* receipt,
-    signed by the trusted key, of another kit (the publisher's own, from any public archive)."""
-    documents = {
-        "MANIFEST.json": _forged_manifest(golden, members),
-        "receipt.dsse.json": (golden.kit / "receipt.dsse.json").read_bytes(),
-    }
-    with (
-        open(out, "wb") as raw,
-        gzip.GzipFile(fileobj=raw, filename="", mode="wb", compresslevel=9, mtime=0) as gz,
-        tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar,
-    ):
-        for name, data in documents.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        for name, size in members:
-            info = tarfile.TarInfo(name)
-            info.size = size
-            tar.addfile(info, _Zeros(size) if size else None)
+    signed by the trusted key, of another kit (the publisher's own, from any public archive);
+    ``receipt=False`` leaves the receipt out."""
+    documents = {"MANIFEST.json": _forged_manifest(golden, members)}
+    if receipt:
+        documents["receipt.dsse.json"] = (golden.kit / "receipt.dsse.json").read_bytes()
+    files: list[tuple[str, bytes | int]] = [*documents.items(), *members]
+    out.write_bytes(gzip_parts(tar_parts(files)))
     return out
 
 
@@ -387,17 +396,7 @@ def test_a_bomb_with_no_receipt_is_refused_from_its_index(
 ) -> None:
     """Without a receipt there is nothing to check the manifest against: refused before a byte."""
     members = [(f"z{i}.bin", 16 * 1024 * 1024) for i in range(4)]
-    bomb = _bomb_with_foreign_receipt(golden, tmp_path / "bomb.kit.tar.gz", members)
-    raw = io.BytesIO(gzip.decompress(bomb.read_bytes()))
-    stripped = io.BytesIO()
-    with (
-        tarfile.open(fileobj=raw, mode="r:") as src,
-        tarfile.open(fileobj=stripped, mode="w", format=tarfile.USTAR_FORMAT) as dst,
-    ):
-        for member in src.getmembers():
-            if member.name != "receipt.dsse.json":
-                dst.addfile(member, src.extractfile(member))
-    bomb.write_bytes(gzip.compress(stripped.getvalue(), compresslevel=9, mtime=0))
+    bomb = _bomb_with_foreign_receipt(golden, tmp_path / "bomb.kit.tar.gz", members, receipt=False)
     into = tmp_path / "kits"
     out, made = _install_watched(tmp_path, bomb, golden.key.public, into)
     checks = {c["id"]: c for c in out["checks"]}

@@ -9,17 +9,18 @@ the code, no traceback, never exit 70.
 from __future__ import annotations
 
 import random
-import zlib
 from pathlib import Path
 
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.archivekit import (
     BLOCK,
+    MIB,
     RUN_SH,
     directory,
     end_offset,
     finish,
     gz,
+    gzip_parts,
     header,
     inflate_one,
     insert,
@@ -119,23 +120,11 @@ def archive_not_gzip(w: Workbench) -> Argv:
 def archive_zip_bomb_padding(w: Workbench) -> Argv:
     """1 GiB of zeros after the end marker compresses to about 1 MB: refused at 1 MiB.
 
-    Built as an attacker with little time would: each MiB of zeros is compressed once after a
-    full flush (which empties the compressor's window), so every later MiB compresses to the same
-    bytes and is repeated as is; the gzip trailer (CRC-32 and size of all 1 GiB) is written for
-    the whole. Compressing the GiB itself had cost 5-11 s of the corpus."""
+    Built as an attacker with little time would (:func:`tests.archivekit.gzip_parts`): each MiB
+    of zeros is compressed once after a full flush and repeated; the gzip trailer (CRC-32 and
+    size of all 1 GiB) is written for the whole. Compressing the GiB itself had cost 5-11 s."""
     archive = w.archive()
-    tar = inflate_one(archive)
-    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
-    head = comp.compress(tar) + comp.flush(zlib.Z_FULL_FLUSH)
-    zeros = bytes(1024 * 1024)
-    block = comp.compress(zeros) + comp.flush(zlib.Z_FULL_FLUSH)
-    end = comp.flush()[:-8]  # the last block; the trailer it ends with counted one MiB only
-    crc = zlib.crc32(tar)
-    for _ in range(1024):
-        crc = zlib.crc32(zeros, crc)
-    size = (len(tar) + 1024 * len(zeros)) & 0xFFFFFFFF
-    trailer = crc.to_bytes(4, "little") + size.to_bytes(4, "little")
-    archive.write_bytes(head + block * 1024 + end + trailer)
+    archive.write_bytes(gzip_parts([inflate_one(archive), 1024 * MIB]))
     return _verify(w, archive)
 
 
