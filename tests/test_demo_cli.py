@@ -27,6 +27,9 @@ def test_demo_runs_end_to_end_and_shows_both_tamper_rejections(
     assert fleet == ["kimi-k3-b300x8-1.0.0", "kimi-k3-b300x8-1.1.0"]
     notes = (work / "release-notes-1.1.0.md").read_text()
     assert "max-num-seqs: 256 → 512" in notes
+    card = (work / "kimi-k3-b300x8-1.1.0.card.html").read_text()  # the update's own card
+    assert '<td data-fact="version">1.1.0</td>' in card
+    assert "k3kit install kimi-k3-b300x8-1.1.0.kit.tar.gz" in card
     again = run_k3kit("demo", "--workdir", work)
     assert again.returncode == 3 and "--force" in again.stderr
 

@@ -314,6 +314,8 @@ def _channel_stage(
     atomic_write(notes, _release_notes(result.paths["archive"], archive, trusted).encode())
     result.paths["release_notes"] = notes
     say(f"notes    what changed from 1.0.0 to 1.1.0 -> {notes}")
+    result.paths["update_card"] = _write_card(archive, trusted, workdir)
+    say(f"card     the package card of the update -> {result.paths['update_card']}")
 
 
 def _release_notes(old: Path, new: Path, trusted: list[Ed25519PublicKey]) -> str:
