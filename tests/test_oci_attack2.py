@@ -36,6 +36,7 @@ from tests.test_oci_credhelper import (  # noqa: F401 - on_path is a fixture
     answering,
     cli,
     config,
+    cotenant_plants_then_install,
     env_for,
     helper,
     on_path,
@@ -52,22 +53,16 @@ def test_attack_cotenant_links_a_helper_name_to_a_root_owned_program_that_runs_t
     pointing at ``/usr/bin/env`` (root's, safe by itself), and beside it their script ``get``:
     ``/usr/bin/env get`` looks ``get`` up on the victim's PATH and runs the co-tenant's code as
     the victim. Judging only where the link leads misses who chose the link."""
-    with shared_folder() as shared, registry(challenge='Basic realm="reg"') as (host, handler):
-        marker = shared / "ran"
-        plant = (
-            "import os, sys; d = sys.argv[1]; "
-            "os.symlink('/usr/bin/env', os.path.join(d, 'docker-credential-ecr-login')); "
-            "p = os.path.join(d, 'get'); "
-            "open(p, 'w').write('#!/bin/sh\\ntouch ' + sys.argv[2] + "
-            '\'\\necho {\\"Username\\": \\"x\\", \\"Secret\\": \\"y\\"}\\n\'); '
-            "os.chmod(p, 0o755)"
-        )
-        cotenant_python(plant, str(shared), str(marker))
-        env = env_for(tmp_path, {"credHelpers": {host: "ecr-login"}}, shared)
-        rc, got = _install(env, host, golden, tmp_path / "kits")
-        assert not marker.exists(), "the co-tenant's program ran as the victim"
-    assert rc == 4 and got == "OCI_CRED_HELPER_UNSAFE"
-    assert all(sent is None for _, sent in handler.seen)
+    cotenant_plants_then_install(
+        "import os, sys; d = sys.argv[1]; "
+        "os.symlink('/usr/bin/env', os.path.join(d, 'docker-credential-ecr-login')); "
+        "p = os.path.join(d, 'get'); "
+        "open(p, 'w').write('#!/bin/sh\\ntouch ' + sys.argv[2] + "
+        '\'\\necho {\\"Username\\": \\"x\\", \\"Secret\\": \\"y\\"}\\n\'); '
+        "os.chmod(p, 0o755)",
+        golden,
+        tmp_path,
+    )
 
 
 @needs_root

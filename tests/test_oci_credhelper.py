@@ -242,18 +242,27 @@ def test_attack_cotenant_places_a_credential_helper_on_path(
     """A real second user writes ``docker-credential-ecr-login`` into a shared folder on the
     victim's PATH (a sticky ``/tmp/bin``): running it would run their code as the victim and
     send whatever it answers. It is never run (its marker is never made), nothing is sent."""
+    cotenant_plants_then_install(
+        "import os, sys; p = os.path.join(sys.argv[1], 'docker-credential-ecr-login'); "
+        "body = '#!/bin/sh\\ntouch ' + sys.argv[2] + '\\n"
+        'echo {\\"Username\\": \\"x\\", \\"Secret\\": \\"y\\"}\\n\'; '
+        "open(p, 'w').write(body); os.chmod(p, 0o755)",
+        golden,
+        tmp_path,
+    )
+
+
+def cotenant_plants_then_install(plant: str, golden: GoldenKit, tmp_path: Path) -> None:
+    """The co-tenant (uid 65534) runs ``plant`` with a sticky shared folder and a marker path
+    as its arguments; that folder is on the victim's PATH and ``ecr-login`` is the helper the
+    victim's config names. The victim's install must not run anything the co-tenant chose
+    (the marker stays absent), is OCI_CRED_HELPER_UNSAFE, and sends no credentials."""
     with shared_folder() as shared, registry(challenge='Basic realm="reg"') as (host, handler):
         marker = shared / "ran"
-        plant = (
-            "import os, sys; p = os.path.join(sys.argv[1], 'docker-credential-ecr-login'); "
-            "body = '#!/bin/sh\\ntouch ' + sys.argv[2] + '\\n"
-            'echo {\\"Username\\": \\"x\\", \\"Secret\\": \\"y\\"}\\n\'; '
-            "open(p, 'w').write(body); os.chmod(p, 0o755)"
-        )
         cotenant_python(plant, str(shared), str(marker))
         env = env_for(tmp_path, {"credHelpers": {host: "ecr-login"}}, shared)
         rc, got = _install(env, host, golden, tmp_path / "kits")
-        assert not marker.exists(), "the co-tenant's helper ran"
+        assert not marker.exists(), "the co-tenant's program ran as the victim"
     assert rc == 4 and got == "OCI_CRED_HELPER_UNSAFE"
     assert all(sent is None for _, sent in handler.seen)
 
