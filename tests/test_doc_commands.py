@@ -193,29 +193,29 @@ class Runner:
         self.fork_sock = sock = Path(tempfile.mkdtemp(prefix="k3df-")) / "s"
         docfork.write_shim(here / "bin", sock)
         self.env["PATH"] = f"{here / 'bin'}{os.pathsep}{self.env['PATH']}"
-        log = (here / "server.log").open("wb")
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                docfork.__file__,
-                str(sock),
-                docfork.real_k3kit()[0],
-                str(self.fork_log),
-            ],
-            cwd=self.ws,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.background.append(server)
-        deadline = time.monotonic() + READY_TIMEOUT  # a hang guard, not a timing assertion
-        while not sock.exists() and server.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        argv = [sys.executable, docfork.__file__, str(sock), docfork.real_k3kit()[0]]
+        self._background([*argv, str(self.fork_log)], here / "server.log", sock)
         assert sock.exists(), (
             f"the k3kit fork server did not start: {(here / 'server.log').read_text()}"
         )
+
+    def _background(self, argv: list[str], log: Path, ready: Path) -> subprocess.Popen[bytes]:
+        """Start ``argv`` in its own session (stopped by :meth:`stop`), its output in ``log``,
+        and wait until it makes ``ready``, exits, or the hang guard runs out."""
+        proc = subprocess.Popen(
+            argv,
+            cwd=self.ws,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.background.append(proc)
+        deadline = time.monotonic() + READY_TIMEOUT  # a hang guard, not a timing assertion
+        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return proc
 
     def run(self, block: Block) -> None:
         if block.mark == "not-run":
@@ -247,19 +247,8 @@ class Runner:
 
     def _start(self, block: Block, script: str) -> None:
         ready = self.ws / block.arg
-        log = (self.ws / f"background-{block.line}.log").open("wb")
-        proc = subprocess.Popen(
-            ["bash", "-c", script],
-            cwd=self.ws,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.background.append(proc)
-        deadline = time.monotonic() + READY_TIMEOUT  # a hang guard, not a timing assertion
-        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        log = self.ws / f"background-{block.line}.log"
+        proc = self._background(["bash", "-c", script], log, ready)
         if ready.exists():
             self.ran.append(block)
         else:
