@@ -18,12 +18,8 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from k3kit.models import _rules as rules
 from k3kit.models._base import Frozen, KitVersion, Measured, Name, NonNegInt, RepoId
-from k3kit.models.engine_version import (
-    MAX_VERSION_CHARS,
-    VersionMatch,
-    release_of,
-    version_matches,
-)
+from k3kit.models._methods import EnginePinMethods
+from k3kit.models.engine_version import MAX_VERSION_CHARS, VersionMatch
 
 ScalarSetting = bool | int | str | Decimal
 EngineSetting = ScalarSetting | dict[str, ScalarSetting] | list[str]
@@ -121,7 +117,7 @@ class HardwareTarget(Frozen):
     _one_kind_of_node = model_validator(mode="after")(rules.hardware_one_kind_of_node)
 
 
-class EnginePin(Frozen):
+class EnginePin(EnginePinMethods, Frozen):
     """The engine the kit was measured with, as the engine itself reports its version."""
 
     name: EngineName
@@ -147,18 +143,7 @@ class EnginePin(Frozen):
         "refused at build and at launch",
     )
 
-    @property
-    def match_rule(self) -> VersionMatch:
-        return self.version_match or "exact"
-
-    @property
-    def release(self) -> str:
-        """The version without its local label: the key of the engine's flag snapshot."""
-        return release_of(self.version)
-
-    def accepts(self, found: str) -> bool:
-        """Whether an engine (or evidence) reporting ``found`` is this pin, by its rule."""
-        return version_matches(self.version, found, self.match_rule)
+    # match_rule, release, accepts: k3kit.models._methods, shared with the lite record
 
 
 class TopologyDef(Frozen):
