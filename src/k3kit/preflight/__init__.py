@@ -23,7 +23,7 @@ from k3kit.engines import adapter
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_serve_config
 from k3kit.formats.vocab import PreflightStatus as Status
-from k3kit.models import KitInfo, KitProfile
+from k3kit.models import KitInfo, KitProfile, lite
 from k3kit.models.kit import pools_unchosen
 from k3kit.node.verify import TrustSource, open_verified
 from k3kit.preflight._budget import budget_checks
@@ -183,7 +183,7 @@ def launch_node_check(
     trusted: TrustSource,
     weights: Path | None = None,
     rollback: RollbackPolicy | None = None,
-) -> Callable[[KitProfile], None]:
+) -> Callable[[KitProfile | lite.KitProfile], None]:
     """The node check ``launch`` runs once the kit verified and its profile is chosen: preflight
     for that profile and topology (verifying the kit again with the same trust, as every verb
     that reads kit files does). Raises :class:`NodeNotReady` before any weight is hashed.
@@ -192,7 +192,7 @@ def launch_node_check(
     :func:`k3kit.node.launch.plan_launch`, so the node is refused by the same rule whichever door
     the launch came through."""
 
-    def check(chosen: KitProfile) -> None:
+    def check(chosen: KitProfile | lite.KitProfile) -> None:
         report = run_preflight(
             kit_dir,
             chosen.name,
