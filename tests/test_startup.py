@@ -195,6 +195,32 @@ def test_launch_dry_run_loads_nothing_of_the_publisher_the_ledger_or_accept(
     assert _within(modules, NOT_FOR_LAUNCH) == []
 
 
+def test_preflight_which_every_launch_runs_first_loads_no_pydantic(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """`launch` without --no-preflight checks the node first (k3kit.preflight, through
+    node.verify.open_verified); that path reads kit.json as a record too."""
+    data = Path(__file__).parent / "data" / "preflight"
+    modules = _loaded(
+        tmp_path,
+        "preflight",
+        golden.kit,
+        "--trust",
+        golden.key.public,
+        "--profile",
+        "interactive",
+        "--nvidia-smi-xml",
+        data / "b300x8.synthetic.xml",
+        "--os-facts",
+        data / "node-os.synthetic.json",
+        "--state-dir",
+        tmp_path / "s",
+    )
+    assert "k3kit.preflight._budget" in modules  # the probe judged the node
+    assert _offenders(modules) == []
+    assert _within(modules, NOT_FOR_LAUNCH) == []
+
+
 def test_install_loads_nothing_of_the_publisher_the_ledger_or_accept(
     golden: GoldenKit, tmp_path: Path
 ) -> None:

@@ -46,6 +46,31 @@ class EnginePinMethods:
         return version_matches(self.version, found, self.match_rule)
 
 
+class HardwareTargetMethods:
+    """The node a kit was measured on: what preflight and the card ask of it."""
+
+    __slots__ = ()
+    if TYPE_CHECKING:
+        accelerator: str | None
+        gpu: str | None
+        gpu_memory_gb: int | None
+        cpu_cores: int | None
+        memory_gib: int | None
+        cpu_features: list[str] | None
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.accelerator == "cpu"
+
+    @property
+    def device(self) -> str:
+        """The target in a few words, for cards and release notes."""
+        if self.is_cpu:
+            features = ", ".join(self.cpu_features or []) or "no ISA feature stated"
+            return f"CPU ({self.cpu_cores}+ cores, {self.memory_gib}+ GiB, {features})"
+        return f"{self.gpu} ({self.gpu_memory_gb} GB)"
+
+
 class KitProfileMethods:
     """One profile of ``kit.json`` rendered for one shape."""
 

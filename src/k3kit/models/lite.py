@@ -638,7 +638,7 @@ class ModelInfo(Record):
     max_context_tokens: int
 
 
-class HardwareTarget(Record):
+class HardwareTarget(_methods.HardwareTargetMethods, Record):
     """k3kit.models.package.HardwareTarget, read without pydantic."""
 
     __slots__ = (

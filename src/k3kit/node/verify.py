@@ -22,7 +22,7 @@ from k3kit.formats.documents import (
     check_document,
     read_bounded,
     read_document,
-    read_kit_documents,
+    read_kit_records,
     read_listed,
 )
 from k3kit.formats.kitpath import KIT_KINDS, Authenticate, open_kit, require
@@ -53,7 +53,6 @@ from k3kit.signing.trust.source import TrustSource as TrustSource  # its home; r
 
 if TYPE_CHECKING:  # the hashing engine is imported only when --weights asks for it
     from k3kit.archive import ArchiveIndex
-    from k3kit.models import KitInfo, Manifest
     from k3kit.weights import WeightsOptions
 
 MAX_DOC_BYTES = MAX_DOCUMENT_BYTES
@@ -787,8 +786,8 @@ class VerifiedKit(NamedTuple):
 
     path: Path
     report: Report
-    manifest: Manifest
-    info: KitInfo
+    manifest: lite.Manifest
+    info: lite.KitInfo
 
     @property
     def kit_sha256(self) -> str:
@@ -818,7 +817,9 @@ def open_verified(
     report = verify_dir(kit_dir, trusted, label=label, rollback=rollback)
     if not report.ok:
         raise KitNotVerified(report)
-    manifest, info = read_kit_documents(
+    # records, not models: preflight (which every launch runs first), render-site and the
+    # registry read fields and the models' shared methods only (docs/performance.md)
+    manifest, info = read_kit_records(
         kit_dir,
         max_bytes=MAX_DOC_BYTES,
         kit_sha256=report.kit_sha256,
