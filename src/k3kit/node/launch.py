@@ -74,12 +74,13 @@ from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_dir
 from k3kit.signing.trust import RollbackPolicy
 
 if TYPE_CHECKING:
+    # launch reads kit.json and the manifest as records of k3kit.models.lite (no pydantic on a
+    # node's start-up; docs/performance.md, "Fifth pass"); accept's workload and the API's
+    # callers may hand the pydantic models: the functions below take either, and call only
+    # fields and the methods both share (k3kit.models._methods)
     from k3kit.models import EnginePin, KitInfo, KitProfile, Manifest
     from k3kit.weights import WeightsOptions
 
-# launch reads kit.json and the manifest as records of k3kit.models.lite (no pydantic on a node's
-# start-up; docs/performance.md, "Fifth pass"); accept's workload and the API's callers may still
-# hand the pydantic models: the functions below take either (their methods: models._methods).
 MAX_KIT_DOC_BYTES = MAX_DOCUMENT_BYTES
 MAX_SITE_BYTES = 64 * 1024
 
