@@ -35,6 +35,9 @@ TARGET = ROOT / "src" / "k3kit" / "models" / "lite.py"
 ROOTS: tuple[type[BaseModel], ...] = (DsseEnvelope, Statement, Manifest, KitInfo, WeightsLock)
 # Where a rule may live: modules that import no pydantic (the reader calls the same function).
 RULE_MODULES = {"k3kit.models._rules": "_rules", "k3kit._values": "_values"}
+# Where a model's methods may live: a base class from here is a base of the record too, so the
+# record has the model's methods (launch calls them on records; docs/performance.md).
+METHODS_MODULE = "k3kit.models._methods"
 # Constraints the reader applies, by annotated_types class.
 _BOUNDS = {
     annotated_types.MinLen: "min_length",
@@ -60,7 +63,7 @@ from decimal import Decimal
 from typing import Literal
 
 from k3kit import _values
-from k3kit.models import _lite, _rules
+from k3kit.models import _lite, _methods, _rules
 from k3kit.models._lite import REQUIRED, Record, pattern
 
 __all__ = [{names}]
@@ -238,10 +241,26 @@ def pytype(annotation: Any) -> str:
     raise Unsupported(f"type {annotation!r}")
 
 
+def mixins(model: type[BaseModel]) -> list[str]:
+    """``_methods.X`` for each base of ``model`` that holds its methods without pydantic.
+
+    Another base that is not a model (whose fields the record has) nor one of pydantic's own
+    would give the model methods the record lacks: it stops the generation."""
+    found = []
+    for base in model.__mro__[1:]:
+        home = base.__module__
+        if home == METHODS_MODULE:
+            found.append(f"_methods.{base.__name__}")
+        elif not issubclass(BaseModel, base) and not issubclass(base, BaseModel):
+            raise Unsupported(f"{model.__name__}: base {base!r} outside {METHODS_MODULE}")
+    return found
+
+
 def record_class(model: type[BaseModel]) -> str:
     fields = model.model_fields
+    bases = ", ".join([*mixins(model), "Record"])
     lines = [
-        f"class {model.__name__}(Record):",
+        f"class {model.__name__}({bases}):",
         f'    """{model.__module__}.{model.__name__}, read without pydantic."""',
         "",
         f"    __slots__ = ({''.join(repr(n) + ', ' for n in sorted(fields))})",

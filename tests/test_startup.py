@@ -81,6 +81,27 @@ NOT_FOR_A_FOLDER = (
     "packaging",
 )
 
+# What `launch --dry-run` of a kit built against a shipped engine snapshot does not use (fifth
+# pass): pydantic and every module of k3kit's pydantic models. The manifest and kit.json are
+# read as records of k3kit.models.lite, whose methods (a profile's folder, the engine pin's
+# version rule, the lock's blake3 test) are the models' own (k3kit.models._methods); the
+# verified lock reaches the hashing engine as a record; a publisher-supplied snapshot's model
+# (k3kit.engines._snapfile) is imported only for a kit that carries one; and nothing builds a
+# validator, so pydantic's plugin loader never imports importlib.metadata.
+NOT_FOR_LAUNCH = (
+    "pydantic",
+    "pydantic_core",
+    "annotated_types",
+    "k3kit.models._base",
+    "k3kit.models.receipt",
+    "k3kit.models.claims",
+    "k3kit.models.kit",
+    "k3kit.models.lock",
+    "k3kit.models.package",
+    "k3kit.engines._snapfile",
+    "importlib.metadata",
+)
+
 
 def _loaded(tmp_path: Path, *args: object, env: dict[str, str] | None = None) -> set[str]:
     """Run ``k3kit ARGS`` in a fresh interpreter; the modules it loaded (it must succeed)."""
@@ -167,10 +188,37 @@ def test_launch_dry_run_loads_nothing_of_the_publisher_the_ledger_or_accept(
         tmp_path / "s",
         env=env,
     )
-    assert "k3kit.node.launch" in modules
+    assert {"k3kit.node.launch", "k3kit.weights.hashpool"} <= modules  # it ran, and hashed
     assert _offenders(modules) == []
     # --no-preflight: the node check (and the XML parser it reads nvidia-smi with) is not loaded
     assert sorted(m for m in modules if m.startswith(("k3kit.preflight", "xml."))) == []
+    assert _within(modules, NOT_FOR_LAUNCH) == []
+
+
+def test_preflight_which_every_launch_runs_first_loads_no_pydantic(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """`launch` without --no-preflight checks the node first (k3kit.preflight, through
+    node.verify.open_verified); that path reads kit.json as a record too."""
+    data = Path(__file__).parent / "data" / "preflight"
+    modules = _loaded(
+        tmp_path,
+        "preflight",
+        golden.kit,
+        "--trust",
+        golden.key.public,
+        "--profile",
+        "interactive",
+        "--nvidia-smi-xml",
+        data / "b300x8.synthetic.xml",
+        "--os-facts",
+        data / "node-os.synthetic.json",
+        "--state-dir",
+        tmp_path / "s",
+    )
+    assert "k3kit.preflight._budget" in modules  # the probe judged the node
+    assert _offenders(modules) == []
+    assert _within(modules, NOT_FOR_LAUNCH) == []
 
 
 def test_install_loads_nothing_of_the_publisher_the_ledger_or_accept(

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import rfc8785
 
 from k3kit.errors import K3kitError, VerificationError
+from k3kit.models._lite import Record
+from k3kit.models._lite import dump as dump_record
 
 if TYPE_CHECKING:  # models are only written by callers that built them (not verify's start-up)
     from pydantic import BaseModel
@@ -34,8 +36,11 @@ def dumps(obj: Any) -> bytes:
     return bytes(rfc8785.dumps(obj))
 
 
-def model_bytes(model: BaseModel) -> bytes:
-    """JCS bytes of a k3kit model (aliases as field names, unset optionals left out)."""
+def model_bytes(model: BaseModel | Record) -> bytes:
+    """JCS bytes of a k3kit model (aliases as field names, unset optionals left out), or of its
+    record of :mod:`k3kit.models.lite` (the same bytes, without pydantic)."""
+    if isinstance(model, Record):
+        return dumps(dump_record(model))
     return dumps(model.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
@@ -226,6 +231,6 @@ def require_canonical(data: bytes, obj: Any, *, source: str) -> None:
         )
 
 
-def sha256_of_model(model: BaseModel) -> str:
+def sha256_of_model(model: BaseModel | Record) -> str:
     """sha256 hex of a model's canonical bytes (the checksum k3kit signs)."""
     return hashlib.sha256(model_bytes(model)).hexdigest()

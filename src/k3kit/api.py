@@ -31,7 +31,7 @@ from k3kit._values import utc_timestamp
 from k3kit.audit import AuditReport, Policy, audit_path
 from k3kit.engines import Runtime
 from k3kit.errors import InputError, VerificationError
-from k3kit.models import KitProfile, Manifest, WeightsLock
+from k3kit.models import KitProfile, Manifest, WeightsLock, lite
 from k3kit.node.install import Installed, install
 from k3kit.node.launch import LaunchPlan, Site
 from k3kit.node.launch import plan_launch as _plan_launch
@@ -431,7 +431,7 @@ def plan_launch(
 
 def _node_check(
     kit: Path, trusted: TrustSource, weights: Path, rollback: RollbackPolicy | None
-) -> Callable[[KitProfile], None]:
+) -> Callable[[KitProfile | lite.KitProfile], None]:
     from k3kit.preflight import launch_node_check  # reads GPUs: loaded only when asked for
 
     return launch_node_check(kit, trusted=trusted, weights=weights, rollback=rollback)

@@ -5,6 +5,11 @@ publisher's own tooling: they verify, so only launch's own checks stand in the w
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from typing import Any
+
+from k3kit._canonical import dumps
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.conftest import EXAMPLE
 from tests.launchkit import hand_signed
@@ -72,3 +77,34 @@ def launch_hand_signed_kit_with_trust_remote_code(w: Workbench) -> Argv:
 @attack("LAUNCH_ADDRESS_INVALID", exit_code=3)
 def launch_with_a_host_that_is_an_option(w: Workbench) -> Argv:
     return _launch(w, "--host", "--load-format=dummy")
+
+
+def _kit_json(w: Workbench, change: Callable[[dict[str, Any]], None]) -> None:
+    """kit.json changed by ``change``, manifest and receipt signed again over it by hand."""
+
+    def edit(data: bytes) -> bytes:
+        info = json.loads(data)
+        change(info)
+        return dumps(info)
+
+    hand_signed(w.kit(), w.golden.key, "kit.json", edit)
+
+
+def _launched(info: dict[str, Any]) -> dict[str, Any]:
+    """The profile the attacks launch: interactive on one node."""
+    return next(p for p in info["profiles"] if p["name"] == "interactive" and p["nodes"] == 1)
+
+
+# launch reads kit.json with the pydantic-free reader verify uses (issue 23, fifth pass), so a
+# value pydantic's lax mode would have coerced (true for 1, "8" for 8) cannot read one way in the
+# verifier and another in the launcher: both refuse it before the engine is looked for.
+@attack("KIT_INFO_MALFORMED")
+def launch_hand_signed_kit_whose_profile_runs_on_true_nodes(w: Workbench) -> Argv:
+    _kit_json(w, lambda info: _launched(info).update(nodes=True))
+    return _launch(w)
+
+
+@attack("KIT_INFO_MALFORMED")
+def launch_hand_signed_kit_whose_tensor_parallel_size_is_text(w: Workbench) -> Argv:
+    _kit_json(w, lambda info: _launched(info)["parallel"].update(tp="8"))
+    return _launch(w)

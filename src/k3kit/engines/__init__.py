@@ -11,23 +11,53 @@ deploy files), ``node`` (launch), ``preflight`` (the memory budget), the CLI and
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from k3kit._registry import import_members
 from k3kit.engines._adapter import ENGINES, EngineAdapter, Parallel, Runtime, engine
 from k3kit.engines._probe import VERSION_TIMEOUT_S, how_it_ended, probe_version
-from k3kit.engines._snapfile import (
+from k3kit.engines._snapshot import (
     KIT_SNAPSHOT_NAME,
     MAX_SNAPSHOT_BYTES,
-    SnapshotFile,
-    parse_snapshot_file,
-    snapshot_file_bytes,
-    snapshot_sha256,
-    to_engine_snapshot,
+    EngineSnapshot,
+    Option,
+    closest,
+    shipped_versions,
+    snapshot,
 )
-from k3kit.engines._snapshot import EngineSnapshot, Option, closest, shipped_versions, snapshot
 from k3kit.engines._validate import Review, review_profile, validate_env, validate_settings
+
+if TYPE_CHECKING:
+    from k3kit.engines._snapfile import (
+        SnapshotFile,
+        parse_snapshot_file,
+        snapshot_file_bytes,
+        snapshot_sha256,
+        to_engine_snapshot,
+    )
 
 import_members(__name__, __path__)
 ADAPTERS = ENGINES  # the name callers and tests already use
+
+# A publisher-supplied snapshot file is a pydantic model (k3kit.engines._snapfile); the shipped
+# snapshots are plain data. Its names are imported on first use (PEP 562), so a launch of a kit
+# that uses a shipped snapshot never imports pydantic (docs/performance.md, "Fifth pass").
+_SNAPFILE_NAMES = frozenset(
+    (
+        "SnapshotFile",
+        "parse_snapshot_file",
+        "snapshot_file_bytes",
+        "snapshot_sha256",
+        "to_engine_snapshot",
+    )
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SNAPFILE_NAMES:
+        return getattr(importlib.import_module("k3kit.engines._snapfile"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def adapter(name: str) -> EngineAdapter:

@@ -24,17 +24,20 @@ from pydantic import Field, field_validator
 
 from k3kit._canonical import model_bytes, strict_loads
 from k3kit.engines._loads import SUSPECT, LoadsTable
-from k3kit.engines._snapshot import EngineSnapshot, Option, shipped_versions, snapshot
+from k3kit.engines._snapshot import KIT_SNAPSHOT_NAME as KIT_SNAPSHOT_NAME  # re-exported
+from k3kit.engines._snapshot import (
+    MAX_SNAPSHOT_BYTES,
+    EngineSnapshot,
+    Option,
+    shipped_versions,
+    snapshot,
+)
 from k3kit.errors import K3kitError
 from k3kit.models import load
 from k3kit.models._base import Frozen
 from k3kit.models.engine_version import MAX_VERSION_CHARS, parse_engine_version, release_of
 
 SNAPSHOT_SCHEMA = "k3kit.engine-snapshot/v1"
-#: The kit file a supplied snapshot is copied to (listed in the manifest, so signed).
-KIT_SNAPSHOT_NAME = "engine-snapshot.json"
-#: vLLM 0.33.0's serve flags are ~100 kB as a snapshot; this leaves room, not a vector.
-MAX_SNAPSHOT_BYTES = 2 * 1024 * 1024
 
 _FLAG = r"^-{1,2}[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 _NAME = r"^[A-Za-z_<>][A-Za-z0-9_<>.]{0,127}$"

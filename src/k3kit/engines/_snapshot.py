@@ -22,6 +22,12 @@ from k3kit.engines._loads import LoadsTable
 from k3kit.errors import InputError
 from k3kit.models.engine_version import release_of
 
+#: The kit file a publisher-supplied snapshot is copied to (listed in the manifest, so signed).
+#: Here, not in ``_snapfile``, so the launcher names it without importing that file's models.
+KIT_SNAPSHOT_NAME = "engine-snapshot.json"
+#: vLLM 0.33.0's serve flags are ~100 kB as a snapshot; this leaves room, not a vector.
+MAX_SNAPSHOT_BYTES = 2 * 1024 * 1024
+
 
 @dataclass(frozen=True)
 class Option:

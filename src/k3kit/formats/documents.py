@@ -30,6 +30,7 @@ from k3kit._fs import read_capped
 from k3kit._text import shown
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.formats.names import KIT_INFO_NAME, MANIFEST_NAME
+from k3kit.models import lite
 from k3kit.models._lite import Record
 from k3kit.models._lite import read as read_record
 
@@ -179,9 +180,39 @@ def read_kit_documents(
     """
     from k3kit.models import KitInfo, Manifest
 
+    return _kit_pair(kit_dir, Manifest, KitInfo, max_bytes, kit_sha256, mismatch_code)
+
+
+def read_kit_records(
+    kit_dir: Path,
+    *,
+    max_bytes: int,
+    kit_sha256: str | None = None,
+    mismatch_code: str = "RECEIPT_KIT_MISMATCH",
+) -> tuple[lite.Manifest, lite.KitInfo]:
+    """:func:`read_kit_documents` as records of :mod:`k3kit.models.lite`: the same bytes, checks
+    and refusals, without importing pydantic (``launch`` on a node's start-up; the records have
+    the models' methods, :mod:`k3kit.models._methods`)."""
+    return _kit_pair(kit_dir, lite.Manifest, lite.KitInfo, max_bytes, kit_sha256, mismatch_code)
+
+
+MM = TypeVar("MM", bound="Manifest | lite.Manifest")
+KI = TypeVar("KI", bound="KitInfo | lite.KitInfo")
+
+
+def _kit_pair(
+    kit_dir: Path,
+    manifest_cls: type[MM],
+    info_cls: type[KI],
+    max_bytes: int,
+    kit_sha256: str | None,
+    mismatch_code: str,
+) -> tuple[MM, KI]:
+    """The one way both readers above read the pair (the model or the record is all that
+    differs)."""
     manifest = read_document(
         kit_dir / MANIFEST_NAME,
-        Manifest,
+        manifest_cls,
         max_bytes=max_bytes,
         expected_sha256=kit_sha256,
         code="MANIFEST_MALFORMED",
@@ -192,7 +223,7 @@ def read_kit_documents(
         raise VerificationError("MANIFEST.json does not list kit.json", code="KIT_INFO_MALFORMED")
     info = read_document(
         kit_dir / KIT_INFO_NAME,
-        KitInfo,
+        info_cls,
         max_bytes=max_bytes,
         expected_sha256=entry.sha256,
         code="KIT_INFO_MALFORMED",
@@ -210,7 +241,9 @@ def read_kit_info(kit_dir: Path, kit_sha256: str, *, max_bytes: int) -> KitInfo:
     return read_kit_documents(kit_dir, max_bytes=max_bytes, kit_sha256=kit_sha256)[1]
 
 
-def read_listed(kit_dir: Path, manifest: Manifest, rel: str, *, max_bytes: int) -> bytes:
+def read_listed(
+    kit_dir: Path, manifest: Manifest | lite.Manifest, rel: str, *, max_bytes: int
+) -> bytes:
     """The bytes of a file ``manifest`` lists, read once and compared in memory with its entry.
 
     Why one home: launch, preflight, render-site, accept and the card each use a kit file's bytes

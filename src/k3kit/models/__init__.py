@@ -11,7 +11,9 @@ family: building the 46 classes of claims, evidence, packages and acceptance was
 
 ``verify`` goes further and imports no pydantic at all: :mod:`k3kit.models.lite` holds records of
 the documents it reads, generated from these models (``scripts/gen_lite_models.py``) and checked
-by :mod:`k3kit.models._lite` with the same rules (:mod:`k3kit.models._rules`).
+by :mod:`k3kit.models._lite` with the same rules (:mod:`k3kit.models._rules`). ``launch``,
+``preflight`` and the hashing engine use those records too; the methods they call are defined
+once, in mixins both the model and its record inherit (:mod:`k3kit.models._methods`).
 """
 
 from __future__ import annotations

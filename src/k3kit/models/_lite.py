@@ -128,6 +128,33 @@ def validate(cls: type[R], obj: object) -> R:
     return _record(cls, obj, ())
 
 
+def dump(record: Record) -> dict[str, Any]:
+    """``record`` as pydantic's ``model_dump(mode="json", by_alias=True, exclude_none=True)``
+    writes the model (the input of :func:`k3kit._canonical.model_bytes`), so a record hashes to
+    the model's checksum: the hashing engine keys its verification cache by the lock's
+    (docs/performance.md, "Fifth pass"). A ``Decimal`` has no JSON form here (a model may
+    serialise it its own way): ``TypeError``, never a guess. tests/test_lite_models.py holds it
+    to ``model_dump`` on every golden document."""
+    out: dict[str, Any] = {}
+    for name, key, _node, _default in record._fields:
+        value = getattr(record, name)
+        if value is not None:
+            out[key] = _dumped(value)
+    return out
+
+
+def _dumped(value: Any) -> Any:
+    if isinstance(value, Record):
+        return dump(value)
+    if isinstance(value, list):
+        return [_dumped(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _dumped(v) for k, v in value.items()}
+    if value is None or type(value) in (str, int, bool):
+        return value
+    raise TypeError(f"no JSON form for a {type(value).__name__} in a record: use the model")
+
+
 def _format_loc(loc: tuple[str | int, ...]) -> str:
     """``a.b[0].c``; a key longer than 64 characters (an attacker's, up to the parser's 1 MiB)
     is cut, so a refusal's message stays one readable line."""

@@ -8,6 +8,8 @@ from pydantic import Field, model_validator
 
 from k3kit.models import _rules as rules
 from k3kit.models._base import CommitSha, Frozen, Name, NonNegInt, RelPath, RepoId, Sha256Hex
+from k3kit.models._methods import KitProfileMethods
+from k3kit.models._methods import pools_unchosen as pools_unchosen  # its home; re-exported
 from k3kit.models.package import (
     Disaggregation,
     EnginePin,
@@ -19,7 +21,7 @@ from k3kit.models.package import (
 )
 
 
-class KitProfile(Frozen):
+class KitProfile(KitProfileMethods, Frozen):
     """One profile rendered for one topology; ``measured`` says whether the receipt's numbers
     come from this shape or are an extrapolation from another one."""
 
@@ -44,20 +46,7 @@ class KitProfile(Frozen):
         default=None, ge=1, description="a pool's GPU memory (default: hardware's)"
     )
 
-    @property
-    def folder(self) -> str:
-        """The kit folder of this profile × shape. A pool's topology has two segments
-        (``pd-1x8gpu-2x8gpu/decode``), so nothing may count path segments to find it."""
-        return f"profiles/{self.name}/{self.topology}"
-
-
-def pools_unchosen(matches: list[KitProfile], topology: str | None) -> str | None:
-    """Why a profile cannot be picked without ``--topology``: it runs as prefill and decode
-    pools, and starting "the" profile would start one pool of it; None when it can."""
-    pools = sorted(p.topology for p in matches if p.role is not None)
-    if topology is not None or not pools:
-        return None
-    return f"profile {matches[0].name!r} runs as two pools; pass --topology {' or '.join(pools)}"
+    # folder: k3kit.models._methods, shared with the lite record
 
 
 class ModelConfigFacts(Frozen):

@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Literal
 
 from k3kit import _values
-from k3kit.models import _lite, _rules
+from k3kit.models import _lite, _methods, _rules
 from k3kit.models._lite import REQUIRED, Record, pattern
 
 __all__ = [
@@ -638,7 +638,7 @@ class ModelInfo(Record):
     max_context_tokens: int
 
 
-class HardwareTarget(Record):
+class HardwareTarget(_methods.HardwareTargetMethods, Record):
     """k3kit.models.package.HardwareTarget, read without pydantic."""
 
     __slots__ = (
@@ -669,7 +669,7 @@ class HardwareTarget(Record):
     cpu_features: list[str] | None
 
 
-class EnginePin(Record):
+class EnginePin(_methods.EnginePinMethods, Record):
     """k3kit.models.package.EnginePin, read without pydantic."""
 
     __slots__ = (
@@ -720,7 +720,7 @@ class KitWeights(Record):
     total_bytes: int
 
 
-class KitProfile(Record):
+class KitProfile(_methods.KitProfileMethods, Record):
     """k3kit.models.kit.KitProfile, read without pydantic."""
 
     __slots__ = (
@@ -813,7 +813,7 @@ class Price(Record):
     gpu_hour_usd: Decimal | None
 
 
-class WeightsLock(Record):
+class WeightsLock(_methods.WeightsLockMethods, Record):
     """k3kit.models.lock.WeightsLock, read without pydantic."""
 
     __slots__ = (

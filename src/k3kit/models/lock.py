@@ -23,6 +23,7 @@ from k3kit.models._base import (
     Sha256Hex,
     Timestamp,
 )
+from k3kit.models._methods import WeightsLockMethods
 
 ENDPOINT_PATTERN = r"^https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~\-/]*)?$"
 Sha256Source = Literal["local-hash", "hub-lfs", "hub-lfs+local-hash"]
@@ -59,7 +60,7 @@ class PinSource(Frozen):
     _consistent = model_validator(mode="after")(rules.pin_source_consistent)
 
 
-class WeightsLock(Frozen):
+class WeightsLock(WeightsLockMethods, Frozen):
     schema_: Literal["k3kit.weights-lock/v1"] = Field(
         alias="schema", default="k3kit.weights-lock/v1"
     )
@@ -73,7 +74,4 @@ class WeightsLock(Frozen):
     # sorted, unique, and the counts it states are the counts it lists (k3kit.models._rules)
     _consistent = model_validator(mode="after")(rules.weights_lock_consistent)
 
-    @property
-    def has_blake3(self) -> bool:
-        """True when every file carries blake3, so verifiers may use the faster digest."""
-        return all(f.blake3 is not None for f in self.files)
+    # has_blake3: k3kit.models._methods, shared with the lite record

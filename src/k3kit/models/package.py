@@ -18,12 +18,8 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from k3kit.models import _rules as rules
 from k3kit.models._base import Frozen, KitVersion, Measured, Name, NonNegInt, RepoId
-from k3kit.models.engine_version import (
-    MAX_VERSION_CHARS,
-    VersionMatch,
-    release_of,
-    version_matches,
-)
+from k3kit.models._methods import EnginePinMethods, HardwareTargetMethods
+from k3kit.models.engine_version import MAX_VERSION_CHARS, VersionMatch
 
 ScalarSetting = bool | int | str | Decimal
 EngineSetting = ScalarSetting | dict[str, ScalarSetting] | list[str]
@@ -65,7 +61,7 @@ class ModelInfo(Frozen):
     _experts_together = model_validator(mode="after")(rules.model_info_experts_together)
 
 
-class HardwareTarget(Frozen):
+class HardwareTarget(HardwareTargetMethods, Frozen):
     """The node the kit was measured on (and what preflight expects of a node).
 
     A GPU node (the default) states the GPU model, memory and compute capability. A node that
@@ -105,23 +101,13 @@ class HardwareTarget(Frozen):
         description="cpu: /proc/cpuinfo flags the engine build needs, e.g. avx2, avx512f",
     )
 
-    @property
-    def is_cpu(self) -> bool:
-        return self.accelerator == "cpu"
-
-    @property
-    def device(self) -> str:
-        """The target in a few words, for cards and release notes."""
-        if self.is_cpu:
-            features = ", ".join(self.cpu_features or []) or "no ISA feature stated"
-            return f"CPU ({self.cpu_cores}+ cores, {self.memory_gib}+ GiB, {features})"
-        return f"{self.gpu} ({self.gpu_memory_gb} GB)"
+    # is_cpu, device: k3kit.models._methods, shared with the lite record
 
     # each kind of node states its own facts and none of the other's (k3kit.models._rules)
     _one_kind_of_node = model_validator(mode="after")(rules.hardware_one_kind_of_node)
 
 
-class EnginePin(Frozen):
+class EnginePin(EnginePinMethods, Frozen):
     """The engine the kit was measured with, as the engine itself reports its version."""
 
     name: EngineName
@@ -147,18 +133,7 @@ class EnginePin(Frozen):
         "refused at build and at launch",
     )
 
-    @property
-    def match_rule(self) -> VersionMatch:
-        return self.version_match or "exact"
-
-    @property
-    def release(self) -> str:
-        """The version without its local label: the key of the engine's flag snapshot."""
-        return release_of(self.version)
-
-    def accepts(self, found: str) -> bool:
-        """Whether an engine (or evidence) reporting ``found`` is this pin, by its rule."""
-        return version_matches(self.version, found, self.match_rule)
+    # match_rule, release, accepts: k3kit.models._methods, shared with the lite record
 
 
 class TopologyDef(Frozen):

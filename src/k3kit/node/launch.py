@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from k3kit._fs import atomic_write, check_trust_anchor, private_dir, program_on_path
 from k3kit._text import shown
@@ -53,11 +53,9 @@ from k3kit.engines import (
     EngineSnapshot,
     Parallel,
     Runtime,
-    parse_snapshot_file,
     probe_version,
     review_profile,
     snapshot,
-    to_engine_snapshot,
     validate_env,
     validate_settings,
 )
@@ -66,15 +64,22 @@ from k3kit.formats.documents import (
     MAX_DOCUMENT_BYTES,
     parse_serve_config,
     read_bounded,
-    read_kit_documents,
+    read_kit_records,
     read_listed,
 )
-from k3kit.models import EnginePin, KitInfo, KitProfile, Manifest
-from k3kit.models.kit import pools_unchosen
+from k3kit.models import lite
+from k3kit.models._methods import pools_unchosen
 from k3kit.node.site import HOST_PATTERN, site_values
 from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_dir
 from k3kit.signing.trust import RollbackPolicy
-from k3kit.weights import WeightsOptions
+
+if TYPE_CHECKING:
+    # launch reads kit.json and the manifest as records of k3kit.models.lite (no pydantic on a
+    # node's start-up; docs/performance.md, "Fifth pass"); accept's workload and the API's
+    # callers may hand the pydantic models: the functions below take either, and call only
+    # fields and the methods both share (k3kit.models._methods)
+    from k3kit.models import EnginePin, KitInfo, KitProfile, Manifest
+    from k3kit.weights import WeightsOptions
 
 MAX_KIT_DOC_BYTES = MAX_DOCUMENT_BYTES
 MAX_SITE_BYTES = 64 * 1024
@@ -240,7 +245,13 @@ def parse_engine_env(data: bytes, *, source: str) -> dict[str, str]:
     return env
 
 
-def pick_profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile:
+@overload
+def pick_profile(info: lite.KitInfo, profile: str, topology: str | None) -> lite.KitProfile: ...
+@overload
+def pick_profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile: ...
+def pick_profile(
+    info: KitInfo | lite.KitInfo, profile: str, topology: str | None
+) -> KitProfile | lite.KitProfile:
     names = sorted({p.name for p in info.profiles})
     matches = [p for p in info.profiles if p.name == profile]
     if not matches:
@@ -294,7 +305,7 @@ def _engine_path(engine: EngineAdapter, base_env: Mapping[str, str]) -> str:
 def check_engine_version(
     engine: EngineAdapter,
     path: str,
-    pin: EnginePin,
+    pin: EnginePin | lite.EnginePin,
     env: Mapping[str, str],
     cwd: Path | None = None,
 ) -> str:
@@ -340,7 +351,9 @@ def check_address(site: Site) -> None:
         )
 
 
-def kit_engine_snapshot(kit_dir: Path, manifest: Manifest, info: KitInfo) -> EngineSnapshot:
+def kit_engine_snapshot(
+    kit_dir: Path, manifest: Manifest | lite.Manifest, info: KitInfo | lite.KitInfo
+) -> EngineSnapshot:
     """The snapshot the kit was built against: k3kit's own for a shipped version, else the
     publisher's ``engine-snapshot.json`` (signed, listed, and the one ``kit.json`` names by
     digest). Its loads table is k3kit's derivation, never the file's (:mod:`k3kit.engines`).
@@ -358,6 +371,9 @@ def kit_engine_snapshot(kit_dir: Path, manifest: Manifest, info: KitInfo) -> Eng
             code="ENGINE_SNAPSHOT_REFUSED",
             hint=hint,
         )
+    # a supplied snapshot's pydantic model: only a kit that carries one pays for it
+    from k3kit.engines import parse_snapshot_file, to_engine_snapshot
+
     doc = parse_snapshot_file(
         data, source=ref.path, error=VerificationError, code="ENGINE_SNAPSHOT_REFUSED"
     )
@@ -372,7 +388,7 @@ def kit_engine_snapshot(kit_dir: Path, manifest: Manifest, info: KitInfo) -> Eng
 
 
 def check_settings(
-    info: KitInfo,
+    info: KitInfo | lite.KitInfo,
     config: bytes,
     engine_env: Mapping[str, str],
     folder: str,
@@ -437,7 +453,7 @@ def plan_launch(
     weights_options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
     on_step: Callable[[str], None] | None = None,
-    check_node: Callable[[KitProfile], None] | None = None,
+    check_node: Callable[[lite.KitProfile], None] | None = None,
 ) -> LaunchPlan:
     """Verify ``kit_dir`` and ``weights`` and return the plan that runs what was verified.
 
@@ -464,7 +480,7 @@ def plan_launch(
         raise KitNotVerified(first)
     kit_sha256 = first.kit_sha256
     # Read once and compared with what was just verified; a file swapped since is refused.
-    manifest, info = read_kit_documents(
+    manifest, info = read_kit_records(
         kit_dir,
         max_bytes=MAX_KIT_DOC_BYTES,
         kit_sha256=kit_sha256,
@@ -543,7 +559,7 @@ def plan_launch(
 
 
 def _runtime_argv(
-    engine: EngineAdapter | None, chosen: KitProfile, runtime: Runtime | None
+    engine: EngineAdapter | None, chosen: KitProfile | lite.KitProfile, runtime: Runtime | None
 ) -> list[str]:
     """A multi-node topology needs this node's rank and the leader's address, and nothing else
     may add them: they are the only values not taken from signed files. Pure (no I/O), so

@@ -33,7 +33,7 @@ from k3kit._fs import (
 from k3kit.engines import adapter
 from k3kit.errors import InputError, UsageProblem
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES, read_bounded, read_listed
-from k3kit.models import KitInfo, Manifest
+from k3kit.models import KitInfo, Manifest, lite
 from k3kit.node.site import LAUNCH_KEYS, SITE_KEYS, env_name, parse_site
 from k3kit.node.verify import TrustSource, open_verified
 from k3kit.signing.trust import RollbackPolicy
@@ -43,7 +43,9 @@ MAX_SITE_BYTES = 64 * 1024
 FILLED = ("compose.yaml", "systemd/", "k8s/")
 
 
-def locked_values(kit_dir: Path, info: KitInfo, manifest: Manifest) -> dict[str, str]:
+def locked_values(
+    kit_dir: Path, info: KitInfo | lite.KitInfo, manifest: Manifest | lite.Manifest
+) -> dict[str, str]:
     """Every name a site file must not set, with where the kit locks it."""
     locked = {
         "PROFILE": "kit.json profiles",

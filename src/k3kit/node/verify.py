@@ -20,10 +20,9 @@ from k3kit.formats.documents import (
     MAX_DOCUMENT_BYTES,
     Document,
     check_document,
-    parse_document,
     read_bounded,
     read_document,
-    read_kit_documents,
+    read_kit_records,
     read_listed,
 )
 from k3kit.formats.kitpath import KIT_KINDS, Authenticate, open_kit, require
@@ -54,7 +53,6 @@ from k3kit.signing.trust.source import TrustSource as TrustSource  # its home; r
 
 if TYPE_CHECKING:  # the hashing engine is imported only when --weights asks for it
     from k3kit.archive import ArchiveIndex
-    from k3kit.models import KitInfo, Manifest, WeightsLock
     from k3kit.weights import WeightsOptions
 
 MAX_DOC_BYTES = MAX_DOCUMENT_BYTES
@@ -664,7 +662,7 @@ def _weights_check(
     try:
         result = check_weights(
             weights,
-            _lock_model(st),
+            st.lock,  # the verified record: the hashing engine needs no pydantic model
             algorithm=options.algorithm,
             workers=options.workers,
             all_errors=options.all_errors,
@@ -706,18 +704,6 @@ def _weights_check(
             f"{result.files_from_cache} unchanged since verified (verification cache)"
         )
     return check
-
-
-def _lock_model(st: _State) -> WeightsLock:
-    """The verified lock as the pydantic model the hashing engine takes (its helpers, such as
-    ``has_blake3``), from the very bytes whose digest the receipt signs; only ``--weights``,
-    which hashes the weights anyway, pays for pydantic."""
-    from k3kit.models import WeightsLock
-
-    assert st.lock_data is not None
-    return parse_document(
-        st.lock_data, WeightsLock, what=LOCK_NAME, max_bytes=MAX_DOC_BYTES, code="LOCK_MALFORMED"
-    )
 
 
 def verify_path(
@@ -800,8 +786,8 @@ class VerifiedKit(NamedTuple):
 
     path: Path
     report: Report
-    manifest: Manifest
-    info: KitInfo
+    manifest: lite.Manifest
+    info: lite.KitInfo
 
     @property
     def kit_sha256(self) -> str:
@@ -831,7 +817,9 @@ def open_verified(
     report = verify_dir(kit_dir, trusted, label=label, rollback=rollback)
     if not report.ok:
         raise KitNotVerified(report)
-    manifest, info = read_kit_documents(
+    # records, not models: preflight (which every launch runs first), render-site and the
+    # registry read fields and the models' shared methods only (docs/performance.md)
+    manifest, info = read_kit_records(
         kit_dir,
         max_bytes=MAX_DOC_BYTES,
         kit_sha256=report.kit_sha256,

@@ -17,14 +17,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from k3kit.engines import adapter
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_serve_config
 from k3kit.formats.vocab import PreflightStatus as Status
-from k3kit.models import KitInfo, KitProfile
-from k3kit.models.kit import pools_unchosen
+from k3kit.models import lite
+from k3kit.models._methods import pools_unchosen
 from k3kit.node.verify import TrustSource, open_verified
 from k3kit.preflight._budget import budget_checks
 from k3kit.preflight._checks import Check, Requirements, gpu_checks, os_checks
@@ -38,6 +38,9 @@ from k3kit.preflight._facts import (
     os_facts_from_json,
 )
 from k3kit.signing.trust import RollbackPolicy
+
+if TYPE_CHECKING:  # kit.json is read as a record (node.verify.open_verified): no pydantic here
+    from k3kit.models import KitInfo, KitProfile
 
 MAX_DOC_BYTES = MAX_DOCUMENT_BYTES
 GB = 1_000_000_000
@@ -66,7 +69,9 @@ class PreflightReport:
         }
 
 
-def _profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile:
+def _profile(
+    info: KitInfo | lite.KitInfo, profile: str, topology: str | None
+) -> KitProfile | lite.KitProfile:
     matches = [p for p in info.profiles if p.name == profile]
     unchosen = pools_unchosen(matches, topology)
     if unchosen:
@@ -84,7 +89,9 @@ def _profile(info: KitInfo, profile: str, topology: str | None) -> KitProfile:
     return matches[0]
 
 
-def requirements(info: KitInfo, chosen: KitProfile, serve: dict[str, Any]) -> Requirements:
+def requirements(
+    info: KitInfo | lite.KitInfo, chosen: KitProfile | lite.KitProfile, serve: dict[str, Any]
+) -> Requirements:
     eng = adapter(info.engine.name)
     facts = info.model_config_facts
     hw = info.hardware
@@ -183,7 +190,7 @@ def launch_node_check(
     trusted: TrustSource,
     weights: Path | None = None,
     rollback: RollbackPolicy | None = None,
-) -> Callable[[KitProfile], None]:
+) -> Callable[[KitProfile | lite.KitProfile], None]:
     """The node check ``launch`` runs once the kit verified and its profile is chosen: preflight
     for that profile and topology (verifying the kit again with the same trust, as every verb
     that reads kit files does). Raises :class:`NodeNotReady` before any weight is hashed.
@@ -192,7 +199,7 @@ def launch_node_check(
     :func:`k3kit.node.launch.plan_launch`, so the node is refused by the same rule whichever door
     the launch came through."""
 
-    def check(chosen: KitProfile) -> None:
+    def check(chosen: KitProfile | lite.KitProfile) -> None:
         report = run_preflight(
             kit_dir,
             chosen.name,

@@ -27,13 +27,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from k3kit._canonical import sha256_of_model
 from k3kit._digest import FileStamp, hash_file
 from k3kit._fs import display_name, walk
 from k3kit.errors import InputError, K3kitError, VerificationError
 from k3kit.formats.vocab import Problem
-from k3kit.models import LockedFile, WeightsLock
 from k3kit.weights.hashpool import HashJob, JobResult, default_workers, run_jobs
 from k3kit.weights.layouts import (
     Layout,
@@ -45,6 +45,15 @@ from k3kit.weights.layouts import (
     resolve_file,
 )
 from k3kit.weights.vcache import VerifyCache
+
+if TYPE_CHECKING:
+    from k3kit.models import LockedFile, lite
+    from k3kit.models import WeightsLock as _Model
+
+    # The lock as the pydantic model (pin, the API) or as the record verify and launch read
+    # without pydantic (k3kit.models.lite; docs/performance.md, "Fifth pass"): this package uses
+    # fields and the shared methods (k3kit.models._methods) only, so it takes either.
+    WeightsLock = _Model | lite.WeightsLock
 
 # the one problem record (k3kit.formats.vocab); the old name stays importable
 WeightsProblem = Problem
@@ -203,7 +212,7 @@ def choose_algorithm(lock: WeightsLock, forced: str | None) -> str:
     return "blake3" if lock.has_blake3 else "sha256"
 
 
-def _expected(want: LockedFile, algorithm: str) -> str:
+def _expected(want: LockedFile | lite.LockedFile, algorithm: str) -> str:
     digest = want.blake3 if algorithm == "blake3" else want.sha256
     assert digest is not None  # choose_algorithm only picks blake3 when every file has it
     return digest
@@ -362,6 +371,8 @@ def hash_tree(
         rels.append(entry.rel)
     if not rels:
         raise VerificationError(f"no files under {layout.root}", code="WEIGHTS_EMPTY")
+
+    from k3kit.models import LockedFile  # the pin builds models: pydantic only here
 
     def one(rel: str) -> LockedFile:
         try:

@@ -31,9 +31,12 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from k3kit.errors import VerificationError
-from k3kit.models import WeightsLock
+
+if TYPE_CHECKING:  # the model or its record (k3kit.models.lite): fields only, no pydantic
+    from k3kit.models import WeightsLock, lite
 
 # What huggingface_hub's ``local_dir`` mode writes beside the weights (``_local_folder.py``): a
 # .gitignore and its lock, a CACHEDIR.TAG, per-file download/upload metadata, locks and partial
@@ -153,7 +156,9 @@ def _snapshot_layout(snapshot: Path, given_as: str) -> Layout:
     return Layout(snapshot, "snapshot", _blobs_roots(snapshot.parent.parent), given_as)
 
 
-def _from_repo(repo_dir: Path, lock: WeightsLock, given_as: str, asked: Path) -> Layout:
+def _from_repo(
+    repo_dir: Path, lock: WeightsLock | lite.WeightsLock, given_as: str, asked: Path
+) -> Layout:
     extra = [n for n in _top_level(repo_dir) if n not in REPO_FOLDER_ENTRIES]
     if extra:
         raise _ambiguous(repo_dir, f"a cache repo folder that also holds {extra[0]!r}")
@@ -168,7 +173,7 @@ def _from_repo(repo_dir: Path, lock: WeightsLock, given_as: str, asked: Path) ->
     return _snapshot_layout(snapshot, given_as)
 
 
-def locate(path: Path, lock: WeightsLock) -> Layout:
+def locate(path: Path, lock: WeightsLock | lite.WeightsLock) -> Layout:
     """Decide what ``path`` is (see the module docstring); refuse it when that is not one thing."""
     real = _canonical(Path(path))
     want = repo_folder_name(lock.repo)
