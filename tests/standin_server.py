@@ -108,6 +108,13 @@ class StandInServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def _count(self, prompt: str) -> int:
+        """The prompt's tokens, special ones included (as an engine counts them), without the
+        character offsets ``encode`` also computes: a max_context prompt is a million tokens,
+        and the offsets were two thirds of counting it."""
+        encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
+        return len(encode([prompt])[0])
+
     def __enter__(self) -> StandInServer:
         self._thread.start()
         self._ready.wait(10)
@@ -178,7 +185,7 @@ class StandInServer:
             self._plain(w, 404, {"error": {"message": f"no route {path}"}})
             await w.drain()
             return True
-        prompt_tokens = len(self._tok.encode(body["prompt"]).ids) if self._tok else 0
+        prompt_tokens = self._count(body["prompt"]) if self._tok else 0
         if k.max_len is not None and prompt_tokens > k.max_len:
             self._plain(w, 400, {"error": {"message": "prompt too long"}})
             await w.drain()
