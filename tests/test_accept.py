@@ -337,13 +337,16 @@ def test_weights_without_tokenizer_are_refused(
 class Ticks:
     """An injected clock: every reading is one tick later than the last. accept reads it at
     send and once per network read (every line one read completes arrived at that instant), and
-    the server below writes each of the 16 token chunks 20 ms apart, so each is its own read."""
+    the server below writes each of the 16 token chunks only once the client has read the one
+    before (``Knobs.lockstep`` counts the readings), so each is its own read on any machine.
+    The server waits no real time: what is timed is this clock, not the machine."""
 
     def __init__(self, tick_s: float) -> None:
-        self.tick_s, self.now = tick_s, 0.0
+        self.tick_s, self.now, self.readings = tick_s, 0.0, 0
 
     def __call__(self) -> float:
         self.now += self.tick_s
+        self.readings += 1
         return self.now
 
 
@@ -373,7 +376,8 @@ def test_verdicts_follow_the_injected_clock(
         points=[1],
         requests=None,
     )
-    with _server(acceptkit, ttft_s=0.02, tpot_s=0.02) as server:
+    ticks = Ticks(tick_ms / 1000)
+    with _server(acceptkit, ttft_s=0.0, tpot_s=0.0, lockstep=ticks) as server:
         result = run_accept(
             plan,
             url=server.url,
@@ -383,7 +387,7 @@ def test_verdicts_follow_the_injected_clock(
             timeouts=Timeouts(),
             issued_at=FIXED_TIME,
             node={"hostname": "test"},
-            clock=Ticks(tick_ms / 1000),
+            clock=ticks,
         )
     by_claim = {v.claim: v for v in result.predicate.verdicts}
     assert {"ttft_ms.p50", "tpot_ms.p50", "e2el_ms.p50", "output_tok_s"} <= set(by_claim)
