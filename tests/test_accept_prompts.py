@@ -115,3 +115,24 @@ def test_the_builder_corrects_a_count_that_does_not_follow_the_words(
     assert _encode_count(builder, text) == 4096
     assert len(seen) >= 2 and seen[-1] == 4096
     assert (seen[0] > 4096) if path == "trim" else (seen[0] < 4096)
+
+
+class _OlderLibrary:
+    """A tokenizer as a ``tokenizers`` release without ``encode_batch_fast`` offers it."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
+
+    def __getattr__(self, name: str) -> object:
+        if name == "encode_batch_fast":
+            raise AttributeError(name)
+        return getattr(self._tokenizer, name)
+
+
+def test_a_library_without_the_fast_count_builds_the_same_prompts() -> None:
+    fast = PromptBuilder(_bpe(merge_pairs=True), "tokenizer.json")
+    older = PromptBuilder(_OlderLibrary(_bpe(merge_pairs=True)), "tokenizer.json")  # type: ignore[arg-type]
+    assert not hasattr(older.tokenizer, "encode_batch_fast")
+    text = older.prompt(1000, random.Random(5))
+    assert text == fast.prompt(1000, random.Random(5))
+    assert older.count(text) == fast.count(text) == _encode_count(fast, text) == 1000

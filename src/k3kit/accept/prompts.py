@@ -64,10 +64,11 @@ class PromptBuilder:
     def count(self, text: str) -> int:
         """The number of tokens of ``text`` (without special tokens).
 
-        Through ``encode_batch_fast`` where the library has it (tokenizers 0.21+): the same ids
-        without the character offsets, which are most of ``encode``'s cost on a long text (a
-        1,048,576-token prompt: 1.0 s against 3.2 s here). The count is ``len`` of the
-        ``Encoding``, so the ids are never copied into a Python list."""
+        Through ``encode_batch_fast`` where the installed library has it (recent releases; an
+        older one counts with ``encode_batch``): the same ids without the character offsets,
+        which are most of ``encode``'s cost on a long text (a 1,048,576-token prompt: 1.0 s
+        against 3.2 s here). The count is ``len`` of the ``Encoding``, so the ids are never
+        copied into a Python list."""
         fast = getattr(self.tokenizer, "encode_batch_fast", None)
         encode = self.tokenizer.encode_batch if fast is None else fast
         return len(encode([text], add_special_tokens=False)[0])
