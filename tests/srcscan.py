@@ -2,9 +2,10 @@
 
 test_codes (every ``code="..."`` literal is registered) and test_vocabulary (each constant and
 primitive has one home) each parsed and walked every module of src/k3kit, twice each (two tests
-apiece): four parses of about 230 files and six walks, 10-15 s of a unit run on this machine.
-The trees and their nodes are the same for all of them, so they are made once here; the tests
-only read them (nothing here may be changed by a test).
+apiece), and test_complexity had radon parse them once more: five parses of about 230 files and
+six walks, 10-15 s of a unit run on this machine. The trees and their nodes are the same for all
+of them, so they are made once here; the tests only read them (nothing here may be changed by a
+test).
 """
 
 from __future__ import annotations
