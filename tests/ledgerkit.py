@@ -249,6 +249,77 @@ def buy(
     return result
 
 
+#: One racing buyer: a separate ``python`` process that imports k3kit's CLI and the ledger (and
+#: the PostgreSQL driver for a PostgreSQL ledger), says it is ready,
+#: waits for the go on stdin, then runs ``k3kit ledger purchase`` (the CLI's own ``main``) once
+#: per payment reference given, and prints each one's exit status and output as JSON.
+RACER = """
+import contextlib, io, json, sys
+from k3kit.cli._app import main
+import k3kit.cli.commerce, k3kit.commerce.ledger  # what a purchase imports, before the go
+common, refs = json.loads(sys.argv[1]), sys.argv[2:]
+if common[common.index("--db") + 1].startswith("postgresql"):
+    import psycopg
+print("ready", flush=True)
+if sys.stdin.readline() != "go\\n":
+    sys.exit(2)
+done = []
+for ref in refs:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            main([*common, "--payment", ref])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    done.append({"ref": ref, "code": code, "out": out.getvalue()})
+print(json.dumps(done), flush=True)
+"""
+
+
+def race_purchases(
+    db: str, lic: Path, terms: Path, *, processes: int, each: int
+) -> list[dict[str, Any]]:
+    """``processes`` buyers in separate processes, each buying ``each`` times in a row, all
+    released at once: the start-ups (an interpreter and k3kit's imports each) are over before the
+    first purchase, so the purchases overlap in the database instead of in the importing; each
+    purchase's exit status, stdout (``--json``) and payment reference, in no particular order."""
+    import json
+    import sys
+
+    common = ["ledger", "purchase", "--db", db, "--licence", str(lic), "--terms", str(terms)]
+    common += ["--amount", "250000", "--currency", "EUR", "--package", "kimi-k3-b300x8", "--json"]
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, json.dumps(common)]
+            + [f"PAY-R{p}-{i}" for i in range(each)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in range(processes)
+    ]
+    try:
+        for racer in racers:  # every one imported and waiting before any is released
+            assert racer.stdout is not None
+            if racer.stdout.readline() != "ready\n":
+                racer.kill()
+                raise AssertionError(f"a racer did not start: {racer.communicate()[1]}")
+        for racer in racers:  # then all released, before waiting on any
+            assert racer.stdin is not None
+            racer.stdin.write("go\n")
+            racer.stdin.flush()
+        outs = [racer.communicate(timeout=300) for racer in racers]
+    finally:
+        for racer in racers:
+            if racer.poll() is None:
+                racer.kill()
+                racer.wait()
+    assert [r.returncode for r in racers] == [0] * processes, [err for _, err in outs]
+    return [row for out, _ in outs for row in json.loads(out)]
+
+
 def attacker_rewrite(db: str, cluster: Cluster | None, edits: list[str]) -> None:
     """What whoever can write the database does: turn the guards off, edit rows, then recompute
     every body and entry hash with the project's own chain functions, so the chain is consistent

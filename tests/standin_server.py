@@ -25,7 +25,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 #: The lies a server can tell about its stream, each as an attacker would write it:
 #: ``short_stream`` streams one short chunk and reports ``max_tokens`` in ``usage``;
@@ -61,6 +61,12 @@ WORDS = (" the", " of", " and", " to", " in", " is", " was", " for")
 DEEP = 100_000
 
 
+class Readings(Protocol):
+    """How many times the client has read its clock (read from the server's thread)."""
+
+    readings: int
+
+
 @dataclass
 class Knobs:
     ttft_s: float = 0.05
@@ -85,6 +91,10 @@ class Knobs:
     #: the text re-tokenizes as one token (a model need not generate the canonical pieces).
     send_ids: bool = False
     split_words: int = 0
+    #: A clock the client reads once per network read (a test's injected clock, with a
+    #: ``readings`` count): each token is then written only after the client has read the one
+    #: before, so every token is its own read however busy the machine, without real delays.
+    lockstep: Readings | None = None
     seen: list[dict[str, Any]] = field(default_factory=list)
     count: int = 0
 
@@ -107,6 +117,13 @@ class StandInServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def _count(self, prompt: str) -> int:
+        """The prompt's tokens, special ones included (as an engine counts them), without the
+        character offsets ``encode`` also computes: a max_context prompt is a million tokens,
+        and the offsets were two thirds of counting it."""
+        encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
+        return len(encode([prompt])[0])
 
     def __enter__(self) -> StandInServer:
         self._thread.start()
@@ -178,7 +195,7 @@ class StandInServer:
             self._plain(w, 404, {"error": {"message": f"no route {path}"}})
             await w.drain()
             return True
-        prompt_tokens = len(self._tok.encode(body["prompt"]).ids) if self._tok else 0
+        prompt_tokens = self._count(body["prompt"]) if self._tok else 0
         if k.max_len is not None and prompt_tokens > k.max_len:
             self._plain(w, 400, {"error": {"message": "prompt too long"}})
             await w.drain()
@@ -230,8 +247,10 @@ class StandInServer:
                 if i == 0 and k.lead_chunk:
                     self._event(w, self._token_event("", chat))
                 ids = pieces[i][1] if pieces and self._ids_sent() else None
+                mark = k.lockstep.readings if k.lockstep is not None else 0
                 self._event(w, self._token_event(text, chat, ids))
                 await w.drain()
+                await self._until_read(mark)
         if k.hold_s:
             await asyncio.sleep(k.hold_s)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens}
@@ -247,6 +266,19 @@ class StandInServer:
         w.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
         await w.drain()
         return True
+
+    async def _until_read(self, mark: int) -> None:
+        """With ``lockstep``: wait until the client's clock has been read since ``mark`` (taken
+        before this token was written). The client reads its clock once per block of bytes it
+        receives, and nothing else is in flight, so that reading is this token's arrival. The
+        wait is bounded, so a client that never reads lets the stream go on (and its test fail
+        on the merged reads), never hang."""
+        gate = self.knobs.lockstep
+        if gate is None:
+            return
+        deadline = self.loop.time() + 30
+        while gate.readings == mark and self.loop.time() < deadline:
+            await asyncio.sleep(0.001)
 
     def _texts(self, tokens: int) -> list[str]:
         """One text per chunk: a word per token, merged at ``merge_at`` (fewer chunks, honest)."""

@@ -8,10 +8,12 @@ parsed by the one bounded parser as it arrives, so hostile numbers and nesting f
 the run. The honest counterpart: a server that merges tokens into fewer chunks, as vLLM V1 does
 when its API server falls behind, still reproduces.
 
-The servers here run at half the signed delays (100 ms TTFT, 5 ms per token against 200 ms and
-10 ms claimed), so no verdict below depends on how busy the machine is: a lie fails through its
-structure (token counts, chunk counts, a per-token time no decoding reaches), and the honest
-server has a 2x margin.
+The honest servers here run at half the signed delays (100 ms TTFT, 5 ms per token against 200 ms
+and 10 ms claimed), so no verdict below depends on how busy the machine is: the honest server has
+a 2x margin, and a lie fails through its structure (token counts, chunk counts, a per-token time
+no decoding reaches). The lying servers of ``_lying`` therefore wait only 20 ms before their
+first token (test_accept's ``NOT_ABOUT_TIME``), still 5 ms per next one: their verdicts do not
+depend on the time to the first token, and the 7 requests of a test cost 0.6 s less.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE
 from k3kit.signing.keys import load_public
 from k3kit.signing.sign import verify_envelope
 from tests.standin_server import DEEP
-from tests.test_accept import _accept, _by_claim, _server
+from tests.test_accept import NOT_ABOUT_TIME, SLOW_TTFT_S, _accept, _by_claim, _server
 from tests.test_accept import acceptkit as acceptkit  # the shared signed kit (a fixture)
 
 FAST = {"ttft_s": 0.1, "tpot_s": 0.005}
@@ -41,7 +43,7 @@ ONE_POINT = ("--points", "1", "--requests", "6")
 
 
 def _lying(kit: dict[str, Path], tmp: Path, **knobs: Any) -> tuple[int, dict[str, Any], str]:
-    with _server(kit, **FAST, **knobs) as server:
+    with _server(kit, **NOT_ABOUT_TIME, **knobs) as server:
         proc, result = _accept(kit, server.url, tmp / "out", *ONE_POINT)
     assert proc.returncode not in (0, 70), proc.stderr
     return proc.returncode, result, proc.stderr
@@ -219,17 +221,17 @@ def _gaps_add_up(evidence: dict[str, Any]) -> None:
 
 
 #: The prefill the lying server below waits out before its first token with text.
-EMPTY_FIRST_TTFT_S = 0.5
+EMPTY_FIRST_TTFT_S = SLOW_TTFT_S
 
 
 def test_empty_first_chunk_does_not_start_the_ttft_clock(
     acceptkit: dict[str, Path], tmp_path: Path
 ) -> None:
     """The attack pass's finding: a chunk of empty text at once, the first token later (the
-    attack pass waited 1 s; 0.5 s here, still 2.5x the signed 200 ms, and half the test's time),
+    attack pass waited 1 s; 0.3 s here, 1.5x the signed 200 ms: every TTFT is at least that),
     then 5 ms per token. One padding chunk fits the chunk allowance, so the requests complete;
     TTFT was 7.8 ms and every claim *reproduced*. Now TTFT is the first chunk with text, which
-    the server cannot send before its half second of prefill."""
+    the server cannot send before its 0.3 s of prefill."""
     with _server(acceptkit, ttft_s=EMPTY_FIRST_TTFT_S, tpot_s=0.005, lie="empty_first") as server:
         proc, result = _accept(acceptkit, server.url, tmp_path / "out", *ONE_POINT)
     assert proc.returncode == 1, proc.stderr
@@ -321,9 +323,9 @@ def test_chat_role_only_delta_sent_at_once_does_not_start_the_ttft_clock(
     acceptkit: dict[str, Path],
 ) -> None:
     """The chat form of the lie: the role-only delta at once, the first content 0.3 s later."""
-    sample = _chat_sample(acceptkit, ttft_s=0.3, tpot_s=0.005, lie="empty_first")
+    sample = _chat_sample(acceptkit, ttft_s=SLOW_TTFT_S, tpot_s=0.005, lie="empty_first")
     assert sample.ok, sample.error
-    assert sample.ttft_s >= 0.3  # the server slept 0.3 s before its first content
+    assert sample.ttft_s >= SLOW_TTFT_S  # the server slept that long before its first content
     assert (sample.chunks, sample.text_chunks) == (17, 16)
 
 

@@ -27,6 +27,7 @@ import pytest
 
 from k3kit.accept._http import Sample, Timeouts, post_json, run_closed_loop
 from tests.netkit import self_signed
+from tests.test_accept import SLOW_TTFT_S
 from tests.test_accept import _accept as run_accept
 from tests.test_accept import _by_claim as by_claim
 from tests.test_accept import _server as standin
@@ -442,7 +443,6 @@ def test_a_tls_server_that_accepts_and_never_shakes_hands_is_a_connect_timeout()
 
 # -- the smuggling attack end to end: the real CLI against a slow server behind a smuggler ----
 
-SLOW_TTFT_S = 0.5  # 2.5x the signed 200 ms: an honest measurement does not reproduce it
 STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream"
 CHUNKED_END = b"\r\n0\r\n\r\n"
 
@@ -490,7 +490,7 @@ def test_accept_behind_a_smuggler_measures_the_slow_server_and_reproduces_nothin
     acceptkit: dict[str, Path], tmp_path: Path
 ) -> None:
     """The attack through the real CLI: each streamed answer is followed by a ready-made one.
-    Served to the next request, it would have a TTFT of ~0 against a server that takes 0.5 s.
+    Served to the next request, it would have a TTFT of ~0 against a server that takes 0.3 s.
     Every request is timed on its own answer instead: each TTFT is at least the server's sleep,
     and the 200 ms TTFT claim is not reproduced."""
     with (

@@ -18,6 +18,7 @@ from k3kit.audit import ordered_rules
 from k3kit.errors import EnvironmentProblem, ExitCode, InputError, K3kitError, VerificationError
 from k3kit.formats.vocab import CheckStatus, Problem, ReportLike, Severity
 from k3kit.node.verify import Report
+from tests.srcscan import source_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "k3kit"
@@ -49,9 +50,9 @@ def _error_class(call: ast.Call) -> str | None:
 def scan() -> list[tuple[str, str, str | None]]:
     """(code, where, raising class or None) for every code literal in src/k3kit."""
     found: list[tuple[str, str, str | None]] = []
-    for path in sorted(SRC.rglob("*.py")):
-        rel = path.relative_to(ROOT)
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for module in source_modules():
+        rel = module.path.relative_to(ROOT)
+        for node in module.nodes:
             if isinstance(node, ast.Call):
                 cls = _error_class(node)
                 for kw in node.keywords:

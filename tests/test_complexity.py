@@ -7,13 +7,14 @@ with its reason; it may only shrink. A new entry needs the same kind of reason, 
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from radon.complexity import cc_rank, cc_visit
+from radon.complexity import cc_rank, cc_visit_ast
 from radon.visitors import Class, Function
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "k3kit"
+from tests.srcscan import SRC, source_modules
 
 #: ``path:name`` → why it may stay at D or E for now. Empty since issue 20 split the last two
 #: (R30's scope rule and the claims model's cross-reference validator).
@@ -27,11 +28,21 @@ def _blocks(blocks: list[Function | Class]) -> Iterator[Function | Class]:
         yield from _blocks(list(getattr(block, "closures", [])))
 
 
+def _trees(root: Path) -> Iterator[tuple[Path, ast.Module]]:
+    """Each module under ``root`` parsed; src/k3kit's from the one parse per process that the
+    other source scans share (tests/srcscan.py), as radon's own parse would give them."""
+    if root == SRC:
+        yield from ((m.path, m.tree) for m in source_modules())
+        return
+    for path in sorted(root.rglob("*.py")):
+        yield path, ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
 def _ranked(root: Path = SRC, min_rank: str = "D") -> list[tuple[str, str, int]]:
     found = []
-    for path in sorted(root.rglob("*.py")):
+    for path, tree in _trees(root):
         rel = path.relative_to(root).as_posix()
-        for block in _blocks(cc_visit(path.read_text(encoding="utf-8"))):
+        for block in _blocks(cc_visit_ast(tree)):
             if cc_rank(block.complexity) >= min_rank:
                 found.append((f"{rel}:{block.name}", cc_rank(block.complexity), block.complexity))
     return found

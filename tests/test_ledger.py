@@ -29,6 +29,7 @@ from tests.ledgerkit import (
     attacker_rewrite,
     buy,
     pg_bin,
+    race_purchases,
     sign_licence,
     start_cluster,
     wait_for,
@@ -245,45 +246,18 @@ def test_process_killed_between_payment_and_entitlement_leaves_neither(
 def test_concurrent_purchases_from_separate_processes(
     db: str, tmp_path: Path, signing_key: KeyFiles
 ) -> None:
+    """Three buyers in separate processes, three purchases each, released together once all
+    three have k3kit imported (eight processes started at once mostly raced their imports: a
+    purchase is milliseconds, a start-up most of a second): nine purchases contend for the
+    chain's head, and it comes out as one chain, no fork, no gap."""
     lic, terms = sign_licence(tmp_path, signing_key)
     buy(db, lic, terms, "PAY-0")
-    n = 8
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "k3kit",
-                "ledger",
-                "purchase",
-                "--db",
-                db,
-                "--licence",
-                str(lic),
-                "--terms",
-                str(terms),
-                "--payment",
-                f"PAY-C{i}",
-                "--amount",
-                "250000",
-                "--currency",
-                "EUR",
-                "--package",
-                "kimi-k3-b300x8",
-                "--json",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(n)
-    ]
-    outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0] * n, [o[1] for o in outs]
-    seqs = sorted(json.loads(o[0])["seq"] for o in outs)
-    assert seqs == list(range(6, 6 + 2 * n, 2))  # one chain, no fork, no gap
+    done = race_purchases(db, lic, terms, processes=3, each=3)
+    assert [row["code"] for row in done] == [0] * 9, done
+    seqs = sorted(json.loads(row["out"])["seq"] for row in done)
+    assert seqs == list(range(6, 6 + 2 * 9, 2))  # one chain, no fork, no gap
     rc, report = _verify(db)
-    assert rc == 0 and report["counts"]["entitlements"] == n + 1  # type: ignore[index]
+    assert rc == 0 and report["counts"]["entitlements"] == 9 + 1  # type: ignore[index]
 
 
 def test_tampering_with_psql_found(

@@ -51,15 +51,18 @@ def archive(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Path
     return out
 
 
-@pytest.fixture
-def locked(tmp_path: Path) -> Iterator[LiveRegistry]:
-    """A real registry that asks for Basic credentials (alice / PASSWORD)."""
+@pytest.fixture(scope="module")
+def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRegistry]:
+    """A real registry that asks for Basic credentials (alice / PASSWORD), one per module: the
+    tests using it push the same archive to the same tag and read only what they pushed
+    themselves, so none depends on another having run (or not)."""
     line = bcrypt_line(USER, PASSWORD)
     if line is None:
         pytest.skip("no bcrypt for docker-registry's htpasswd (Debian's python3 with crypt(3))")
-    htpasswd = tmp_path / "htpasswd"
+    root = tmp_path_factory.mktemp("locked-registry")
+    htpasswd = root / "htpasswd"
     htpasswd.write_text(line + "\n")
-    with live_registry(tmp_path / "registry", htpasswd) as live:
+    with live_registry(root / "registry", htpasswd) as live:
         yield live
 
 

@@ -8,8 +8,10 @@ are there so a refusal cannot be "fixed" by refusing everything. Layouts are bui
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +26,7 @@ from k3kit._canonical import (
 )
 from k3kit._policy import MAX_DEPTH, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, path_problem
 from k3kit.errors import InputError, VerificationError
-from k3kit.render import env_value, yaml_scalar
+from k3kit.render import env_value, make_environment, render, yaml_scalar
 
 # -- path policy ---------------------------------------------------------------------------------
 
@@ -285,3 +287,18 @@ def test_serve_config_refuses_what_render_never_writes(line: bytes) -> None:
     with pytest.raises(VerificationError) as exc:
         parse_serve_config(line, source="serve.yaml")
     assert exc.value.code == "SERVE_CONFIG_MALFORMED"
+
+
+def test_the_one_environment_per_templates_folder_renders_an_edited_template_anew(
+    tmp_path: Path,
+) -> None:
+    """Builds share one jinja2 environment per folder (its compiled templates are most of a
+    build's rendering); a template edited on disk is still read again, not served compiled."""
+    template = tmp_path / "unit.txt.j2"
+    template.write_text("port={{ port }}\n")
+    assert make_environment(tmp_path) is make_environment(tmp_path)
+    assert render(make_environment(tmp_path), "unit.txt.j2", {"port": 1}) == b"port=1\n"
+    template.write_text("PORT={{ port | shquote }}\n")
+    stat = template.stat()
+    os.utime(template, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # a later mtime, surely
+    assert render(make_environment(tmp_path), "unit.txt.j2", {"port": "2"}) == b"PORT=2\n"

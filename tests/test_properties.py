@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -18,31 +18,48 @@ from k3kit.signing.keys import load_public
 from tests.conftest import GoldenKit
 
 
+def _files(root: Path) -> list[Path]:
+    return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
+
+
+@pytest.fixture(scope="module")
+def flippable(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One copy of the golden kit for every example below: each flips one byte, verifies, and
+    puts the byte back. A fresh copy per example (16 folders made and removed) was most of the
+    test's time, and the property is about the flipped byte, not the copy."""
+    kit = tmp_path_factory.mktemp("flippable") / "kit"
+    shutil.copytree(golden.kit, kit)
+    return kit
+
+
 @settings(
     max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(data=st.data())
-def test_any_single_byte_change_is_caught(golden: GoldenKit, data: st.DataObject) -> None:
-    files = sorted(p.relative_to(golden.kit) for p in golden.kit.rglob("*") if p.is_file())
+def test_any_single_byte_change_is_caught(
+    golden: GoldenKit, flippable: Path, data: st.DataObject
+) -> None:
+    files = _files(golden.kit)
     rel = data.draw(st.sampled_from(files), label="file")
     size = (golden.kit / rel).stat().st_size
     offset = data.draw(st.integers(0, size - 1), label="offset")
     flip = data.draw(st.integers(1, 255), label="xor")
-    with tempfile.TemporaryDirectory() as tmp:
-        kit = Path(tmp) / "kit"
-        shutil.copytree(golden.kit, kit)
-        target = kit / rel
-        raw = bytearray(target.read_bytes())
-        raw[offset] ^= flip
+    target, original = flippable / rel, target_original(golden, rel)
+    raw = bytearray(original)
+    raw[offset] ^= flip
+    try:
         target.write_bytes(bytes(raw))
         if rel.name == "receipt.dsse.json":
             # The envelope's keyid is an unauthenticated hint and base64 has two alphabets (DSSE
             # requires accepting both): a change that leaves the signed content intact is allowed.
-            assume(_signed_content(bytes(raw)) != _signed_content(target_original(golden, rel)))
-        report = verify_path(kit, [load_public(golden.key.public)])
+            assume(_signed_content(bytes(raw)) != _signed_content(original))
+        report = verify_path(flippable, [load_public(golden.key.public)])
         assert not report.ok, f"{rel}@{offset}^{flip} went unnoticed"
+    finally:
+        target.write_bytes(original)
+    assert _files(flippable) == files  # verifying wrote nothing into the kit
 
 
 def target_original(golden: GoldenKit, rel: Path) -> bytes:

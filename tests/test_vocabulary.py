@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import errno
+import functools
 import json
 import os
 from pathlib import Path
@@ -22,8 +23,8 @@ from k3kit.formats import names
 from k3kit.formats.vocab import PreflightStatus, Problem
 from k3kit.preflight._checks import Check
 from k3kit.pull import PullError
+from tests.srcscan import SRC, source_modules
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "k3kit"
 KIT_NAMES = {
     names.MANIFEST_NAME,
     names.RECEIPT_NAME,
@@ -35,16 +36,24 @@ CAP = 16 * 1024 * 1024
 
 
 def _modules() -> list[tuple[str, ast.Module]]:
-    return [
-        (str(p.relative_to(SRC)), ast.parse(p.read_text(encoding="utf-8"), str(p)))
-        for p in sorted(SRC.rglob("*.py"))
-    ]
+    return [(str(m.path.relative_to(SRC)), m.tree) for m in source_modules()]
+
+
+@functools.cache
+def _walks() -> dict[int, tuple[ast.AST, ...]]:
+    return {id(m.tree): m.nodes for m in source_modules()}
+
+
+def _walk(tree: ast.Module) -> tuple[ast.AST, ...]:
+    """``ast.walk(tree)``, from the walk made once per process for src/k3kit's trees (a tree
+    planted by a test is walked here)."""
+    return _walks().get(id(tree)) or tuple(ast.walk(tree))
 
 
 def _docstrings(tree: ast.Module) -> set[int]:
     """ids of the string nodes that are docstrings (allowed to name anything)."""
     out = set()
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
             out.add(id(body[0].value))
@@ -72,7 +81,7 @@ def _const_int(node: ast.AST) -> int | None:
 def _findings(rel: str, tree: ast.Module) -> list[str]:
     found = []
     docs = _docstrings(tree)
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         where = f"{rel}:{getattr(node, 'lineno', '?')}"
         if isinstance(node, ast.BinOp | ast.Constant) and _const_int(node) == CAP:
             found.append(f"{where}: the 16 MiB cap (k3kit.formats.documents)")
