@@ -261,6 +261,37 @@ def read_listed(
     return data
 
 
+def utf8_text(
+    data: bytes, *, source: str, code: str, error: type[K3kitError] = VerificationError
+) -> str:
+    """Bytes someone else wrote, as the text its reader parses: strict UTF-8, else
+    ``error(code)`` naming the source and the first bad byte.
+
+    Why one helper: a kit's text files (``serve.yaml``, ``engine.env``, the deploy templates
+    ``render-site`` fills) are bytes their signer chose, and a hand-made kit may sign any bytes;
+    the operator's site file is read by ``launch`` and by ``render-site``. Each reader decoding
+    on its own let one forget the refusal (render-site ended in an internal error, exit 70) and
+    others decode with ``"replace"``, reading a line other than the one written (so the two
+    verbs could read one site file two ways). Here every one of them refuses the same way."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(
+            f"{shown(source)}: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x})",
+            code=code,
+            hint="k3kit writes and reads these files as UTF-8: save it as UTF-8, or ask whoever "
+            "signed it for a kit built by `k3kit build`",
+        ) from None
+
+
+def listed_text(
+    kit_dir: Path, manifest: Manifest | lite.Manifest, rel: str, *, max_bytes: int, code: str
+) -> str:
+    """:func:`read_listed` then :func:`utf8_text`: a listed kit file's verified bytes as text."""
+    data = read_listed(kit_dir, manifest, rel, max_bytes=max_bytes)
+    return utf8_text(data, source=rel, code=code)
+
+
 def parse_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
     """A profile's ``serve.yaml`` as ``build`` renders it: ``flag-name: <JSON value>`` lines,
     ``#`` comments and blank lines; anything else is refused (``SERVE_CONFIG_MALFORMED``).
@@ -269,10 +300,7 @@ def parse_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
     needs no YAML library and reads exactly what the engine reads.
     """
     out: dict[str, Any] = {}
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise VerificationError(f"{source}: not UTF-8", code="SERVE_CONFIG_MALFORMED") from None
+    text = utf8_text(data, source=source, code="SERVE_CONFIG_MALFORMED")
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip() or line.startswith("#"):
             continue

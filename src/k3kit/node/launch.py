@@ -66,6 +66,7 @@ from k3kit.formats.documents import (
     read_bounded,
     read_kit_records,
     read_listed,
+    utf8_text,
 )
 from k3kit.models import lite
 from k3kit.models._methods import pools_unchosen
@@ -157,10 +158,7 @@ def read_site(path: Path) -> Site:
     data = read_bounded(
         path, MAX_SITE_BYTES, what="site file", error=InputError, code="SITE_INVALID"
     )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8", code="SITE_INVALID") from exc
+    text = utf8_text(data, source=str(path), code="SITE_INVALID", error=InputError)
     values = site_values(text, source=str(path), locked={})
     return Site(
         model_dir=Path(values["MODEL_DIR"]) if "MODEL_DIR" in values else None,
@@ -217,10 +215,7 @@ def parse_engine_env(data: bytes, *, source: str) -> dict[str, str]:
     the one file means the same to this parser, to systemd, to Docker and to a shell; anything
     else is refused (``ENGINE_ENV_MALFORMED``, exit 1) rather than interpreted.
     """
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise VerificationError(f"{source}: not UTF-8", code="ENGINE_ENV_MALFORMED") from exc
+    text = utf8_text(data, source=source, code="ENGINE_ENV_MALFORMED")
     env: dict[str, str] = {}
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip() or line.startswith("#"):

@@ -1,0 +1,62 @@
+"""Attacks on the launch/preflight reading path, as the attacker would make them.
+
+Issue 23 moved ``launch --dry-run``, ``preflight``, ``render-site`` and the registry verbs onto
+the pydantic-free records of :mod:`k3kit.models.lite`. This file holds what an attacker's review
+of that change found: each test builds the hostile input with the real tools (a kit hand-signed
+with the publisher's key, a site file), runs the real CLI and checks the refusal, its code and
+that nothing was written. The review's inputs that found NO hole are listed in the lead's report.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import GoldenKit, run_k3kit
+from tests.launchkit import hand_signed
+
+SITE = "MODEL_DIR=/srv/models/kimi\nIMAGE=registry.example/vllm@sha256:" + "a" * 64 + "\n"
+
+
+def _first(kit: Path, name: str) -> str:
+    return sorted(p.relative_to(kit).as_posix() for p in kit.rglob(name))[0]
+
+
+def _render_site(kit: Path, golden: GoldenKit, site: Path, out: Path) -> tuple[int, dict, str]:  # type: ignore[type-arg]
+    proc = run_k3kit(
+        "render-site", kit, "--trust", golden.key.public, "--site", site, "-o", out, "--json"
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def test_render_site_of_a_kit_signing_a_latin1_compose_template_is_refused_not_a_crash(
+    golden: GoldenKit, kit: Path, tmp_path: Path
+) -> None:
+    # a publisher (or an older tool) signs a deploy template that is not UTF-8: the kit
+    # verifies, and render-site used to end in an internal error (exit 70, UnicodeDecodeError)
+    rel = _first(kit, "compose.yaml")
+    hand_signed(kit, golden.key, rel, lambda data: data + b"\n# caf\xe9\n")
+    site = tmp_path / "site.env"
+    site.write_text(SITE)
+    out = tmp_path / "out"
+    code, answer, stderr = _render_site(kit, golden, site, out)
+    assert code == 1, stderr
+    assert answer["error"]["code"] == "DEPLOY_FILE_MALFORMED"
+    assert rel in answer["error"]["message"] and "0xe9" in answer["error"]["message"]
+    assert not out.exists()  # nothing rendered from a kit that was refused
+
+
+def test_render_site_reads_a_site_file_as_launch_does_not_with_replacement_characters(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    # launch refuses a site file that is not UTF-8 (SITE_INVALID); render-site decoded the same
+    # file with "replace" and rendered values nobody wrote: one file, two readings
+    site = tmp_path / "site.env"
+    site.write_bytes(SITE.encode() + b"NAMESPACE=inf\xe9rence\n")
+    out = tmp_path / "out"
+    code, answer, stderr = _render_site(golden.kit, golden, site, out)
+    assert code == 3, stderr
+    assert answer["error"]["code"] == "SITE_INVALID"
+    assert "not UTF-8" in answer["error"]["message"]
+    assert not out.exists()
