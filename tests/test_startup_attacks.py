@@ -10,10 +10,17 @@ that nothing was written. The review's inputs that found NO hole are listed in t
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-from tests.conftest import GoldenKit, run_k3kit
-from tests.launchkit import hand_signed
+import pytest
+
+from k3kit.node.launch import plan_launch
+from k3kit.preflight import NodeNotReady, launch_node_check
+from k3kit.signing.keys import load_public
+from tests.conftest import GoldenKit, KeyFiles, run_k3kit
+from tests.launchkit import engine_env, hand_signed, make_fake_engine
+from tests.test_cpu_target import cpu_hardware, cpu_kit_with
 
 SITE = "MODEL_DIR=/srv/models/kimi\nIMAGE=registry.example/vllm@sha256:" + "a" * 64 + "\n"
 
@@ -60,3 +67,47 @@ def test_render_site_reads_a_site_file_as_launch_does_not_with_replacement_chara
     assert answer["error"]["code"] == "SITE_INVALID"
     assert "not UTF-8" in answer["error"]["message"]
     assert not out.exists()
+
+
+def _point(link: Path, target: Path) -> None:
+    """Point ``link`` at ``target`` in one rename, as whoever keeps a ``current`` link does."""
+    new = link.with_name(link.name + ".new")
+    new.symlink_to(target)
+    os.replace(new, link)
+
+
+def test_a_kit_swapped_while_launch_checks_the_node_is_not_what_the_node_check_judges(
+    golden: GoldenKit, signing_key: KeyFiles, weights: Path, tmp_path: Path
+) -> None:
+    # Two kits the same publisher signed: one this node cannot run (65536 cores), one it can.
+    # The operator launches `current`, which names the first. Whoever can repoint `current`
+    # does so the moment launch says it is checking the node: the node check used to verify and
+    # judge the kit at that path again (the second one, which passes), while launch goes on with
+    # the kit it verified first, on a node nothing judged it for.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    too_big = cpu_kit_with(tmp_path / "a", golden, signing_key, cpu_hardware(cores=65536))
+    fits = cpu_kit_with(tmp_path / "b", golden, signing_key, cpu_hardware())
+    current = tmp_path / "current"
+    current.symlink_to(too_big.kit)
+    fake = make_fake_engine(tmp_path / "engine")
+    trusted = [load_public(signing_key.public)]
+
+    def attacker(step: str) -> None:
+        if step.startswith("checking the node"):
+            _point(current, fits.kit)
+
+    with pytest.raises(NodeNotReady) as refused:
+        plan_launch(
+            current,
+            trusted,
+            profile="interactive",
+            weights=weights,
+            runtime_dir=tmp_path / "state" / "launch",
+            base_env=engine_env(fake),
+            on_step=attacker,
+            check_node=launch_node_check(weights=weights),
+        )
+    checks = {c.name: c for c in refused.value.report.checks}
+    assert checks["cpu.cores"].status == "fail"  # the launched kit's 65536 cores were judged
+    assert not fake.log.exists()

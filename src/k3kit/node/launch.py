@@ -71,7 +71,7 @@ from k3kit.formats.documents import (
 from k3kit.models import lite
 from k3kit.models._methods import pools_unchosen
 from k3kit.node.site import HOST_PATTERN, site_values
-from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_dir
+from k3kit.node.verify import KitNotVerified, Report, TrustSource, VerifiedKit, verify_dir
 from k3kit.signing.trust import RollbackPolicy
 
 if TYPE_CHECKING:
@@ -448,7 +448,7 @@ def plan_launch(
     weights_options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
     on_step: Callable[[str], None] | None = None,
-    check_node: Callable[[lite.KitProfile], None] | None = None,
+    check_node: Callable[[VerifiedKit, lite.KitProfile], None] | None = None,
 ) -> LaunchPlan:
     """Verify ``kit_dir`` and ``weights`` and return the plan that runs what was verified.
 
@@ -488,8 +488,9 @@ def plan_launch(
     if check_node is not None:
         # The node check reads the kit's profile: only now, once the kit has verified, and
         # before hours of hashing on a node that cannot run the profile. It can only refuse.
+        # It judges the kit verified above, never the path again (which may lead elsewhere now).
         say("checking the node (preflight)")
-        check_node(chosen)
+        check_node(VerifiedKit(kit_dir, first, manifest, info), chosen)
     folder = chosen.folder
     config = read_listed(kit_dir, manifest, f"{folder}/serve.yaml", max_bytes=MAX_KIT_DOC_BYTES)
     engine_env = parse_engine_env(
