@@ -111,3 +111,21 @@ def test_a_kit_swapped_while_launch_checks_the_node_is_not_what_the_node_check_j
     checks = {c.name: c for c in refused.value.report.checks}
     assert checks["cpu.cores"].status == "fail"  # the launched kit's 65536 cores were judged
     assert not fake.log.exists()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [b"NaN", b"Infinity", b"-Infinity", b"1e999", b'{"method": "mtp", "method": "eagle3"}'],
+)
+def test_serve_yaml_values_python_json_reads_but_build_never_writes_are_refused(
+    value: bytes,
+) -> None:
+    # json.loads takes each of these (1e999 as infinity, the last of two keys); preflight did
+    # arithmetic on the first four and launch handed them to the engine
+    from k3kit.errors import VerificationError
+    from k3kit.formats.documents import parse_serve_config
+
+    with pytest.raises(VerificationError) as refused:
+        parse_serve_config(b"gpu-memory-utilization: " + value + b"\n", source="serve.yaml")
+    assert refused.value.code == "SERVE_CONFIG_MALFORMED"
+    assert "serve.yaml:1" in refused.value.message

@@ -20,12 +20,11 @@ Every failure is the caller's ``error``/``code``, so a bad document is the artif
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
-from k3kit._canonical import require_canonical, strict_loads
+from k3kit._canonical import measurement_loads, require_canonical, strict_loads
 from k3kit._fs import read_capped
 from k3kit._text import shown
 from k3kit.errors import K3kitError, VerificationError
@@ -297,7 +296,12 @@ def parse_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
     ``#`` comments and blank lines; anything else is refused (``SERVE_CONFIG_MALFORMED``).
 
     ``render.yaml_scalar`` writes every value as JSON (which is YAML), so this strict reader
-    needs no YAML library and reads exactly what the engine reads.
+    needs no YAML library and reads exactly what the engine reads (a flag set twice: the last
+    line, as YAML loaders read it). Each value goes through the one strict JSON reader
+    (:func:`k3kit._canonical.measurement_loads`): Python's ``json`` also takes ``NaN``,
+    ``Infinity`` and ``1e999`` (read as infinity), none of which build writes, and preflight
+    judged a node's memory by them (``gpu-memory-utilization: Infinity`` fitted any weights on
+    any GPU), as it did duplicate keys inside a value.
     """
     out: dict[str, Any] = {}
     text = utf8_text(data, source=source, code="SERVE_CONFIG_MALFORMED")
@@ -305,12 +309,17 @@ def parse_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
         if not line.strip() or line.startswith("#"):
             continue
         key, sep, value = line.partition(": ")
-        try:
-            if not sep or not _SERVE_KEY.match(key):
-                raise ValueError(key)
-            out[key] = json.loads(value, parse_float=float)
-        except ValueError:
+        where = f"{source}:{number}"
+        if not sep or not _SERVE_KEY.match(key):
             raise VerificationError(
-                f"{source}:{number}: not a line k3kit renders", code="SERVE_CONFIG_MALFORMED"
-            ) from None
+                f"{where}: not a line k3kit renders", code="SERVE_CONFIG_MALFORMED"
+            )
+        raw = value.encode("utf-8")
+        out[key] = measurement_loads(
+            raw,
+            source=where,
+            max_bytes=len(raw),
+            error=VerificationError,
+            code="SERVE_CONFIG_MALFORMED",
+        )
     return out

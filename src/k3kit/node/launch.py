@@ -382,6 +382,40 @@ def kit_engine_snapshot(
     return to_engine_snapshot(doc)
 
 
+def serve_settings(
+    info: KitInfo | lite.KitInfo,
+    config: bytes,
+    folder: str,
+    snap: EngineSnapshot,
+    engine_env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A profile's ``serve.yaml`` (and ``engine.env``, when given) held to the value rules build
+    applies, and its settings: what launch starts the engine with and what preflight judges the
+    node by, so neither reads a value build would refuse.
+
+    A flag k3kit's launcher sets (``load-format``, paths, binding), one this engine version does
+    not have, or a value of the wrong type is refused here too, so a kit built by an older k3kit
+    (or by hand) cannot carry what build would refuse. Why preflight too: it ran before these
+    rules and did arithmetic on whatever the signer wrote (``kv-cache-dtype: [1]`` ended
+    ``preflight``, and ``launch`` on a GPU node, in an internal error). Raises
+    ``VerificationError`` ``SERVE_CONFIG_MALFORMED`` / ``ENGINE_SETTING_REFUSED`` (exit 1)."""
+    where = f"{folder}/serve.yaml"
+    settings = parse_serve_config(config, source=where)
+    engine = ADAPTERS[info.engine.name]
+    typed = {k: Decimal(repr(v)) if isinstance(v, float) else v for k, v in settings.items()}
+    problems = validate_settings(engine, snap, typed, where)
+    if engine_env is not None:
+        problems += validate_env(engine, snap, engine_env, f"{folder}/engine.env")
+    if problems:
+        raise VerificationError(
+            "; ".join(problems[:3]),
+            code="ENGINE_SETTING_REFUSED",
+            hint="the kit's signed settings break the rules build applies; ask the publisher for "
+            "a kit built by a current k3kit",
+        )
+    return settings
+
+
 def check_settings(
     info: KitInfo | lite.KitInfo,
     config: bytes,
@@ -396,22 +430,8 @@ def check_settings(
     ``ENGINE_LOADS_UNDECLARED`` (exit 1).
     """
     snap = snap or snapshot(info.engine.name, info.engine.version)
-    settings = parse_serve_config(config, source=f"{folder}/serve.yaml")
     where = f"{folder}/serve.yaml"
-    # The build's own rules first: a flag k3kit's launcher sets (``load-format``, paths, binding),
-    # one this engine version does not have, or a value of the wrong type is refused here too,
-    # so a kit built by an older k3kit (or by hand) cannot carry what build would refuse.
-    engine = ADAPTERS[info.engine.name]
-    typed = {k: Decimal(repr(v)) if isinstance(v, float) else v for k, v in settings.items()}
-    problems = validate_settings(engine, snap, typed, where)
-    problems += validate_env(engine, snap, engine_env, f"{folder}/engine.env")
-    if problems:
-        raise VerificationError(
-            "; ".join(problems[:3]),
-            code="ENGINE_SETTING_REFUSED",
-            hint="the kit's signed settings break the rules build applies; ask the publisher for "
-            "a kit built by a current k3kit",
-        )
+    settings = serve_settings(info, config, folder, snap, engine_env)
     review = review_profile(snap, settings, engine_env, where)
     if review.smuggled:
         raise VerificationError(

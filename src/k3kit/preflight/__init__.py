@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from k3kit.engines import adapter
 from k3kit.errors import InputError, VerificationError
-from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_serve_config
+from k3kit.formats.documents import MAX_DOCUMENT_BYTES
 from k3kit.formats.vocab import PreflightStatus as Status
 from k3kit.models import lite
 from k3kit.models._methods import pools_unchosen
+from k3kit.node.launch import kit_engine_snapshot, serve_settings
 from k3kit.node.verify import TrustSource, VerifiedKit, open_verified
 from k3kit.preflight._budget import budget_checks
 from k3kit.preflight._checks import Check, Requirements, gpu_checks, os_checks
@@ -158,7 +159,10 @@ def judge_node(
     info = kit.info
     rel = f"{chosen.folder}/serve.yaml"
     data = kit.read(rel, max_bytes=MAX_DOC_BYTES)
-    req = requirements(info, chosen, parse_serve_config(data, source=rel))
+    # judged only once held to the rules launch holds it to: arithmetic on a value build would
+    # refuse is no verdict (node.launch.serve_settings)
+    snap = kit_engine_snapshot(kit.path, kit.manifest, info)
+    req = requirements(info, chosen, serve_settings(info, data, chosen.folder, snap))
     osf = osf or os_facts(weights)
     hw = info.hardware
     if hw.is_cpu:
