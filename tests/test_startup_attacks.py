@@ -129,3 +129,13 @@ def test_serve_yaml_values_python_json_reads_but_build_never_writes_are_refused(
         parse_serve_config(b"gpu-memory-utilization: " + value + b"\n", source="serve.yaml")
     assert refused.value.code == "SERVE_CONFIG_MALFORMED"
     assert "serve.yaml:1" in refused.value.message
+
+
+def test_serve_yaml_still_reads_back_an_integer_build_writes_beyond_json_s_safe_range() -> None:
+    # build writes any integer TOML gives it (a seed of 20 digits): refusing NaN and Infinity
+    # must not refuse a kit build made
+    from k3kit.formats.documents import parse_serve_config
+    from k3kit.render import yaml_scalar
+
+    line = f"seed: {yaml_scalar(99999999999999999999)}\n".encode()
+    assert parse_serve_config(line, source="serve.yaml") == {"seed": 99999999999999999999}

@@ -20,11 +20,13 @@ Every failure is the caller's ``error``/``code``, so a bad document is the artif
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
-from k3kit._canonical import measurement_loads, require_canonical, strict_loads
+from k3kit._canonical import require_canonical, strict_loads
 from k3kit._fs import read_capped
 from k3kit._text import shown
 from k3kit.errors import K3kitError, VerificationError
@@ -297,11 +299,11 @@ def parse_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
 
     ``render.yaml_scalar`` writes every value as JSON (which is YAML), so this strict reader
     needs no YAML library and reads exactly what the engine reads (a flag set twice: the last
-    line, as YAML loaders read it). Each value goes through the one strict JSON reader
-    (:func:`k3kit._canonical.measurement_loads`): Python's ``json`` also takes ``NaN``,
-    ``Infinity`` and ``1e999`` (read as infinity), none of which build writes, and preflight
-    judged a node's memory by them (``gpu-memory-utilization: Infinity`` fitted any weights on
-    any GPU), as it did duplicate keys inside a value.
+    line, as YAML loaders read it). Python's ``json`` also takes ``NaN``, ``Infinity``, ``1e999``
+    (read as infinity) and a key twice inside a value (the last wins); build writes none of them
+    (it refuses a non-finite setting), and preflight judged a node's memory by them
+    (``gpu-memory-utilization: Infinity`` fitted any weights on any GPU), so :func:`_serve_value`
+    refuses them. Integers stay unbounded: build writes any integer TOML gives it.
     """
     out: dict[str, Any] = {}
     text = utf8_text(data, source=source, code="SERVE_CONFIG_MALFORMED")
@@ -309,17 +311,44 @@ def parse_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
         if not line.strip() or line.startswith("#"):
             continue
         key, sep, value = line.partition(": ")
-        where = f"{source}:{number}"
-        if not sep or not _SERVE_KEY.match(key):
+        try:
+            if not sep or not _SERVE_KEY.match(key):
+                raise ValueError(key)
+            out[key] = _serve_value(value)
+        except ValueError as exc:
+            why = f" ({exc})" if isinstance(exc, _NotRendered) else ""
             raise VerificationError(
-                f"{where}: not a line k3kit renders", code="SERVE_CONFIG_MALFORMED"
-            )
-        raw = value.encode("utf-8")
-        out[key] = measurement_loads(
-            raw,
-            source=where,
-            max_bytes=len(raw),
-            error=VerificationError,
-            code="SERVE_CONFIG_MALFORMED",
-        )
+                f"{source}:{number}: not a line k3kit renders{why}", code="SERVE_CONFIG_MALFORMED"
+            ) from None
+    return out
+
+
+class _NotRendered(ValueError):
+    """A JSON value build never renders (see :func:`parse_serve_config`)."""
+
+
+def _serve_value(text: str) -> Any:
+    return json.loads(
+        text,
+        parse_constant=_no_constant,
+        parse_float=_finite_float,
+        object_pairs_hook=_unique_keys,
+    )
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotRendered(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotRendered(f"{text[:40]} does not fit a 64-bit float")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _NotRendered("a key appears twice")
     return out
