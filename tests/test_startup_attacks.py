@@ -139,3 +139,28 @@ def test_serve_yaml_still_reads_back_an_integer_build_writes_beyond_json_s_safe_
 
     line = f"seed: {yaml_scalar(99999999999999999999)}\n".encode()
     assert parse_serve_config(line, source="serve.yaml") == {"seed": 99999999999999999999}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("total_bytes", 1), ("file_count", 1), ("repo", "someone-else/Kimi-K3")],
+)
+def test_verify_refuses_a_signed_kit_json_whose_weights_summary_is_not_the_locks(
+    golden: GoldenKit, kit: Path, field: str, value: object
+) -> None:
+    # build copies repo, file_count and total_bytes from the lock; preflight sizes the node by
+    # total_bytes and the card shows all three. Verify compared only the lock's digest and
+    # commit, so a kit.json signed by hand with its own figures verified.
+    from k3kit._canonical import dumps
+
+    def edit(data: bytes) -> bytes:
+        info = json.loads(data)
+        info["weights"][field] = value
+        return dumps(info)
+
+    hand_signed(kit, golden.key, "kit.json", edit)
+    proc = run_k3kit("verify", kit, "--trust", golden.key.public, "--json")
+    assert proc.returncode == 1, proc.stdout
+    checks = {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["weights_lock"]["code"] == "KIT_LOCK_MISMATCH"
+    assert str(value) in checks["weights_lock"]["detail"]

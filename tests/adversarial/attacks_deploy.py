@@ -133,3 +133,36 @@ def launch_of_hand_signed_kit_whose_gpu_memory_utilization_is_nan(w: Workbench) 
         "--state-dir",
         w.root / "state",
     ]
+
+
+@attack("KIT_LOCK_MISMATCH")
+def preflight_of_hand_signed_kit_whose_kit_json_says_the_weights_are_one_byte(
+    w: Workbench,
+) -> Argv:
+    # preflight sizes the node by kit.json's weights.total_bytes; verify compared only the lock's
+    # digest and commit, so a signed kit.json saying 1 byte made every GPU "fit" the weights
+    import json
+
+    from k3kit._canonical import dumps
+    from tests.launchkit import hand_signed
+
+    def edit(data: bytes) -> bytes:
+        info = json.loads(data)
+        info["weights"]["total_bytes"] = 1
+        return dumps(info)
+
+    hand_signed(w.kit(), w.golden.key, "kit.json", edit)
+    return [
+        "preflight",
+        w.kit(),
+        "--trust",
+        w.trust,
+        "--profile",
+        "interactive",
+        "--topology",
+        "single-node-8gpu",
+        "--nvidia-smi-xml",
+        _PREFLIGHT_DATA / "b300x8.synthetic.xml",
+        "--os-facts",
+        _PREFLIGHT_DATA / "node-os.synthetic.json",
+    ]
