@@ -164,3 +164,41 @@ def test_verify_refuses_a_signed_kit_json_whose_weights_summary_is_not_the_locks
     checks = {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
     assert checks["weights_lock"]["code"] == "KIT_LOCK_MISMATCH"
     assert str(value) in checks["weights_lock"]["detail"]
+
+
+def test_launch_refuses_a_signed_serve_yaml_whose_parallel_sizes_are_not_kit_json_s(
+    golden: GoldenKit, kit: Path, weights: Path, tmp_path: Path
+) -> None:
+    # kit.json says the interactive profile runs TP 8 (preflight's budget and a multi-node
+    # launch's rank wiring use it); the signed serve.yaml the engine reads says TP 1
+    rel = "profiles/interactive/single-node-8gpu/serve.yaml"
+    hand_signed(
+        kit,
+        golden.key,
+        rel,
+        lambda data: data.replace(b"tensor-parallel-size: 8\n", b"tensor-parallel-size: 1\n"),
+    )
+    fake = make_fake_engine(tmp_path / "engine")
+    proc = run_k3kit(
+        "launch",
+        kit,
+        "--no-preflight",
+        "--dry-run",
+        "--profile",
+        "interactive",
+        "--topology",
+        "single-node-8gpu",
+        "--trust",
+        golden.key.public,
+        "--weights",
+        weights,
+        "--state-dir",
+        tmp_path / "state",
+        "--json",
+        env=engine_env(fake),
+    )
+    assert proc.returncode == 1, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "ENGINE_SETTING_REFUSED"
+    assert "parallel tp = 8, the settings make it 1" in error["message"]
+    assert not fake.log.exists()  # not even asked its version

@@ -166,3 +166,12 @@ def preflight_of_hand_signed_kit_whose_kit_json_says_the_weights_are_one_byte(
         "--os-facts",
         _PREFLIGHT_DATA / "node-os.synthetic.json",
     ]
+
+
+@attack("ENGINE_SETTING_REFUSED")
+def preflight_of_hand_signed_kit_whose_serve_yaml_runs_tp1_where_kit_json_says_tp8(
+    w: Workbench,
+) -> Argv:
+    # preflight divides the weights by kit.json's tp (8 GPUs share them) while the engine reads
+    # serve.yaml's (one GPU holds them all): the node "fits" a launch that cannot load
+    return _preflight_of_hand_signed(w, b"tensor-parallel-size", b"1")

@@ -388,6 +388,7 @@ def serve_settings(
     folder: str,
     snap: EngineSnapshot,
     engine_env: Mapping[str, str] | None = None,
+    profile: KitProfile | lite.KitProfile | None = None,
 ) -> dict[str, Any]:
     """A profile's ``serve.yaml`` (and ``engine.env``, when given) held to the value rules build
     applies, and its settings: what launch starts the engine with and what preflight judges the
@@ -397,8 +398,11 @@ def serve_settings(
     not have, or a value of the wrong type is refused here too, so a kit built by an older k3kit
     (or by hand) cannot carry what build would refuse. Why preflight too: it ran before these
     rules and did arithmetic on whatever the signer wrote (``kv-cache-dtype: [1]`` ended
-    ``preflight``, and ``launch`` on a GPU node, in an internal error). Raises
-    ``VerificationError`` ``SERVE_CONFIG_MALFORMED`` / ``ENGINE_SETTING_REFUSED`` (exit 1)."""
+    ``preflight``, and ``launch`` on a GPU node, in an internal error). With ``profile``, the
+    parallel sizes kit.json states for it must be the ones these settings set (build derives
+    them from the settings; preflight sizes the memory budget by them and a multi-node launch
+    wires its ranks by them). Raises ``VerificationError`` ``SERVE_CONFIG_MALFORMED`` /
+    ``ENGINE_SETTING_REFUSED`` (exit 1)."""
     where = f"{folder}/serve.yaml"
     settings = parse_serve_config(config, source=where)
     engine = ADAPTERS[info.engine.name]
@@ -406,6 +410,8 @@ def serve_settings(
     problems = validate_settings(engine, snap, typed, where)
     if engine_env is not None:
         problems += validate_env(engine, snap, engine_env, f"{folder}/engine.env")
+    if profile is not None:
+        problems += _parallel_problems(info, profile, settings, where)
     if problems:
         raise VerificationError(
             "; ".join(problems[:3]),
@@ -416,22 +422,42 @@ def serve_settings(
     return settings
 
 
+def _parallel_problems(
+    info: KitInfo | lite.KitInfo,
+    profile: KitProfile | lite.KitProfile,
+    settings: Mapping[str, Any],
+    where: str,
+) -> list[str]:
+    """Each parallel size kit.json states for ``profile`` that is not the one ``settings`` set
+    (a size kit.json leaves out is read as 1 by its readers: the cautious answer)."""
+    engine = ADAPTERS[info.engine.name]
+    gpus = profile.gpus_per_node or info.hardware.gpus_per_node
+    derived = engine.parallel(settings, profile.nodes, gpus).as_dict()
+    return [
+        f"{where}: kit.json says parallel {name} = {said}, the settings make it {derived.get(name)}"
+        for name, said in sorted(profile.parallel.items())
+        if derived.get(name) != said
+    ]
+
+
 def check_settings(
     info: KitInfo | lite.KitInfo,
     config: bytes,
     engine_env: Mapping[str, str],
     folder: str,
     snap: EngineSnapshot | None = None,
+    profile: KitProfile | lite.KitProfile | None = None,
 ) -> dict[str, str]:
     """The verified profile judged by the build's value rules (a kit signed by an older k3kit
     never was); returns what it loads from outside the kit, with the publisher's reasons.
+    With ``profile``, its parallel sizes in kit.json must be the ones serve.yaml sets.
 
     Raises ``VerificationError`` ``ENGINE_SETTING_REFUSED`` / ``ENGINE_VALUE_IS_OPTION`` /
     ``ENGINE_LOADS_UNDECLARED`` (exit 1).
     """
     snap = snap or snapshot(info.engine.name, info.engine.version)
     where = f"{folder}/serve.yaml"
-    settings = serve_settings(info, config, folder, snap, engine_env)
+    settings = serve_settings(info, config, folder, snap, engine_env, profile)
     review = review_profile(snap, settings, engine_env, where)
     if review.smuggled:
         raise VerificationError(
@@ -523,7 +549,7 @@ def plan_launch(
             f"no launcher for engine {info.engine.name!r}", code="ENGINE_NO_LAUNCHER"
         )
     snap = kit_engine_snapshot(kit_dir, manifest, info)
-    loads = check_settings(info, config, engine_env, folder, snap)
+    loads = check_settings(info, config, engine_env, folder, snap, chosen)
     executable = _engine_path(engine, base_env)
     private = runtime_real
     tmp = private_dir(private / "tmp", what="runtime folder", code="RUNTIME_DIR_UNSAFE")

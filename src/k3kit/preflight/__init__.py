@@ -162,7 +162,7 @@ def judge_node(
     # judged only once held to the rules launch holds it to: arithmetic on a value build would
     # refuse is no verdict (node.launch.serve_settings)
     snap = kit_engine_snapshot(kit.path, kit.manifest, info)
-    req = requirements(info, chosen, serve_settings(info, data, chosen.folder, snap))
+    req = requirements(info, chosen, serve_settings(info, data, chosen.folder, snap, None, chosen))
     osf = osf or os_facts(weights)
     hw = info.hardware
     if hw.is_cpu:
