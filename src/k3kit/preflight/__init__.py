@@ -162,7 +162,9 @@ def judge_node(
     # judged only once held to the rules launch holds it to: arithmetic on a value build would
     # refuse is no verdict (node.launch.serve_settings)
     snap = kit_engine_snapshot(kit.path, kit.manifest, info)
-    req = requirements(info, chosen, serve_settings(info, data, chosen.folder, snap, None, chosen))
+    req = requirements(
+        info, chosen, serve_settings(info, data, chosen.folder, snap, profile=chosen)
+    )
     osf = osf or os_facts(weights)
     hw = info.hardware
     if hw.is_cpu:
