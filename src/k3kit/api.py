@@ -35,7 +35,7 @@ from k3kit.models import KitProfile, Manifest, WeightsLock, lite
 from k3kit.node.install import Installed, install
 from k3kit.node.launch import LaunchPlan, Site
 from k3kit.node.launch import plan_launch as _plan_launch
-from k3kit.node.verify import KitNotVerified, Report, verify_path
+from k3kit.node.verify import KitNotVerified, Report, VerifiedKit, verify_path
 from k3kit.publish.kit import build, load_lock, readme_signer_line, sign
 from k3kit.publish.kitpack import Packed
 from k3kit.publish.kitpack import pack_kit as _pack_kit
@@ -425,16 +425,14 @@ def plan_launch(
         rollback=rollback,
         on_step=on_step,
         runtime=runtime,
-        check_node=_node_check(kit, trusted, weights, rollback) if preflight else None,
+        check_node=_node_check(weights) if preflight else None,
     )
 
 
-def _node_check(
-    kit: Path, trusted: TrustSource, weights: Path, rollback: RollbackPolicy | None
-) -> Callable[[KitProfile | lite.KitProfile], None]:
+def _node_check(weights: Path) -> Callable[[VerifiedKit, KitProfile | lite.KitProfile], None]:
     from k3kit.preflight import launch_node_check  # reads GPUs: loaded only when asked for
 
-    return launch_node_check(kit, trusted=trusted, weights=weights, rollback=rollback)
+    return launch_node_check(weights=weights)
 
 
 def audit_kit(target: Path, trusted: TrustSource, *, policy: Policy | None = None) -> AuditReport:

@@ -495,6 +495,11 @@ class DeployCode(ErrorCode):
         _FAIL,
         "the signed serve configuration cannot be read",
     )
+    DEPLOY_FILE_MALFORMED = (
+        "DEPLOY_FILE_MALFORMED",
+        _FAIL,
+        "a signed deploy file render-site fills is not UTF-8 text",
+    )
     SITE_LOCKED_VALUE = (
         "SITE_LOCKED_VALUE",
         _INPUT,

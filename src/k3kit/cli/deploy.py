@@ -234,9 +234,7 @@ def launch(
     if not no_preflight:  # the node check's modules are imported only by a launch that runs it
         from k3kit.preflight import launch_node_check
 
-        node_check = launch_node_check(
-            kit, trusted=trusted, weights=given.weights, rollback=rollback
-        )
+        node_check = launch_node_check(weights=given.weights)
     progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not as_json else None
     try:
         plan = plan_launch(

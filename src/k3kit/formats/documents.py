@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
@@ -261,18 +262,51 @@ def read_listed(
     return data
 
 
+def utf8_text(
+    data: bytes, *, source: str, code: str, error: type[K3kitError] = VerificationError
+) -> str:
+    """Bytes someone else wrote, as the text its reader parses: strict UTF-8, else
+    ``error(code)`` naming the source and the first bad byte.
+
+    Why one helper: a kit's text files (``serve.yaml``, ``engine.env``, the deploy templates
+    ``render-site`` fills) are bytes their signer chose, and a hand-made kit may sign any bytes;
+    the operator's site file is read by ``launch`` and by ``render-site``. Each reader decoding
+    on its own let one forget the refusal (render-site ended in an internal error, exit 70) and
+    others decode with ``"replace"``, reading a line other than the one written (so the two
+    verbs could read one site file two ways). Here every one of them refuses the same way."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(
+            f"{shown(source)}: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x})",
+            code=code,
+            hint="k3kit writes and reads these files as UTF-8: save it as UTF-8, or ask whoever "
+            "signed it for a kit built by `k3kit build`",
+        ) from None
+
+
+def listed_text(
+    kit_dir: Path, manifest: Manifest | lite.Manifest, rel: str, *, max_bytes: int, code: str
+) -> str:
+    """:func:`read_listed` then :func:`utf8_text`: a listed kit file's verified bytes as text."""
+    data = read_listed(kit_dir, manifest, rel, max_bytes=max_bytes)
+    return utf8_text(data, source=rel, code=code)
+
+
 def parse_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
     """A profile's ``serve.yaml`` as ``build`` renders it: ``flag-name: <JSON value>`` lines,
     ``#`` comments and blank lines; anything else is refused (``SERVE_CONFIG_MALFORMED``).
 
     ``render.yaml_scalar`` writes every value as JSON (which is YAML), so this strict reader
-    needs no YAML library and reads exactly what the engine reads.
+    needs no YAML library and reads exactly what the engine reads (a flag set twice: the last
+    line, as YAML loaders read it). Python's ``json`` also takes ``NaN``, ``Infinity``, ``1e999``
+    (read as infinity) and a key twice inside a value (the last wins); build writes none of them
+    (it refuses a non-finite setting), and preflight judged a node's memory by them
+    (``gpu-memory-utilization: Infinity`` fitted any weights on any GPU), so :func:`_serve_value`
+    refuses them. Integers stay unbounded: build writes any integer TOML gives it.
     """
     out: dict[str, Any] = {}
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise VerificationError(f"{source}: not UTF-8", code="SERVE_CONFIG_MALFORMED") from None
+    text = utf8_text(data, source=source, code="SERVE_CONFIG_MALFORMED")
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip() or line.startswith("#"):
             continue
@@ -280,9 +314,41 @@ def parse_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
         try:
             if not sep or not _SERVE_KEY.match(key):
                 raise ValueError(key)
-            out[key] = json.loads(value, parse_float=float)
-        except ValueError:
+            out[key] = _serve_value(value)
+        except ValueError as exc:
+            why = f" ({exc})" if isinstance(exc, _NotRendered) else ""
             raise VerificationError(
-                f"{source}:{number}: not a line k3kit renders", code="SERVE_CONFIG_MALFORMED"
+                f"{source}:{number}: not a line k3kit renders{why}", code="SERVE_CONFIG_MALFORMED"
             ) from None
+    return out
+
+
+class _NotRendered(ValueError):
+    """A JSON value build never renders (see :func:`parse_serve_config`)."""
+
+
+def _serve_value(text: str) -> Any:
+    return json.loads(
+        text,
+        parse_constant=_no_constant,
+        parse_float=_finite_float,
+        object_pairs_hook=_unique_keys,
+    )
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotRendered(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotRendered(f"{text[:40]} does not fit a 64-bit float")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _NotRendered("a key appears twice")
     return out

@@ -66,11 +66,12 @@ from k3kit.formats.documents import (
     read_bounded,
     read_kit_records,
     read_listed,
+    utf8_text,
 )
 from k3kit.models import lite
 from k3kit.models._methods import pools_unchosen
 from k3kit.node.site import HOST_PATTERN, site_values
-from k3kit.node.verify import KitNotVerified, Report, TrustSource, verify_dir
+from k3kit.node.verify import KitNotVerified, Report, TrustSource, VerifiedKit, verify_dir
 from k3kit.signing.trust import RollbackPolicy
 
 if TYPE_CHECKING:
@@ -157,10 +158,7 @@ def read_site(path: Path) -> Site:
     data = read_bounded(
         path, MAX_SITE_BYTES, what="site file", error=InputError, code="SITE_INVALID"
     )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8", code="SITE_INVALID") from exc
+    text = utf8_text(data, source=str(path), code="SITE_INVALID", error=InputError)
     values = site_values(text, source=str(path), locked={})
     return Site(
         model_dir=Path(values["MODEL_DIR"]) if "MODEL_DIR" in values else None,
@@ -217,10 +215,7 @@ def parse_engine_env(data: bytes, *, source: str) -> dict[str, str]:
     the one file means the same to this parser, to systemd, to Docker and to a shell; anything
     else is refused (``ENGINE_ENV_MALFORMED``, exit 1) rather than interpreted.
     """
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise VerificationError(f"{source}: not UTF-8", code="ENGINE_ENV_MALFORMED") from exc
+    text = utf8_text(data, source=source, code="ENGINE_ENV_MALFORMED")
     env: dict[str, str] = {}
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip() or line.startswith("#"):
@@ -387,29 +382,36 @@ def kit_engine_snapshot(
     return to_engine_snapshot(doc)
 
 
-def check_settings(
+def serve_settings(
     info: KitInfo | lite.KitInfo,
     config: bytes,
-    engine_env: Mapping[str, str],
     folder: str,
-    snap: EngineSnapshot | None = None,
-) -> dict[str, str]:
-    """The verified profile judged by the build's value rules (a kit signed by an older k3kit
-    never was); returns what it loads from outside the kit, with the publisher's reasons.
+    snap: EngineSnapshot,
+    engine_env: Mapping[str, str] | None = None,
+    profile: KitProfile | lite.KitProfile | None = None,
+) -> dict[str, Any]:
+    """A profile's ``serve.yaml`` (and ``engine.env``, when given) held to the value rules build
+    applies, and its settings: what launch starts the engine with and what preflight judges the
+    node by, so neither reads a value build would refuse.
 
-    Raises ``VerificationError`` ``ENGINE_SETTING_REFUSED`` / ``ENGINE_VALUE_IS_OPTION`` /
-    ``ENGINE_LOADS_UNDECLARED`` (exit 1).
-    """
-    snap = snap or snapshot(info.engine.name, info.engine.version)
-    settings = parse_serve_config(config, source=f"{folder}/serve.yaml")
+    A flag k3kit's launcher sets (``load-format``, paths, binding), one this engine version does
+    not have, or a value of the wrong type is refused here too, so a kit built by an older k3kit
+    (or by hand) cannot carry what build would refuse. Why preflight too: it ran before these
+    rules and did arithmetic on whatever the signer wrote (``kv-cache-dtype: [1]`` ended
+    ``preflight``, and ``launch`` on a GPU node, in an internal error). With ``profile``, the
+    parallel sizes kit.json states for it must be the ones these settings set (build derives
+    them from the settings; preflight sizes the memory budget by them and a multi-node launch
+    wires its ranks by them). Raises ``VerificationError`` ``SERVE_CONFIG_MALFORMED`` /
+    ``ENGINE_SETTING_REFUSED`` (exit 1)."""
     where = f"{folder}/serve.yaml"
-    # The build's own rules first: a flag k3kit's launcher sets (``load-format``, paths, binding),
-    # one this engine version does not have, or a value of the wrong type is refused here too,
-    # so a kit built by an older k3kit (or by hand) cannot carry what build would refuse.
+    settings = parse_serve_config(config, source=where)
     engine = ADAPTERS[info.engine.name]
     typed = {k: Decimal(repr(v)) if isinstance(v, float) else v for k, v in settings.items()}
     problems = validate_settings(engine, snap, typed, where)
-    problems += validate_env(engine, snap, engine_env, f"{folder}/engine.env")
+    if engine_env is not None:
+        problems += validate_env(engine, snap, engine_env, f"{folder}/engine.env")
+    if profile is not None:
+        problems += _parallel_problems(info, profile, settings, where)
     if problems:
         raise VerificationError(
             "; ".join(problems[:3]),
@@ -417,6 +419,45 @@ def check_settings(
             hint="the kit's signed settings break the rules build applies; ask the publisher for "
             "a kit built by a current k3kit",
         )
+    return settings
+
+
+def _parallel_problems(
+    info: KitInfo | lite.KitInfo,
+    profile: KitProfile | lite.KitProfile,
+    settings: Mapping[str, Any],
+    where: str,
+) -> list[str]:
+    """Each parallel size kit.json states for ``profile`` that is not the one ``settings`` set
+    (a size kit.json leaves out is read as 1 by its readers: the cautious answer)."""
+    engine = ADAPTERS[info.engine.name]
+    gpus = profile.gpus_per_node or info.hardware.gpus_per_node
+    derived = engine.parallel(settings, profile.nodes, gpus).as_dict()
+    return [
+        f"{where}: kit.json says parallel {name} = {said}, the settings make it {derived.get(name)}"
+        for name, said in sorted(profile.parallel.items())
+        if derived.get(name) != said
+    ]
+
+
+def check_settings(
+    info: KitInfo | lite.KitInfo,
+    config: bytes,
+    engine_env: Mapping[str, str],
+    folder: str,
+    snap: EngineSnapshot | None = None,
+    profile: KitProfile | lite.KitProfile | None = None,
+) -> dict[str, str]:
+    """The verified profile judged by the build's value rules (a kit signed by an older k3kit
+    never was); returns what it loads from outside the kit, with the publisher's reasons.
+    With ``profile``, its parallel sizes in kit.json must be the ones serve.yaml sets.
+
+    Raises ``VerificationError`` ``ENGINE_SETTING_REFUSED`` / ``ENGINE_VALUE_IS_OPTION`` /
+    ``ENGINE_LOADS_UNDECLARED`` (exit 1).
+    """
+    snap = snap or snapshot(info.engine.name, info.engine.version)
+    where = f"{folder}/serve.yaml"
+    settings = serve_settings(info, config, folder, snap, engine_env, profile)
     review = review_profile(snap, settings, engine_env, where)
     if review.smuggled:
         raise VerificationError(
@@ -453,7 +494,7 @@ def plan_launch(
     weights_options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
     on_step: Callable[[str], None] | None = None,
-    check_node: Callable[[lite.KitProfile], None] | None = None,
+    check_node: Callable[[VerifiedKit, lite.KitProfile], None] | None = None,
 ) -> LaunchPlan:
     """Verify ``kit_dir`` and ``weights`` and return the plan that runs what was verified.
 
@@ -493,8 +534,9 @@ def plan_launch(
     if check_node is not None:
         # The node check reads the kit's profile: only now, once the kit has verified, and
         # before hours of hashing on a node that cannot run the profile. It can only refuse.
+        # It judges the kit verified above, never the path again (which may lead elsewhere now).
         say("checking the node (preflight)")
-        check_node(chosen)
+        check_node(VerifiedKit(kit_dir, first, manifest, info), chosen)
     folder = chosen.folder
     config = read_listed(kit_dir, manifest, f"{folder}/serve.yaml", max_bytes=MAX_KIT_DOC_BYTES)
     engine_env = parse_engine_env(
@@ -507,7 +549,7 @@ def plan_launch(
             f"no launcher for engine {info.engine.name!r}", code="ENGINE_NO_LAUNCHER"
         )
     snap = kit_engine_snapshot(kit_dir, manifest, info)
-    loads = check_settings(info, config, engine_env, folder, snap)
+    loads = check_settings(info, config, engine_env, folder, snap, chosen)
     executable = _engine_path(engine, base_env)
     private = runtime_real
     tmp = private_dir(private / "tmp", what="runtime folder", code="RUNTIME_DIR_UNSAFE")

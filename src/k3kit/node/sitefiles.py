@@ -32,7 +32,7 @@ from k3kit._fs import (
 )
 from k3kit.engines import adapter
 from k3kit.errors import InputError, UsageProblem
-from k3kit.formats.documents import MAX_DOCUMENT_BYTES, read_bounded, read_listed
+from k3kit.formats.documents import MAX_DOCUMENT_BYTES, listed_text, read_bounded, utf8_text
 from k3kit.models import KitInfo, Manifest, lite
 from k3kit.node.site import LAUNCH_KEYS, SITE_KEYS, env_name, parse_site
 from k3kit.node.verify import TrustSource, open_verified
@@ -59,9 +59,8 @@ def locked_values(
         if name not in ("serve.yaml", "engine.env"):
             continue
         sep = ": " if name == "serve.yaml" else "="
-        text = read_listed(kit_dir, manifest, entry.path, max_bytes=MAX_DOC_BYTES).decode(
-            "utf-8", "replace"
-        )
+        code = "SERVE_CONFIG_MALFORMED" if name == "serve.yaml" else "ENGINE_ENV_MALFORMED"
+        text = listed_text(kit_dir, manifest, entry.path, max_bytes=MAX_DOC_BYTES, code=code)
         for line in text.split("\n"):
             key, found, value = line.partition(sep)
             if found and not line.startswith("#"):
@@ -110,9 +109,11 @@ def render_site(
     verified = open_verified(kit_dir, trusted, rollback=rollback)
     manifest, info = verified.manifest, verified.info
     check_trust_anchor(site, "site file")  # it names the trust key, image and addresses
-    text = read_bounded(
+    data = read_bounded(
         site, MAX_SITE_BYTES, what="site file", error=InputError, code="SITE_INVALID"
-    ).decode("utf-8", "replace")
+    )
+    # the one reading launch gives the same file (node.launch.read_site): never a lossy one
+    text = utf8_text(data, source=str(site), code="SITE_INVALID", error=InputError)
     defaults = {
         "PORT": str(adapter(info.engine.name).default_port),
         "KIT_DIR": str(kit_dir.resolve()),
@@ -135,10 +136,10 @@ def render_site(
         folder = next((f for f in folders if entry.path.startswith(f)), None)
         if folder is None or not entry.path.removeprefix(folder).startswith(FILLED):
             continue
-        filled = fill(
-            read_listed(kit_dir, manifest, entry.path, max_bytes=MAX_DOC_BYTES).decode("utf-8"),
-            values,
+        template = listed_text(
+            kit_dir, manifest, entry.path, max_bytes=MAX_DOC_BYTES, code="DEPLOY_FILE_MALFORMED"
         )
+        filled = fill(template, values)
         rel = entry.path.removeprefix("profiles/").replace(".template.service", "@.service")
         if kit_ref is not None and "/k8s/" in rel and not rel.endswith("/service.yaml"):
             from k3kit.oci.k8s import install_from_registry

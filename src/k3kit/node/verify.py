@@ -459,12 +459,33 @@ def _step_weights_lock(st: _State, check: Check) -> None:
     ).model
     if info.weights.lock_sha256 != actual or info.weights.commit != lock.commit:
         raise VerificationError("kit.json names another weight lock", code="KIT_LOCK_MISMATCH")
+    _same_weights(info, lock)
     _same_release(st, info)
     st.lock, st.lock_data, st.lock_sha256 = lock, lock_doc.data, actual
     check.detail = (
         f"{lock.repo}@{lock.commit[:12]}: {lock.file_count} files, "
         f"{lock.total_bytes} bytes (sha256:{actual[:16]}…)"
     )
+
+
+def _same_weights(info: lite.KitInfo, lock: lite.WeightsLock) -> None:
+    """kit.json's summary of the weights is the lock's own: build copies it, and preflight
+    sizes a node's memory by ``total_bytes`` (the card and release notes show all four). A kit
+    signed by hand said ``total_bytes: 1`` over a lock of 787 kB and verified, so every GPU
+    "fitted" the weights; each figure that is not the lock's is refused here, once, for every
+    verb that reads kit.json after verify."""
+    said = info.weights
+    stated = (said.repo, said.file_count, said.total_bytes)
+    locked = (lock.repo, lock.file_count, lock.total_bytes)
+    if stated != locked:
+        raise VerificationError(
+            f"kit.json says the weights are {said.repo}, {said.file_count} files, "
+            f"{said.total_bytes} bytes; the lock it names says {lock.repo}, {lock.file_count} "
+            f"files, {lock.total_bytes} bytes",
+            code="KIT_LOCK_MISMATCH",
+            hint="ask the publisher for a kit built by `k3kit build`, which copies them from "
+            "the lock",
+        )
 
 
 def _same_release(st: _State, info: lite.KitInfo) -> None:

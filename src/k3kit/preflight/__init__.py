@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from k3kit.engines import adapter
 from k3kit.errors import InputError, VerificationError
-from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_serve_config
+from k3kit.formats.documents import MAX_DOCUMENT_BYTES
 from k3kit.formats.vocab import PreflightStatus as Status
 from k3kit.models import lite
 from k3kit.models._methods import pools_unchosen
-from k3kit.node.verify import TrustSource, open_verified
+from k3kit.node.launch import kit_engine_snapshot, serve_settings
+from k3kit.node.verify import TrustSource, VerifiedKit, open_verified
 from k3kit.preflight._budget import budget_checks
 from k3kit.preflight._checks import Check, Requirements, gpu_checks, os_checks
 from k3kit.preflight._cpu import CpuFacts, CpuNeeds, cpu_checks, cpu_facts
@@ -139,10 +140,31 @@ def run_preflight(
     :class:`k3kit.node.verify.KitNotVerified`."""
     kit = open_verified(kit_dir, trusted, rollback=rollback)
     chosen = _profile(kit.info, profile, topology)
+    return judge_node(kit, chosen, node=node, osf=osf, weights=weights, cpu=cpu)
+
+
+def judge_node(
+    kit: VerifiedKit,
+    chosen: KitProfile | lite.KitProfile,
+    *,
+    node: NodeFacts | None = None,
+    osf: OsFacts | None = None,
+    weights: Path | None = None,
+    cpu: CpuFacts | None = None,
+) -> PreflightReport:
+    """Judge ``node`` (default: the live node; ``cpu`` for a CPU target) against ``chosen``, a
+    profile of the kit that verified as ``kit``: its requirements come from ``kit``'s records
+    and from files compared in memory with its verified manifest, never from a path read
+    again."""
     info = kit.info
     rel = f"{chosen.folder}/serve.yaml"
     data = kit.read(rel, max_bytes=MAX_DOC_BYTES)
-    req = requirements(info, chosen, parse_serve_config(data, source=rel))
+    # judged only once held to the rules launch holds it to: arithmetic on a value build would
+    # refuse is no verdict (node.launch.serve_settings)
+    snap = kit_engine_snapshot(kit.path, kit.manifest, info)
+    req = requirements(
+        info, chosen, serve_settings(info, data, chosen.folder, snap, profile=chosen)
+    )
     osf = osf or os_facts(weights)
     hw = info.hardware
     if hw.is_cpu:
@@ -185,29 +207,21 @@ class NodeNotReady(VerificationError):
 
 
 def launch_node_check(
-    kit_dir: Path,
-    *,
-    trusted: TrustSource,
-    weights: Path | None = None,
-    rollback: RollbackPolicy | None = None,
-) -> Callable[[KitProfile | lite.KitProfile], None]:
+    *, weights: Path | None = None
+) -> Callable[[VerifiedKit, KitProfile | lite.KitProfile], None]:
     """The node check ``launch`` runs once the kit verified and its profile is chosen: preflight
-    for that profile and topology (verifying the kit again with the same trust, as every verb
-    that reads kit files does). Raises :class:`NodeNotReady` before any weight is hashed.
+    of that profile of THAT kit (:func:`judge_node`). Raises :class:`NodeNotReady` before any
+    weight is hashed.
 
-    Why here: the CLI and :func:`k3kit.api.plan_launch` both pass this to
-    :func:`k3kit.node.launch.plan_launch`, so the node is refused by the same rule whichever door
-    the launch came through."""
+    Why the verified kit and not its path: the check used to verify and read the kit at the
+    launch's path a second time, so a path repointed in between (a ``current`` link, a folder
+    renamed over) had the node judged against another signed kit while launch went on with the
+    first one (tests/test_startup_attacks.py). Why here: the CLI and
+    :func:`k3kit.api.plan_launch` both pass this to :func:`k3kit.node.launch.plan_launch`, so
+    the node is refused by the same rule whichever door the launch came through."""
 
-    def check(chosen: KitProfile | lite.KitProfile) -> None:
-        report = run_preflight(
-            kit_dir,
-            chosen.name,
-            trusted=trusted,
-            rollback=rollback,
-            topology=chosen.topology,
-            weights=weights,
-        )
+    def check(kit: VerifiedKit, chosen: KitProfile | lite.KitProfile) -> None:
+        report = judge_node(kit, chosen, weights=weights)
         if not report.ok:
             raise NodeNotReady(report)
 
