@@ -77,6 +77,21 @@ hypothesis_settings.register_profile(
     "unit", parent=hypothesis_settings.get_profile("ci"), max_examples=25
 )
 hypothesis_settings.load_profile(os.environ.get("K3KIT_HYPOTHESIS_PROFILE", "ci"))
+UNIT_PROFILE = os.environ.get("K3KIT_HYPOTHESIS_PROFILE") == "unit"
+
+
+def examples(full: int) -> int:
+    """A property test's own example count: ``full`` under `make test`, a quarter of it (at least
+    the profile's 25) under `make unit-fast`: the same strategy from the same fixed seed, a
+    smaller sample of it, so the development loop checks the same property, less widely."""
+    return max(25, full // 4) if UNIT_PROFILE else full
+
+
+def every(full_stride: int = 1) -> int:
+    """The stride through an exhaustive list of cases (one-step mutations): every case under
+    `make test`, every fourth under `make unit-fast`."""
+    return 4 * full_stride if UNIT_PROFILE else full_stride
+
 
 # A suite started in the background by a non-interactive shell (`make test &`, nohup) inherits
 # SIGINT ignored, and an ignored signal stays ignored across exec: every process a test starts

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from k3kit.models import KitInfo, load
 from tests.auditkit import audit_in_memory, errors
 from tests.benchgen import GenRun, ServerModel, make_claims, simulate
-from tests.conftest import GoldenKit
+from tests.conftest import GoldenKit, examples
 
 
 def _kit_info(kit: Path) -> KitInfo:
@@ -25,7 +25,7 @@ def _kit_info(kit: Path) -> KitInfo:
 
 
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -109,7 +109,7 @@ _figure = st.one_of(
 
 
 @settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

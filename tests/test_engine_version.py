@@ -36,7 +36,7 @@ from k3kit.models.engine_version import (
 )
 from k3kit.publish.kit import sign
 from k3kit.signing.keys import load_private
-from tests.conftest import EXAMPLE, FIXED_TIME, GoldenKit, run_k3kit
+from tests.conftest import EXAMPLE, FIXED_TIME, GoldenKit, examples, run_k3kit
 from tests.launchkit import CLAIMS, FakeEngine, engine_env, hand_signed
 
 PROFILE_DIR = "profiles/interactive/single-node-8gpu"
@@ -74,7 +74,7 @@ def _verdict(check: Callable[[str], object], text: str) -> str | None:
 # The fast path (a regex, so that reading a kit does not import packaging) must never accept
 # what packaging would refuse or write differently: every text it matches is generated here and
 # round-tripped through packaging; a fixed seed, so every run checks the same texts.
-@settings(max_examples=400, derandomize=True, deadline=None)
+@settings(max_examples=examples(400), derandomize=True, deadline=None)
 @given(st.from_regex(_CANONICAL, fullmatch=True))
 def test_every_text_the_fast_path_accepts_is_what_packaging_writes(text: str) -> None:
     if len(text) > MAX_VERSION_CHARS:
@@ -98,7 +98,7 @@ def test_the_fast_path_judges_every_near_miss_as_packaging_does(text: str) -> No
     assert _verdict(check_engine_version, text) == _verdict(parse_engine_version, text)
 
 
-@settings(max_examples=600, derandomize=True, deadline=None)
+@settings(max_examples=examples(600), derandomize=True, deadline=None)
 @given(st.text(alphabet="0123456789.!+-_abcdeloprstvACPV ", max_size=24))
 def test_the_fast_path_agrees_with_packaging_on_arbitrary_text(text: str) -> None:
     fast, slow = _verdict(check_engine_version, text), _verdict(parse_engine_version, text)

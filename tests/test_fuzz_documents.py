@@ -21,11 +21,14 @@ from k3kit._canonical import dumps, measurement_loads, strict_loads
 from k3kit.errors import K3kitError
 from k3kit.models import PAYLOAD_TYPE
 from k3kit.signing.sign import sign_envelope, verify_envelope
+from tests.conftest import examples
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
 TRUSTED = [KEY.public_key()]
 GENUINE = sign_envelope(dumps({"_type": "https://in-toto.io/Statement/v1"}), PAYLOAD_TYPE, KEY)
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 # Values chosen to break parsers: huge/odd numbers, lone surrogates, control characters.
 NASTY_TEXT = st.sampled_from(

@@ -15,7 +15,7 @@ from k3kit._canonical import dumps, strict_loads
 from k3kit.errors import VerificationError
 from k3kit.node.verify import verify_path
 from k3kit.signing.keys import load_public
-from tests.conftest import GoldenKit
+from tests.conftest import GoldenKit, examples
 
 
 def _files(root: Path) -> list[Path]:
@@ -33,7 +33,7 @@ def flippable(golden: GoldenKit, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -92,7 +92,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(value=json_values)
 def test_canonical_bytes_round_trip_through_the_strict_parser(value: object) -> None:
     try:
