@@ -57,6 +57,20 @@ OTHER_VERBS = (
     "k3kit.models.commerce",
 )
 
+# pydantic and every module of k3kit's pydantic models: neither verify of a folder nor launch
+# loads them (both read the hot documents as records of k3kit.models.lite).
+PYDANTIC_MODELS = (
+    "pydantic",
+    "pydantic_core",
+    "annotated_types",
+    "k3kit.models._base",
+    "k3kit.models.receipt",
+    "k3kit.models.claims",
+    "k3kit.models.kit",
+    "k3kit.models.lock",
+    "k3kit.models.package",
+)
+
 # What `verify` of a kit folder with --trust and without --weights does not use (see the test
 # below): the hashing engine, the archive reader, root.json's models (only --root parses one),
 # and pydantic with k3kit's models: the receipt, manifest, kit.json and lock are read by the
@@ -67,15 +81,7 @@ NOT_FOR_A_FOLDER = (
     "concurrent.futures",
     "tarfile",
     "k3kit.signing.trust.model",
-    "pydantic",
-    "pydantic_core",
-    "annotated_types",
-    "k3kit.models._base",
-    "k3kit.models.receipt",
-    "k3kit.models.claims",
-    "k3kit.models.kit",
-    "k3kit.models.lock",
-    "k3kit.models.package",
+    *PYDANTIC_MODELS,
     # packaging: the documents' engine version is checked by a canonical-form pattern proven
     # against packaging (tests/test_engine_version.py); packaging parses where versions compare
     "packaging",
@@ -89,15 +95,7 @@ NOT_FOR_A_FOLDER = (
 # (k3kit.engines._snapfile) is imported only for a kit that carries one; and nothing builds a
 # validator, so pydantic's plugin loader never imports importlib.metadata.
 NOT_FOR_LAUNCH = (
-    "pydantic",
-    "pydantic_core",
-    "annotated_types",
-    "k3kit.models._base",
-    "k3kit.models.receipt",
-    "k3kit.models.claims",
-    "k3kit.models.kit",
-    "k3kit.models.lock",
-    "k3kit.models.package",
+    *PYDANTIC_MODELS,
     "k3kit.engines._snapfile",
     "importlib.metadata",
 )

@@ -80,6 +80,11 @@ def _sign_serve_value(w: Workbench, key: bytes, value: bytes) -> None:
 
 def _preflight_of_hand_signed(w: Workbench, key: bytes, value: bytes) -> Argv:
     _sign_serve_value(w, key, value)
+    return _preflight_on_the_recorded_node(w)
+
+
+def _preflight_on_the_recorded_node(w: Workbench) -> Argv:
+    """`preflight` of the workbench's kit on the recorded B300 node's files."""
     return [
         "preflight",
         w.kit(),
@@ -152,20 +157,7 @@ def preflight_of_hand_signed_kit_whose_kit_json_says_the_weights_are_one_byte(
         return dumps(info)
 
     hand_signed(w.kit(), w.golden.key, "kit.json", edit)
-    return [
-        "preflight",
-        w.kit(),
-        "--trust",
-        w.trust,
-        "--profile",
-        "interactive",
-        "--topology",
-        "single-node-8gpu",
-        "--nvidia-smi-xml",
-        _PREFLIGHT_DATA / "b300x8.synthetic.xml",
-        "--os-facts",
-        _PREFLIGHT_DATA / "node-os.synthetic.json",
-    ]
+    return _preflight_on_the_recorded_node(w)
 
 
 @attack("ENGINE_SETTING_REFUSED")
