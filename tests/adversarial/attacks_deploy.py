@@ -122,22 +122,7 @@ def preflight_of_hand_signed_kit_whose_kv_cache_dtype_is_a_list(w: Workbench) ->
 def launch_of_hand_signed_kit_whose_gpu_memory_utilization_is_nan(w: Workbench) -> Argv:
     # launch --dry-run said VERIFIED and would have handed the engine a NaN it never measured
     _sign_serve_value(w, b"gpu-memory-utilization", b"NaN")
-    return [
-        "launch",
-        "--no-preflight",
-        "--dry-run",
-        w.kit(),
-        "--profile",
-        "interactive",
-        "--topology",
-        "single-node-8gpu",
-        "--trust",
-        w.trust,
-        "--weights",
-        w.snapshot(),
-        "--state-dir",
-        w.root / "state",
-    ]
+    return w.launch("--dry-run", "--topology", "single-node-8gpu")
 
 
 @attack("KIT_LOCK_MISMATCH")

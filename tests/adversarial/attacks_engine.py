@@ -19,20 +19,7 @@ SMUGGLED = b'ignore-patterns: ["*.pt", "--load-format", "dummy"]\n'
 
 
 def _launch(w: Workbench, *extra: str) -> Argv:
-    return [
-        "launch",
-        "--no-preflight",
-        w.kit(),
-        "--profile",
-        "interactive",
-        "--trust",
-        w.trust,
-        "--weights",
-        w.snapshot(),
-        "--state-dir",
-        w.root / "state",
-        *extra,
-    ]
+    return w.launch(*extra)
 
 
 def _hand_signed(w: Workbench, rel: str, line: bytes) -> None:

@@ -212,21 +212,7 @@ def launch_with_engine_env_adding_ld_preload(w: Workbench) -> Argv:
     kit = w.kit()
     env = kit / "profiles" / "interactive" / "single-node-8gpu" / "engine.env"
     env.write_bytes(env.read_bytes() + b"LD_PRELOAD=/tmp/evil.so\n")
-    return [
-        "launch",
-        "--no-preflight",
-        kit,
-        "--profile",
-        "interactive",
-        "--trust",
-        w.trust,
-        "--weights",
-        w.snapshot(),
-        "--state-dir",
-        w.root / "state",
-        # The node check runs before the kit is verified; without GPUs it would refuse first.
-        "--no-preflight",
-    ]
+    return w.launch()
 
 
 # --- root chain and rollback state ---------------------------------------------------------------

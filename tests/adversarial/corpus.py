@@ -71,6 +71,24 @@ class Workbench:
             "weights", lambda dest: shutil.copytree(self.golden.snapshot, dest, symlinks=False)
         )
 
+    def launch(self, *extra: str | Path) -> Argv:
+        """``launch`` of :meth:`kit` on :meth:`snapshot` under the genuine key, without the node
+        check (there are no GPUs here: it would refuse first), with ``extra`` options."""
+        return [
+            "launch",
+            "--no-preflight",
+            self.kit(),
+            "--profile",
+            "interactive",
+            "--trust",
+            self.trust,
+            "--weights",
+            self.snapshot(),
+            "--state-dir",
+            self.root / "state",
+            *extra,
+        ]
+
     def _copy(self, name: str, make: Callable[[Path], object]) -> Path:
         if name not in self._made:
             dest = self.root / name
