@@ -19,7 +19,7 @@ from k3kit.node.launch import plan_launch
 from k3kit.preflight import NodeNotReady, launch_node_check
 from k3kit.signing.keys import load_public
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
-from tests.launchkit import engine_env, hand_signed, make_fake_engine
+from tests.launchkit import engine_env, hand_signed, launch, make_fake_engine
 from tests.test_cpu_target import cpu_hardware, cpu_kit_with
 
 SITE = "MODEL_DIR=/srv/models/kimi\nIMAGE=registry.example/vllm@sha256:" + "a" * 64 + "\n"
@@ -179,26 +179,16 @@ def test_launch_refuses_a_signed_serve_yaml_whose_parallel_sizes_are_not_kit_jso
         lambda data: data.replace(b"tensor-parallel-size: 8\n", b"tensor-parallel-size: 1\n"),
     )
     fake = make_fake_engine(tmp_path / "engine")
-    proc = run_k3kit(
-        "launch",
+    code, stderr, out = launch(
         kit,
-        "--no-preflight",
+        fake,
         "--dry-run",
-        "--profile",
-        "interactive",
-        "--topology",
-        "single-node-8gpu",
-        "--trust",
-        golden.key.public,
-        "--weights",
-        weights,
-        "--state-dir",
-        tmp_path / "state",
-        "--json",
-        env=engine_env(fake),
+        *("--profile", "interactive", "--topology", "single-node-8gpu"),
+        *("--trust", golden.key.public, "--weights", weights),
+        *("--state-dir", tmp_path / "state", "--json"),
     )
-    assert proc.returncode == 1, proc.stderr
-    error = json.loads(proc.stdout)["error"]
+    assert code == 1, stderr
+    error = out["error"]
     assert error["code"] == "ENGINE_SETTING_REFUSED"
     assert "parallel tp = 8, the settings make it 1" in error["message"]
     assert not fake.log.exists()  # not even asked its version
