@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -70,6 +71,40 @@ def test_launch_kit_serve_yaml_swapped_while_engine_version_is_checked(
     assert code == 1, stderr
     assert "KIT_FILE_CHANGED" in json.dumps(out)
     assert not fake.log.exists()  # the engine never started
+
+
+def test_launch_lock_swapped_for_one_matching_tampered_weights_while_version_is_checked(
+    weights: Path, kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """launch keeps the lock its first verification read and checks the weights against it
+    (docs/performance.md, "Sixth pass"): a co-tenant who swaps weights.lock.json for one that
+    matches their tampered shard while the engine answers --version is refused (the kit's
+    files are hashed again before the weights), and the engine never starts."""
+    import blake3
+
+    from k3kit._canonical import dumps
+
+    tampered = tmp_path / "tampered"
+    shutil.copytree(weights, tampered)
+    shard = sorted(tampered.glob("*.safetensors"))[0]
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 1
+    shard.write_bytes(bytes(data))
+    lock = json.loads((kit / "weights.lock.json").read_bytes())
+    for entry in lock["files"]:
+        if entry["path"] == shard.name:
+            entry["sha256"] = hashlib.sha256(data).hexdigest()
+            entry["blake3"] = blake3.blake3(bytes(data)).hexdigest()
+    evil = tmp_path / "evil.lock.json"
+    evil.write_bytes(dumps(lock))
+    fake = _engine_with_hook(tmp_path / "engine", f"cp '{evil}' '{kit / 'weights.lock.json'}'")
+    code, stderr, out = launch(kit, fake, *_launch_args(golden, tampered, tmp_path / "s"))
+    assert code == 1, stderr
+    assert (kit / "weights.lock.json").read_bytes() == evil.read_bytes()  # the swap happened
+    checks = {c["id"]: c for c in out["checks"]}
+    assert checks["kit_files"]["code"] == "KIT_FILE_CHANGED", checks["kit_files"]
+    assert checks["weights"]["status"] != "passed"  # never hashed against the planted lock
+    assert not fake.log.exists()
 
 
 def test_launch_weights_link_repointed_to_tampered_copy_while_version_is_checked(

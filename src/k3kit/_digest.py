@@ -29,6 +29,7 @@ from k3kit._fs import open_regular
 CHUNK = 2 * 1024 * 1024
 PIPELINE_CHUNK = 4 * 1024 * 1024  # multi-threaded blake3 pays a hand-off per update: bigger reads
 MIN_CHUNK = 256 * 1024
+_SMALLEST_READ = 64 * 1024  # fitted_buffer's floor: a file that grows is read in these
 BUFFER_BUDGET = 32 * 1024 * 1024  # all workers' read buffers together
 PIPELINE_DEPTH = 3  # buffers in flight per pipelined file: one hashing, one filling, one spare
 ALGORITHMS = ("sha256", "blake3")
@@ -246,11 +247,24 @@ def hash_file(
     blake3_threads: int = 1,
 ) -> tuple[dict[str, str], int]:
     """Hash a regular file; refuses to follow a symlink unless asked and refuses special files."""
-    fd, _ = _open_regular(path, follow_symlinks)
+    fd, st = _open_regular(path, follow_symlinks)
     try:
-        return hash_fd(fd, algorithms, blake3_threads=blake3_threads)
+        buffer = None if blake3_threads > 1 else fitted_buffer(st.st_size)
+        return hash_fd(fd, algorithms, blake3_threads=blake3_threads, buffer=buffer)
     finally:
         os.close(fd)
+
+
+def fitted_buffer(size: int) -> bytearray:
+    """A read buffer no larger than a file of ``size`` bytes needs, and never above
+    :data:`CHUNK`: one byte more than the file, so its first read takes it all and the second
+    finds the end (a file that grew meanwhile is still read to its end, in more reads).
+
+    A kit's files are a few kB each; a fresh 2 MiB buffer for each of them (allocated and
+    zeroed, its pages faulted in) was most of what hashing a kit's 32 files cost: about 6 ms of
+    the 7 on verify's first run (issue 23, docs/performance.md), paid twice by ``launch``.
+    """
+    return bytearray(max(_SMALLEST_READ, min(CHUNK, size + 1)))
 
 
 def digest_file(

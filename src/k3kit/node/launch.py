@@ -64,14 +64,20 @@ from k3kit.formats.documents import (
     MAX_DOCUMENT_BYTES,
     parse_serve_config,
     read_bounded,
-    read_kit_records,
     read_listed,
     utf8_text,
 )
 from k3kit.models import lite
 from k3kit.models._methods import pools_unchosen
 from k3kit.node.site import HOST_PATTERN, site_values
-from k3kit.node.verify import KitNotVerified, Report, TrustSource, VerifiedKit, verify_dir
+from k3kit.node.verify import (
+    KitNotVerified,
+    Report,
+    TrustSource,
+    VerifiedKit,
+    open_verified,
+    verify_weights_of,
+)
 from k3kit.signing.trust import RollbackPolicy
 
 if TYPE_CHECKING:
@@ -499,14 +505,15 @@ def plan_launch(
     """Verify ``kit_dir`` and ``weights`` and return the plan that runs what was verified.
 
     Order: kit and receipt (cheap), the profile's signed files read into memory, the engine's
-    version (before hours of hashing a wrong node), the weights, and finally a check that the kit
-    checksum did not change while the weights were hashed. Raises :class:`KitNotVerified` (exit 1)
-    when a check fails, ``VerificationError`` ``ENGINE_VERSION_MISMATCH`` / ``KIT_FILE_CHANGED``
-    / ``ENGINE_VALUE_IS_OPTION`` / ``ENGINE_LOADS_UNDECLARED`` (:func:`check_settings`, before the
-    engine is run at all), ``InputError`` for an unknown profile or topology or an unusable listen
-    address, ``EnvironmentProblem`` when the engine is missing or the runtime folder is unsafe.
-    With a root of trust and ``rollback``, an older or conflicting kit is refused before anything
-    else runs.
+    version (before hours of hashing a wrong node), every kit file hashed again (a file changed
+    meanwhile is refused), then the weights, against the lock verified first and held in memory.
+    Raises :class:`KitNotVerified` (exit 1) when a check fails, ``VerificationError``
+    ``ENGINE_VERSION_MISMATCH`` / ``KIT_FILE_CHANGED`` / ``ENGINE_VALUE_IS_OPTION`` /
+    ``ENGINE_LOADS_UNDECLARED`` (:func:`check_settings`, before the engine is run at all),
+    ``InputError`` for an unknown profile or topology or an unusable listen address,
+    ``EnvironmentProblem`` when the engine is missing or the runtime folder is unsafe. With a
+    root of trust and ``rollback``, an older or conflicting kit is refused before anything else
+    runs.
     """
     say = on_step or (lambda _text: None)
     site = site or Site()
@@ -516,17 +523,9 @@ def plan_launch(
     check_address(site)
     kit_dir = Path(os.path.realpath(kit_dir))
     say("verifying the kit and its receipt")
-    first = verify_dir(kit_dir, trusted, rollback=rollback)
-    if not first.ok:
-        raise KitNotVerified(first)
-    kit_sha256 = first.kit_sha256
-    # Read once and compared with what was just verified; a file swapped since is refused.
-    manifest, info = read_kit_records(
-        kit_dir,
-        max_bytes=MAX_KIT_DOC_BYTES,
-        kit_sha256=kit_sha256,
-        mismatch_code="KIT_FILE_CHANGED",
-    )
+    # the manifest, kit.json and lock as the checks read them, from the bytes the receipt signs
+    kit = open_verified(kit_dir, trusted, rollback=rollback)
+    kit_sha256, manifest, info = kit.kit_sha256, kit.manifest, kit.info
     chosen = pick_profile(info, profile, topology)
     # The caller's runtime values are judged before the node check and hours of hashing: a
     # multi-node launch without --node-rank/--leader is refused at once, not after the weights.
@@ -536,7 +535,7 @@ def plan_launch(
         # before hours of hashing on a node that cannot run the profile. It can only refuse.
         # It judges the kit verified above, never the path again (which may lead elsewhere now).
         say("checking the node (preflight)")
-        check_node(VerifiedKit(kit_dir, first, manifest, info), chosen)
+        check_node(kit, chosen)
     folder = chosen.folder
     config = read_listed(kit_dir, manifest, f"{folder}/serve.yaml", max_bytes=MAX_KIT_DOC_BYTES)
     engine_env = parse_engine_env(
@@ -558,15 +557,11 @@ def plan_launch(
     say(f"checking {engine.executable} {info.engine.version} at {executable}")
     check_engine_version(engine, executable, info.engine, env, cwd=private)
     say("verifying the weights")
-    report = verify_dir(
-        kit_dir, trusted, weights=weights, weights_options=weights_options, rollback=rollback
-    )
+    # every kit file hashed again (one changed while the engine answered fails here), then the
+    # weights against the lock verified above, held in memory
+    report = verify_weights_of(kit, weights, weights_options)
     if not report.ok:
         raise KitNotVerified(report)
-    if report.facts.get("kit_sha256") != kit_sha256:
-        raise VerificationError(
-            "the kit changed while the weights were verified", code="KIT_FILE_CHANGED"
-        )
     weights_root = Path(report.facts["weights"]["root"])
     if os.path.realpath(weights_root) != str(weights_root):
         # The verifier hashes under the real path it resolved; a path that still resolves through
