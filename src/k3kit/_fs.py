@@ -177,10 +177,13 @@ def walk(
     entry: a weights check turns them into named problems in a full report (a tree deeper than
     PATH_MAX, a folder without permission), not a bare exit 4.
     """
+    # Paths are joined as text: a pathlib join per entry was two thirds of a kit's walk (about
+    # 0.7 of 1.1 ms for 49 entries on 3.13), paid on every verify and twice by launch.
+    base = os.fspath(root)
     stack = [""]
     while stack:
         prefix = stack.pop()
-        here = root / prefix if prefix else root
+        here = os.path.join(base, prefix) if prefix else base
         try:
             names = sorted(os.listdir(here))
         except OSError as exc:
@@ -191,7 +194,7 @@ def walk(
         for name in reversed(names):
             rel = f"{prefix}/{name}" if prefix else name
             try:
-                st = os.lstat(root / rel)
+                st = os.lstat(f"{here}/{name}")
             except OSError as exc:
                 if on_error is None:
                     raise
