@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from k3kit.cli import _app
+from k3kit.weights.vcache import COARSE_SETTLE_NS, SETTLE_NS
 from tests.conftest import GoldenKit
 from tests.launchkit import FakeEngine, engine_env, make_fake_engine
 
@@ -191,6 +193,46 @@ def test_launch_dry_run_loads_nothing_of_the_publisher_the_ledger_or_accept(
     # --no-preflight: the node check (and the XML parser it reads nvidia-smi with) is not loaded
     assert sorted(m for m in modules if m.startswith(("k3kit.preflight", "xml."))) == []
     assert _within(modules, NOT_FOR_LAUNCH) == []
+
+
+# What `launch --dry-run` does not load once the verification cache vouches for every weights
+# file (the node's every start after the first): the hashing engine and its thread pool
+# (concurrent.futures, which imports logging; queue), the "did you mean" matcher (difflib: only a
+# refusal suggests a name), and importlib.resources with zipfile (the shipped engine snapshot is
+# read from the package's folder). Each is imported by the code that uses it.
+NOT_FOR_A_WARM_LAUNCH = (
+    "k3kit.weights.hashpool",
+    "concurrent.futures",
+    "logging",
+    "queue",
+    "difflib",
+    "importlib.resources",
+    "zipfile",
+)
+
+
+def test_launch_dry_run_with_warm_weights_loads_no_hasher(
+    golden: GoldenKit, fake: FakeEngine, tmp_path: Path
+) -> None:
+    # The golden weights, read only. The cache records a file only once its times are settled
+    # (vcache's racy-timestamp rule): wait out whatever is left of that, so the first run
+    # records every file and the second hashes none (no timing is asserted).
+    stamps = [p.stat() for p in golden.snapshot.iterdir()]
+    coarse = all(s.st_ctime_ns % 10**9 == 0 and s.st_mtime_ns % 10**9 == 0 for s in stamps)
+    settle = COARSE_SETTLE_NS if coarse else SETTLE_NS
+    newest = max(max(s.st_mtime_ns, s.st_ctime_ns) for s in stamps)
+    time.sleep(max(0, newest + settle + 200_000_000 - time.time_ns()) / 1e9)
+    env = {**engine_env(fake), "PYTHONPATH": ":".join(p for p in sys.path if p)}
+    args = (
+        *("launch", golden.kit, "--no-preflight", "--dry-run", "--profile", "interactive"),
+        *("--trust", golden.key.public, "--weights", golden.snapshot),
+        *("--state-dir", tmp_path / "s"),
+    )
+    cold = _loaded(tmp_path, *args, env=env)
+    assert "k3kit.weights.hashpool" in cold  # the first launch hashed, and filled the cache
+    modules = _loaded(tmp_path, *args, env=env)
+    assert {"k3kit.node.launch", "k3kit.weights.vcache"} <= modules  # it ran, from the cache
+    assert _within(modules, NOT_FOR_A_WARM_LAUNCH) == []
 
 
 def test_preflight_which_every_launch_runs_first_loads_no_pydantic(
