@@ -8,15 +8,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import ClassVar, NamedTuple, TypeVar
 
 from k3kit._registry import Registry
 
 Setting = object
 
 
-@dataclass(frozen=True)
-class Parallel:
+# NamedTuples, not frozen dataclasses: immutable records all the same, read by attribute, and every
+# launch imports this module (a frozen dataclass is ~0.5 ms of CPU to create at import, a
+# NamedTuple ~0.1 ms; docs/performance.md).
+class Parallel(NamedTuple):
     """Parallel sizes as one engine config sets them, and the node shape they must fill."""
 
     tp: int
@@ -34,7 +36,7 @@ class Parallel:
         return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "dp_local": self.dp_local}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # k3kit.Runtime, the public API's: it stays the dataclass it was
 class Runtime:
     """Values only known on the node at start time (LWS injects them; a runbook passes them)."""
 

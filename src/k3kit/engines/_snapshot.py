@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import k3kit.data
 from k3kit.engines._loads import LoadsTable
@@ -32,8 +31,10 @@ KIT_SNAPSHOT_NAME = "engine-snapshot.json"
 MAX_SNAPSHOT_BYTES = 2 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class Option:
+# NamedTuples, not frozen dataclasses: immutable records all the same, read by attribute, and every
+# launch builds them (a frozen dataclass is ~0.5 ms of CPU to create at import, a NamedTuple
+# ~0.1 ms; docs/performance.md).
+class Option(NamedTuple):
     flag: str
     action: str
     type: str | None
@@ -49,8 +50,7 @@ class Option:
         return [key for key, opt in options.items() if opt.dest == self.dest]
 
 
-@dataclass(frozen=True)
-class EngineSnapshot:
+class EngineSnapshot(NamedTuple):
     engine: str
     version: str
     provenance: str
