@@ -198,8 +198,9 @@ def test_launch_dry_run_loads_nothing_of_the_publisher_the_ledger_or_accept(
 # What `launch --dry-run` does not load once the verification cache vouches for every weights
 # file (the node's every start after the first): the hashing engine and its thread pool
 # (concurrent.futures, which imports logging; queue), the "did you mean" matcher (difflib: only a
-# refusal suggests a name), and importlib.resources with zipfile (the shipped engine snapshot is
-# read from the package's folder). Each is imported by the code that uses it.
+# refusal suggests a name), importlib.resources with zipfile (the shipped engine snapshot is read
+# from the package's folder) and pkgutil (the engines' folder is listed by k3kit._registry).
+# Each is imported by the code that uses it.
 NOT_FOR_A_WARM_LAUNCH = (
     "k3kit.weights.hashpool",
     "concurrent.futures",
@@ -208,6 +209,7 @@ NOT_FOR_A_WARM_LAUNCH = (
     "difflib",
     "importlib.resources",
     "zipfile",
+    "pkgutil",
 )
 
 
