@@ -199,7 +199,8 @@ def test_launch_dry_run_loads_nothing_of_the_publisher_the_ledger_or_accept(
 # file (the node's every start after the first): the hashing engine and its thread pool
 # (concurrent.futures, which imports logging; queue), the "did you mean" matcher (difflib: only a
 # refusal suggests a name), importlib.resources with zipfile (the shipped engine snapshot is read
-# from the package's folder) and pkgutil (the engines' folder is listed by k3kit._registry).
+# from the package's folder), pkgutil (the engines' folder is listed by k3kit._registry) and the
+# multi-node values' dataclass (k3kit.engines._runtime: a single-node launch builds none).
 # Each is imported by the code that uses it.
 NOT_FOR_A_WARM_LAUNCH = (
     "k3kit.weights.hashpool",
@@ -210,6 +211,7 @@ NOT_FOR_A_WARM_LAUNCH = (
     "importlib.resources",
     "zipfile",
     "pkgutil",
+    "k3kit.engines._runtime",
 )
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypeVar
 
 from k3kit._registry import Registry
+
+if TYPE_CHECKING:
+    from k3kit.engines._runtime import Runtime
 
 Setting = object
 
@@ -34,15 +36,6 @@ class Parallel(NamedTuple):
 
     def as_dict(self) -> dict[str, int]:
         return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "dp_local": self.dp_local}
-
-
-@dataclass(frozen=True)  # k3kit.Runtime, the public API's: it stays the dataclass it was
-class Runtime:
-    """Values only known on the node at start time (LWS injects them; a runbook passes them)."""
-
-    node_rank: int
-    leader: str
-    port: int | None = None
 
 
 def json_setting(value: Setting) -> Mapping[str, Setting] | None:

@@ -52,7 +52,6 @@ from k3kit.engines import (
     EngineAdapter,
     EngineSnapshot,
     Parallel,
-    Runtime,
     probe_version,
     review_profile,
     snapshot,
@@ -79,6 +78,7 @@ if TYPE_CHECKING:
     # node's start-up; docs/performance.md, "Fifth pass"); accept's workload and the API's
     # callers may hand the pydantic models: the functions below take either, and call only
     # fields and the methods both share (k3kit.models._methods)
+    from k3kit.engines import Runtime  # built by a multi-node launch's caller only
     from k3kit.models import EnginePin, KitInfo, KitProfile, Manifest
     from k3kit.weights import WeightsOptions
 
