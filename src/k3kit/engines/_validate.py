@@ -143,11 +143,16 @@ def review_profile(
 ) -> Review:
     """Check ``settings`` (a ``serve`` block) and ``env`` by the values' meaning to the engine."""
     review = Review()
+    # Every option's names by its dest, in the snapshot's order: Option.aliases for each setting
+    # scanned all ~400 options again (0.4 ms of the 0.5 ms this takes on every launch).
+    names_of: dict[str, list[str]] = {}
+    for name, option in snap.options.items():
+        names_of.setdefault(option.dest, []).append(name)
     for raw_key, value in settings.items():
         key = raw_key.replace("_", "-")
         review.smuggled += [f"{where}.{raw_key}: {why}" for why in value_problems(snap, key, value)]
         opt = snap.options.get(key)
-        aliases = opt.aliases(snap.options) if opt is not None else []
+        aliases = list(names_of[opt.dest]) if opt is not None else []
         review.loads.update(setting_loads(snap.loads, key, value, aliases))
     for var, value in env.items():
         review.loads.update(env_loads(snap.loads, var, value))
