@@ -8,6 +8,7 @@ Also the deploy targets a package selects (``[deploy] targets``), driven through
 from __future__ import annotations
 
 import json
+import pkgutil
 import re
 import subprocess
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import ClassVar, get_args
 
 import pytest
 
-from k3kit._registry import Registry
+import k3kit.engines as engines_package
+from k3kit._registry import Registry, _folder_modules
 from k3kit.audit import RULES
 from k3kit.engines import ADAPTERS, EngineAdapter, adapter, engine, shipped_versions
 from k3kit.errors import InputError
@@ -112,6 +114,29 @@ def test_a_second_engine_under_a_taken_name_is_refused() -> None:
     with pytest.raises(ValueError, match="engine adapter 'vllm' registered twice"):
         engine(Impostor)
     assert dict(ADAPTERS) == before and type(ADAPTERS["vllm"]).__name__ == "Vllm"
+
+
+def test_the_members_listed_in_a_folder_are_the_ones_pkgutil_lists(tmp_path: Path) -> None:
+    """import_members lists a package folder itself (importing pkgutil cost every launch ~1 ms);
+    its names must be pkgutil's for every kind of entry, and pkgutil decides for anything else."""
+    files = ("__init__.py", "a.py", "_private.py", "b.pyc", "c.cpython-313-x86_64-linux-gnu.so")
+    for name in (*files, "not.a.module.py", "notes.txt", "a.pyi"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_bytes(b"")
+    (tmp_path / "compiled_pkg").mkdir()
+    (tmp_path / "compiled_pkg" / "__init__.pyc").write_bytes(b"")
+    (tmp_path / "no_init").mkdir()
+    (tmp_path / "dotted.dir").mkdir()
+    (tmp_path / "dotted.dir" / "__init__.py").write_bytes(b"")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.py").write_bytes(b"")  # a name seen twice is listed once, as pkgutil does
+    (other / "z.py").write_bytes(b"")
+    folders = [str(tmp_path), str(other)]
+    assert _folder_modules(folders) == [m.name for m in pkgutil.iter_modules(folders)]
+    assert _folder_modules([str(tmp_path / "a.py")]) is None  # not a folder: pkgutil decides
+    assert {"vllm", "sglang"} <= set(_folder_modules(list(engines_package.__path__)) or ())
 
 
 def test_an_unknown_engine_names_the_known_ones() -> None:

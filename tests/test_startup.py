@@ -10,13 +10,16 @@ that ``k3kit`` runs, and then prints ``sys.modules``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from k3kit.cli import _app
+from k3kit.weights.vcache import COARSE_SETTLE_NS, SETTLE_NS
 from tests.conftest import GoldenKit
 from tests.launchkit import FakeEngine, engine_env, make_fake_engine
 
@@ -191,6 +194,51 @@ def test_launch_dry_run_loads_nothing_of_the_publisher_the_ledger_or_accept(
     # --no-preflight: the node check (and the XML parser it reads nvidia-smi with) is not loaded
     assert sorted(m for m in modules if m.startswith(("k3kit.preflight", "xml."))) == []
     assert _within(modules, NOT_FOR_LAUNCH) == []
+
+
+# What `launch --dry-run` does not load once the verification cache vouches for every weights
+# file (the node's every start after the first): the hashing engine and its thread pool
+# (concurrent.futures, which imports logging; queue), the "did you mean" matcher (difflib: only a
+# refusal suggests a name), importlib.resources with zipfile (the shipped engine snapshot is read
+# from the package's folder), pkgutil (the engines' folder is listed by k3kit._registry) and the
+# multi-node values' dataclass (k3kit.engines._runtime: a single-node launch builds none).
+# Each is imported by the code that uses it.
+NOT_FOR_A_WARM_LAUNCH = (
+    "k3kit.weights.hashpool",
+    "concurrent.futures",
+    "logging",
+    "queue",
+    "difflib",
+    "importlib.resources",
+    "zipfile",
+    "pkgutil",
+    "k3kit.engines._runtime",
+)
+
+
+def test_launch_dry_run_with_warm_weights_loads_no_hasher(
+    golden: GoldenKit, fake: FakeEngine, tmp_path: Path
+) -> None:
+    # The golden weights, read only. The cache records a file only once its times are settled
+    # (vcache's racy-timestamp rule): wait out whatever is left of that, so the first run
+    # records every file and the second hashes none (no timing is asserted).
+    def settled_at(st: os.stat_result) -> int:  # vcache.settled's rule, file by file
+        coarse = st.st_mtime_ns % 10**9 == 0 and st.st_ctime_ns % 10**9 == 0
+        return max(st.st_mtime_ns, st.st_ctime_ns) + (COARSE_SETTLE_NS if coarse else SETTLE_NS)
+
+    ready = max(settled_at(p.stat()) for p in golden.snapshot.iterdir())
+    time.sleep(max(0, ready + 200_000_000 - time.time_ns()) / 1e9)
+    env = {**engine_env(fake), "PYTHONPATH": ":".join(p for p in sys.path if p)}
+    args = (
+        *("launch", golden.kit, "--no-preflight", "--dry-run", "--profile", "interactive"),
+        *("--trust", golden.key.public, "--weights", golden.snapshot),
+        *("--state-dir", tmp_path / "s"),
+    )
+    cold = _loaded(tmp_path, *args, env=env)
+    assert "k3kit.weights.hashpool" in cold  # the first launch hashed, and filled the cache
+    modules = _loaded(tmp_path, *args, env=env)
+    assert {"k3kit.node.launch", "k3kit.weights.vcache"} <= modules  # it ran, from the cache
+    assert _within(modules, NOT_FOR_A_WARM_LAUNCH) == []
 
 
 def test_preflight_which_every_launch_runs_first_loads_no_pydantic(

@@ -15,7 +15,7 @@ The registry is a ``dict`` so that code and tests reading a table (``ADAPTERS["v
 from __future__ import annotations
 
 import importlib
-import pkgutil
+import os
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
@@ -71,7 +71,48 @@ class Registry(dict[str, T]):
 def import_members(package: str, path: Iterable[str]) -> list[str]:
     """Import every public module of ``package`` (its ``__path__``), so each registers itself:
     a new member is a new module, and no list elsewhere needs an edit."""
-    names = sorted(m.name for m in pkgutil.iter_modules(path) if not m.name.startswith("_"))
+    folders = list(path)
+    found = _folder_modules(folders)
+    if found is None:  # a zip import or another importer: pkgutil asks it
+        import pkgutil
+
+        found = [m.name for m in pkgutil.iter_modules(folders)]
+    names = sorted(name for name in found if not name.startswith("_"))
     for name in names:
         importlib.import_module(f"{package}.{name}")
     return names
+
+
+def _folder_modules(path: list[str]) -> list[str] | None:
+    """The module names ``pkgutil.iter_modules(path)`` yields when every entry of ``path`` is a
+    folder on disk, by its rule for folders (``pkgutil._iter_file_finder_modules``): a file with
+    a module suffix, or a folder holding an ``__init__``; None when an entry is not a folder.
+
+    Why not pkgutil itself: importing it was ~1 ms of CPU on every launch (docs/performance.md),
+    for a listing of one folder."""
+    if not all(os.path.isdir(folder) for folder in path):
+        return None
+    import inspect  # pkgutil's own helper for the name; loaded with click on every CLI run
+
+    names: dict[str, None] = {}
+    for folder in path:
+        try:
+            filenames = sorted(os.listdir(folder))
+        except OSError:  # unreadable, as import and pkgutil ignore it
+            filenames = []
+        for filename in filenames:
+            name = inspect.getmodulename(filename)
+            if name == "__init__":
+                continue
+            full = os.path.join(folder, filename)
+            if not name and "." not in filename and os.path.isdir(full):
+                try:
+                    contents = os.listdir(full)
+                except OSError:
+                    contents = []
+                if not any(inspect.getmodulename(f) == "__init__" for f in contents):
+                    continue
+                name = filename
+            if name and "." not in name:
+                names.setdefault(name)
+    return list(names)

@@ -199,16 +199,15 @@ def launch(
     what would be executed, where, and what the kit declares it loads.
     A multi-node topology also needs --node-rank and --leader, the only values not signed.
     """
-    from k3kit.engines import Runtime
     from k3kit.node.launch import launch_inputs, plan_launch
 
     if (node_rank is None) != (leader is None):
         raise InputError("--node-rank and --leader go together", code="RUNTIME_VALUES_MISSING")
-    runtime = (
-        Runtime(node_rank, leader, rdzv_port)
-        if node_rank is not None and leader is not None
-        else None
-    )
+    runtime = None
+    if node_rank is not None and leader is not None:
+        from k3kit.engines import Runtime  # a multi-node launch's values: imported for one
+
+        runtime = Runtime(node_rank, leader, rdzv_port)
     from k3kit.node.verify import KitNotVerified
     from k3kit.weights import WeightsOptions
 

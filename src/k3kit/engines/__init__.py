@@ -15,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from k3kit._registry import import_members
-from k3kit.engines._adapter import ENGINES, EngineAdapter, Parallel, Runtime, engine
+from k3kit.engines._adapter import ENGINES, EngineAdapter, Parallel, engine
 from k3kit.engines._probe import VERSION_TIMEOUT_S, how_it_ended, probe_version
 from k3kit.engines._snapshot import (
     KIT_SNAPSHOT_NAME,
@@ -29,6 +29,7 @@ from k3kit.engines._snapshot import (
 from k3kit.engines._validate import Review, review_profile, validate_env, validate_settings
 
 if TYPE_CHECKING:
+    from k3kit.engines._runtime import Runtime
     from k3kit.engines._snapfile import (
         SnapshotFile,
         parse_snapshot_file,
@@ -57,6 +58,8 @@ _SNAPFILE_NAMES = frozenset(
 def __getattr__(name: str) -> Any:
     if name in _SNAPFILE_NAMES:
         return getattr(importlib.import_module("k3kit.engines._snapfile"), name)
+    if name == "Runtime":  # only a multi-node launch builds one (k3kit.engines._runtime)
+        return importlib.import_module("k3kit.engines._runtime").Runtime
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypeVar
 
 from k3kit._registry import Registry
+
+if TYPE_CHECKING:
+    from k3kit.engines._runtime import Runtime
 
 Setting = object
 
 
-@dataclass(frozen=True)
-class Parallel:
+# NamedTuples, not frozen dataclasses: immutable records all the same, read by attribute, and every
+# launch imports this module (a frozen dataclass is ~0.5 ms of CPU to create at import, a
+# NamedTuple ~0.1 ms; docs/performance.md).
+class Parallel(NamedTuple):
     """Parallel sizes as one engine config sets them, and the node shape they must fill."""
 
     tp: int
@@ -32,15 +36,6 @@ class Parallel:
 
     def as_dict(self) -> dict[str, int]:
         return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "dp_local": self.dp_local}
-
-
-@dataclass(frozen=True)
-class Runtime:
-    """Values only known on the node at start time (LWS injects them; a runbook passes them)."""
-
-    node_rank: int
-    leader: str
-    port: int | None = None
 
 
 def json_setting(value: Setting) -> Mapping[str, Setting] | None:

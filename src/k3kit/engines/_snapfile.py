@@ -23,7 +23,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from k3kit._canonical import model_bytes, strict_loads
-from k3kit.engines._loads import SUSPECT, LoadsTable
+from k3kit.engines._loads import LoadsTable, suspect
 from k3kit.engines._snapshot import KIT_SNAPSHOT_NAME as KIT_SNAPSHOT_NAME  # re-exported
 from k3kit.engines._snapshot import (
     MAX_SNAPSHOT_BYTES,
@@ -220,7 +220,7 @@ def derived_loads(engine: str, names: list[str]) -> LoadsTable:
         name: _NOVEL if name not in known else _SUSPECT_WHY
         for name in names
         if name not in listed
-        and (name not in known or (SUSPECT.search(name) and name not in reviewed.inert))
+        and (name not in known or (suspect().search(name) and name not in reviewed.inert))
     }
     return LoadsTable(
         dict(reviewed.code), {**reviewed.path, **unreviewed}, reviewed.inert, dict(reviewed.env)

@@ -11,16 +11,18 @@ version is one command, three generated JSON files and one reviewed one, never c
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import os
 from functools import cache
-from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from packaging.version import InvalidVersion
-
+import k3kit.data
 from k3kit.engines._loads import LoadsTable
 from k3kit.errors import InputError
 from k3kit.models.engine_version import release_of
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 #: The kit file a publisher-supplied snapshot is copied to (listed in the manifest, so signed).
 #: Here, not in ``_snapfile``, so the launcher names it without importing that file's models.
@@ -29,8 +31,10 @@ KIT_SNAPSHOT_NAME = "engine-snapshot.json"
 MAX_SNAPSHOT_BYTES = 2 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class Option:
+# NamedTuples, not frozen dataclasses: immutable records all the same, read by attribute, and every
+# launch builds them (a frozen dataclass is ~0.5 ms of CPU to create at import, a NamedTuple
+# ~0.1 ms; docs/performance.md).
+class Option(NamedTuple):
     flag: str
     action: str
     type: str | None
@@ -46,8 +50,7 @@ class Option:
         return [key for key, opt in options.items() if opt.dest == self.dest]
 
 
-@dataclass(frozen=True)
-class EngineSnapshot:
+class EngineSnapshot(NamedTuple):
     engine: str
     version: str
     provenance: str
@@ -57,19 +60,40 @@ class EngineSnapshot:
     loads: LoadsTable
 
 
+def _data() -> Traversable:
+    """The shipped data folder: the package's own folder when it is one on disk (every wheel
+    and source install), read as plain files; else (a zip import) what ``importlib.resources``
+    finds. Why not always ``importlib.resources``: it imports itself and zipfile on use, ~3 ms
+    of CPU on every launch (docs/performance.md), for the same bytes."""
+    init = k3kit.data.__file__
+    if init and os.path.isdir(os.path.dirname(init)):
+        return Path(init).parent
+    from importlib import resources
+
+    return resources.files("k3kit.data")
+
+
 def _read(name: str) -> Any:
-    return json.loads(resources.files("k3kit.data").joinpath(name).read_text("utf-8"))
+    return json.loads(_data().joinpath(name).read_text("utf-8"))
 
 
 def shipped_versions() -> dict[str, list[str]]:
     """Every engine version k3kit ships a snapshot for, by engine name."""
     out: dict[str, list[str]] = {}
-    for entry in resources.files("k3kit.data").iterdir():
+    for entry in _data().iterdir():
         name = entry.name
         if name.endswith("-serve-flags.json"):
             engine, _, version = name.removesuffix("-serve-flags.json").partition("-")
             out.setdefault(engine, []).append(version)
     return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def _invalid_version() -> type[Exception]:
+    """packaging's error, imported when an error is being matched: packaging is imported where
+    a version is parsed (:func:`k3kit.models.engine_version.release_of`), not with this module."""
+    from packaging.version import InvalidVersion
+
+    return InvalidVersion
 
 
 @cache
@@ -84,7 +108,7 @@ def snapshot(engine: str, version: str) -> EngineSnapshot:
         env = _read(f"{prefix}-env-vars.json")
         registries = _read(f"{prefix}-registries.json")
         loads = _read(f"{prefix}-loads.json")
-    except (FileNotFoundError, InvalidVersion) as exc:
+    except (FileNotFoundError, _invalid_version()) as exc:
         known = shipped_versions()
         listing = "; ".join(f"{e} {', '.join(v)}" for e, v in known.items())
         raise InputError(

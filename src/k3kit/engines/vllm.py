@@ -6,16 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from k3kit.engines._adapter import (
     EngineAdapter,
     Parallel,
-    Runtime,
     Setting,
     engine,
     json_setting,
 )
+
+if TYPE_CHECKING:
+    from k3kit.engines._runtime import Runtime
 
 
 @engine

@@ -11,10 +11,9 @@ line, the key and what to do instead: editing a site file must never silently ch
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from k3kit.errors import InputError
 
@@ -24,8 +23,10 @@ HOST_PATTERN = r"^[A-Za-z0-9.:_\[\]][A-Za-z0-9.:_\[\]-]{0,252}$"
 IMAGE_DIGEST = r"^[a-z0-9./_-]+(:[A-Za-z0-9._-]+)?@sha256:[0-9a-f]{64}$"
 
 
-@dataclass(frozen=True)
-class SiteKey:
+# A NamedTuple, not a frozen dataclass: immutable all the same, read by attribute only, and
+# every launch imports this module (a frozen dataclass is ~0.5 ms of CPU to create at import,
+# docs/performance.md).
+class SiteKey(NamedTuple):
     pattern: str
     default: str | None
     about: str
@@ -58,6 +59,8 @@ LAUNCH_KEYS = ("MODEL_DIR", "K3KIT_TRUST_KEY", "HOST", "PORT")
 
 
 def _closest(word: str, names: list[str]) -> str | None:
+    import difflib  # only a refused key is given a suggestion: a launch does not pay for it
+
     found = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
     return found[0] if found else None
 

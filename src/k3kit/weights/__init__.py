@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,7 +33,6 @@ from k3kit._digest import FileStamp, hash_file
 from k3kit._fs import display_name, walk
 from k3kit.errors import InputError, K3kitError, VerificationError
 from k3kit.formats.vocab import Problem
-from k3kit.weights.hashpool import HashJob, JobResult, default_workers, run_jobs
 from k3kit.weights.layouts import (
     Layout,
     LinkPolicyViolation,
@@ -49,6 +47,7 @@ from k3kit.weights.vcache import VerifyCache
 if TYPE_CHECKING:
     from k3kit.models import LockedFile, lite
     from k3kit.models import WeightsLock as _Model
+    from k3kit.weights.hashpool import HashJob, JobResult
 
     # The lock as the pydantic model (pin, the API) or as the record verify and launch read
     # without pydantic (k3kit.models.lite; docs/performance.md, "Fifth pass"): this package uses
@@ -252,18 +251,28 @@ def check_weights(
         if on_file_done is not None:
             on_file_done(result.job.name, result.job.size)
 
-    pool = run_jobs(
-        jobs,
-        algo,
-        workers=workers,
-        stop_on_first=not all_errors,
-        lease=cache is not None,
-        on_progress=on_progress,
-        on_done=done,
-    )
-    report.workers, report.blake3_threads = pool.threads, pool.blake3_threads
-    report.bytes_hashed = pool.bytes_read
-    unleased = _judge_results(report, pool.results, cache)
+    results: list[JobResult] = []
+    if jobs:
+        # The hashing engine (thread pool, concurrent.futures, logging, queue) is imported only
+        # when a file must really be read: a launch whose weights the verification cache vouches
+        # for hashes nothing, and this import was ~5 ms of CPU on every node start
+        # (docs/performance.md). With no jobs the report keeps its defaults, which are what an
+        # empty run reported (0 threads, 1 blake3 thread, 0 bytes, no results).
+        from k3kit.weights.hashpool import run_jobs
+
+        pool = run_jobs(
+            jobs,
+            algo,
+            workers=workers,
+            stop_on_first=not all_errors,
+            lease=cache is not None,
+            on_progress=on_progress,
+            on_done=done,
+        )
+        report.workers, report.blake3_threads = pool.threads, pool.blake3_threads
+        report.bytes_hashed = pool.bytes_read
+        results = pool.results
+    unleased = _judge_results(report, results, cache)
     if unleased:
         report.cache_note = "cache not used for " + "; ".join(
             f"{n} file(s): {why}" for why, n in sorted(unleased.items())
@@ -292,6 +301,8 @@ def _hash_jobs(
             report.files_from_cache += 1
             report.bytes_from_cache += want.size
             continue
+        from k3kit.weights.hashpool import HashJob  # only a file to read needs the hasher
+
         jobs.append(HashJob(rel, Path(key), want.size, expected))
     return jobs
 
@@ -383,6 +394,10 @@ def hash_tree(
         if on_file_done:
             on_file_done(rel, size)
         return LockedFile(path=rel, size=size, sha256=digests["sha256"], blake3=digests["blake3"])
+
+    from concurrent.futures import ThreadPoolExecutor  # the pin hashes: its threads only here
+
+    from k3kit.weights.hashpool import default_workers
 
     n_workers = workers or default_workers()
     pool = ThreadPoolExecutor(max_workers=max(1, n_workers))

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from k3kit._canonical import dumps, strict_loads
 from k3kit._digest import ALGORITHMS, FileDigest, FileStamp
@@ -47,8 +46,9 @@ _HEX = re.compile(r"^[0-9a-f]{64}$")
 _STAMP = re.compile(r"^[0-9]{1,20}:[0-9]{1,20}:[0-9]{1,20}:-?[0-9]{1,20}:-?[0-9]{1,20}$")
 
 
-@dataclass(frozen=True)
-class Record:
+# A NamedTuple, not a frozen dataclass: immutable all the same, compared whole, and ~0.4 ms less
+# CPU to create on every launch's import (docs/performance.md).
+class Record(NamedTuple):
     algorithm: str
     digest: str
     stamp: str
