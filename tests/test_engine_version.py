@@ -110,6 +110,49 @@ def test_the_fast_path_agrees_with_packaging_on_arbitrary_text(text: str) -> Non
             pytest.fail(text)
 
 
+def _release_by_packaging(text: str) -> str | None:
+    try:
+        return Version(text).public
+    except InvalidVersion:
+        return None
+
+
+def _matches_by_packaging(pinned: str, found: str, rule: str) -> bool:
+    """The rule as it was before the texts were compared directly: packaging's parse of both."""
+    try:
+        want, got = Version(pinned), Version(found)
+    except InvalidVersion:
+        return False
+    return str(want) == str(got) if rule == "exact" else want.public == got.public
+
+
+_VERSION_TEXT = st.one_of(
+    st.from_regex(_CANONICAL, fullmatch=True).filter(lambda t: len(t) <= MAX_VERSION_CHARS),
+    st.sampled_from(NEAR_MISSES),
+    st.text(alphabet="0123456789.!+-_abcdeloprstvACPV ", max_size=16),
+)
+
+
+# launch matches the engine's --version against the pin, and picks the flag snapshot by the
+# release, without importing packaging when both texts are canonical: every pair gets packaging's
+# verdict (pairs of one generated release with other local labels and suffixes included).
+@settings(max_examples=examples(800), derandomize=True, deadline=None)
+@given(_VERSION_TEXT, _VERSION_TEXT, st.sampled_from(["exact", "same-release"]), st.booleans())
+def test_the_pins_rule_without_packaging_agrees_with_packaging(
+    pinned: str, other: str, rule: str, same_release: bool
+) -> None:
+    # half the pairs share the pin's release, so "same-release" is exercised where it matters
+    found = f"{pinned.partition('+')[0]}+{other}" if same_release and other else other
+    assert version_matches(pinned, found, rule) is _matches_by_packaging(pinned, found, rule)  # type: ignore[arg-type]
+    for text in (pinned, found):
+        expected = _release_by_packaging(text)
+        if expected is None:
+            with pytest.raises(InvalidVersion):
+                release_of(text)
+        else:
+            assert release_of(text) == expected
+
+
 @pytest.mark.parametrize(
     "text",
     ["v0.32.0", "0.32.0+CPU", "0.32.0-post1", "0.32.0-cpu", "0.32", "latest", "", "0.32.0+cpu\n"],

@@ -213,6 +213,8 @@ NOT_FOR_A_WARM_LAUNCH = (
     "zipfile",
     "pkgutil",
     "k3kit.engines._runtime",
+    # the pin and the engine's --version are canonical text: compared without packaging
+    "packaging",
 )
 
 
