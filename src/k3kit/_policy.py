@@ -12,14 +12,15 @@ two copies drift (one learns ``::1``, the other does not). Anything off loopback
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import time
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar, Token
-from typing import Any, TypeVar
-from urllib.parse import SplitResult, urljoin, urlsplit
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # urllib.parse and ipaddress are imported where a URL is really parsed
+    from urllib.parse import SplitResult
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9._-]+$")
 _RESERVED_SEGMENTS = {".", ".."}
@@ -84,6 +85,10 @@ def split_url(url: str) -> SplitResult | None:
     range. A server writes many of the URLs k3kit compares (a token realm, a redirect's
     ``Location``), and :func:`urllib.parse.urlsplit` and its ``.port`` raise ``ValueError`` on
     such bytes: every policy below asks here, so none can crash on them and all fail closed."""
+    # imported on use: urllib.parse (with ipaddress) is ~3.5 ms of CPU on every node start, and
+    # verify of a kit folder parses no URL (the models import this module for the path policy)
+    from urllib.parse import urlsplit
+
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises on a port that is not a number in range
@@ -96,6 +101,8 @@ def split_url(url: str) -> SplitResult | None:
 
 
 def _ip_literal(host: str) -> bool:
+    import ipaddress  # imported on use, as urllib.parse in split_url
+
     try:
         ipaddress.ip_address(host)
     except ValueError:
@@ -106,6 +113,8 @@ def _ip_literal(host: str) -> bool:
 def join_url(base: str, location: str) -> str | None:
     """A server's ``Location`` resolved against ``base``, or None when it is no URL at all
     (:func:`split_url`): the one way a redirect target is computed before the policies judge it."""
+    from urllib.parse import urljoin  # imported on use, as in split_url
+
     try:
         joined = urljoin(base, location)
     except ValueError:
@@ -154,6 +163,8 @@ def redirect_refusal(url: str, origin: str) -> str | None:
     only from a server on it (a remote server redirecting to 127.0.0.1 would make the node send
     a request to its own local services: a request forgery). Every client that follows
     redirects by hand (the registry's, the channel's) asks this."""
+    from urllib.parse import urlsplit  # imported on use, as in split_url
+
     parts = split_url(url)
     if parts is None:
         return "it is not a URL (its host or port cannot be read)"
