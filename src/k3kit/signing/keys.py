@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import os
 import re
 import stat
@@ -20,6 +19,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from k3kit._canonical import dumps
+from k3kit._digest import sha256_hex  # not hashlib: see k3kit._digest.SMALL_BYTES
 from k3kit._fs import atomic_write, check_trust_anchor, read_capped
 from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
@@ -145,7 +145,7 @@ def key_object(pub: Ed25519PublicKey) -> dict[str, object]:
 
 def keyid(pub: Ed25519PublicKey) -> str:
     """sha256 of the canonical key object; equals ``SSlibKey.from_crypto(pub).keyid``."""
-    return hashlib.sha256(dumps(key_object(pub))).hexdigest()
+    return sha256_hex(dumps(key_object(pub)))
 
 
 def ssh_fingerprint(pub: Ed25519PublicKey) -> str:
@@ -153,6 +153,8 @@ def ssh_fingerprint(pub: Ed25519PublicKey) -> str:
 
     def string(b: bytes) -> bytes:
         return len(b).to_bytes(4, "big") + b
+
+    import hashlib  # publisher-side (keygen, trust show): see k3kit._digest.SMALL_BYTES
 
     blob = string(b"ssh-ed25519") + string(raw_public(pub))
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")

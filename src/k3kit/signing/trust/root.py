@@ -14,7 +14,6 @@ that expired long ago to reach the current one.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from k3kit._digest import sha256_hex  # not hashlib: see k3kit._digest.SMALL_BYTES
 from k3kit._fs import MAX_ROOT_BYTES as MAX_ROOT_BYTES  # the root-chain rule's home; re-exported
 from k3kit._fs import MAX_ROOTS as MAX_ROOTS
 from k3kit._fs import ROOT_DIR as ROOT_DIR
@@ -174,7 +174,7 @@ class RootAnchor(NamedTuple):
     also: Mapping[int, bytes] = MappingProxyType({})
 
     def _pin_id(self) -> str:
-        return hashlib.sha256(self.pinned).hexdigest()[:32]
+        return sha256_hex(self.pinned)[:32]
 
     def _now(self) -> datetime:
         try:
