@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import time
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -42,8 +41,13 @@ def path_problem(rel: str) -> str | None:
         rel.encode("utf-8")
     except UnicodeEncodeError:  # a non-UTF-8 name, as os.fsdecode's surrogateescape shows it
         return "not valid UTF-8"
-    if unicodedata.normalize("NFC", rel) != rel:
-        return "not NFC-normalised"
+    # ASCII text is its own NFC form, so unicodedata (~0.3 ms of CPU to import on every node
+    # start, where every kit path is ASCII) is imported only for a path that is not
+    if not rel.isascii():
+        import unicodedata
+
+        if unicodedata.normalize("NFC", rel) != rel:
+            return "not NFC-normalised"
     if len(rel.encode()) > MAX_PATH_BYTES:
         return "path too long"
     parts = rel.split("/")
