@@ -15,6 +15,7 @@ from pathlib import Path
 import blake3
 import pytest
 
+from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._digest import (
     BUFFER_BUDGET,
     CHUNK,
@@ -30,6 +31,7 @@ from k3kit._digest import (
     read_size,
     sha256_hex,
 )
+from k3kit.models import _lite, lite
 from k3kit.weights.hashpool import HashJob, plan, run_jobs
 from k3kit.weights.vcache import COARSE_SETTLE_NS, SETTLE_NS, settled
 
@@ -87,6 +89,8 @@ def test_sha256_hex_of_bytes_in_memory_is_hashlibs() -> None:
     for data in (b"", b"abc", bytes(range(256)) * 300):
         assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
         assert sha256_hex(memoryview(bytearray(data))) == hashlib.sha256(data).hexdigest()
+    record = _lite.read(lite.DsseSignature, {"keyid": "k", "sig": "c2ln"}, source="test")
+    assert sha256_of_model(record) == hashlib.sha256(model_bytes(record)).hexdigest()
 
 
 @pytest.mark.parametrize("blake3_threads", [1, 2])

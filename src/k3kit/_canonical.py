@@ -231,7 +231,14 @@ def require_canonical(data: bytes, obj: Any, *, source: str) -> None:
 
 
 def sha256_of_model(model: BaseModel | Record) -> str:
-    """sha256 hex of a model's canonical bytes (the checksum k3kit signs)."""
-    import hashlib  # on use: verify computes no model checksum (k3kit._digest.SMALL_BYTES)
+    """sha256 hex of a model's canonical bytes (the checksum k3kit signs).
 
-    return hashlib.sha256(model_bytes(model)).hexdigest()
+    By cryptography's sha256, not hashlib's, as :func:`k3kit._digest.sha256_hex` (a module of
+    this layer, so not imported here): launch and ``verify --weights`` key the verification
+    cache by the lock's checksum, and hashlib's import is ~3.5 ms of CPU (k3kit._digest's
+    SMALL_BYTES)."""
+    from cryptography.hazmat.primitives.hashes import SHA256, Hash
+
+    hasher = Hash(SHA256())
+    hasher.update(model_bytes(model))
+    return hasher.finalize().hex()
