@@ -33,10 +33,11 @@ PIPELINE_DEPTH = 3  # buffers in flight per pipelined file: one hashing, one fil
 ALGORITHMS = ("sha256", "blake3")
 
 
-# hashlib is imported only where more than SMALL_BYTES are hashed (a weight file, a download):
-# it loads the system libcrypto, ~3.5 ms of CPU on every node start, while verify of a kit folder
-# hashes KBs (its documents, its files, key ids) and has OpenSSL's sha256 already loaded in
-# cryptography (for the signature). The same function gives the same digest either way.
+# hashlib is imported only to hash a file of more than SMALL_BYTES (a weight file: it releases the
+# GIL, so hashing threads scale) and a download (StreamHash): it loads the system libcrypto,
+# ~3.5 ms of CPU on every node start, while verify of a kit folder hashes KBs (its documents, its
+# files, key ids) and has OpenSSL's sha256 already loaded in cryptography (for the signature).
+# The same function gives the same digest either way.
 SMALL_BYTES = 256 * 1024
 
 
