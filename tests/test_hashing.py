@@ -15,18 +15,23 @@ from pathlib import Path
 import blake3
 import pytest
 
+from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._digest import (
     BUFFER_BUDGET,
     CHUNK,
     MIN_CHUNK,
     PIPELINE_DEPTH,
+    SMALL_BYTES,
     Cancelled,
     FileStamp,
     NotRegularFile,
+    StreamHash,
     digest_file,
     hash_fd,
     read_size,
+    sha256_hex,
 )
+from k3kit.models import _lite, lite
 from k3kit.weights.hashpool import HashJob, plan, run_jobs
 from k3kit.weights.vcache import COARSE_SETTLE_NS, SETTLE_NS, settled
 
@@ -57,6 +62,35 @@ def test_digests_match_reference_on_every_read_path(
         "sha256": hashlib.sha256(data).hexdigest(),
         "blake3": blake3.blake3(data).hexdigest(),
     }
+
+
+# sha256 of up to SMALL_BYTES is cryptography's, of more hashlib's (verify imports no hashlib):
+# around the switch, with reads smaller and larger than it, the digest is hashlib's of the bytes
+@pytest.mark.parametrize("size", [SMALL_BYTES - 1, SMALL_BYTES, SMALL_BYTES + 1, 3 * SMALL_BYTES])
+@pytest.mark.parametrize("buffer_size", [SMALL, SMALL_BYTES, CHUNK])
+def test_sha256_is_hashlibs_on_both_sides_of_the_small_file_switch(
+    tmp_path: Path, size: int, buffer_size: int
+) -> None:
+    data = _write(tmp_path / "f", size)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        digests, total = hash_fd(fd, ("sha256",), buffer=bytearray(buffer_size))
+    finally:
+        os.close(fd)
+    assert (digests, total) == ({"sha256": hashlib.sha256(data).hexdigest()}, size)
+    assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
+    stream = StreamHash(("sha256",))
+    for start in range(0, size, SMALL):
+        stream.update(data[start : start + SMALL])
+    assert stream.hexdigests() == {"sha256": hashlib.sha256(data).hexdigest()}
+
+
+def test_sha256_hex_of_bytes_in_memory_is_hashlibs() -> None:
+    for data in (b"", b"abc", bytes(range(256)) * 300):
+        assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
+        assert sha256_hex(memoryview(bytearray(data))) == hashlib.sha256(data).hexdigest()
+    record = _lite.read(lite.DsseSignature, {"keyid": "k", "sig": "c2ln"}, source="test")
+    assert sha256_of_model(record) == hashlib.sha256(model_bytes(record)).hexdigest()
 
 
 @pytest.mark.parametrize("blake3_threads", [1, 2])

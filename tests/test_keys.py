@@ -214,3 +214,33 @@ def test_other_spellings_of_a_key_are_left_to_cryptography_or_read_alike(pem: by
 
     fast = _spki_pem_ed25519(pem)
     assert fast is None or fast.public_bytes_raw() == _cryptography_raw(pem)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "YQ==", "YWI=", "YWJj", "YQ", "YQ=", "Y===", "YQ==\n", "-_8=", "+/8=", "YW Jj", "YQ==YQ"],
+)
+def test_dsse_base64_is_decoded_as_base64_b64decode_validating(text: str) -> None:
+    """k3kit.signing.sign decodes with binascii (the base64 module is not imported on verify's
+    path): the same bytes, and the same refusals, as ``base64.b64decode(validate=True)``."""
+    import base64
+    import binascii
+    import re
+
+    from k3kit.errors import VerificationError
+    from k3kit.signing.sign import _b64decode
+
+    def old(text: str) -> bytes | str:
+        if not re.match(r"^[A-Za-z0-9+/_-]*={0,2}$", text):
+            return "is not base64"
+        try:
+            return base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
+        except (binascii.Error, ValueError):
+            return "is not valid base64"
+
+    try:
+        got: bytes | str = _b64decode(text, "x")
+    except VerificationError as exc:
+        assert exc.code == "RECEIPT_MALFORMED"
+        got = exc.message.removeprefix("x ")
+    assert got == old(text)

@@ -51,6 +51,13 @@ SMALL_ORDER = {
 FORGED_SIG = IDENTITY + bytes(32)  # R = identity, S = 0
 
 
+def test_the_written_out_square_root_of_minus_one_is_rfc_8032s() -> None:
+    from k3kit.signing import keys
+
+    assert pow(2, (keys._P - 1) // 4, keys._P) == keys._SQRT_M1
+    assert keys._SQRT_M1 * keys._SQRT_M1 % keys._P == keys._P - 1
+
+
 def test_openssl_alone_accepts_the_forgery() -> None:
     """The premise: without k3kit's checks the identity key verifies a fixed signature."""
     Ed25519PublicKey.from_public_bytes(IDENTITY).verify(FORGED_SIG, b"any message at all")

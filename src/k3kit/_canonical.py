@@ -8,7 +8,6 @@ parser refuses all of these before any model sees the data.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -232,5 +231,14 @@ def require_canonical(data: bytes, obj: Any, *, source: str) -> None:
 
 
 def sha256_of_model(model: BaseModel | Record) -> str:
-    """sha256 hex of a model's canonical bytes (the checksum k3kit signs)."""
-    return hashlib.sha256(model_bytes(model)).hexdigest()
+    """sha256 hex of a model's canonical bytes (the checksum k3kit signs).
+
+    By cryptography's sha256, not hashlib's, as :func:`k3kit._digest.sha256_hex` (a module of
+    this layer, so not imported here): launch and ``verify --weights`` key the verification
+    cache by the lock's checksum, and hashlib's import is ~3.5 ms of CPU (k3kit._digest's
+    SMALL_BYTES)."""
+    from cryptography.hazmat.primitives.hashes import SHA256, Hash
+
+    hasher = Hash(SHA256())
+    hasher.update(model_bytes(model))
+    return hasher.finalize().hex()

@@ -16,12 +16,11 @@ memory (2 GB for a 2 GB file) and a file truncated under a mapping kills the pro
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from k3kit._fs import NotRegularFile as NotRegularFile  # its home; re-exported
 from k3kit._fs import open_regular
@@ -35,8 +34,22 @@ PIPELINE_DEPTH = 3  # buffers in flight per pipelined file: one hashing, one fil
 ALGORITHMS = ("sha256", "blake3")
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+# hashlib is imported only to hash a file of more than SMALL_BYTES (a weight file: it releases the
+# GIL, so hashing threads scale) and a download (StreamHash): it loads the system libcrypto,
+# ~3.5 ms of CPU on every node start, while verify of a kit folder hashes KBs (its documents, its
+# files, key ids) and has OpenSSL's sha256 already loaded in cryptography (for the signature).
+# The same function gives the same digest either way.
+SMALL_BYTES = 256 * 1024
+
+
+def sha256_hex(data: bytes | bytearray | memoryview) -> str:
+    """sha256 of bytes in memory (documents, key objects: KBs), by cryptography's OpenSSL
+    (see SMALL_BYTES); a weight file's bytes go through :func:`hash_fd`, hashlib's."""
+    from cryptography.hazmat.primitives.hashes import SHA256, Hash
+
+    hasher = Hash(SHA256())
+    hasher.update(data)
+    return hasher.finalize().hex()
 
 
 class Cancelled(Exception):
@@ -87,16 +100,60 @@ class FileDigest(NamedTuple):
         return self.before == self.after and self.size == self.before.size
 
 
-class _Hasher(Protocol):
-    def update(self, data: memoryview, /) -> object: ...
-    def hexdigest(self) -> str: ...
+if TYPE_CHECKING:  # annotations only: a Protocol class costs ~0.05 ms of every node start
+
+    class _Hasher(Protocol):
+        def update(self, data: memoryview, /) -> object: ...
+        def hexdigest(self) -> str: ...
 
 
-def _hashers(algos: tuple[str, ...], blake3_threads: int) -> list[tuple[str, _Hasher]]:
+class _Sha256:
+    """sha256 of a file by the engine its size calls for: up to SMALL_BYTES (a kit's files) by
+    :func:`sha256_hex`'s, so verify imports no hashlib; anything larger by hashlib's, which
+    releases the GIL, so threads hashing weights scale with cores. A file whose first read is
+    larger goes to hashlib at once; a smaller first read is held (at most SMALL_BYTES, copied:
+    the read buffer is reused) until the end of the file or more bytes decide."""
+
+    __slots__ = ("_held", "_large", "_size")
+
+    def __init__(self) -> None:
+        self._held: list[bytes] = []
+        self._size = 0
+        self._large: _Hasher | None = None
+
+    def update(self, data: memoryview, /) -> None:
+        if self._large is None:
+            self._size += len(data)
+            if self._size <= SMALL_BYTES:
+                self._held.append(bytes(data))
+                return
+            import hashlib
+
+            self._large = hashlib.sha256()
+            for part in self._held:
+                self._large.update(memoryview(part))
+            self._held = []
+        self._large.update(data)
+
+    def hexdigest(self) -> str:
+        if self._large is not None:
+            return self._large.hexdigest()
+        return sha256_hex(b"".join(self._held))
+
+
+def _hashers(
+    algos: tuple[str, ...], blake3_threads: int, *, stream: bool = False
+) -> list[tuple[str, _Hasher]]:
+    """One hasher per algorithm; ``stream`` (a download's :class:`StreamHash`) keeps hashlib for
+    sha256 from the first byte, as before :class:`_Sha256`."""
     out: list[tuple[str, _Hasher]] = []
     for name in algos:
-        if name == "sha256":
+        if name == "sha256" and stream:
+            import hashlib  # see SMALL_BYTES
+
             out.append((name, hashlib.sha256()))
+        elif name == "sha256":
+            out.append((name, _Sha256()))
         elif name == "blake3":
             import blake3  # only when asked for: verify of a kit's own files needs sha256 only
 
@@ -120,7 +177,7 @@ class StreamHash:
         self.restart()
 
     def restart(self) -> None:
-        self._hashers = _hashers(self.algorithms, 1)
+        self._hashers = _hashers(self.algorithms, 1, stream=True)
         self.size = 0
 
     def update(self, data: bytes | memoryview) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from k3kit._canonical import model_bytes, sha256_of_model
-from k3kit._digest import hash_file, sha256_hex
-from k3kit._fs import walk
+from k3kit._digest import MIN_CHUNK, hash_fd, hash_file, sha256_hex
+from k3kit._fs import open_regular, walk
 from k3kit._policy import path_problem
 from k3kit._text import shown
 from k3kit.errors import InputError, VerificationError
@@ -94,6 +94,18 @@ class ExpectedEvidence(NamedTuple):
     sha256: str
 
 
+def _sha256_file(path: Path, buffer: bytearray) -> tuple[str, int]:
+    """``hash_file(path)``'s sha256 and size (the same safe open: no link, regular files only),
+    read into the caller's ``buffer``: hash_file gives every file a fresh 2 MiB buffer, which
+    cost verify's :func:`diff_tree` of a kit's 32 small files ~4.5 ms of CPU (3.13)."""
+    fd, _ = open_regular(path, follow_symlinks=False)
+    try:
+        digests, size = hash_fd(fd, ("sha256",), buffer=buffer)
+    finally:
+        os.close(fd)
+    return digests["sha256"], size
+
+
 def read_bound_evidence(root: Path, entry: ExpectedEvidence) -> bytes:
     """The bytes of one evidence file, only if they are the ones the receipt signs.
 
@@ -130,6 +142,7 @@ def diff_evidence(
     """
     want = {e.path: e for e in expected}
     diffs: list[Difference] = []
+    buffer = bytearray(MIN_CHUNK)  # one read buffer for every file (_sha256_file)
     for rel in found:
         entry = want.get(rel)
         if entry is None:
@@ -149,13 +162,13 @@ def diff_evidence(
                 )
             )
             continue
-        digests, size = hash_file(root / rel)
-        if size != entry.size or digests["sha256"] != entry.sha256:
+        sha256, size = _sha256_file(root / rel, buffer)
+        if size != entry.size or sha256 != entry.sha256:
             diffs.append(
                 Difference(
                     "EVIDENCE_FILE_CHANGED",
                     rel,
-                    f"sha256 {digests['sha256'][:16]}… ({size} bytes) != receipt's "
+                    f"sha256 {sha256[:16]}… ({size} bytes) != receipt's "
                     f"{entry.sha256[:16]}… ({entry.size} bytes)",
                 )
             )
@@ -176,6 +189,7 @@ def diff_tree(root: Path, manifest: Manifest | lite.Manifest) -> TreeDiff:
     expected_dirs = {
         "/".join(d.split("/")[: i + 1]) for d in parents for i in range(d.count("/") + 1)
     } | {EVIDENCE_DIR, ROOT_DIR}
+    buffer = bytearray(MIN_CHUNK)  # one read buffer for every file (_sha256_file)
     for entry in walk(root):
         if entry.rel.startswith(ROOT_DIR + "/"):
             continue  # k3kit.signing.trust.root.kit_roots admits only regular <N>.root.json files
@@ -213,13 +227,13 @@ def diff_tree(root: Path, manifest: Manifest | lite.Manifest) -> TreeDiff:
                 )
             )
             continue
-        digests, _ = hash_file(root / entry.rel)
-        if digests["sha256"] != want.sha256:
+        sha256, _ = _sha256_file(root / entry.rel, buffer)
+        if sha256 != want.sha256:
             diffs.append(
                 Difference(
                     "KIT_FILE_CHANGED",
                     entry.rel,
-                    f"sha256 {digests['sha256'][:16]}… != listed {want.sha256[:16]}…",
+                    f"sha256 {sha256[:16]}… != listed {want.sha256[:16]}…",
                 )
             )
     for path in sorted(set(listed) - seen):

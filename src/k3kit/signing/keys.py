@@ -7,9 +7,8 @@ from key material and never read from a file, so a verifier cannot be told which
 
 from __future__ import annotations
 
-import base64
+import binascii
 import functools
-import hashlib
 import os
 import re
 import stat
@@ -20,6 +19,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from k3kit._canonical import dumps
+from k3kit._digest import sha256_hex  # not hashlib: see k3kit._digest.SMALL_BYTES
 from k3kit._fs import atomic_write, check_trust_anchor, read_capped
 from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
@@ -31,7 +31,9 @@ DEFAULT_KEY_NAME = "publisher"
 # RFC 8032 edwards25519: field prime, curve constant d, sqrt(-1), and the prime group order L.
 _P = 2**255 - 19
 _D = -121665 * pow(121666, -1, _P) % _P
-_SQRT_M1 = pow(2, (_P - 1) // 4, _P)
+# pow(2, (_P - 1) // 4, _P), written out: computing it cost every node start ~0.17 ms of CPU
+# (tests/test_weak_keys.py holds the two equal)
+_SQRT_M1 = 19681161376707505956807079304988542015446066515923890162744021073123829784752
 _L = 2**252 + 27742317777372353535851937790883648493
 _Point = tuple[int, int]
 
@@ -145,7 +147,7 @@ def key_object(pub: Ed25519PublicKey) -> dict[str, object]:
 
 def keyid(pub: Ed25519PublicKey) -> str:
     """sha256 of the canonical key object; equals ``SSlibKey.from_crypto(pub).keyid``."""
-    return hashlib.sha256(dumps(key_object(pub))).hexdigest()
+    return sha256_hex(dumps(key_object(pub)))
 
 
 def ssh_fingerprint(pub: Ed25519PublicKey) -> str:
@@ -154,8 +156,11 @@ def ssh_fingerprint(pub: Ed25519PublicKey) -> str:
     def string(b: bytes) -> bytes:
         return len(b).to_bytes(4, "big") + b
 
+    import hashlib  # publisher-side (keygen, trust show): see k3kit._digest.SMALL_BYTES
+
     blob = string(b"ssh-ed25519") + string(raw_public(pub))
-    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+    digest = binascii.b2a_base64(hashlib.sha256(blob).digest(), newline=False)  # b64encode's
+    return "SHA256:" + digest.decode().rstrip("=")
 
 
 # A NamedTuple, not a frozen dataclass: this module is on verify's start-up path, where a frozen
@@ -316,7 +321,9 @@ def _spki_pem_ed25519(data: bytes) -> Ed25519PublicKey | None:
     match = _SPKI_PEM.fullmatch(data)
     if match is None:
         return None
-    der = base64.b64decode(match.group(1), validate=True)
+    # base64.b64decode(validate=True) is this call; the base64 module (with struct) is ~0.7 ms
+    # of CPU to import on every node start
+    der = binascii.a2b_base64(match.group(1), strict_mode=True)
     if len(der) != 44 or not der.startswith(_SPKI_ED25519):
         return None
     return Ed25519PublicKey.from_public_bytes(der[len(_SPKI_ED25519) :])

@@ -14,16 +14,16 @@ that expired long ago to reach the current one.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from k3kit._digest import sha256_hex  # not hashlib: see k3kit._digest.SMALL_BYTES
 from k3kit._fs import MAX_ROOT_BYTES as MAX_ROOT_BYTES  # the root-chain rule's home; re-exported
 from k3kit._fs import MAX_ROOTS as MAX_ROOTS
 from k3kit._fs import ROOT_DIR as ROOT_DIR
@@ -45,8 +45,10 @@ if TYPE_CHECKING:  # python-tuf and the custom fields' model: imported where a r
     from k3kit.signing.trust.model import RootRules
 
 
-@dataclass(frozen=True)
-class VerifiedRoot:
+# VerifiedRoot and RootAnchor are NamedTuples, not frozen dataclasses: immutable records all the
+# same, and every verify (a node's start-up) imports this module, where creating the two frozen
+# dataclasses cost ~1.5 ms of CPU and the NamedTuples ~0.3 ms (docs/performance.md, "Start-up").
+class VerifiedRoot(NamedTuple):
     """A root read by :func:`k3kit.signing.trust.tufroot.parse`: python-tuf's metadata, the k3kit
     custom fields, the exact bytes, and the public keys by recomputed key id."""
 
@@ -155,8 +157,7 @@ def _no_read(rel: str) -> bytes:
     raise KeyError(rel)
 
 
-@dataclass(frozen=True)
-class RootAnchor:
+class RootAnchor(NamedTuple):
     """A pinned root plus where this node keeps the roots it has accepted since.
 
     ``now`` is taken once by the caller (the start of the run) and is the only clock expiry is
@@ -169,10 +170,11 @@ class RootAnchor:
     source: str
     state_dir: Path | None
     now: str
-    also: Mapping[int, bytes] = field(default_factory=dict)
+    # read-only empty default: a NamedTuple's default is shared by every instance
+    also: Mapping[int, bytes] = MappingProxyType({})
 
     def _pin_id(self) -> str:
-        return hashlib.sha256(self.pinned).hexdigest()[:32]
+        return sha256_hex(self.pinned)[:32]
 
     def _now(self) -> datetime:
         try:
@@ -263,7 +265,7 @@ def with_channel_roots(trusted: _T, pinned: bytes, folder: Path) -> _T:
         roots[v] = read_capped(
             path, MAX_ROOT_BYTES, what=str(path), error=VerificationError, code="ROOT_MALFORMED"
         )
-    anchor = replace(trusted, also=roots)
+    anchor = trusted._replace(also=roots)
     if anchor.state_dir is not None:
         held = anchor.resolve(None)[0].root_version
         served = max(roots, default=reachable.start - 1)
