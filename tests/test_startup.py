@@ -237,6 +237,8 @@ NOT_FOR_A_WARM_LAUNCH = (
     "k3kit.engines._runtime",
     # the pin and the engine's --version are canonical text: compared without packaging
     "packaging",
+    # the config's digest and the kit's files take cryptography's sha256 (_digest.SMALL_BYTES)
+    "hashlib",
 )
 
 

@@ -34,7 +34,6 @@ exit or replace the process.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shlex
@@ -44,6 +43,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
+from k3kit._digest import sha256_hex
 from k3kit._fs import atomic_write, check_trust_anchor, private_dir, program_on_path
 from k3kit._text import shown
 from k3kit.engines import (
@@ -368,7 +368,7 @@ def kit_engine_snapshot(
         return snapshot(info.engine.name, info.engine.version)
     data = read_listed(kit_dir, manifest, ref.path, max_bytes=MAX_SNAPSHOT_BYTES)
     hint = "ask the publisher for a kit built with a snapshot made by `k3kit engine snapshot`"
-    if hashlib.sha256(data).hexdigest() != ref.sha256:
+    if sha256_hex(data) != ref.sha256:
         raise VerificationError(
             f"{ref.path} is not the snapshot kit.json names (sha256 {ref.sha256[:16]}...)",
             code="ENGINE_SNAPSHOT_REFUSED",
@@ -572,7 +572,7 @@ def plan_launch(
             f"the verified weights folder {weights_root} is not a real path",
             code="WEIGHTS_ROOT_NOT_REAL",
         )
-    config_sha256 = hashlib.sha256(config).hexdigest()
+    config_sha256 = sha256_hex(config)
     # Checked again right before the write: the folder must still be this user's alone.
     config_path = private_dir(runtime_real, what="runtime folder", code="RUNTIME_DIR_UNSAFE")
     config_path /= f"serve-{config_sha256}.yaml"
