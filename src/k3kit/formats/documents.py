@@ -183,39 +183,9 @@ def read_kit_documents(
     """
     from k3kit.models import KitInfo, Manifest
 
-    return _kit_pair(kit_dir, Manifest, KitInfo, max_bytes, kit_sha256, mismatch_code)
-
-
-def read_kit_records(
-    kit_dir: Path,
-    *,
-    max_bytes: int,
-    kit_sha256: str | None = None,
-    mismatch_code: str = "RECEIPT_KIT_MISMATCH",
-) -> tuple[lite.Manifest, lite.KitInfo]:
-    """:func:`read_kit_documents` as records of :mod:`k3kit.models.lite`: the same bytes, checks
-    and refusals, without importing pydantic (``launch`` on a node's start-up; the records have
-    the models' methods, :mod:`k3kit.models._methods`)."""
-    return _kit_pair(kit_dir, lite.Manifest, lite.KitInfo, max_bytes, kit_sha256, mismatch_code)
-
-
-MM = TypeVar("MM", bound="Manifest | lite.Manifest")
-KI = TypeVar("KI", bound="KitInfo | lite.KitInfo")
-
-
-def _kit_pair(
-    kit_dir: Path,
-    manifest_cls: type[MM],
-    info_cls: type[KI],
-    max_bytes: int,
-    kit_sha256: str | None,
-    mismatch_code: str,
-) -> tuple[MM, KI]:
-    """The one way both readers above read the pair (the model or the record is all that
-    differs)."""
     manifest = read_document(
         kit_dir / MANIFEST_NAME,
-        manifest_cls,
+        Manifest,
         max_bytes=max_bytes,
         expected_sha256=kit_sha256,
         code="MANIFEST_MALFORMED",
@@ -226,7 +196,7 @@ def _kit_pair(
         raise VerificationError("MANIFEST.json does not list kit.json", code="KIT_INFO_MALFORMED")
     info = read_document(
         kit_dir / KIT_INFO_NAME,
-        info_cls,
+        KitInfo,
         max_bytes=max_bytes,
         expected_sha256=entry.sha256,
         code="KIT_INFO_MALFORMED",
