@@ -105,15 +105,24 @@ NOT_FOR_LAUNCH = (
 
 
 def _loaded(tmp_path: Path, *args: object, env: dict[str, str] | None = None) -> set[str]:
-    """Run ``k3kit ARGS`` in a fresh interpreter; the modules it loaded (it must succeed)."""
+    """Run ``k3kit ARGS`` in a fresh interpreter; the modules it loaded (it must succeed).
+
+    Without coverage in the child: under ``make test`` coverage's subprocess patch would start
+    in it (its ``.pth`` hook) and load its own modules (hashlib, struct, ...) before the verb ran,
+    which is not what the verb loads on a node."""
     out = tmp_path / "modules.json"
+    child_env = {
+        k: v
+        for k, v in (os.environ if env is None else env).items()
+        if k not in ("COVERAGE_PROCESS_START", "COVERAGE_PROCESS_CONFIG")
+    }
     proc = subprocess.run(
         [sys.executable, "-c", _PROBE, str(out), *(str(a) for a in args)],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
-        env=env,
+        env=child_env,
     )
     assert proc.returncode == 0 and out.exists(), proc.stderr
     result = json.loads(out.read_text())
