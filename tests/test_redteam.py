@@ -44,6 +44,16 @@ def _engine_with_hook(root: Path, hook: str) -> FakeEngine:
     return fake
 
 
+def _tampered_copy(weights: Path, dest: Path) -> tuple[Path, Path, bytes]:
+    """A copy of the weights with one bit of the first shard flipped: (folder, shard, its bytes)."""
+    shutil.copytree(weights, dest)
+    shard = sorted(dest.glob("*.safetensors"))[0]
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 1
+    shard.write_bytes(bytes(data))
+    return dest, shard, bytes(data)
+
+
 def _launch_args(golden: GoldenKit, weights: Path, state: Path) -> list[str | Path]:
     return [
         "--profile",
@@ -84,17 +94,12 @@ def test_launch_lock_swapped_for_one_matching_tampered_weights_while_version_is_
 
     from k3kit._canonical import dumps
 
-    tampered = tmp_path / "tampered"
-    shutil.copytree(weights, tampered)
-    shard = sorted(tampered.glob("*.safetensors"))[0]
-    data = bytearray(shard.read_bytes())
-    data[-1] ^= 1
-    shard.write_bytes(bytes(data))
+    tampered, shard, data = _tampered_copy(weights, tmp_path / "tampered")
     lock = json.loads((kit / "weights.lock.json").read_bytes())
     for entry in lock["files"]:
         if entry["path"] == shard.name:
             entry["sha256"] = hashlib.sha256(data).hexdigest()
-            entry["blake3"] = blake3.blake3(bytes(data)).hexdigest()
+            entry["blake3"] = blake3.blake3(data).hexdigest()
     evil = tmp_path / "evil.lock.json"
     evil.write_bytes(dumps(lock))
     fake = _engine_with_hook(tmp_path / "engine", f"cp '{evil}' '{kit / 'weights.lock.json'}'")
@@ -110,12 +115,7 @@ def test_launch_lock_swapped_for_one_matching_tampered_weights_while_version_is_
 def test_launch_weights_link_repointed_to_tampered_copy_while_version_is_checked(
     weights: Path, kit: Path, golden: GoldenKit, tmp_path: Path
 ) -> None:
-    tampered = tmp_path / "tampered"
-    shutil.copytree(weights, tampered)
-    shard = sorted(tampered.glob("*.safetensors"))[0]
-    data = bytearray(shard.read_bytes())
-    data[-1] ^= 1
-    shard.write_bytes(bytes(data))
+    tampered, _, _ = _tampered_copy(weights, tmp_path / "tampered")
     current = tmp_path / "current"
     current.symlink_to(weights)
     fake = _engine_with_hook(tmp_path / "engine", f"ln -sfn '{tampered}' '{current}'")
