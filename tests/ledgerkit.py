@@ -15,10 +15,10 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # conftest is imported lazily: benchmarks/bench_ledger.py uses start_cluster
     from tests.conftest import KeyFiles
@@ -355,3 +355,20 @@ def attacker_rewrite(db: str, cluster: Cluster | None, edits: list[str]) -> None
         prev = new
     conn.commit()
     conn.close()
+
+
+T = TypeVar("T")
+
+
+def on_ledger(db: str | Path, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``call(engine, *args, **kwargs)`` on k3kit's engine for ``db``, disposed afterwards (its
+    pooled connections closed), as the CLI does (``cli.commerce._open_ledger``). An in-process
+    test that dropped the engine left its connections to the garbage collector, whose
+    ResourceWarning then landed in whichever test ran next."""
+    from k3kit.commerce.ledger import open_engine
+
+    engine = open_engine(str(db))
+    try:
+        return call(engine, *args, **kwargs)
+    finally:
+        engine.dispose()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GoldenKit, KeyFiles, make_kit, make_snapshot, run_k3kit
-from tests.ledgerkit import attacker_rewrite, buy, sign_licence
+from tests.ledgerkit import attacker_rewrite, buy, on_ledger, sign_licence
 
 BUILD = {
     "engine": "vllm",
@@ -169,7 +169,7 @@ def test_buyer_receipt_anchors_the_entitlement_it_was_issued_under(
     it. They then also delete the receipt row and
     its entry (the tail) and recompute again: the database alone reads consistent, unanchored;
     the copy the buyer holds still names the head, and the chain no longer extends it."""
-    from k3kit.commerce.ledger import open_engine, read_anchor, verify_ledger
+    from k3kit.commerce.ledger import read_anchor, verify_ledger
     from k3kit.signing.keys import load_public
 
     db = str(setup["db"])
@@ -182,7 +182,7 @@ def test_buyer_receipt_anchors_the_entitlement_it_was_issued_under(
         f"valid_until = '2027-06-01T00:00:00Z' WHERE id = '{ent}'"
     )
     attacker_rewrite(db, None, [shift])
-    report = verify_ledger(open_engine(db), seller)
+    report = on_ledger(db, verify_ledger, seller)
     assert report.first is not None and report.first.code == "LEDGER_ANCHOR_BROKEN"
     assert report.first.seq == 4
     attacker_rewrite(
@@ -190,10 +190,10 @@ def test_buyer_receipt_anchors_the_entitlement_it_was_issued_under(
         None,
         ["DELETE FROM buyer_receipts", "DELETE FROM entries WHERE kind = 'buyer_receipts'"],
     )
-    report = verify_ledger(open_engine(db), seller)
+    report = on_ledger(db, verify_ledger, seller)
     assert report.ok and report.anchored_through is None and report.counts["buyer_receipts"] == 0
     anchor = read_anchor(held, seller, source="buyer.json")
-    report = verify_ledger(open_engine(db), seller, [anchor])
+    report = on_ledger(db, verify_ledger, seller, [anchor])
     assert report.first is not None and report.first.code == "LEDGER_ANCHOR_BROKEN"
 
 

@@ -28,6 +28,7 @@ from tests.ledgerkit import (
     Cluster,
     attacker_rewrite,
     buy,
+    on_ledger,
     pg_bin,
     race_purchases,
     sign_licence,
@@ -441,14 +442,14 @@ def test_stretched_term_and_cut_payment_break_the_licence_binding(
     """The issue's attack (1 year stretched to 10, the payment cut to 1, chain recomputed): the
     licence the buyer signed names the price and term, so even with no signed head at hand the
     rewritten rows no longer agree with it."""
-    from k3kit.commerce.ledger import open_engine, verify_ledger
+    from k3kit.commerce.ledger import verify_ledger
 
     db = str(tmp_path / "ledger.sqlite")
     assert run_k3kit("ledger", "init", "--db", db).returncode == 0
     lic, terms = sign_licence(tmp_path, signing_key)
     buy(db, lic, terms, "PAY-1")
     attacker_rewrite(db, None, STRETCH_AND_CUT)
-    report = verify_ledger(open_engine(db))
+    report = on_ledger(db, verify_ledger)
     found = {(b.table, b.code, b.detail) for b in report.breaks}
     assert found == {
         ("payments", "LICENCE_OTHER_PRICE", "the licence signs amount 250000, not 1"),
@@ -459,7 +460,7 @@ def test_stretched_term_and_cut_payment_break_the_licence_binding(
 def test_untouched_ledger_is_intact_through_the_signed_head(
     tmp_path: Path, signing_key: KeyFiles, other_key: KeyFiles
 ) -> None:
-    from k3kit.commerce.ledger import open_engine, read_anchor, verify_ledger
+    from k3kit.commerce.ledger import read_anchor, verify_ledger
     from k3kit.signing.keys import load_public
 
     db = str(tmp_path / "ledger.sqlite")
@@ -471,7 +472,7 @@ def test_untouched_ledger_is_intact_through_the_signed_head(
     buy(db, lic, terms, "PAY-2")
     seller = [load_public(other_key.public)]
     anchor = read_anchor(head.read_bytes(), seller, source=head.name)
-    report = verify_ledger(open_engine(db), seller, [anchor])
+    report = on_ledger(db, verify_ledger, seller, [anchor])
     assert report.ok and report.anchored_through == 4 and report.head[0] == 6
 
 
@@ -480,7 +481,7 @@ def test_rows_removed_at_or_before_the_signed_head_found(
 ) -> None:
     """Cutting the last purchase (its rows and entries) leaves a consistent, shorter chain; the
     head signed after that purchase names a seq that is gone."""
-    from k3kit.commerce.ledger import open_engine, read_anchor, verify_ledger
+    from k3kit.commerce.ledger import read_anchor, verify_ledger
     from k3kit.signing.keys import load_public
 
     db = str(tmp_path / "ledger.sqlite")
@@ -500,10 +501,9 @@ def test_rows_removed_at_or_before_the_signed_head_found(
         ],
     )
     seller = [load_public(other_key.public)]
-    assert verify_ledger(open_engine(db), seller).ok  # consistent without the head
-    report = verify_ledger(
-        open_engine(db), seller, [read_anchor(head.read_bytes(), seller, source="h")]
-    )
+    assert on_ledger(db, verify_ledger, seller).ok  # consistent without the head
+    anchor = read_anchor(head.read_bytes(), seller, source="h")
+    report = on_ledger(db, verify_ledger, seller, [anchor])
     assert report.first is not None and report.first.code == "LEDGER_ANCHOR_BROKEN"
     assert "removed" in report.first.detail and report.anchored_through is None
 
@@ -609,7 +609,7 @@ def bought_ledger(tmp_path_factory: pytest.TempPathFactory, signing_key: KeyFile
 def test_a_value_of_a_type_k3kit_never_writes_is_a_broken_row(
     bought_ledger: Path, tmp_path: Path, statement: str, table: str
 ) -> None:
-    from k3kit.commerce.ledger import open_engine, verify_ledger
+    from k3kit.commerce.ledger import verify_ledger
 
     db = tmp_path / "ledger.sqlite"
     shutil.copyfile(bought_ledger, db)
@@ -620,7 +620,7 @@ def test_a_value_of_a_type_k3kit_never_writes_is_a_broken_row(
     conn.execute(statement)
     conn.commit()
     conn.close()
-    report = verify_ledger(open_engine(str(db)))
+    report = on_ledger(db, verify_ledger)
     assert not report.ok
     assert any(b.table == table and b.code == "LEDGER_ROW_MALFORMED" for b in report.breaks), (
         report.breaks

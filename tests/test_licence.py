@@ -15,7 +15,7 @@ from k3kit.models.commerce import LICENCE_PAYLOAD_TYPE
 from k3kit.signing.keys import load_private
 from k3kit.signing.sign import sign_envelope
 from tests.conftest import KeyFiles, run_k3kit
-from tests.ledgerkit import ALL, sign_licence
+from tests.ledgerkit import ALL, on_ledger, sign_licence
 
 PRICE = ("--package", "kimi-k3-b300x8", "--amount", "250000", "--currency", "EUR")
 
@@ -183,7 +183,7 @@ def test_signer_key_swapped_or_untrusted(
 
 def _purchase(db: str, lic: Path, terms: Path, **change: Any) -> Any:
     """In process (the CLI path is covered once below): the ledger's own purchase call."""
-    from k3kit.commerce.ledger import open_engine, purchase
+    from k3kit.commerce.ledger import purchase
 
     args: dict[str, Any] = {
         "payment_ref": "P1",
@@ -194,8 +194,9 @@ def _purchase(db: str, lic: Path, terms: Path, **change: Any) -> Any:
         "valid_until": "2027-01-01T00:00:00Z",
         **change,
     }
-    return purchase(
-        open_engine(db),
+    return on_ledger(
+        db,
+        purchase,
         licence=lic.read_bytes(),
         terms=terms.read_bytes(),
         terms_name="TERMS.md",

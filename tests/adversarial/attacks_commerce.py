@@ -12,6 +12,7 @@ from k3kit.signing.keys import load_private
 from k3kit.signing.signers import PemSigner
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.conftest import run_k3kit
+from tests.ledgerkit import on_ledger
 
 _KIT = {
     "name": "kimi-k3-b300x8",
@@ -112,13 +113,14 @@ def _licence(w: Workbench, package: str = "kimi-k3-b300x8") -> tuple[Path, Path]
 
 def _ledger(w: Workbench) -> str:
     """A ledger with one honest purchase of the golden package."""
-    from k3kit.commerce.ledger import migrate, open_engine, purchase
+    from k3kit.commerce.ledger import migrate, purchase
 
     db = str(w.root / "ledger.sqlite")
-    migrate(open_engine(db), "2026-01-01T00:00:00Z")
+    on_ledger(db, migrate, "2026-01-01T00:00:00Z")
     lic, terms = _licence(w)
-    purchase(
-        open_engine(db),
+    on_ledger(
+        db,
+        purchase,
         licence=lic.read_bytes(),
         terms=terms.read_bytes(),
         terms_name="TERMS.md",
@@ -134,9 +136,9 @@ def _ledger(w: Workbench) -> str:
 
 
 def _checkpoint(w: Workbench, db: str, key: Path) -> Path:
-    from k3kit.commerce.ledger import checkpoint, open_engine
+    from k3kit.commerce.ledger import checkpoint
 
-    done = checkpoint(open_engine(db), PemSigner.from_file(key, None), now="2026-01-02T00:00:00Z")
+    done = on_ledger(db, checkpoint, PemSigner.from_file(key, None), now="2026-01-02T00:00:00Z")
     out = w.root / "head.json"
     out.write_bytes(done.envelope)
     return out

@@ -13,14 +13,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import dumps
-from k3kit.commerce.ledger import migrate, open_engine
+from k3kit.commerce.ledger import migrate
 from k3kit.commerce.licence import licence_body, sign_licence
 from k3kit.models.commerce import AFFIRMATIONS, LICENCE_PAYLOAD_TYPE
 from k3kit.signing.sign import pae
 from k3kit.signing.signers import PemSigner
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.launchkit import hand_signed
-from tests.ledgerkit import TERMS
+from tests.ledgerkit import TERMS, on_ledger
 from tests.trustkit import keypair, raw_root, root_v1
 
 IDENTITY = bytes([1]) + bytes(31)  # the neutral point, the degenerate Ed25519 key
@@ -63,7 +63,7 @@ def forged_licence(folder: Path) -> tuple[Path, Path]:
 
 def _ledger(w: Workbench) -> str:
     db = str(w.root / "ledger.sqlite")
-    migrate(open_engine(db), "2026-11-01T00:00:00Z")
+    on_ledger(db, migrate, "2026-11-01T00:00:00Z")
     return db
 
 
