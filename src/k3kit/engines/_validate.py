@@ -110,8 +110,8 @@ class Review:
     weights. Build and launch both use :func:`review_profile`, so a kit signed by an older k3kit is
     judged by the same rules when it is launched.
 
-    A plain class with what the mutable dataclass it was generated (init, repr, eq, unhashable):
-    a dataclass is ~0.4 ms of CPU to create at import, paid on every launch (docs/performance.md).
+    A plain class with what its mutable dataclass generated (init, repr, eq; unhashable): a
+    dataclass is ~0.4 ms of CPU to create at import, paid on every launch (docs/performance.md).
     """
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it was
