@@ -18,7 +18,7 @@ import shutil
 import socket
 import threading
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -110,6 +110,47 @@ def test_launch_lock_swapped_for_one_matching_tampered_weights_while_version_is_
     assert checks["kit_files"]["code"] == "KIT_FILE_CHANGED", checks["kit_files"]
     assert checks["weights"]["status"] != "passed"  # never hashed against the planted lock
     assert not fake.log.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "edit"),
+    [
+        # a byte more inside the JSON: the kit checksum the receipt signs no longer matches
+        ("MANIFEST.json", lambda data: data.replace(b'"files"', b'"files" ', 1)),
+        # a receipt that no longer parses (a publisher's other receipt is refused the same way)
+        ("receipt.dsse.json", lambda data: data[:-2]),
+        # an SSH signature that signs nothing, planted where the kit had none
+        ("MANIFEST.json.sig", lambda _data: b"-----BEGIN SSH SIGNATURE-----\n"),
+    ],
+    ids=["manifest", "receipt", "sshsig-planted"],
+)
+def test_launch_unlisted_kit_file_rewritten_while_engine_version_is_checked(
+    kit: Path, golden: GoldenKit, tmp_path: Path, name: str, edit: Callable[[bytes], bytes]
+) -> None:
+    """launch verifies the kit once and then hashes its listed files again (docs/performance.md,
+    "Sixth pass"); the receipt, MANIFEST.json and MANIFEST.json.sig are not listed, so a
+    co-tenant who rewrites one while the engine answers --version left every listed file
+    matching. The full second verification this replaced refused each (run this test against
+    7798f5c's src: it passes); launch must still refuse, before the weights are hashed and the
+    engine started."""
+    target = kit / name
+    evil = tmp_path / name
+    evil.write_bytes(edit(target.read_bytes() if target.exists() else b""))
+    fake = _engine_with_hook(tmp_path / "engine", f"cp '{evil}' '{target}'")
+    code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, tmp_path / "s"))
+    assert target.read_bytes() == evil.read_bytes()  # the rewrite happened, during the probe
+    assert code == 1, stderr
+    failed = {c["code"] for c in out["checks"] if c["status"] == "failed"}
+    # this launch: KIT_FILE_CHANGED; the full second verification it replaced named the check
+    assert failed & {
+        "KIT_FILE_CHANGED",
+        "RECEIPT_KIT_MISMATCH",
+        "RECEIPT_MALFORMED",
+        "SSHSIG_INVALID",
+    }, failed
+    checks = {c["id"]: c for c in out["checks"]}
+    assert checks["weights"]["status"] != "passed"  # nothing hashed after the refusal
+    assert not fake.log.exists()  # the engine never started
 
 
 def test_launch_weights_link_repointed_to_tampered_copy_while_version_is_checked(
