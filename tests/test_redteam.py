@@ -26,7 +26,7 @@ import pytest
 from k3kit.accept._http import Timeouts, client, stream_completion
 from k3kit.signing.trust import _memory
 from tests.conftest import GoldenKit, run_k3kit
-from tests.launchkit import FakeEngine, launch, make_fake_engine
+from tests.launchkit import FakeEngine, hand_signed, launch, make_fake_engine
 from tests.trustkit import keypair, root_v1, write_root
 
 SERVE = "profiles/interactive/single-node-8gpu/serve.yaml"
@@ -151,6 +151,27 @@ def test_launch_unlisted_kit_file_rewritten_while_engine_version_is_checked(
     checks = {c["id"]: c for c in out["checks"]}
     assert checks["weights"]["status"] != "passed"  # nothing hashed after the refusal
     assert not fake.log.exists()  # the engine never started
+
+
+def test_launch_kit_folder_replaced_by_another_signed_kit_while_version_is_checked(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The publisher's other kit, genuine and signed (its serve.yaml differs), put in the kit's
+    place while the engine answers --version: it verifies on its own, but it is not the kit
+    launch verified; the files hashed again against the manifest held in memory refuse it
+    (the full second verification refused it by its kit checksum)."""
+    other = tmp_path / "other"
+    shutil.copytree(kit, other)
+    hand_signed(other, golden.key, SERVE, lambda data: data + b"max-num-seqs: 7\n")
+    assert run_k3kit("verify", other, "--trust", golden.key.public).returncode == 0
+    fake = _engine_with_hook(tmp_path / "engine", f"rm -rf '{kit}' && cp -a '{other}' '{kit}'")
+    code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, tmp_path / "s"))
+    assert (kit / SERVE).read_bytes() == (other / SERVE).read_bytes()  # the swap happened
+    assert code == 1, stderr
+    checks = {c["id"]: c for c in out["checks"]}
+    assert checks["kit_files"]["code"] == "KIT_FILE_CHANGED", checks["kit_files"]
+    assert checks["weights"]["status"] != "passed"
+    assert not fake.log.exists()
 
 
 def test_launch_weights_link_repointed_to_tampered_copy_while_version_is_checked(
