@@ -34,6 +34,7 @@ from k3kit._digest import (
 from k3kit.models import _lite, lite
 from k3kit.weights.hashpool import HashJob, plan, run_jobs
 from k3kit.weights.vcache import COARSE_SETTLE_NS, SETTLE_NS, settled
+from tests.conftest import GoldenKit
 
 SMALL = 4096  # a small buffer makes multi-read paths cheap to exercise
 
@@ -162,6 +163,29 @@ def test_a_kit_file_grown_past_the_small_file_switch_while_hashed_is_changed(
     differences = diff_tree(kit, manifest).differences
     assert grown  # the race was run
     assert [(d.code, d.path) for d in differences] == [("KIT_FILE_CHANGED", "kit.json")]
+
+
+@pytest.mark.parametrize("size", [0, SMALL_BYTES, SMALL_BYTES + 1])
+def test_a_publishers_kit_file_at_the_small_file_switch_verifies_and_one_flipped_byte_does_not(
+    kit: Path, golden: GoldenKit, size: int
+) -> None:
+    """The corpus cases ``kit_file_of_*_256_kib_*`` refuse a changed file at the switch; the
+    genuine one, signed at that size, must verify (or those refusals prove nothing)."""
+    from k3kit.node.verify import verify_dir
+    from k3kit.signing.keys import load_public
+    from tests.launchkit import hand_signed
+
+    hand_signed(kit, golden.key, "README.md", lambda data: (data * (size // len(data) + 1))[:size])
+    keys = [load_public(golden.key.public)]
+    assert verify_dir(kit, keys).ok
+    readme = kit / "README.md"
+    data = bytearray(readme.read_bytes())
+    assert len(data) == size
+    if data:  # an empty file has no byte to flip
+        data[-1] ^= 1
+        readme.write_bytes(bytes(data))
+        checks = {c.id: c.code for c in verify_dir(kit, keys).checks}
+        assert checks["kit_files"] == "KIT_FILE_CHANGED", checks
 
 
 @pytest.mark.parametrize("blake3_threads", [1, 2])
