@@ -121,22 +121,25 @@ def test_launch_lock_swapped_for_one_matching_tampered_weights_while_version_is_
         ("receipt.dsse.json", lambda data: data[:-2]),
         # an SSH signature that signs nothing, planted where the kit had none
         ("MANIFEST.json.sig", lambda _data: b"-----BEGIN SSH SIGNATURE-----\n"),
+        # root/ may hold only <N>.root.json files (read by --root, walked by --trust)
+        ("root/notes.txt", lambda _data: b"not a root\n"),
     ],
-    ids=["manifest", "receipt", "sshsig-planted"],
+    ids=["manifest", "receipt", "sshsig-planted", "root-file-planted"],
 )
 def test_launch_unlisted_kit_file_rewritten_while_engine_version_is_checked(
     kit: Path, golden: GoldenKit, tmp_path: Path, name: str, edit: Callable[[bytes], bytes]
 ) -> None:
     """launch verifies the kit once and then hashes its listed files again (docs/performance.md,
-    "Sixth pass"); the receipt, MANIFEST.json and MANIFEST.json.sig are not listed, so a
+    "Sixth pass"); the receipt, MANIFEST.json, MANIFEST.json.sig and root/ are not listed, so a
     co-tenant who rewrites one while the engine answers --version left every listed file
     matching. The full second verification this replaced refused each (run this test against
     7798f5c's src: it passes); launch must still refuse, before the weights are hashed and the
     engine started."""
     target = kit / name
-    evil = tmp_path / name
+    evil = tmp_path / name.replace("/", "-")
     evil.write_bytes(edit(target.read_bytes() if target.exists() else b""))
-    fake = _engine_with_hook(tmp_path / "engine", f"cp '{evil}' '{target}'")
+    hook = f"mkdir -p '{target.parent}' && cp '{evil}' '{target}'"
+    fake = _engine_with_hook(tmp_path / "engine", hook)
     code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, tmp_path / "s"))
     assert target.read_bytes() == evil.read_bytes()  # the rewrite happened, during the probe
     assert code == 1, stderr
@@ -147,6 +150,7 @@ def test_launch_unlisted_kit_file_rewritten_while_engine_version_is_checked(
         "RECEIPT_KIT_MISMATCH",
         "RECEIPT_MALFORMED",
         "SSHSIG_INVALID",
+        "ROOT_CHAIN_MALFORMED",
     }, failed
     checks = {c["id"]: c for c in out["checks"]}
     assert checks["weights"]["status"] != "passed"  # nothing hashed after the refusal
