@@ -157,6 +157,34 @@ def test_launch_unlisted_kit_file_rewritten_while_engine_version_is_checked(
     assert not fake.log.exists()  # the engine never started
 
 
+def test_launch_root_rewritten_while_engine_version_is_checked_under_root_of_trust(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A kit carrying root/2.root.json, launched with --root (the pinned v1): its root chain is
+    read by the first verification only; a co-tenant who rewrites root/2.root.json while the
+    engine answers --version must not see the launch go ahead on a kit that changed."""
+    from tests.trustkit import attach, root_v1, with_version
+
+    root_key = keypair(tmp_path / "keys", "root")
+    body = root_v1([root_key], [golden.key])
+    pinned = write_root(tmp_path / "1.root.json", body, [root_key])
+    attach(kit, write_root(tmp_path / "2.root.json", with_version(body, 2), [root_key]))
+    evil = tmp_path / "evil.root.json"
+    evil.write_bytes(b"{}")
+    target = kit / "root" / "2.root.json"
+    fake = _engine_with_hook(tmp_path / "engine", f"cp '{evil}' '{target}'")
+    args = _launch_args(golden, golden.snapshot, tmp_path / "s")
+    args[args.index("--trust") : args.index("--trust") + 2] = ["--root", pinned]
+    code, stderr, out = launch(kit, fake, *args)
+    assert target.read_bytes() == b"{}"  # the rewrite happened, during the probe
+    assert code == 1, stderr
+    failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
+    # this launch: kit_files; the full second verification it replaced: the trust step
+    assert failed in ({"kit_files": "KIT_FILE_CHANGED"}, {"trust": "ROOT_MALFORMED"}), failed
+    assert {c["id"]: c for c in out["checks"]}["weights"]["status"] != "passed"
+    assert not fake.log.exists()
+
+
 def test_launch_kit_folder_replaced_by_another_signed_kit_while_version_is_checked(
     kit: Path, golden: GoldenKit, tmp_path: Path
 ) -> None:
