@@ -185,6 +185,38 @@ def test_launch_root_rewritten_while_engine_version_is_checked_under_root_of_tru
     assert not fake.log.exists()
 
 
+def test_launch_of_an_older_kit_after_a_newer_one_was_accepted_during_the_version_check(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Under a root of trust, the node accepts sequence 2 of the package (an update verified
+    with the same state folder) while launch of sequence 1 waits for the engine's --version:
+    sequence 1 is now a rollback. The full second verification refused it (ROLLBACK) before the
+    weights; launch verifying the kit once must not let it through on the first run's decision."""
+    import sys
+
+    from tests.trustkit import build_kit, root_v1
+
+    root_key = keypair(tmp_path / "keys", "root")
+    pinned = write_root(tmp_path / "1.root.json", root_v1([root_key], [golden.key]), [root_key])
+    newer = build_kit(tmp_path / "newer", golden.lock, golden.key, sequence=2, version="1.1.0")
+    state = tmp_path / "s"
+    log = tmp_path / "hook.log"
+    python = f"PYTHONPATH='{os.environ.get('PYTHONPATH', '')}' '{sys.executable}' -m k3kit"
+    hook = f"{python} verify '{newer}' --root '{pinned}' --state-dir '{state}' >'{log}' 2>&1"
+    fake = _engine_with_hook(tmp_path / "engine", hook)
+    args = _launch_args(golden, golden.snapshot, state)
+    args[args.index("--trust") : args.index("--trust") + 2] = ["--root", pinned]
+    code, stderr, out = launch(kit, fake, *args)
+    assert "sequence 2" in log.read_text() and "verdict: VERIFIED" in log.read_text(), (
+        log.read_text()
+    )
+    assert code == 1, stderr
+    failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
+    assert failed == {"rollback": "ROLLBACK"}, failed
+    assert {c["id"]: c for c in out["checks"]}["weights"]["status"] != "passed"
+    assert not fake.log.exists()
+
+
 def test_launch_kit_folder_replaced_by_another_signed_kit_while_version_is_checked(
     kit: Path, golden: GoldenKit, tmp_path: Path
 ) -> None:
