@@ -27,7 +27,7 @@ from k3kit.accept._http import Timeouts, client, stream_completion
 from k3kit.signing.trust import _memory
 from tests.conftest import GoldenKit, run_k3kit
 from tests.launchkit import FakeEngine, hand_signed, launch, make_fake_engine
-from tests.trustkit import keypair, root_v1, write_root
+from tests.trustkit import keypair, root_v1, with_version, write_root
 
 SERVE = "profiles/interactive/single-node-8gpu/serve.yaml"
 
@@ -179,8 +179,9 @@ def test_launch_root_rewritten_while_engine_version_is_checked_under_root_of_tru
     assert target.read_bytes() == b"{}"  # the rewrite happened, during the probe
     assert code == 1, stderr
     failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
-    # this launch: kit_files; the full second verification it replaced: the trust step
-    assert failed in ({"kit_files": "KIT_FILE_CHANGED"}, {"trust": "ROOT_MALFORMED"}), failed
+    # the trust resolved again from the rewritten chain fails, as in the full second
+    # verification this replaced, and kit_files finds root/ is not what was verified
+    assert {("kit_files", "KIT_FILE_CHANGED"), ("trust", "ROOT_MALFORMED")} & set(failed.items())
     assert {c["id"]: c for c in out["checks"]}["weights"]["status"] != "passed"
     assert not fake.log.exists()
 
@@ -213,6 +214,49 @@ def test_launch_of_an_older_kit_after_a_newer_one_was_accepted_during_the_versio
     assert code == 1, stderr
     failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
     assert failed == {"rollback": "ROLLBACK"}, failed
+    assert {c["id"]: c for c in out["checks"]}["weights"]["status"] != "passed"
+    assert not fake.log.exists()
+
+
+def test_launch_after_a_root_revoking_its_signer_was_accepted_during_the_version_check(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Under a root of trust, the node accepts root v2, which replaces the release key that
+    signed this kit (the publisher rotated a leaked key), while launch waits for the engine's
+    --version. The full second verification resolved the trust again and refused the kit;
+    launch verifying the kit once must not start it under the revoked key."""
+    import sys
+
+    from k3kit.publish.kit import build, sign
+    from k3kit.signing.keys import load_private
+    from tests.conftest import EXAMPLE, FIXED_TIME
+    from tests.trustkit import attach
+
+    root_key, new_release = keypair(tmp_path / "keys", "root"), keypair(tmp_path / "keys", "rel")
+    pinned = write_root(tmp_path / "1.root.json", root_v1([root_key], [golden.key]), [root_key])
+    v2 = with_version(root_v1([root_key], [new_release]), 2)
+    # the publisher's kit on another channel, so no sequence of this one is involved
+    package = tmp_path / "other" / "package.toml"
+    package.parent.mkdir()
+    text = (EXAMPLE / "package.toml").read_text()
+    package.write_text(text.replace('channel = "stable"', 'channel = "beta"'))
+    newer = tmp_path / "other" / "kit"
+    build(package, golden.lock, newer)
+    claims = EXAMPLE / "claims.toml"
+    sign(newer, load_private(new_release.private, None), claims, issued_at=FIXED_TIME)
+    attach(newer, write_root(tmp_path / "2.root.json", v2, [root_key]))
+    state = tmp_path / "s"
+    log = tmp_path / "hook.log"
+    python = f"PYTHONPATH='{os.environ.get('PYTHONPATH', '')}' '{sys.executable}' -m k3kit"
+    hook = f"{python} verify '{newer}' --root '{pinned}' --state-dir '{state}' >'{log}' 2>&1"
+    fake = _engine_with_hook(tmp_path / "engine", hook)
+    args = _launch_args(golden, golden.snapshot, state)
+    args[args.index("--trust") : args.index("--trust") + 2] = ["--root", pinned]
+    code, stderr, out = launch(kit, fake, *args)
+    assert "accepted root version(s) 2" in log.read_text(), log.read_text()
+    assert code == 1, stderr
+    failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
+    assert "receipt_signature" in failed, failed
     assert {c["id"]: c for c in out["checks"]}["weights"]["status"] != "passed"
     assert not fake.log.exists()
 

@@ -976,6 +976,7 @@ def verify_weights_of(
     options: WeightsOptions | None = None,
     *,
     rollback: RollbackPolicy | None = None,
+    trusted: TrustSource | None = None,
 ) -> Report:
     """The verdict of :func:`verify_dir` with ``weights`` for a kit that :func:`open_verified`
     verified moments ago, without checking its signature and documents a second time.
@@ -988,19 +989,29 @@ def verify_weights_of(
     weights are checked against the lock the first run read and checked, kept in memory, so no
     later read of the folder can hand the hasher another lock. With ``rollback`` (launch's own
     policy, as it gave :func:`open_verified`) the kit's sequence is judged again against the
-    node's state (``rollback``, as in the first run). The other checks and facts are the first
-    run's (a rollback decision is recorded once). About 10 ms of CPU less on every
-    launch (docs/performance.md, "Sixth pass").
+    node's state (``rollback``, as in the first run); with a root of trust as ``trusted``, the
+    trust is resolved again from it and the receipt's signature judged by it (a root this node
+    accepted meanwhile may have replaced the key that signed the kit), as the full second
+    verification did: about the cost of those two steps, on a ``--root`` launch only. The other
+    checks and facts are the first run's (a rollback decision is recorded once). About 10 ms
+    of CPU less on every launch (docs/performance.md, "Sixth pass").
     """
     st = _State(kit.path, [], rollback, statement=kit.statement)
     st.manifest, st.lock, st.unlisted = kit.manifest, kit.lock, dict(kit.unlisted)
     st.kit_sha256 = kit.kit_sha256
     report = Report(kit.report.kit, facts=VerifyFacts(**kit.report.facts))
+    again = {"kit_files": _KIT_FILES_AGAIN_STEP}
+    if rollback is not None:
+        again["rollback"] = _ROLLBACK_AGAIN_STEP
+    if isinstance(trusted, RootAnchor):  # keys given by --trust cannot change meanwhile
+        st.source = trusted
+        again.update((step[0], step) for step in STEPS if step[0] in _BEFORE_EXTRACTION[:2])
     for check in kit.report.checks:
-        if check.id == "kit_files":
-            _run_steps(st, report, [_KIT_FILES_AGAIN_STEP])
-        elif check.id == "rollback" and rollback is not None:
-            _run_steps(st, report, [_ROLLBACK_AGAIN_STEP])
+        step = again.get(check.id)
+        if step is not None:
+            _run_steps(st, report, [step])
+            # the receipt judged again, but held to the bytes first verified (kit_files again)
+            st.statement, st.unlisted = kit.statement, dict(kit.unlisted)
         elif check.id != "weights":
             report.checks.append(check)
     report.checks.append(_weights_check(st, report, weights, options))
