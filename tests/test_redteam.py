@@ -261,6 +261,23 @@ def test_launch_after_a_root_revoking_its_signer_was_accepted_during_the_version
     assert not fake.log.exists()
 
 
+def test_launch_manifest_replaced_by_a_fifo_while_engine_version_is_checked(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """MANIFEST.json, read again before the weights, turned into a FIFO no one writes while the
+    engine answers --version: refused at once (no read waits for a writer), the engine never
+    started."""
+    target = kit / "MANIFEST.json"
+    fake = _engine_with_hook(tmp_path / "engine", f"rm -f '{target}' && mkfifo '{target}'")
+    code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, tmp_path / "s"))
+    assert target.is_fifo()  # the swap happened, during the probe
+    assert code == 1, stderr
+    checks = {c["id"]: c for c in out["checks"]}
+    assert checks["kit_files"]["status"] == "failed", checks["kit_files"]
+    assert checks["weights"]["status"] != "passed"
+    assert not fake.log.exists()
+
+
 def test_launch_kit_folder_replaced_by_another_signed_kit_while_version_is_checked(
     kit: Path, golden: GoldenKit, tmp_path: Path
 ) -> None:
