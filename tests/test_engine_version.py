@@ -153,6 +153,25 @@ def test_the_pins_rule_without_packaging_agrees_with_packaging(
             assert release_of(text) == expected
 
 
+# The engine's --version is its self-report: an engine (or whoever put it on PATH) that spells
+# the pinned version another way (a space, a newline, "V", an Arabic-Indic digit, an upper-case
+# label, a leading zero) gets packaging's verdict against that very pin, as before the texts
+# were compared directly; never a match the old rule refused.
+@pytest.mark.parametrize(
+    "found", [*NEAR_MISSES, "\uff10.33.0", "0.33.0\x00", "0.33.0\r", "0.33.0+cu129 "]
+)
+@pytest.mark.parametrize("rule", ["exact", "same-release"])
+def test_an_engine_spelling_the_pinned_version_its_own_way_gets_packagings_verdict(
+    found: str, rule: str
+) -> None:
+    try:
+        pins = [str(Version(found)), Version(found).public]
+    except InvalidVersion:
+        pins = ["0.33.0", "0.33.0+cpu"]
+    for pinned in pins:
+        assert version_matches(pinned, found, rule) is _matches_by_packaging(pinned, found, rule)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     "text",
     ["v0.32.0", "0.32.0+CPU", "0.32.0-post1", "0.32.0-cpu", "0.32", "latest", "", "0.32.0+cpu\n"],

@@ -34,6 +34,7 @@ from k3kit._digest import (
 from k3kit.models import _lite, lite
 from k3kit.weights.hashpool import HashJob, plan, run_jobs
 from k3kit.weights.vcache import COARSE_SETTLE_NS, SETTLE_NS, settled
+from tests.conftest import GoldenKit
 
 SMALL = 4096  # a small buffer makes multi-read paths cheap to exercise
 
@@ -91,6 +92,100 @@ def test_sha256_hex_of_bytes_in_memory_is_hashlibs() -> None:
         assert sha256_hex(memoryview(bytearray(data))) == hashlib.sha256(data).hexdigest()
     record = _lite.read(lite.DsseSignature, {"keyid": "k", "sig": "c2ln"}, source="test")
     assert sha256_of_model(record) == hashlib.sha256(model_bytes(record)).hexdigest()
+
+
+# A kit file's read buffer is fitted to the size fstat gave (fitted_buffer) and its sha256 held
+# in memory up to SMALL_BYTES: a writer who grows or shrinks the file between that fstat and the
+# reads (a co-tenant racing verify) must get the digest of the bytes actually read, never one of
+# the size first seen, whichever side of the switch the file lands on.
+@pytest.mark.parametrize(
+    ("size", "grown"),
+    [
+        (0, SMALL_BYTES + 1),
+        (10, SMALL_BYTES - 10),
+        (10, SMALL_BYTES - 9),
+        (SMALL_BYTES, 1),
+        (SMALL_BYTES - 1, 2 * CHUNK + 3),
+        (SMALL_BYTES + 1, -(SMALL_BYTES + 1)),
+        (SMALL_BYTES + 1, -2),
+    ],
+)
+def test_a_file_resized_between_its_stat_and_its_reads_is_hashed_as_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int, grown: int
+) -> None:
+    import k3kit._digest as digest
+
+    path = tmp_path / "f"
+    _write(path, size)
+    final = _write(tmp_path / "g", size + grown, seed=1) if grown > 0 else None
+    fitted = digest.fitted_buffer
+
+    def resized_after_stat(stat_size: int) -> bytearray:
+        assert stat_size == size  # the size seen before the race
+        if final is None:
+            os.truncate(path, size + grown)
+        else:
+            path.write_bytes(final)
+        return fitted(stat_size)
+
+    monkeypatch.setattr(digest, "fitted_buffer", resized_after_stat)
+    result = digest.hash_file(path)
+    data = path.read_bytes()
+    assert len(data) == size + grown  # the race was run
+    assert result == ({"sha256": hashlib.sha256(data).hexdigest()}, len(data))
+
+
+def test_a_kit_file_grown_past_the_small_file_switch_while_hashed_is_changed(
+    kit: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verify's kit_files step: the walk saw the listed size, then the file grew past SMALL_BYTES
+    before its bytes were read (the hasher switched engines mid-file): KIT_FILE_CHANGED."""
+    import k3kit._digest as digest
+    from k3kit.formats.documents import read_document
+    from k3kit.formats.manifest import diff_tree
+
+    manifest = read_document(
+        kit / "MANIFEST.json", lite.Manifest, max_bytes=1 << 24, code="MANIFEST_MALFORMED"
+    ).model
+    target = kit / "kit.json"
+    original = target.read_bytes()
+    fitted = digest.fitted_buffer
+    grown: list[int] = []
+
+    def grows(size: int) -> bytearray:
+        if size == len(original) and target.read_bytes() == original:
+            with target.open("ab") as f:
+                f.write(b" " * (SMALL_BYTES + 1))
+            grown.append(size)
+        return fitted(size)
+
+    monkeypatch.setattr(digest, "fitted_buffer", grows)
+    differences = diff_tree(kit, manifest).differences
+    assert grown  # the race was run
+    assert [(d.code, d.path) for d in differences] == [("KIT_FILE_CHANGED", "kit.json")]
+
+
+@pytest.mark.parametrize("size", [0, SMALL_BYTES, SMALL_BYTES + 1])
+def test_a_publishers_kit_file_at_the_small_file_switch_verifies_and_one_flipped_byte_does_not(
+    kit: Path, golden: GoldenKit, size: int
+) -> None:
+    """The corpus cases ``kit_file_of_*_256_kib_*`` refuse a changed file at the switch; the
+    genuine one, signed at that size, must verify (or those refusals prove nothing)."""
+    from k3kit.node.verify import verify_dir
+    from k3kit.signing.keys import load_public
+    from tests.launchkit import hand_signed
+
+    hand_signed(kit, golden.key, "README.md", lambda data: (data * (size // len(data) + 1))[:size])
+    keys = [load_public(golden.key.public)]
+    assert verify_dir(kit, keys).ok
+    readme = kit / "README.md"
+    data = bytearray(readme.read_bytes())
+    assert len(data) == size
+    if data:  # an empty file has no byte to flip
+        data[-1] ^= 1
+        readme.write_bytes(bytes(data))
+        checks = {c.id: c.code for c in verify_dir(kit, keys).checks}
+        assert checks["kit_files"] == "KIT_FILE_CHANGED", checks
 
 
 @pytest.mark.parametrize("blake3_threads", [1, 2])

@@ -18,7 +18,7 @@ import shutil
 import socket
 import threading
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,8 +26,8 @@ import pytest
 from k3kit.accept._http import Timeouts, client, stream_completion
 from k3kit.signing.trust import _memory
 from tests.conftest import GoldenKit, run_k3kit
-from tests.launchkit import FakeEngine, launch, make_fake_engine
-from tests.trustkit import keypair, root_v1, write_root
+from tests.launchkit import FakeEngine, hand_signed, launch, make_fake_engine
+from tests.trustkit import keypair, root_v1, with_version, write_root
 
 SERVE = "profiles/interactive/single-node-8gpu/serve.yaml"
 
@@ -109,6 +109,193 @@ def test_launch_lock_swapped_for_one_matching_tampered_weights_while_version_is_
     checks = {c["id"]: c for c in out["checks"]}
     assert checks["kit_files"]["code"] == "KIT_FILE_CHANGED", checks["kit_files"]
     assert checks["weights"]["status"] != "passed"  # never hashed against the planted lock
+    assert not fake.log.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "edit"),
+    [
+        # a byte more inside the JSON: the kit checksum the receipt signs no longer matches
+        ("MANIFEST.json", lambda data: data.replace(b'"files"', b'"files" ', 1)),
+        # a receipt that no longer parses (a publisher's other receipt is refused the same way)
+        ("receipt.dsse.json", lambda data: data[:-2]),
+        # an SSH signature that signs nothing, planted where the kit had none
+        ("MANIFEST.json.sig", lambda _data: b"-----BEGIN SSH SIGNATURE-----\n"),
+        # root/ may hold only <N>.root.json files (read by --root, walked by --trust)
+        ("root/notes.txt", lambda _data: b"not a root\n"),
+    ],
+    ids=["manifest", "receipt", "sshsig-planted", "root-file-planted"],
+)
+def test_launch_unlisted_kit_file_rewritten_while_engine_version_is_checked(
+    kit: Path, golden: GoldenKit, tmp_path: Path, name: str, edit: Callable[[bytes], bytes]
+) -> None:
+    """launch verifies the kit once and then hashes its listed files again (docs/performance.md,
+    "Sixth pass"); the receipt, MANIFEST.json, MANIFEST.json.sig and root/ are not listed, so a
+    co-tenant who rewrites one while the engine answers --version left every listed file
+    matching. The full second verification this replaced refused each (run this test against
+    7798f5c's src: it passes); launch must still refuse, before the weights are hashed and the
+    engine started."""
+    target = kit / name
+    evil = tmp_path / name.replace("/", "-")
+    evil.write_bytes(edit(target.read_bytes() if target.exists() else b""))
+    hook = f"mkdir -p '{target.parent}' && cp '{evil}' '{target}'"
+    fake = _engine_with_hook(tmp_path / "engine", hook)
+    code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, tmp_path / "s"))
+    assert target.read_bytes() == evil.read_bytes()  # the rewrite happened, during the probe
+    assert code == 1, stderr
+    failed = {c["code"] for c in out["checks"] if c["status"] == "failed"}
+    # this launch: KIT_FILE_CHANGED; the full second verification it replaced named the check
+    assert failed & {
+        "KIT_FILE_CHANGED",
+        "RECEIPT_KIT_MISMATCH",
+        "RECEIPT_MALFORMED",
+        "SSHSIG_INVALID",
+        "ROOT_CHAIN_MALFORMED",
+    }, failed
+    checks = {c["id"]: c for c in out["checks"]}
+    assert checks["weights"]["status"] != "passed"  # nothing hashed after the refusal
+    assert not fake.log.exists()  # the engine never started
+
+
+def test_launch_root_rewritten_while_engine_version_is_checked_under_root_of_trust(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A kit carrying root/2.root.json, launched with --root (the pinned v1): its root chain is
+    read by the first verification only; a co-tenant who rewrites root/2.root.json while the
+    engine answers --version must not see the launch go ahead on a kit that changed."""
+    from tests.trustkit import attach, root_v1, with_version
+
+    root_key = keypair(tmp_path / "keys", "root")
+    body = root_v1([root_key], [golden.key])
+    pinned = write_root(tmp_path / "1.root.json", body, [root_key])
+    attach(kit, write_root(tmp_path / "2.root.json", with_version(body, 2), [root_key]))
+    evil = tmp_path / "evil.root.json"
+    evil.write_bytes(b"{}")
+    target = kit / "root" / "2.root.json"
+    fake = _engine_with_hook(tmp_path / "engine", f"cp '{evil}' '{target}'")
+    args = _launch_args(golden, golden.snapshot, tmp_path / "s")
+    args[args.index("--trust") : args.index("--trust") + 2] = ["--root", pinned]
+    code, stderr, out = launch(kit, fake, *args)
+    assert target.read_bytes() == b"{}"  # the rewrite happened, during the probe
+    assert code == 1, stderr
+    failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
+    # the trust resolved again from the rewritten chain fails, as in the full second
+    # verification this replaced, and kit_files finds root/ is not what was verified
+    assert {("kit_files", "KIT_FILE_CHANGED"), ("trust", "ROOT_MALFORMED")} & set(failed.items())
+    assert {c["id"]: c for c in out["checks"]}["weights"]["status"] != "passed"
+    assert not fake.log.exists()
+
+
+def test_launch_of_an_older_kit_after_a_newer_one_was_accepted_during_the_version_check(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Under a root of trust, the node accepts sequence 2 of the package (an update verified
+    with the same state folder) while launch of sequence 1 waits for the engine's --version:
+    sequence 1 is now a rollback. The full second verification refused it (ROLLBACK) before the
+    weights; launch verifying the kit once must not let it through on the first run's decision."""
+    import sys
+
+    from tests.trustkit import build_kit, root_v1
+
+    root_key = keypair(tmp_path / "keys", "root")
+    pinned = write_root(tmp_path / "1.root.json", root_v1([root_key], [golden.key]), [root_key])
+    newer = build_kit(tmp_path / "newer", golden.lock, golden.key, sequence=2, version="1.1.0")
+    state = tmp_path / "s"
+    log = tmp_path / "hook.log"
+    python = f"PYTHONPATH='{os.environ.get('PYTHONPATH', '')}' '{sys.executable}' -m k3kit"
+    hook = f"{python} verify '{newer}' --root '{pinned}' --state-dir '{state}' >'{log}' 2>&1"
+    fake = _engine_with_hook(tmp_path / "engine", hook)
+    args = _launch_args(golden, golden.snapshot, state)
+    args[args.index("--trust") : args.index("--trust") + 2] = ["--root", pinned]
+    code, stderr, out = launch(kit, fake, *args)
+    assert "sequence 2" in log.read_text() and "verdict: VERIFIED" in log.read_text(), (
+        log.read_text()
+    )
+    assert code == 1, stderr
+    failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
+    assert failed == {"rollback": "ROLLBACK"}, failed
+    assert {c["id"]: c for c in out["checks"]}["weights"]["status"] != "passed"
+    assert not fake.log.exists()
+
+
+def test_launch_after_a_root_revoking_its_signer_was_accepted_during_the_version_check(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Under a root of trust, the node accepts root v2, which replaces the release key that
+    signed this kit (the publisher rotated a leaked key), while launch waits for the engine's
+    --version. The full second verification resolved the trust again and refused the kit;
+    launch verifying the kit once must not start it under the revoked key."""
+    import sys
+
+    from k3kit.publish.kit import build, sign
+    from k3kit.signing.keys import load_private
+    from tests.conftest import EXAMPLE, FIXED_TIME
+    from tests.trustkit import attach
+
+    root_key, new_release = keypair(tmp_path / "keys", "root"), keypair(tmp_path / "keys", "rel")
+    pinned = write_root(tmp_path / "1.root.json", root_v1([root_key], [golden.key]), [root_key])
+    v2 = with_version(root_v1([root_key], [new_release]), 2)
+    # the publisher's kit on another channel, so no sequence of this one is involved
+    package = tmp_path / "other" / "package.toml"
+    package.parent.mkdir()
+    text = (EXAMPLE / "package.toml").read_text()
+    package.write_text(text.replace('channel = "stable"', 'channel = "beta"'))
+    newer = tmp_path / "other" / "kit"
+    build(package, golden.lock, newer)
+    claims = EXAMPLE / "claims.toml"
+    sign(newer, load_private(new_release.private, None), claims, issued_at=FIXED_TIME)
+    attach(newer, write_root(tmp_path / "2.root.json", v2, [root_key]))
+    state = tmp_path / "s"
+    log = tmp_path / "hook.log"
+    python = f"PYTHONPATH='{os.environ.get('PYTHONPATH', '')}' '{sys.executable}' -m k3kit"
+    hook = f"{python} verify '{newer}' --root '{pinned}' --state-dir '{state}' >'{log}' 2>&1"
+    fake = _engine_with_hook(tmp_path / "engine", hook)
+    args = _launch_args(golden, golden.snapshot, state)
+    args[args.index("--trust") : args.index("--trust") + 2] = ["--root", pinned]
+    code, stderr, out = launch(kit, fake, *args)
+    assert "accepted root version(s) 2" in log.read_text(), log.read_text()
+    assert code == 1, stderr
+    failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
+    assert "receipt_signature" in failed, failed
+    assert {c["id"]: c for c in out["checks"]}["weights"]["status"] != "passed"
+    assert not fake.log.exists()
+
+
+def test_launch_manifest_replaced_by_a_fifo_while_engine_version_is_checked(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """MANIFEST.json, read again before the weights, turned into a FIFO no one writes while the
+    engine answers --version: refused at once (no read waits for a writer), the engine never
+    started."""
+    target = kit / "MANIFEST.json"
+    fake = _engine_with_hook(tmp_path / "engine", f"rm -f '{target}' && mkfifo '{target}'")
+    code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, tmp_path / "s"))
+    assert target.is_fifo()  # the swap happened, during the probe
+    assert code == 1, stderr
+    checks = {c["id"]: c for c in out["checks"]}
+    assert checks["kit_files"]["status"] == "failed", checks["kit_files"]
+    assert checks["weights"]["status"] != "passed"
+    assert not fake.log.exists()
+
+
+def test_launch_kit_folder_replaced_by_another_signed_kit_while_version_is_checked(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The publisher's other kit, genuine and signed (its serve.yaml differs), put in the kit's
+    place while the engine answers --version: it verifies on its own, but it is not the kit
+    launch verified; the files hashed again against the manifest held in memory refuse it
+    (the full second verification refused it by its kit checksum)."""
+    other = tmp_path / "other"
+    shutil.copytree(kit, other)
+    hand_signed(other, golden.key, SERVE, lambda data: data + b"max-num-seqs: 7\n")
+    assert run_k3kit("verify", other, "--trust", golden.key.public).returncode == 0
+    fake = _engine_with_hook(tmp_path / "engine", f"rm -rf '{kit}' && cp -a '{other}' '{kit}'")
+    code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, tmp_path / "s"))
+    assert (kit / SERVE).read_bytes() == (other / SERVE).read_bytes()  # the swap happened
+    assert code == 1, stderr
+    checks = {c["id"]: c for c in out["checks"]}
+    assert checks["kit_files"]["code"] == "KIT_FILE_CHANGED", checks["kit_files"]
+    assert checks["weights"]["status"] != "passed"
     assert not fake.log.exists()
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 from k3kit._canonical import dumps
+from k3kit._digest import SMALL_BYTES
 from tests.adversarial.corpus import Argv, Workbench, attack
 from tests.auditkit import sign_generated
 from tests.benchgen import make_claims, standard_runs
+from tests.launchkit import hand_signed
 
 SERVE = "profiles/interactive/single-node-8gpu/serve.yaml"
 # CR back to column 0, erase the line, paint a green pass: what a terminal would show.
@@ -125,4 +128,41 @@ def file_name_not_utf8(w: Workbench) -> Argv:
     kit = w.kit()
     with open(os.path.join(os.fsencode(kit), b"evil-\xff\xfe.sh"), "wb") as handle:
         handle.write(b"x")
+    return ["verify", kit, "--trust", w.trust]
+
+
+# sha256 of a kit file of up to SMALL_BYTES (256 KiB) is held in memory and taken by
+# cryptography, of a larger one by hashlib (k3kit._digest._Sha256): a publisher's file of exactly
+# the switch size, or one byte over, changed in the byte that decides the switch (its last).
+def _readme_signed_at(w: Workbench, size: int) -> Path:
+    kit = w.kit()
+    hand_signed(
+        kit, w.golden.key, "README.md", lambda data: (data * (size // len(data) + 1))[:size]
+    )
+    return kit
+
+
+@attack("KIT_FILE_CHANGED")
+def kit_file_of_exactly_256_kib_with_its_last_byte_flipped(w: Workbench) -> Argv:
+    kit = _readme_signed_at(w, SMALL_BYTES)
+    data = bytearray((kit / "README.md").read_bytes())
+    data[-1] ^= 1
+    (kit / "README.md").write_bytes(bytes(data))
+    return ["verify", kit, "--trust", w.trust]
+
+
+@attack("KIT_FILE_CHANGED")
+def kit_file_of_256_kib_and_one_byte_with_its_last_byte_flipped(w: Workbench) -> Argv:
+    kit = _readme_signed_at(w, SMALL_BYTES + 1)
+    data = bytearray((kit / "README.md").read_bytes())
+    data[-1] ^= 1
+    (kit / "README.md").write_bytes(bytes(data))
+    return ["verify", kit, "--trust", w.trust]
+
+
+@attack("KIT_FILE_CHANGED")
+def kit_file_of_exactly_256_kib_grown_by_one_byte(w: Workbench) -> Argv:
+    kit = _readme_signed_at(w, SMALL_BYTES)
+    with (kit / "README.md").open("ab") as handle:
+        handle.write(b"\n")
     return ["verify", kit, "--trust", w.trust]

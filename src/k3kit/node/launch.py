@@ -561,7 +561,7 @@ def plan_launch(
     say("verifying the weights")
     # every kit file hashed again (one changed while the engine answered fails here), then the
     # weights against the lock verified above, held in memory
-    report = verify_weights_of(kit, weights, weights_options)
+    report = verify_weights_of(kit, weights, weights_options, rollback=rollback, trusted=trusted)
     if not report.ok:
         raise KitNotVerified(report)
     weights_root = Path(report.facts["weights"]["root"])

@@ -15,6 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, TypeVar
 
+from k3kit._digest import sha256_hex
 from k3kit.errors import InputError, UsageProblem, VerificationError
 from k3kit.formats.documents import (
     MAX_DOCUMENT_BYTES,
@@ -29,6 +30,7 @@ from k3kit.formats.manifest import (
     MANIFEST_NAME,
     RECEIPT_NAME,
     ROOT_DIR,
+    UNLISTED,
     ExpectedEvidence,
     diff_evidence,
     diff_tree,
@@ -42,7 +44,6 @@ from k3kit.models._lite import Record
 from k3kit.signing.sign import (
     MAX_ENVELOPE_BYTES,
     parse_signed_statement,
-    read_signed_statement,
     subject_digest,
 )
 from k3kit.signing.trust import RollbackPolicy, RootAnchor, Trust
@@ -219,6 +220,10 @@ class _State:
         self.info: lite.KitInfo | None = None  # kit.json, read from the bytes the manifest lists
         self.lock_data: bytes | None = None  # its bytes: --weights reads them into the model
         self.lock_sha256: str | None = None
+        # sha256 of each unlisted file the checks read from the folder (the receipt, MANIFEST.json,
+        # MANIFEST.json.sig): the manifest cannot list them, so launch's second look at the kit
+        # (verify_weights_of) compares them with these instead of verifying them again
+        self.unlisted: dict[str, str] = {}
         # An archive's receipt, manifest and roots kept from its tar index: the first checks
         # then run on these bytes, before anything is extracted (:func:`signed_manifest_check`).
         self.documents = documents
@@ -250,7 +255,16 @@ def _step_signature(st: _State, check: Check) -> None:
     assert st.trust is not None
     keys = st.trust.verification_keys()
     if st.documents is None:
-        receipt = read_signed_statement(st.kit_dir / RECEIPT_NAME, keys)
+        # read_signed_statement's read, kept to note the bytes' digest (st.unlisted)
+        data = read_bounded(
+            st.kit_dir / RECEIPT_NAME,
+            MAX_ENVELOPE_BYTES,
+            what="receipt",
+            code="RECEIPT_MISSING",
+            too_large_code="RECEIPT_TOO_LARGE",
+        )
+        receipt = parse_signed_statement(data, keys, source=RECEIPT_NAME)
+        st.unlisted[RECEIPT_NAME] = sha256_hex(data)
     else:
         receipt = parse_signed_statement(
             _kept(st.documents, RECEIPT_NAME, "RECEIPT_MISSING"), keys, source=RECEIPT_NAME
@@ -357,7 +371,7 @@ def _step_kit_checksum(st: _State, check: Check) -> None:
         detail="the receipt belongs to another kit",
     )
     st.manifest, st.manifest_data = doc.model, doc.data
-    st.kit_sha256 = doc.sha256
+    st.kit_sha256 = st.unlisted[MANIFEST_NAME] = doc.sha256
     check.detail = f"sha256:{doc.sha256}"
 
 
@@ -370,9 +384,11 @@ def _step_sshsig(st: _State, check: Check) -> None:
     assert st.statement is not None and st.trust is not None and st.manifest_data is not None
     from k3kit.signing.trust import sshsig  # only a kit that carries the file needs the reader
 
-    armored = read_bounded(
+    data = read_bounded(
         st.kit_dir / SSHSIG_NAME, MAX_SSHSIG_BYTES, what=SSHSIG_NAME, code="SSHSIG_INVALID"
-    ).decode("ascii", "replace")
+    )
+    st.unlisted[SSHSIG_NAME] = sha256_hex(data)
+    armored = data.decode("ascii", "replace")
     issued_at = st.statement.predicate.issued_at
     for trusted in st.trust.keys:
         if not trusted.valid_at(issued_at):
@@ -834,6 +850,9 @@ class VerifiedKit(NamedTuple):
     info: lite.KitInfo
     statement: lite.Statement
     lock: lite.WeightsLock
+    # the sha256 of each unlisted file (receipt, MANIFEST.json, MANIFEST.json.sig, root/*) as
+    # verified, by path in the kit
+    unlisted: Mapping[str, str]
 
     @property
     def kit_sha256(self) -> str:
@@ -867,11 +886,97 @@ def open_verified(
         raise KitNotVerified(report)
     # a report that passed ran every step, and each step keeps what it read
     assert st.manifest and st.info and st.statement and st.lock
-    return VerifiedKit(kit_dir, report, st.manifest, st.info, st.statement, st.lock)
+    unlisted = {**st.unlisted, **_root_digests(kit_dir)}
+    return VerifiedKit(kit_dir, report, st.manifest, st.info, st.statement, st.lock, unlisted)
+
+
+def _root_digests(kit_dir: Path) -> dict[str, str]:
+    """sha256 of each file of the kit's ``root/`` (by the one rule for what it may hold), by
+    path in the kit: :func:`_step_kit_files_again` compares them, as the full second
+    verification this replaced walked (``--trust``) or read (``--root``) the chain again. Read
+    after the checks, so a change within the first run itself is not seen here; the checks'
+    own reads judged those bytes. No root/ (most kits): one ``lstat``."""
+    return {
+        f"{ROOT_DIR}/{version}.root.json": sha256_hex(data)
+        for version, data in kit_roots(kit_dir).items()
+    }
+
+
+def _step_kit_files_again(st: _State, check: Check) -> None:
+    """``kit_files`` for a kit verified moments ago, and the unlisted files its first run read
+    (receipt, MANIFEST.json, MANIFEST.json.sig, root/; :func:`diff_tree` skips them) still the
+    bytes it verified: the full second verification this replaced refused a kit whose receipt
+    or manifest was rewritten, or whose SSH signature or root/ file appeared, meanwhile
+    (tests/test_redteam.py,
+    ``test_launch_unlisted_kit_file_rewritten_while_engine_version_is_checked``). Three small
+    reads: about 0.05 ms of CPU on a launch (3.13, the demo kit)."""
+    if _root_digests(st.kit_dir) != {
+        rel: digest for rel, digest in st.unlisted.items() if rel.startswith(ROOT_DIR + "/")
+    }:
+        raise VerificationError(
+            f"{ROOT_DIR}/ is not the chain of roots verified moments ago", code="KIT_FILE_CHANGED"
+        )
+    for name in sorted(UNLISTED):
+        path = st.kit_dir / name
+        expected = st.unlisted.get(name)
+        if expected is None:
+            if os.path.lexists(path):
+                raise VerificationError(
+                    f"{name} appeared in the kit since it was verified", code="KIT_FILE_CHANGED"
+                )
+            continue
+        cap = {RECEIPT_NAME: MAX_ENVELOPE_BYTES, SSHSIG_NAME: MAX_SSHSIG_BYTES}.get(name)
+        data = read_bounded(path, cap or MAX_DOC_BYTES, what=name, code="KIT_FILE_CHANGED")
+        if sha256_hex(data) != expected:
+            raise VerificationError(
+                f"{name} is not the one verified moments ago", code="KIT_FILE_CHANGED"
+            )
+    _step_kit_files(st, check)
+
+
+_KIT_FILES_AGAIN_STEP: _Step = (
+    _KIT_FILES_STEP[0],
+    _KIT_FILES_STEP[1],
+    _step_kit_files_again,
+    _KIT_FILES_STEP[3],
+)
+
+
+def _step_rollback_again(st: _State, check: Check) -> None:
+    """``rollback`` for a kit verified moments ago: its sequence judged again against the node's
+    state, as the full second verification this replaced did, so a newer kit this node accepted
+    meanwhile (an update verified while the engine answered ``--version``) makes this one a
+    ``ROLLBACK`` before the weights (tests/test_redteam.py,
+    ``test_launch_of_an_older_kit_after_a_newer_one_was_accepted_during_the_version_check``).
+    The root's floor is not read again: the trust is the first run's, and it checked it."""
+    assert st.statement is not None and st.rollback is not None and st.kit_sha256 is not None
+    kit = st.statement.predicate.kit
+    st.decision = rollback_state.check(
+        st.rollback.state_dir,
+        package=kit.name,
+        channel=kit.channel,
+        sequence=kit.sequence,
+        kit_sha256=st.kit_sha256,
+        allow_rollback=st.rollback.allow_rollback,
+        version=kit.version,
+    )
+    check.detail = st.decision.detail
+
+
+_ROLLBACK_AGAIN_STEP: _Step = next(
+    (step_id, title, _step_rollback_again, needs)
+    for step_id, title, _, needs in STEPS
+    if step_id == "rollback"
+)
 
 
 def verify_weights_of(
-    kit: VerifiedKit, weights: Path, options: WeightsOptions | None = None
+    kit: VerifiedKit,
+    weights: Path,
+    options: WeightsOptions | None = None,
+    *,
+    rollback: RollbackPolicy | None = None,
+    trusted: TrustSource | None = None,
 ) -> Report:
     """The verdict of :func:`verify_dir` with ``weights`` for a kit that :func:`open_verified`
     verified moments ago, without checking its signature and documents a second time.
@@ -879,18 +984,34 @@ def verify_weights_of(
     ``launch`` verifies the kit, asks the engine its version, then hashes the weights. Between
     the two it verified the whole kit again; now every kit file is hashed again against the
     verified manifest (``kit_files``, as in the first run: a file changed, added or removed
-    meanwhile fails it with the same codes, and the weights are then not hashed), and the
+    meanwhile fails it with the same codes, and the weights are then not hashed; so does a
+    receipt, MANIFEST.json, MANIFEST.json.sig or root/ that is not the bytes verified), and the
     weights are checked against the lock the first run read and checked, kept in memory, so no
-    later read of the folder can hand the hasher another lock. The other checks and facts are
-    the first run's (a rollback decision is recorded once). About 10 ms of CPU less on every
-    launch (docs/performance.md, "Sixth pass").
+    later read of the folder can hand the hasher another lock. With ``rollback`` (launch's own
+    policy, as it gave :func:`open_verified`) the kit's sequence is judged again against the
+    node's state (``rollback``, as in the first run); with a root of trust as ``trusted``, the
+    trust is resolved again from it and the receipt's signature judged by it (a root this node
+    accepted meanwhile may have replaced the key that signed the kit), as the full second
+    verification did: about the cost of those two steps, on a ``--root`` launch only. The other
+    checks and facts are the first run's (a rollback decision is recorded once). About 10 ms
+    of CPU less on every launch (docs/performance.md, "Sixth pass").
     """
-    st = _State(kit.path, [], statement=kit.statement)
-    st.manifest, st.lock = kit.manifest, kit.lock
+    st = _State(kit.path, [], rollback, statement=kit.statement)
+    st.manifest, st.lock, st.unlisted = kit.manifest, kit.lock, dict(kit.unlisted)
+    st.kit_sha256 = kit.kit_sha256
     report = Report(kit.report.kit, facts=VerifyFacts(**kit.report.facts))
+    again = {"kit_files": _KIT_FILES_AGAIN_STEP}
+    if rollback is not None:
+        again["rollback"] = _ROLLBACK_AGAIN_STEP
+    if isinstance(trusted, RootAnchor):  # keys given by --trust cannot change meanwhile
+        st.source = trusted
+        again.update((step[0], step) for step in STEPS if step[0] in _BEFORE_EXTRACTION[:2])
     for check in kit.report.checks:
-        if check.id == "kit_files":
-            _run_steps(st, report, [_KIT_FILES_STEP])
+        step = again.get(check.id)
+        if step is not None:
+            _run_steps(st, report, [step])
+            # the receipt judged again, but held to the bytes first verified (kit_files again)
+            st.statement, st.unlisted = kit.statement, dict(kit.unlisted)
         elif check.id != "weights":
             report.checks.append(check)
     report.checks.append(_weights_check(st, report, weights, options))
