@@ -75,9 +75,10 @@ from k3kit.node.verify import (
     TrustSource,
     VerifiedKit,
     open_verified,
+    verify_dir,
     verify_weights_of,
 )
-from k3kit.signing.trust import RollbackPolicy
+from k3kit.signing.trust import RollbackPolicy, RootAnchor
 
 if TYPE_CHECKING:
     # launch reads kit.json and the manifest as records of k3kit.models.lite (no pydantic on a
@@ -559,9 +560,7 @@ def plan_launch(
     say(f"checking {engine.executable} {info.engine.version} at {executable}")
     check_engine_version(engine, executable, info.engine, env, cwd=private)
     say("verifying the weights")
-    # every kit file hashed again (one changed while the engine answered fails here), then the
-    # weights against the lock verified above, held in memory
-    report = verify_weights_of(kit, weights, weights_options, rollback=rollback, trusted=trusted)
+    report = _verify_weights(kit, trusted, weights, weights_options, rollback)
     if not report.ok:
         raise KitNotVerified(report)
     weights_root = Path(report.facts["weights"]["root"])
@@ -595,6 +594,33 @@ def plan_launch(
         cwd=private,
         loads=loads,
     )
+
+
+def _verify_weights(
+    kit: VerifiedKit,
+    trusted: TrustSource,
+    weights: Path,
+    options: WeightsOptions | None,
+    rollback: RollbackPolicy | None,
+) -> Report:
+    """The weights, once the engine has answered, and the kit held to what was verified.
+
+    With keys given as they are (``--trust``), only the folder can change the kit's verdict:
+    its files are held to the bytes verified, and the weights checked against the lock held in
+    memory (:func:`k3kit.node.verify.verify_weights_of`). Under a root of trust or with rollback
+    state, the node's accepted roots and sequences can change too while the engine answers (an
+    update verified meanwhile may revoke the kit's signer or supersede it), so the kit is
+    verified again in full, and must still be the kit verified first."""
+    if rollback is None and not isinstance(trusted, RootAnchor):
+        return verify_weights_of(kit, weights, options)
+    report = verify_dir(
+        kit.path, trusted, weights=weights, weights_options=options, rollback=rollback
+    )
+    if report.ok and report.kit_sha256 != kit.kit_sha256:
+        raise VerificationError(
+            "the kit changed while the engine was asked its version", code="KIT_FILE_CHANGED"
+        )
+    return report
 
 
 def _runtime_argv(

@@ -942,76 +942,33 @@ _KIT_FILES_AGAIN_STEP: _Step = (
 )
 
 
-def _step_rollback_again(st: _State, check: Check) -> None:
-    """``rollback`` for a kit verified moments ago: its sequence judged again against the node's
-    state, as the full second verification this replaced did, so a newer kit this node accepted
-    meanwhile (an update verified while the engine answered ``--version``) makes this one a
-    ``ROLLBACK`` before the weights (tests/test_redteam.py,
-    ``test_launch_of_an_older_kit_after_a_newer_one_was_accepted_during_the_version_check``).
-    The root's floor is not read again: the trust is the first run's, and it checked it."""
-    assert st.statement is not None and st.rollback is not None and st.kit_sha256 is not None
-    kit = st.statement.predicate.kit
-    st.decision = rollback_state.check(
-        st.rollback.state_dir,
-        package=kit.name,
-        channel=kit.channel,
-        sequence=kit.sequence,
-        kit_sha256=st.kit_sha256,
-        allow_rollback=st.rollback.allow_rollback,
-        version=kit.version,
-    )
-    check.detail = st.decision.detail
-
-
-_ROLLBACK_AGAIN_STEP: _Step = next(
-    (step_id, title, _step_rollback_again, needs)
-    for step_id, title, _, needs in STEPS
-    if step_id == "rollback"
-)
-
-
 def verify_weights_of(
-    kit: VerifiedKit,
-    weights: Path,
-    options: WeightsOptions | None = None,
-    *,
-    rollback: RollbackPolicy | None = None,
-    trusted: TrustSource | None = None,
+    kit: VerifiedKit, weights: Path, options: WeightsOptions | None = None
 ) -> Report:
     """The verdict of :func:`verify_dir` with ``weights`` for a kit that :func:`open_verified`
-    verified moments ago, without checking its signature and documents a second time.
+    verified moments ago with keys given as they are (``--trust``), without checking its
+    signature and documents a second time.
 
     ``launch`` verifies the kit, asks the engine its version, then hashes the weights. Between
-    the two it verified the whole kit again; now every kit file is hashed again against the
-    verified manifest (``kit_files``, as in the first run: a file changed, added or removed
-    meanwhile fails it with the same codes, and the weights are then not hashed; so does a
-    receipt, MANIFEST.json, MANIFEST.json.sig or root/ that is not the bytes verified), and the
-    weights are checked against the lock the first run read and checked, kept in memory, so no
-    later read of the folder can hand the hasher another lock. With ``rollback`` (launch's own
-    policy, as it gave :func:`open_verified`) the kit's sequence is judged again against the
-    node's state (``rollback``, as in the first run); with a root of trust as ``trusted``, the
-    trust is resolved again from it and the receipt's signature judged by it (a root this node
-    accepted meanwhile may have replaced the key that signed the kit), as the full second
-    verification did: about the cost of those two steps, on a ``--root`` launch only. The other
-    checks and facts are the first run's (a rollback decision is recorded once). About 10 ms
-    of CPU less on every launch (docs/performance.md, "Sixth pass").
+    the two it verified the whole kit again; with fixed keys nothing but the folder can change
+    that verdict, so now the folder is held to what was verified: every kit file hashed again
+    against the verified manifest (``kit_files``, as in the first run: a file changed, added or
+    removed meanwhile fails it with the same codes, and the weights are then not hashed), and
+    the files the manifest cannot list (receipt, MANIFEST.json, MANIFEST.json.sig, root/) still
+    the bytes the checks read. The weights are checked against the lock the first run read and
+    checked, kept in memory, so no later read of the folder can hand the hasher another lock.
+    The other checks and facts are the first run's. About 10 ms of CPU less on every launch
+    (docs/performance.md, "Sixth pass"). A launch under a root of trust, or with rollback state,
+    verifies the kit again in full instead (:func:`k3kit.node.launch.plan_launch`): the node's
+    accepted roots and sequences can change meanwhile, and each check judges them.
     """
-    st = _State(kit.path, [], rollback, statement=kit.statement)
+    st = _State(kit.path, [], statement=kit.statement)
     st.manifest, st.lock, st.unlisted = kit.manifest, kit.lock, dict(kit.unlisted)
     st.kit_sha256 = kit.kit_sha256
     report = Report(kit.report.kit, facts=VerifyFacts(**kit.report.facts))
-    again = {"kit_files": _KIT_FILES_AGAIN_STEP}
-    if rollback is not None:
-        again["rollback"] = _ROLLBACK_AGAIN_STEP
-    if isinstance(trusted, RootAnchor):  # keys given by --trust cannot change meanwhile
-        st.source = trusted
-        again.update((step[0], step) for step in STEPS if step[0] in _BEFORE_EXTRACTION[:2])
     for check in kit.report.checks:
-        step = again.get(check.id)
-        if step is not None:
-            _run_steps(st, report, [step])
-            # the receipt judged again, but held to the bytes first verified (kit_files again)
-            st.statement, st.unlisted = kit.statement, dict(kit.unlisted)
+        if check.id == "kit_files":
+            _run_steps(st, report, [_KIT_FILES_AGAIN_STEP])
         elif check.id != "weights":
             report.checks.append(check)
     report.checks.append(_weights_check(st, report, weights, options))
