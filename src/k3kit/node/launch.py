@@ -508,9 +508,9 @@ def plan_launch(
     """Verify ``kit_dir`` and ``weights`` and return the plan that runs what was verified.
 
     Order: kit and receipt (cheap), the profile's signed files read into memory, the engine's
-    version (before hours of hashing a wrong node), every kit file hashed again (a file changed
-    meanwhile is refused), then the weights, against the lock verified first and held in memory.
-    Raises :class:`KitNotVerified` (exit 1) when a check fails, ``VerificationError``
+    version (before hours of hashing a wrong node), the kit held to what was verified (a file
+    changed meanwhile is refused; :func:`_verify_weights`), then the weights. Raises
+    :class:`KitNotVerified` (exit 1) when a check fails, ``VerificationError``
     ``ENGINE_VERSION_MISMATCH`` / ``KIT_FILE_CHANGED`` / ``ENGINE_VALUE_IS_OPTION`` /
     ``ENGINE_LOADS_UNDECLARED`` (:func:`check_settings`, before the engine is run at all),
     ``InputError`` for an unknown profile or topology or an unusable listen address,
