@@ -44,6 +44,7 @@ from k3kit.models._lite import Record
 from k3kit.signing.sign import (
     MAX_ENVELOPE_BYTES,
     parse_signed_statement,
+    read_envelope,
     subject_digest,
 )
 from k3kit.signing.trust import RollbackPolicy, RootAnchor, Trust
@@ -255,14 +256,8 @@ def _step_signature(st: _State, check: Check) -> None:
     assert st.trust is not None
     keys = st.trust.verification_keys()
     if st.documents is None:
-        # read_signed_statement's read, kept to note the bytes' digest (st.unlisted)
-        data = read_bounded(
-            st.kit_dir / RECEIPT_NAME,
-            MAX_ENVELOPE_BYTES,
-            what="receipt",
-            code="RECEIPT_MISSING",
-            too_large_code="RECEIPT_TOO_LARGE",
-        )
+        # read_signed_statement's own read, kept to note the bytes' digest (st.unlisted)
+        data = read_envelope(st.kit_dir / RECEIPT_NAME)
         receipt = parse_signed_statement(data, keys, source=RECEIPT_NAME)
         st.unlisted[RECEIPT_NAME] = sha256_hex(data)
     else:

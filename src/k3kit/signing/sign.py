@@ -163,7 +163,9 @@ class SignedStatement(NamedTuple):
     signer_keyids: tuple[str, ...] = ()
 
 
-def _read_envelope(path: Path) -> bytes:
+def read_envelope(path: Path) -> bytes:
+    """A receipt's bytes from a kit folder: bounded, no link, no FIFO (``RECEIPT_MISSING``,
+    ``RECEIPT_TOO_LARGE``); the one read of a receipt file, verify's included."""
     return read_capped(
         path,
         MAX_ENVELOPE_BYTES,
@@ -181,7 +183,7 @@ def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt
     same bytes by the same steps into records (:func:`read_signed_statement`): whatever an auditor
     checks must come from exactly the bytes the publisher signed, parsed by the same strict rules.
     """
-    return parse_receipt(_read_envelope(path), trusted, source=path.name)
+    return parse_receipt(read_envelope(path), trusted, source=path.name)
 
 
 def parse_receipt(data: bytes, trusted: list[Ed25519PublicKey], *, source: str) -> VerifiedReceipt:
@@ -197,7 +199,7 @@ def parse_receipt(data: bytes, trusted: list[Ed25519PublicKey], *, source: str) 
 
 def read_signed_statement(path: Path, trusted: list[Ed25519PublicKey]) -> SignedStatement:
     """:func:`read_receipt` without pydantic: the same checks, the Statement as a record."""
-    return parse_signed_statement(_read_envelope(path), trusted, source=path.name)
+    return parse_signed_statement(read_envelope(path), trusted, source=path.name)
 
 
 def parse_signed_statement(
