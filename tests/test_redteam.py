@@ -179,11 +179,29 @@ def test_launch_root_rewritten_while_engine_version_is_checked_under_root_of_tru
     assert target.read_bytes() == b"{}"  # the rewrite happened, during the probe
     assert code == 1, stderr
     failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
-    # the trust resolved again from the rewritten chain fails, as in the full second
-    # verification this replaced, and kit_files finds root/ is not what was verified
+    # under --root the kit is verified again in full before the weights: the trust resolved
+    # again from the rewritten chain fails, or kit_files finds root/ is not what was verified
     assert {("kit_files", "KIT_FILE_CHANGED"), ("trust", "ROOT_MALFORMED")} & set(failed.items())
     assert {c["id"]: c for c in out["checks"]}["weights"]["status"] != "passed"
     assert not fake.log.exists()
+
+
+def _launch_under_root_verifying_meanwhile(
+    kit: Path, golden: GoldenKit, pinned: Path, newer: Path, tmp_path: Path
+) -> tuple[int, str, dict, str, FakeEngine]:  # type: ignore[type-arg]
+    """``launch --root pinned`` of ``kit`` while the engine's ``--version`` runs ``verify`` of
+    ``newer`` under the same root and state folder (an update the node accepts meanwhile):
+    (exit code, stderr, JSON, that verify's output, the engine)."""
+    import sys
+
+    state, log = tmp_path / "s", tmp_path / "hook.log"
+    python = f"PYTHONPATH='{os.environ.get('PYTHONPATH', '')}' '{sys.executable}' -m k3kit"
+    hook = f"{python} verify '{newer}' --root '{pinned}' --state-dir '{state}' >'{log}' 2>&1"
+    fake = _engine_with_hook(tmp_path / "engine", hook)
+    args = _launch_args(golden, golden.snapshot, state)
+    args[args.index("--trust") : args.index("--trust") + 2] = ["--root", pinned]
+    code, stderr, out = launch(kit, fake, *args)
+    return code, stderr, out, log.read_text(), fake
 
 
 def test_launch_of_an_older_kit_after_a_newer_one_was_accepted_during_the_version_check(
@@ -193,24 +211,16 @@ def test_launch_of_an_older_kit_after_a_newer_one_was_accepted_during_the_versio
     with the same state folder) while launch of sequence 1 waits for the engine's --version:
     sequence 1 is now a rollback. The full second verification refused it (ROLLBACK) before the
     weights; launch verifying the kit once must not let it through on the first run's decision."""
-    import sys
 
     from tests.trustkit import build_kit, root_v1
 
     root_key = keypair(tmp_path / "keys", "root")
     pinned = write_root(tmp_path / "1.root.json", root_v1([root_key], [golden.key]), [root_key])
     newer = build_kit(tmp_path / "newer", golden.lock, golden.key, sequence=2, version="1.1.0")
-    state = tmp_path / "s"
-    log = tmp_path / "hook.log"
-    python = f"PYTHONPATH='{os.environ.get('PYTHONPATH', '')}' '{sys.executable}' -m k3kit"
-    hook = f"{python} verify '{newer}' --root '{pinned}' --state-dir '{state}' >'{log}' 2>&1"
-    fake = _engine_with_hook(tmp_path / "engine", hook)
-    args = _launch_args(golden, golden.snapshot, state)
-    args[args.index("--trust") : args.index("--trust") + 2] = ["--root", pinned]
-    code, stderr, out = launch(kit, fake, *args)
-    assert "sequence 2" in log.read_text() and "verdict: VERIFIED" in log.read_text(), (
-        log.read_text()
+    code, stderr, out, log, fake = _launch_under_root_verifying_meanwhile(
+        kit, golden, pinned, newer, tmp_path
     )
+    assert "sequence 2" in log and "verdict: VERIFIED" in log, log
     assert code == 1, stderr
     failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
     assert failed == {"rollback": "ROLLBACK"}, failed
@@ -225,7 +235,6 @@ def test_launch_after_a_root_revoking_its_signer_was_accepted_during_the_version
     signed this kit (the publisher rotated a leaked key), while launch waits for the engine's
     --version. The full second verification resolved the trust again and refused the kit;
     launch verifying the kit once must not start it under the revoked key."""
-    import sys
 
     from k3kit.publish.kit import build, sign
     from k3kit.signing.keys import load_private
@@ -245,15 +254,10 @@ def test_launch_after_a_root_revoking_its_signer_was_accepted_during_the_version
     claims = EXAMPLE / "claims.toml"
     sign(newer, load_private(new_release.private, None), claims, issued_at=FIXED_TIME)
     attach(newer, write_root(tmp_path / "2.root.json", v2, [root_key]))
-    state = tmp_path / "s"
-    log = tmp_path / "hook.log"
-    python = f"PYTHONPATH='{os.environ.get('PYTHONPATH', '')}' '{sys.executable}' -m k3kit"
-    hook = f"{python} verify '{newer}' --root '{pinned}' --state-dir '{state}' >'{log}' 2>&1"
-    fake = _engine_with_hook(tmp_path / "engine", hook)
-    args = _launch_args(golden, golden.snapshot, state)
-    args[args.index("--trust") : args.index("--trust") + 2] = ["--root", pinned]
-    code, stderr, out = launch(kit, fake, *args)
-    assert "accepted root version(s) 2" in log.read_text(), log.read_text()
+    code, stderr, out, log, fake = _launch_under_root_verifying_meanwhile(
+        kit, golden, pinned, newer, tmp_path
+    )
+    assert "accepted root version(s) 2" in log, log
     assert code == 1, stderr
     failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
     assert "receipt_signature" in failed, failed
