@@ -11,6 +11,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import blake3
 import pytest
@@ -45,19 +46,26 @@ def _write(path: Path, size: int, seed: int = 0) -> bytes:
     return data
 
 
+def _hash_fd_of(
+    path: Path, algorithms: tuple[str, ...], **options: Any
+) -> tuple[dict[str, str], int]:
+    """``hash_fd`` of ``path`` opened plainly (the read paths under test, not the safe open)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return hash_fd(fd, algorithms, **options)
+    finally:
+        os.close(fd)
+
+
 @pytest.mark.parametrize("size", [0, 1, SMALL - 1, SMALL, SMALL + 1, 5 * SMALL + 7])
 @pytest.mark.parametrize("blake3_threads", [1, 2])
 def test_digests_match_reference_on_every_read_path(
     tmp_path: Path, size: int, blake3_threads: int
 ) -> None:
     data = _write(tmp_path / "f", size)
-    fd = os.open(tmp_path / "f", os.O_RDONLY)
-    try:
-        digests, total = hash_fd(
-            fd, ("sha256", "blake3"), blake3_threads=blake3_threads, buffer=bytearray(SMALL)
-        )
-    finally:
-        os.close(fd)
+    digests, total = _hash_fd_of(
+        tmp_path / "f", ("sha256", "blake3"), blake3_threads=blake3_threads, buffer=bytearray(SMALL)
+    )
     assert total == size
     assert digests == {
         "sha256": hashlib.sha256(data).hexdigest(),
@@ -73,11 +81,7 @@ def test_sha256_is_hashlibs_on_both_sides_of_the_small_file_switch(
     tmp_path: Path, size: int, buffer_size: int
 ) -> None:
     data = _write(tmp_path / "f", size)
-    fd = os.open(tmp_path / "f", os.O_RDONLY)
-    try:
-        digests, total = hash_fd(fd, ("sha256",), buffer=bytearray(buffer_size))
-    finally:
-        os.close(fd)
+    digests, total = _hash_fd_of(tmp_path / "f", ("sha256",), buffer=bytearray(buffer_size))
     assert (digests, total) == ({"sha256": hashlib.sha256(data).hexdigest()}, size)
     assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
     stream = StreamHash(("sha256",))

@@ -54,6 +54,26 @@ def _tampered_copy(weights: Path, dest: Path) -> tuple[Path, Path, bytes]:
     return dest, shard, bytes(data)
 
 
+def _refused_before_the_weights(
+    code: int,
+    stderr: str,
+    out: dict,  # type: ignore[type-arg]
+    fake: FakeEngine,
+) -> dict[str, dict]:  # type: ignore[type-arg]
+    """What every race below must end in: exit 1, the weights not passed (nothing hashed after
+    the refusal), the engine never started. Returns the report's checks by id."""
+    assert code == 1, stderr
+    checks = {c["id"]: c for c in out["checks"]}
+    assert checks["weights"]["status"] != "passed", checks["weights"]
+    assert not fake.log.exists()
+    return checks
+
+
+def _failed(checks: dict[str, dict]) -> dict[str, str]:  # type: ignore[type-arg]
+    """The failed checks' codes by id."""
+    return {i: c["code"] for i, c in checks.items() if c["status"] == "failed"}
+
+
 def _launch_args(golden: GoldenKit, weights: Path, state: Path) -> list[str | Path]:
     return [
         "--profile",
@@ -104,12 +124,9 @@ def test_launch_lock_swapped_for_one_matching_tampered_weights_while_version_is_
     evil.write_bytes(dumps(lock))
     fake = _engine_with_hook(tmp_path / "engine", f"cp '{evil}' '{kit / 'weights.lock.json'}'")
     code, stderr, out = launch(kit, fake, *_launch_args(golden, tampered, tmp_path / "s"))
-    assert code == 1, stderr
     assert (kit / "weights.lock.json").read_bytes() == evil.read_bytes()  # the swap happened
-    checks = {c["id"]: c for c in out["checks"]}
+    checks = _refused_before_the_weights(code, stderr, out, fake)  # none against the planted lock
     assert checks["kit_files"]["code"] == "KIT_FILE_CHANGED", checks["kit_files"]
-    assert checks["weights"]["status"] != "passed"  # never hashed against the planted lock
-    assert not fake.log.exists()
 
 
 @pytest.mark.parametrize(
@@ -142,8 +159,8 @@ def test_launch_unlisted_kit_file_rewritten_while_engine_version_is_checked(
     fake = _engine_with_hook(tmp_path / "engine", hook)
     code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, tmp_path / "s"))
     assert target.read_bytes() == evil.read_bytes()  # the rewrite happened, during the probe
-    assert code == 1, stderr
-    failed = {c["code"] for c in out["checks"] if c["status"] == "failed"}
+    checks = _refused_before_the_weights(code, stderr, out, fake)
+    failed = {c["code"] for c in checks.values() if c["status"] == "failed"}
     # this launch: KIT_FILE_CHANGED; the full second verification it replaced named the check
     assert failed & {
         "KIT_FILE_CHANGED",
@@ -152,9 +169,6 @@ def test_launch_unlisted_kit_file_rewritten_while_engine_version_is_checked(
         "SSHSIG_INVALID",
         "ROOT_CHAIN_MALFORMED",
     }, failed
-    checks = {c["id"]: c for c in out["checks"]}
-    assert checks["weights"]["status"] != "passed"  # nothing hashed after the refusal
-    assert not fake.log.exists()  # the engine never started
 
 
 def test_launch_root_rewritten_while_engine_version_is_checked_under_root_of_trust(
@@ -177,13 +191,10 @@ def test_launch_root_rewritten_while_engine_version_is_checked_under_root_of_tru
     args[args.index("--trust") : args.index("--trust") + 2] = ["--root", pinned]
     code, stderr, out = launch(kit, fake, *args)
     assert target.read_bytes() == b"{}"  # the rewrite happened, during the probe
-    assert code == 1, stderr
-    failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
+    failed = _failed(_refused_before_the_weights(code, stderr, out, fake))
     # under --root the kit is verified again in full before the weights: the trust resolved
     # again from the rewritten chain fails, or kit_files finds root/ is not what was verified
     assert {("kit_files", "KIT_FILE_CHANGED"), ("trust", "ROOT_MALFORMED")} & set(failed.items())
-    assert {c["id"]: c for c in out["checks"]}["weights"]["status"] != "passed"
-    assert not fake.log.exists()
 
 
 def _launch_under_root_verifying_meanwhile(
@@ -221,11 +232,8 @@ def test_launch_of_an_older_kit_after_a_newer_one_was_accepted_during_the_versio
         kit, golden, pinned, newer, tmp_path
     )
     assert "sequence 2" in log and "verdict: VERIFIED" in log, log
-    assert code == 1, stderr
-    failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
+    failed = _failed(_refused_before_the_weights(code, stderr, out, fake))
     assert failed == {"rollback": "ROLLBACK"}, failed
-    assert {c["id"]: c for c in out["checks"]}["weights"]["status"] != "passed"
-    assert not fake.log.exists()
 
 
 def test_launch_after_a_root_revoking_its_signer_was_accepted_during_the_version_check(
@@ -258,11 +266,8 @@ def test_launch_after_a_root_revoking_its_signer_was_accepted_during_the_version
         kit, golden, pinned, newer, tmp_path
     )
     assert "accepted root version(s) 2" in log, log
-    assert code == 1, stderr
-    failed = {c["id"]: c["code"] for c in out["checks"] if c["status"] == "failed"}
+    failed = _failed(_refused_before_the_weights(code, stderr, out, fake))
     assert "receipt_signature" in failed, failed
-    assert {c["id"]: c for c in out["checks"]}["weights"]["status"] != "passed"
-    assert not fake.log.exists()
 
 
 def test_launch_manifest_replaced_by_a_fifo_while_engine_version_is_checked(
@@ -275,11 +280,8 @@ def test_launch_manifest_replaced_by_a_fifo_while_engine_version_is_checked(
     fake = _engine_with_hook(tmp_path / "engine", f"rm -f '{target}' && mkfifo '{target}'")
     code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, tmp_path / "s"))
     assert target.is_fifo()  # the swap happened, during the probe
-    assert code == 1, stderr
-    checks = {c["id"]: c for c in out["checks"]}
+    checks = _refused_before_the_weights(code, stderr, out, fake)
     assert checks["kit_files"]["status"] == "failed", checks["kit_files"]
-    assert checks["weights"]["status"] != "passed"
-    assert not fake.log.exists()
 
 
 def test_launch_kit_folder_replaced_by_another_signed_kit_while_version_is_checked(
@@ -296,11 +298,8 @@ def test_launch_kit_folder_replaced_by_another_signed_kit_while_version_is_check
     fake = _engine_with_hook(tmp_path / "engine", f"rm -rf '{kit}' && cp -a '{other}' '{kit}'")
     code, stderr, out = launch(kit, fake, *_launch_args(golden, golden.snapshot, tmp_path / "s"))
     assert (kit / SERVE).read_bytes() == (other / SERVE).read_bytes()  # the swap happened
-    assert code == 1, stderr
-    checks = {c["id"]: c for c in out["checks"]}
+    checks = _refused_before_the_weights(code, stderr, out, fake)
     assert checks["kit_files"]["code"] == "KIT_FILE_CHANGED", checks["kit_files"]
-    assert checks["weights"]["status"] != "passed"
-    assert not fake.log.exists()
 
 
 def test_launch_weights_link_repointed_to_tampered_copy_while_version_is_checked(

@@ -142,21 +142,23 @@ def _readme_signed_at(w: Workbench, size: int) -> Path:
     return kit
 
 
+def _flip_last_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+
+
 @attack("KIT_FILE_CHANGED")
 def kit_file_of_exactly_256_kib_with_its_last_byte_flipped(w: Workbench) -> Argv:
     kit = _readme_signed_at(w, SMALL_BYTES)
-    data = bytearray((kit / "README.md").read_bytes())
-    data[-1] ^= 1
-    (kit / "README.md").write_bytes(bytes(data))
+    _flip_last_byte(kit / "README.md")
     return ["verify", kit, "--trust", w.trust]
 
 
 @attack("KIT_FILE_CHANGED")
 def kit_file_of_256_kib_and_one_byte_with_its_last_byte_flipped(w: Workbench) -> Argv:
     kit = _readme_signed_at(w, SMALL_BYTES + 1)
-    data = bytearray((kit / "README.md").read_bytes())
-    data[-1] ^= 1
-    (kit / "README.md").write_bytes(bytes(data))
+    _flip_last_byte(kit / "README.md")
     return ["verify", kit, "--trust", w.trust]
 
 
