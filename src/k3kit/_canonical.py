@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import rfc8785
 
+from k3kit._sha256 import sha256_hex
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.models._lite import Record
 from k3kit.models._lite import dump as dump_record
@@ -231,14 +232,6 @@ def require_canonical(data: bytes, obj: Any, *, source: str) -> None:
 
 
 def sha256_of_model(model: BaseModel | Record) -> str:
-    """sha256 hex of a model's canonical bytes (the checksum k3kit signs).
-
-    By cryptography's sha256, not hashlib's, as :func:`k3kit._digest.sha256_hex` (a module of
-    this layer, so not imported here): launch and ``verify --weights`` key the verification
-    cache by the lock's checksum, and hashlib's import is ~3.5 ms of CPU (k3kit._digest's
-    SMALL_BYTES)."""
-    from cryptography.hazmat.primitives.hashes import SHA256, Hash
-
-    hasher = Hash(SHA256())
-    hasher.update(model_bytes(model))
-    return hasher.finalize().hex()
+    """sha256 hex of a model's canonical bytes (the checksum k3kit signs; without hashlib, see
+    :mod:`k3kit._sha256`: launch keys the verification cache by the lock's checksum)."""
+    return sha256_hex(model_bytes(model))

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from k3kit._fs import NotRegularFile as NotRegularFile  # its home; re-exported
 from k3kit._fs import open_regular
+from k3kit._sha256 import sha256_hex as sha256_hex  # its home; re-exported
 
 CHUNK = 2 * 1024 * 1024
 PIPELINE_CHUNK = 4 * 1024 * 1024  # multi-threaded blake3 pays a hand-off per update: bigger reads
@@ -40,16 +41,6 @@ ALGORITHMS = ("sha256", "blake3")
 # files, key ids) and has OpenSSL's sha256 already loaded in cryptography (for the signature).
 # The same function gives the same digest either way.
 SMALL_BYTES = 256 * 1024
-
-
-def sha256_hex(data: bytes | bytearray | memoryview) -> str:
-    """sha256 of bytes in memory (documents, key objects: KBs), by cryptography's OpenSSL
-    (see SMALL_BYTES); a weight file's bytes go through :func:`hash_fd`, hashlib's."""
-    from cryptography.hazmat.primitives.hashes import SHA256, Hash
-
-    hasher = Hash(SHA256())
-    hasher.update(data)
-    return hasher.finalize().hex()
 
 
 class Cancelled(Exception):
