@@ -15,17 +15,15 @@ from k3kit.cli._shared import (
     ByteProgress,
     Real,
     Whole,
+    allow_rollback_option,
     file_progress,
+    optional_trust_option,
     print_report,
     read_token,
-    state_and_cache,
-    trusted_keys,
-)
-from k3kit.cli.signing import (
-    allow_rollback_option,
-    optional_trust_option,
     root_option,
+    state_and_cache,
     trust_source,
+    trusted_keys,
 )
 from k3kit.errors import ExitCode
 
@@ -142,7 +140,7 @@ def pull(
         "files_in_place": report.files_in_place,
         "bytes_hashed": report.bytes_hashed,
         "quarantined": [dataclasses.asdict(q) for q in report.quarantined],
-        "problems": [dataclasses.asdict(p) for p in report.problems],
+        "problems": [p.as_json() for p in report.problems],
         "errors": [e.as_json() for e in report.errors],
     }
     if as_json:

@@ -10,8 +10,9 @@ spelled as bare strings in each module; a typo there was a silent "not passed". 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+
+from k3kit._immutable import Immutable
 
 
 class CheckStatus(enum.StrEnum):
@@ -46,17 +47,22 @@ class Severity(enum.StrEnum):
     PASS = "pass"  # noqa: S105 (a severity, not a password)
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(Immutable):
     """One way an artifact departs from what was signed or locked.
 
     ``code`` is a :mod:`k3kit.codes` member (scripts branch on it), ``path`` the file it is about
-    (relative, already escaped for printing), ``detail`` the human explanation.
+    (relative, already escaped for printing), ``detail`` the human explanation. An
+    :class:`k3kit._immutable.Immutable` record, not a dataclass: it is on every verb's start-up
+    path.
     """
 
+    __slots__ = ("code", "detail", "path")
     code: str
     path: str
     detail: str
+
+    def __init__(self, code: str, path: str, detail: str) -> None:
+        super().__init__(code=code, path=path, detail=detail)
 
     def as_json(self) -> dict[str, Any]:
         """The record as the ``--json`` output writes it."""

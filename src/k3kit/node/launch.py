@@ -38,13 +38,13 @@ import os
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from k3kit._digest import sha256_hex
 from k3kit._fs import atomic_write, check_trust_anchor, private_dir, program_on_path
+from k3kit._immutable import Immutable
 from k3kit._text import shown
 from k3kit.engines import (
     ADAPTERS,
@@ -106,20 +106,50 @@ _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ENGINES: dict[str, EngineAdapter] = ADAPTERS
 
 
-@dataclass(frozen=True)
-class Site:
+class Site(Immutable):
     """The buyer's own values (not signed): weights folder, trust key, listen address."""
 
-    model_dir: Path | None = None
-    trust_key: Path | None = None
-    host: str = "127.0.0.1"
-    port: int = 8000
+    __slots__ = ("host", "model_dir", "port", "trust_key")
+    model_dir: Path | None
+    trust_key: Path | None
+    host: str
+    port: int
+
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        trust_key: Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+    ) -> None:
+        super().__init__(model_dir=model_dir, trust_key=trust_key, host=host, port=port)
 
 
-@dataclass(frozen=True)
-class LaunchPlan:
-    """Everything the CLI needs to ``execve`` the engine, plus what it was derived from."""
+class LaunchPlan(Immutable):
+    """Everything the CLI needs to ``execve`` the engine, plus what it was derived from.
 
+    ``cwd`` is the working directory the engine must start in (the private runtime folder);
+    ``loads`` what the kit makes the engine load from outside it, each with the publisher's
+    reason. Site and LaunchPlan are :class:`k3kit._immutable.Immutable` records, not dataclasses,
+    for launch's start-up (docs/performance.md, "Seventh pass").
+    """
+
+    __slots__ = (
+        "argv",
+        "config_path",
+        "config_sha256",
+        "cwd",
+        "engine",
+        "engine_version",
+        "env",
+        "executable",
+        "kit_sha256",
+        "loads",
+        "profile",
+        "report",
+        "topology",
+        "weights_root",
+    )
     executable: str
     argv: list[str]
     env: dict[str, str]
@@ -131,11 +161,44 @@ class LaunchPlan:
     topology: str
     engine: str
     engine_version: str
-    report: Report = field(repr=False)
-    #: The working directory the engine must start in (the private runtime folder).
-    cwd: Path = Path("/")
-    #: What the kit makes the engine load from outside it, each with the publisher's reason.
-    loads: dict[str, str] = field(default_factory=dict)
+    report: Report
+    cwd: Path
+    loads: dict[str, str]
+
+    def __init__(
+        self,
+        *,
+        executable: str,
+        argv: list[str],
+        env: dict[str, str],
+        config_path: Path,
+        config_sha256: str,
+        kit_sha256: str,
+        weights_root: Path,
+        profile: str,
+        topology: str,
+        engine: str,
+        engine_version: str,
+        report: Report,
+        cwd: Path,
+        loads: dict[str, str],
+    ) -> None:
+        super().__init__(
+            executable=executable,
+            argv=argv,
+            env=env,
+            config_path=config_path,
+            config_sha256=config_sha256,
+            kit_sha256=kit_sha256,
+            weights_root=weights_root,
+            profile=profile,
+            topology=topology,
+            engine=engine,
+            engine_version=engine_version,
+            report=report,
+            cwd=cwd,
+            loads=loads,
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -213,7 +276,7 @@ def launch_inputs(
             code="TRUST_EMPTY",
             hint="pass --trust with the publisher's public key (KEY.pub), or --root ROOT.json",
         )
-    site = replace(site, host=host or site.host, port=port or site.port)
+    site = Site(site.model_dir, site.trust_key, host or site.host, port or site.port)
     return LaunchInputs(site, chosen, keys)
 
 

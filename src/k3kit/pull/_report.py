@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from k3kit._immutable import Immutable
 from k3kit.errors import K3kitError
 from k3kit.formats.vocab import Problem
 from k3kit.models import WeightsLock
@@ -15,7 +16,6 @@ from k3kit.weights import WeightsProblem
 LayoutName = Literal["cache", "plain"]
 
 
-@dataclass(frozen=True)
 class PullError(Problem):
     """A file the pull could not finish: the one problem record (:class:`Problem`) with the
     ``hint`` of the :class:`K3kitError` it came from, so every layer reports problems one way.
@@ -23,7 +23,11 @@ class PullError(Problem):
     ``message`` stays readable (the CLI's and the JSON's name for ``detail``).
     """
 
-    hint: str | None = None
+    __slots__ = ("hint",)
+    hint: str | None
+
+    def __init__(self, code: str, path: str, detail: str, hint: str | None = None) -> None:
+        Immutable.__init__(self, code=code, path=path, detail=detail, hint=hint)
 
     @classmethod
     def of(cls, path: str, exc: K3kitError) -> PullError:

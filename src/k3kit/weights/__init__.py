@@ -24,13 +24,13 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from k3kit._canonical import sha256_of_model
 from k3kit._digest import FileStamp, hash_file
 from k3kit._fs import display_name, walk
+from k3kit._immutable import Immutable
 from k3kit.errors import InputError, K3kitError, VerificationError
 from k3kit.formats.vocab import Problem
 from k3kit.weights.layouts import (
@@ -58,13 +58,13 @@ if TYPE_CHECKING:
 WeightsProblem = Problem
 
 
-@dataclass(frozen=True)
-class WeightsOptions:
+class WeightsOptions(Immutable):
     """How a weights folder is checked: one typed value for verify, launch, the CLI and the demo.
 
-    Why a frozen dataclass and not a ``dict``: a misspelt option used to surface as a
-    ``TypeError`` deep inside the verifier; now it is a mypy error at the call site, and a
-    value out of range is refused here (``InputError`` ``WEIGHTS_OPTION_INVALID``, exit 3).
+    Why a typed record and not a ``dict``: a misspelt option used to surface as a ``TypeError``
+    deep inside the verifier; now it is a mypy error at the call site, and a value out of range
+    is refused here (``InputError`` ``WEIGHTS_OPTION_INVALID``, exit 3). A
+    :class:`k3kit._immutable.Immutable` record, not a dataclass: it is on launch's start-up path.
 
     ``workers``: hashing threads (None: one per CPU this process may use); ``algorithm``:
     ``"sha256"`` or ``"blake3"`` (None: blake3 where the lock has it); ``all_errors``: keep
@@ -73,39 +73,75 @@ class WeightsOptions:
     ``on_progress(bytes_done, bytes_to_hash)``: called a few times a second.
     """
 
-    workers: int | None = None
-    algorithm: str | None = None
-    all_errors: bool = False
-    full: bool = False
-    state_dir: Path | None = None
-    on_progress: Callable[[int, int], None] | None = None
+    __slots__ = ("algorithm", "all_errors", "full", "on_progress", "state_dir", "workers")
+    workers: int | None
+    algorithm: str | None
+    all_errors: bool
+    full: bool
+    state_dir: Path | None
+    on_progress: Callable[[int, int], None] | None
 
-    def __post_init__(self) -> None:
-        if self.workers is not None and self.workers < 1:
+    def __init__(
+        self,
+        workers: int | None = None,
+        algorithm: str | None = None,
+        all_errors: bool = False,
+        full: bool = False,
+        state_dir: Path | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        if workers is not None and workers < 1:
             raise InputError(
-                f"workers must be 1 or more, not {self.workers}", code="WEIGHTS_OPTION_INVALID"
+                f"workers must be 1 or more, not {workers}", code="WEIGHTS_OPTION_INVALID"
             )
-        if self.algorithm not in (None, "sha256", "blake3"):
+        if algorithm not in (None, "sha256", "blake3"):
             raise InputError(
-                f"algorithm must be sha256 or blake3, not {self.algorithm!r}",
+                f"algorithm must be sha256 or blake3, not {algorithm!r}",
                 code="WEIGHTS_OPTION_INVALID",
             )
+        super().__init__(
+            workers=workers,
+            algorithm=algorithm,
+            all_errors=all_errors,
+            full=full,
+            state_dir=state_dir,
+            on_progress=on_progress,
+        )
 
 
-@dataclass
 class WeightsReport:
-    layout: Layout
-    algorithm: str
-    problems: list[WeightsProblem] = field(default_factory=list)
-    files_hashed: int = 0
-    bytes_hashed: int = 0  # bytes actually read, including a file stopped part-way
-    files_from_cache: int = 0
-    bytes_from_cache: int = 0
-    cache_status: str = "off"  # off | empty | loaded | ignored (why) | bypassed (--full) | not used
-    cache_saved: bool = False
-    cache_note: str | None = None
-    workers: int = 0
-    blake3_threads: int = 1
+    """What checking a weights folder found: its problems, and how much was hashed or trusted
+    from the verification cache (a plain slotted class, filled in as the check goes)."""
+
+    __slots__ = (
+        "algorithm",
+        "blake3_threads",
+        "bytes_from_cache",
+        "bytes_hashed",
+        "cache_note",
+        "cache_saved",
+        "cache_status",
+        "files_from_cache",
+        "files_hashed",
+        "layout",
+        "problems",
+        "workers",
+    )
+
+    def __init__(self, layout: Layout, algorithm: str) -> None:
+        self.layout = layout
+        self.algorithm = algorithm
+        self.problems: list[WeightsProblem] = []
+        self.files_hashed = 0
+        self.bytes_hashed = 0  # bytes actually read, including a file stopped part-way
+        self.files_from_cache = 0
+        self.bytes_from_cache = 0
+        # off | empty | loaded | ignored (why) | bypassed (--full) | not used
+        self.cache_status = "off"
+        self.cache_saved = False
+        self.cache_note: str | None = None
+        self.workers = 0
+        self.blake3_threads = 1
 
     @property
     def ok(self) -> bool:

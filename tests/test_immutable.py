@@ -1,0 +1,94 @@
+"""``k3kit._immutable.Immutable``, the records that replaced five frozen dataclasses on launch's
+start-up path (issue 23, seventh pass): what the dataclasses promised still holds."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from pathlib import Path
+
+import pytest
+
+from k3kit._immutable import Immutable
+from k3kit.formats.vocab import Problem
+from k3kit.node.launch import Site
+from k3kit.pull._report import PullError
+from k3kit.weights import WeightsOptions
+
+
+def test_fields_are_set_by_name_whatever_order_slots_are_written_in() -> None:
+    """ruff sorts ``__slots__``: a record that took its values in slot order swapped Site's host
+    and port (caught by the suite); values go by name."""
+    site = Site(Path("/w"), None, "0.0.0.0", 9000)
+    assert (site.model_dir, site.trust_key, site.host, site.port) == (
+        Path("/w"),
+        None,
+        "0.0.0.0",
+        9000,
+    )
+    assert WeightsOptions(workers=3).workers == 3
+    assert WeightsOptions().on_progress is None
+
+
+def test_a_missing_or_unknown_field_is_refused() -> None:
+    class Pair(Immutable):
+        __slots__ = ("a", "b")
+
+    with pytest.raises(TypeError, match="takes exactly"):
+        Pair(a=1)
+    with pytest.raises(TypeError, match="takes exactly"):
+        Pair(a=1, b=2, c=3)
+
+
+def test_records_cannot_be_changed() -> None:
+    problem = Problem("KIT_FILE_EXTRA", "a.txt", "file is not in MANIFEST.json")
+    with pytest.raises(AttributeError, match="immutable"):
+        problem.detail = "other"  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="immutable"):
+        del problem.path
+    with pytest.raises(AttributeError):
+        problem.extra = 1  # slotted: no new attributes either
+
+
+def test_equality_and_hash_follow_the_fields_and_the_class() -> None:
+    a, b = Problem("C", "p", "d"), Problem("C", "p", "d")
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert a != Problem("C", "p", "other")
+    # a subclass with the same three values is another record (as between dataclasses)
+    assert a != PullError("C", "p", "d")
+    assert a != ("C", "p", "d")
+
+
+def test_a_subclass_extends_its_base_fields() -> None:
+    error = PullError("HUB_UNAVAILABLE", "a.bin", "503", "retry")
+    assert isinstance(error, Problem)
+    assert (error.code, error.path, error.detail, error.hint) == (
+        "HUB_UNAVAILABLE",
+        "a.bin",
+        "503",
+        "retry",
+    )
+    assert "hint='retry'" in repr(error)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        Problem("C", "p", "d"),
+        PullError("C", "p", "d", None),
+        Site(port=1),
+        WeightsOptions(workers=2, algorithm="blake3", full=True),
+    ],
+)
+def test_copy_and_pickle_rebuild_an_equal_record(record: Immutable) -> None:
+    assert copy.copy(record) == record
+    assert copy.deepcopy(record) == record
+    assert pickle.loads(pickle.dumps(record)) == record
+
+
+def test_weights_options_still_refuse_bad_values() -> None:
+    from k3kit.errors import InputError
+
+    for bad in ({"workers": 0}, {"algorithm": "md5"}):
+        with pytest.raises(InputError):
+            WeightsOptions(**bad)
