@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from k3kit._text import shown
+from k3kit._values import utc_timestamp
 from k3kit.cli._app import err, outcome_decided
 from k3kit.errors import InputError, UsageProblem, VerificationError
 
@@ -310,3 +311,59 @@ class KitFolder(click.ParamType[Path]):
 
         verb = ctx.command_path if ctx is not None else "this command"
         return require_kit_folder(Path(value), verb=verb, hint=self.hint)
+
+
+# The options of every verb that verifies a kit. Here, not in cli.signing: that module also
+# defines the signing verbs, which launch's and verify's start-up need not build.
+def now_for_verification() -> str:
+    """The real clock, read once per run (never SOURCE_DATE_EPOCH: that is for builds)."""
+    return utc_timestamp()
+
+
+root_option = click.option(
+    "--root",
+    "root_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Pinned root of trust (N.root.json); the kit's root/ chain may move it forward.",
+)
+allow_rollback_option = click.option(
+    "--allow-rollback",
+    is_flag=True,
+    help="OPERATOR OVERRIDE: accept an older or conflicting kit for this package/channel "
+    "(recorded in the state file; a root's minimum sequence still applies).",
+)
+
+
+def trust_source(
+    trust: tuple[Path, ...], root_file: Path | None, state_dir: Path | None, allow_rollback: bool
+) -> tuple[Any, Any]:
+    """What ``verify`` trusts: --trust keys, or --root with rollback state in STATE_DIR."""
+    from k3kit.signing.trust.source import root_trust
+
+    if root_file is None:
+        if allow_rollback:
+            raise click.UsageError("--allow-rollback needs --root (rollback is tracked per root)")
+        if not trust:
+            raise no_trust_given("no trusted key: give --trust KEY.pub or --root ROOT.json")
+        return trusted_keys(trust), None
+    if trust:
+        raise click.UsageError("give either --trust or --root, not both")
+    anchor, policy = root_trust(
+        root_file, state_dir, now=now_for_verification(), allow_rollback=allow_rollback
+    )
+    if allow_rollback:
+        click.echo(
+            "WARNING: --allow-rollback: an older or conflicting kit will be accepted and recorded",
+            err=True,
+        )
+    return anchor, policy
+
+
+# verify's --trust: optional there, because --root is the other way to say what is trusted.
+optional_trust_option = click.option(
+    "--trust",
+    "trust",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Publisher public key you trust (repeatable); or use --root.",
+)

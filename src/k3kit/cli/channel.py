@@ -15,18 +15,16 @@ from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, 
 from k3kit.cli._shared import (
     ByteProgress,
     Real,
+    allow_rollback_option,
     no_trust_given,
+    optional_trust_option,
     print_report,
+    root_option,
     state_and_cache,
+    trust_source,
     trusted_keys,
 )
-from k3kit.cli.signing import (
-    allow_rollback_option,
-    load_signer,
-    optional_trust_option,
-    root_option,
-    trust_source,
-)
+from k3kit.cli.signing import load_signer
 from k3kit.errors import UsageProblem
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -14,10 +14,12 @@ from k3kit.cli._shared import (
     ByteProgress,
     KitFolder,
     Whole,
+    allow_rollback_option,
     print_report,
+    root_option,
     state_and_cache,
+    trust_source,
 )
-from k3kit.cli.signing import allow_rollback_option, root_option, trust_source
 from k3kit.errors import InputError, VerificationError
 
 _STATE_HELP = (

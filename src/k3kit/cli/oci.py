@@ -9,8 +9,13 @@ from typing import Any
 import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, say
-from k3kit.cli._shared import print_report, state_and_cache
-from k3kit.cli.signing import allow_rollback_option, root_option, trust_source
+from k3kit.cli._shared import (
+    allow_rollback_option,
+    print_report,
+    root_option,
+    state_and_cache,
+    trust_source,
+)
 from k3kit.errors import ExitCode
 
 

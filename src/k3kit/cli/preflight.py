@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 import click
 
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, say
-from k3kit.cli._shared import KitFolder
-from k3kit.cli.signing import (
+from k3kit.cli._shared import (
+    KitFolder,
     allow_rollback_option,
     optional_trust_option,
     root_option,

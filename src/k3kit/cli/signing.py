@@ -12,18 +12,12 @@ from typing import Any, TypeVar
 
 import click
 
-from k3kit._values import utc_timestamp
 from k3kit.cli._app import EXIT_CODES_HELP, cli, handle_errors
-from k3kit.cli._shared import KitFolder, no_trust_given
+from k3kit.cli._shared import KitFolder
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.names import MANIFEST_SIG_NAME
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def now_for_verification() -> str:
-    """The real clock, read once per run (never SOURCE_DATE_EPOCH: that is for builds)."""
-    return utc_timestamp()
 
 
 def key_option(help_text: str) -> Callable[[_F], _F]:
@@ -121,53 +115,3 @@ def sshsig(kit: Path, key: str, principal: str, passphrase_env: str | None, forc
         f"wrote {kit / MANIFEST_SIG_NAME}\nallowed_signers line (give it to buyers out of "
         f"band):\n{ssh.allowed_signers_line(signer.public_key(), principal)}"
     )
-
-
-root_option = click.option(
-    "--root",
-    "root_file",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Pinned root of trust (N.root.json); the kit's root/ chain may move it forward.",
-)
-allow_rollback_option = click.option(
-    "--allow-rollback",
-    is_flag=True,
-    help="OPERATOR OVERRIDE: accept an older or conflicting kit for this package/channel "
-    "(recorded in the state file; a root's minimum sequence still applies).",
-)
-
-
-def trust_source(
-    trust: tuple[Path, ...], root_file: Path | None, state_dir: Path | None, allow_rollback: bool
-) -> tuple[Any, Any]:
-    """What ``verify`` trusts: --trust keys, or --root with rollback state in STATE_DIR."""
-    from k3kit.cli._shared import trusted_keys
-    from k3kit.signing.trust.source import root_trust
-
-    if root_file is None:
-        if allow_rollback:
-            raise click.UsageError("--allow-rollback needs --root (rollback is tracked per root)")
-        if not trust:
-            raise no_trust_given("no trusted key: give --trust KEY.pub or --root ROOT.json")
-        return trusted_keys(trust), None
-    if trust:
-        raise click.UsageError("give either --trust or --root, not both")
-    anchor, policy = root_trust(
-        root_file, state_dir, now=now_for_verification(), allow_rollback=allow_rollback
-    )
-    if allow_rollback:
-        click.echo(
-            "WARNING: --allow-rollback: an older or conflicting kit will be accepted and recorded",
-            err=True,
-        )
-    return anchor, policy
-
-
-# verify's --trust: optional there, because --root is the other way to say what is trusted.
-optional_trust_option = click.option(
-    "--trust",
-    "trust",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    help="Publisher public key you trust (repeatable); or use --root.",
-)

@@ -16,8 +16,12 @@ import click
 
 from k3kit._values import ascii_int
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors
-from k3kit.cli._shared import KitFolder, Whole
-from k3kit.cli.signing import key_option, load_signer, now_for_verification
+from k3kit.cli._shared import (
+    KitFolder,
+    Whole,
+    now_for_verification,
+)
+from k3kit.cli.signing import key_option, load_signer
 
 _TS = "YYYY-MM-DDTHH:MM:SSZ"
 # k3kit.signing.trust.edit.ROLE_NAMES' keys (release is TUF's targets role); spelled here so
