@@ -88,6 +88,11 @@ NOT_FOR_A_FOLDER = (
     # packaging: the documents' engine version is checked by a canonical-form pattern proven
     # against packaging (tests/test_engine_version.py); packaging parses where versions compare
     "packaging",
+    # seventh pass: the documents are plain JSON trees, whose RFC 8785 bytes the stdlib's C
+    # encoder writes (rfc8785 only for what is not plain: tests/test_canonical_fast.py); the
+    # options of the verbs that verify live in cli._shared, not with the signing verbs
+    "rfc8785",
+    "k3kit.cli.signing",
 )
 
 # What `launch --dry-run` of a kit built against a shipped engine snapshot does not use (fifth
@@ -248,6 +253,10 @@ NOT_FOR_A_WARM_LAUNCH = (
     "packaging",
     # the config's digest and the kit's files take cryptography's sha256 (_digest.SMALL_BYTES)
     "hashlib",
+    # seventh pass: canonical bytes by the stdlib's C encoder (plain trees); the verbs' shared
+    # options without the signing verbs
+    "rfc8785",
+    "k3kit.cli.signing",
 )
 
 
