@@ -11,6 +11,7 @@ traceback and exits 1.
 from __future__ import annotations
 
 import json
+import re
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -27,8 +28,9 @@ from k3kit.errors import InputError
 from k3kit.formats.manifest import build_manifest, manifest_bytes
 from k3kit.models import EnginePin
 from k3kit.models.engine_version import (
-    _CANONICAL,
+    _CANONICAL_PATTERN,
     MAX_VERSION_CHARS,
+    _is_canonical,
     check_engine_version,
     parse_engine_version,
     release_of,
@@ -75,7 +77,7 @@ def _verdict(check: Callable[[str], object], text: str) -> str | None:
 # what packaging would refuse or write differently: every text it matches is generated here and
 # round-tripped through packaging; a fixed seed, so every run checks the same texts.
 @settings(max_examples=examples(400), derandomize=True, deadline=None)
-@given(st.from_regex(_CANONICAL, fullmatch=True))
+@given(st.from_regex(_CANONICAL_PATTERN, fullmatch=True))
 def test_every_text_the_fast_path_accepts_is_what_packaging_writes(text: str) -> None:
     if len(text) > MAX_VERSION_CHARS:
         return
@@ -91,6 +93,25 @@ NEAR_MISSES = [
     *("1.0+0a", "1.0+a_b", "1.0+a-b", "1.0+Abc", "V1.0", " 1.0", "1.0 ", "1.0\n", "1" * 65),
     *("1.0+" + "a" * 60, "\u0661.0", "1.0+\u00e9", "1..0", ".1", "1.", "1.0.rc1", "1.0RC1"),
 ]
+
+
+# Releases alone skip the pattern (seventh pass): part by part, ASCII digits without a leading
+# zero. Every near-miss of that shortcut gets the pattern's verdict.
+RELEASE_NEAR_MISSES = [
+    *("0", "0.33.0", "10.1.1.1", "00", "0.033.0", "1..0", ".1", "1.", "", ".", "0.0.0"),
+    *("\u0661.0", "1.\u00b2", "\uff11.0", "1.0\n", " 1", "1 .0", "1_0.0", "+1.0", "-1.0", "1e3"),
+]
+
+
+@pytest.mark.parametrize("text", RELEASE_NEAR_MISSES + NEAR_MISSES)
+def test_the_release_shortcut_agrees_with_the_pattern(text: str) -> None:
+    assert _is_canonical(text) == bool(re.fullmatch(_CANONICAL_PATTERN, text, re.ASCII)), text
+
+
+@settings(max_examples=examples(600), derandomize=True, deadline=None)
+@given(st.text(alphabet="0123456789.\u0661\u00b2+a ", max_size=12))
+def test_the_release_shortcut_agrees_with_the_pattern_on_arbitrary_text(text: str) -> None:
+    assert _is_canonical(text) == bool(re.fullmatch(_CANONICAL_PATTERN, text, re.ASCII)), text
 
 
 @pytest.mark.parametrize("text", NEAR_MISSES)
@@ -127,7 +148,7 @@ def _matches_by_packaging(pinned: str, found: str, rule: str) -> bool:
 
 
 _VERSION_TEXT = st.one_of(
-    st.from_regex(_CANONICAL, fullmatch=True).filter(lambda t: len(t) <= MAX_VERSION_CHARS),
+    st.from_regex(_CANONICAL_PATTERN, fullmatch=True).filter(lambda t: len(t) <= MAX_VERSION_CHARS),
     st.sampled_from(NEAR_MISSES),
     st.text(alphabet="0123456789.!+-_abcdeloprstvACPV ", max_size=16),
 )
