@@ -4,7 +4,7 @@ Why not ``@dataclass(frozen=True)``: it writes its methods' source and ``exec``s
 about 1 ms of CPU a class on the 2-core machine, thirty times what a plain class costs. Five of
 them on ``launch``'s path were 5 ms of its start-up (docs/performance.md, "Seventh pass").
 
-A :class:`Immutable` subclass names its fields in ``__slots__`` (annotated in the class body for
+An :class:`Immutable` subclass names its fields in ``__slots__`` (annotated in the class body for
 the type checker), takes them in a typed ``__init__`` of its own and hands them by name to
 ``Immutable.__init__``, which refuses a missing or unknown one. Equality, hashing and ``repr`` come
 from the fields, as a frozen dataclass's do; assigning or deleting a field afterwards raises
