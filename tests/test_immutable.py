@@ -92,3 +92,14 @@ def test_weights_options_still_refuse_bad_values() -> None:
     for bad in ({"workers": 0}, {"algorithm": "md5"}):
         with pytest.raises(InputError):
             WeightsOptions(**bad)
+
+
+def test_a_record_without_its_own_init_takes_its_fields_by_keyword() -> None:
+    class Pair(Immutable):
+        __slots__ = ("a", "b")
+        a: int
+        b: str
+
+    assert Pair(a=1, b="x") == Pair(b="x", a=1)
+    with pytest.raises(TypeError):
+        Pair(1, "x")  # type: ignore[call-arg]

@@ -5,10 +5,10 @@ about 1 ms of CPU a class on the 2-core machine, thirty times what a plain class
 them on ``launch``'s path were 5 ms of its start-up (docs/performance.md, "Seventh pass").
 
 An :class:`Immutable` subclass names its fields in ``__slots__`` (annotated in the class body for
-the type checker), takes them in a typed ``__init__`` of its own and hands them by name to
-``Immutable.__init__``, which refuses a missing or unknown one. Equality, hashing and ``repr`` come
-from the fields, as a frozen dataclass's do; assigning or deleting a field afterwards raises
-``AttributeError``.
+the type checker) and either takes them by keyword or writes a typed ``__init__`` of its own
+(positional arguments, defaults, validation) that hands them by name to ``Immutable.__init__``,
+which refuses a missing or unknown one. Equality, hashing and ``repr`` come from the fields, as
+a frozen dataclass's do; assigning or deleting a field afterwards raises ``AttributeError``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from collections.abc import Callable
 from typing import Any, ClassVar, dataclass_transform
 
 
-@dataclass_transform(frozen_default=True)  # the type checker refuses assignments, as at run time
+# For the type checker: assignments refused, as at run time; a record without an __init__ of its
+# own takes its fields by keyword, as Immutable.__init__ does.
+@dataclass_transform(frozen_default=True, kw_only_default=True)
 class Immutable:
     """Base of the immutable records; see the module docstring."""
 

@@ -131,7 +131,8 @@ class LaunchPlan(Immutable):
     ``cwd`` is the working directory the engine must start in (the private runtime folder);
     ``loads`` what the kit makes the engine load from outside it, each with the publisher's
     reason. Site and LaunchPlan are :class:`k3kit._immutable.Immutable` records, not dataclasses,
-    for launch's start-up (docs/performance.md, "Seventh pass").
+    for launch's start-up (docs/performance.md, "Seventh pass"); LaunchPlan takes its fields by
+    keyword (the ``__init__`` Immutable gives a record that writes none of its own).
     """
 
     __slots__ = (
@@ -164,41 +165,6 @@ class LaunchPlan(Immutable):
     report: Report
     cwd: Path
     loads: dict[str, str]
-
-    def __init__(
-        self,
-        *,
-        executable: str,
-        argv: list[str],
-        env: dict[str, str],
-        config_path: Path,
-        config_sha256: str,
-        kit_sha256: str,
-        weights_root: Path,
-        profile: str,
-        topology: str,
-        engine: str,
-        engine_version: str,
-        report: Report,
-        cwd: Path,
-        loads: dict[str, str],
-    ) -> None:
-        super().__init__(
-            executable=executable,
-            argv=argv,
-            env=env,
-            config_path=config_path,
-            config_sha256=config_sha256,
-            kit_sha256=kit_sha256,
-            weights_root=weights_root,
-            profile=profile,
-            topology=topology,
-            engine=engine,
-            engine_version=engine_version,
-            report=report,
-            cwd=cwd,
-            loads=loads,
-        )
 
     def as_json(self) -> dict[str, Any]:
         return {
