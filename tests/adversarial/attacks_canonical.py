@@ -168,3 +168,18 @@ def canonical_lock_with_an_escaped_letter_resigned_at_launch(w: Workbench) -> Ar
     """The same lock, given to launch: refused before the weights are hashed or the engine run."""
     _lock_respelt(w, _first(b'"repo"', b'"\\u0072epo"'))
     return w.launch("--dry-run")
+
+
+@attack("JSON_NOT_CANONICAL")
+def canonical_receipt_payload_with_astral_keys_in_code_point_order_resigned(
+    w: Workbench,
+) -> Argv:
+    """Two extra members, U+E000 then U+1F600: code-point order, which the C encoder's sort_keys
+    would write; RFC 8785 sorts by UTF-16 units (D83D before E000), so these bytes are not
+    canonical. Non-ASCII keys must go to rfc8785 and be refused here, before the model sees them."""
+
+    def add(data: bytes) -> bytes:
+        assert data.endswith(b"}")
+        return data[:-1] + ',"\ue000":1,"\U0001f600":2}'.encode()
+
+    return _verify(w, _payload_respelt(w, add))
