@@ -586,3 +586,17 @@ def test_attack_a_lock_with_a_size_past_2_53_is_hashed_or_refused_as_before(
     reference = _outcome(lambda o: bytes(rfc8785.dumps(o)), dumped)
     assert _outcome(_canonical.model_bytes, bad) == reference
     assert isinstance(reference, bytes) == (abs(size) <= MAX_SAFE_INT)
+
+
+def test_attack_key_ids_are_the_ones_pinned_roots_name(golden: GoldenKit) -> None:
+    """A key id is the sha256 of the canonical key object (roots and thresholds count distinct
+    ids): the fast path writes the object, and the id is rfc8785's, so every root pinned before
+    it still names the same keys."""
+    import hashlib
+
+    from k3kit.signing.keys import key_object, keyid, load_public
+
+    pub = load_public(golden.key.public)
+    assert _canonical._plain(key_object(pub))
+    expected = hashlib.sha256(bytes(rfc8785.dumps(key_object(pub)))).hexdigest()
+    assert keyid(pub) == expected
