@@ -288,6 +288,26 @@ def test_pull_into_a_folder_with_other_files_fails_like_verify(
     assert verify(served, dest)[0] == 1
 
 
+def test_attack_pull_json_problem_records_keep_the_dataclass_shape(
+    served: ServedKit, tmp_path: Path
+) -> None:
+    """Problem is no longer a dataclass (issue 23, seventh pass): ``pull --json`` writes each
+    verification problem with ``as_json`` where it wrote ``dataclasses.asdict``; a script reading
+    the old record (code, path, detail: no ``message``, no ``hint``) reads the same keys and
+    values, and the problem still fails the pull."""
+    dest = tmp_path / "plain"
+    dest.mkdir()
+    (dest / "stray.bin").write_bytes(b"not in the lock")
+    argv = ["pull", served.kit, "--endpoint", served.hub.url, "--dir", dest, "--layout", "plain"]
+    proc = run_k3kit(*argv, "--json")
+    assert proc.returncode == 1
+    problems = json.loads(proc.stdout)["problems"]
+    assert len(problems) == 1
+    assert set(problems[0]) == {"code", "path", "detail"}
+    assert (problems[0]["code"], problems[0]["path"]) == ("WEIGHTS_FILE_EXTRA", "stray.bin")
+    assert problems[0]["detail"] and isinstance(problems[0]["detail"], str)
+
+
 def test_pull_bad_input_exit_3(tmp_path: Path) -> None:
     proc = run_k3kit("pull", tmp_path / "absent", "--dir", tmp_path / "w")
     assert proc.returncode == 3 and "kit not found" in proc.stderr

@@ -532,3 +532,80 @@ def test_accept_huge_single_chunk_is_bounded() -> None:
         error, peak = _one_request(url)
     assert error  # no token was streamed, no [DONE]
     assert peak < SINGLE_CHUNK_BOUND, f"{peak / 2**20:.0f} MiB"
+
+
+# The verifying verbs' --root / --allow-rollback / --trust moved from cli.signing to cli._shared
+# (issue 23, seventh pass, so launch and verify no longer build the signing verbs): every verb
+# must still refuse a mixed or incomplete trust source, before it reads, writes or runs anything.
+def _trust_verbs(w: Path, kit: Path) -> dict[str, list[str | Path]]:
+    site = w / "site.env"
+    site.write_text("MODEL_DIR=/srv/models/kimi\n")
+    return {
+        "verify": ["verify", kit],
+        "install": ["install", kit, "--into", w / "into"],
+        "launch": ["launch", kit, "--profile", "interactive", "--weights", w / "weights",
+                   "--no-preflight", "--dry-run"],
+        "push": ["push", kit, "oci://127.0.0.1:9/kits/x"],
+        "render-site": ["render-site", kit, "--site", site, "-o", w / "out"],
+        "update": ["update", "--channel", "stable", "--from", "file:///nonexistent",
+                   "--into", w / "into"],
+        "preflight": ["preflight", kit, "--profile", "interactive"],
+    }  # fmt: skip
+
+
+_TRUST_ATTACKS = {
+    "rollback-without-root": (["--allow-rollback"], "--allow-rollback needs --root"),
+    "trust-and-root": (["--root", "ROOT"], "give either --trust or --root, not both"),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(_TRUST_ATTACKS))
+@pytest.mark.parametrize(
+    "verb", ["verify", "install", "launch", "push", "render-site", "update", "preflight"]
+)
+def test_every_verifying_verb_refuses_a_mixed_trust_source_before_any_work(
+    kit: Path, golden: GoldenKit, tmp_path: Path, verb: str, attack: str
+) -> None:
+    """--allow-rollback without --root (rollback is tracked per root), or --trust with --root
+    (two trust sources, one silently ignored): exit 2 with the usage error, and nothing written
+    (no install folder, no rendered site, no state) nor contacted. preflight has no
+    --allow-rollback (click refuses the option itself); update needs --root whatever else is
+    given. The same messages as before the move (compared by hand with 8f08e35)."""
+    work = tmp_path / "w"
+    work.mkdir()
+    root = work / "1.root.json"
+    shutil.copy(golden.kit / "kit.json", root)  # any file: it must not be read
+    extra, message = _TRUST_ATTACKS[attack]
+    extra = [str(root) if part == "ROOT" else part for part in extra]
+    before = sorted(p.name for p in work.iterdir())
+    argv = [*_trust_verbs(work, kit)[verb], "--trust", golden.key.public, *extra]
+    argv += ["--state-dir", work / "state"] if verb not in ("push", "preflight") else []
+    proc = run_k3kit(*argv)
+    assert proc.returncode == 2, proc.stderr
+    if verb == "preflight" and attack == "rollback-without-root":
+        assert "No such option '--allow-rollback'" in proc.stderr
+    elif verb == "update" and attack == "rollback-without-root":
+        assert "update needs the publisher's pinned root" in proc.stderr  # as before the move
+    else:
+        assert message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in work.iterdir()) == [*before, "site.env"]
+
+
+@pytest.mark.parametrize("verb", ["countersign", "sshsig", "sign"])
+def test_the_signing_verbs_are_still_found_after_their_options_moved(
+    kit: Path, tmp_path: Path, verb: str
+) -> None:
+    """cli.signing no longer holds the verifying options, and launch/verify no longer import it:
+    in a fresh process the lazy command group must still find the signing verbs and run them to
+    their own refusal (a key file that is not there: exit 4), not answer "No such command"."""
+    help_proc = run_k3kit(verb, "--help", process=True)
+    assert help_proc.returncode == 0 and f"Usage: k3kit {verb}" in help_proc.stdout
+    argv: list[str | Path] = [verb, kit, "--key", tmp_path / "absent.key"]
+    if verb == "sshsig":
+        argv += ["--principal", "release@example.com"]
+    if verb == "sign":
+        argv += ["--claims", kit / "absent-claims.toml"]
+    proc = run_k3kit(*argv, process=True)
+    assert "No such command" not in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode in (3, 4), proc.stderr
