@@ -115,6 +115,20 @@ def test_import_stays_lazy() -> None:
         _ = k3kit.verify_kti  # type: ignore[attr-defined]
 
 
+def test_the_verify_facts_types_import_at_run_time() -> None:
+    """docs/api.md names ``k3kit.node.verify.VerifyFacts``; verify's start-up no longer builds it
+    (k3kit.node._facts), but importing it from there still works."""
+    import typing
+
+    from k3kit.node.verify import ReceiptFacts, RollbackFacts, VerifyFacts, WeightsFacts
+
+    for kind in (ReceiptFacts, RollbackFacts, VerifyFacts, WeightsFacts):
+        assert typing.is_typeddict(kind)
+    assert "weights" in VerifyFacts.__annotations__
+    with pytest.raises(ImportError):
+        from k3kit.node.verify import NoSuchFacts  # noqa: F401
+
+
 def test_weights_options_are_typed_and_checked() -> None:
     options = k3kit.WeightsOptions(workers=2)
     with pytest.raises(AttributeError):  # immutable (k3kit._immutable.Immutable)

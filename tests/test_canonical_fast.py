@@ -444,13 +444,19 @@ def test_attack_a_container_shared_inside_a_plain_tree_is_not_plain() -> None:
 def test_attack_a_tree_deeper_than_rfc8785_writes_is_refused_by_every_reader_first() -> None:
     """Depth is where the writers can part: on Python 3.13 the C encoder writes a tree of
     1,000-9,000 levels that rfc8785 refuses with RecursionError (3.11's C encoder refuses it
-    too). No verdict moves: every document reaching require_canonical was parsed by strict_loads,
-    which refuses depth 33 (the default every caller keeps), deep or very deep."""
+    too). A tree deeper than _PLAIN_MAX_DEPTH (64) is not plain, so rfc8785 judges it, as
+    before; and every document reaching require_canonical was parsed by strict_loads, which
+    refuses depth 33 (the default every caller keeps), deep or very deep."""
     deep: Any = "leaf"
     for _ in range(1500):
         deep = [deep]
-    assert _reference(deep) == "RecursionError"
-    assert _ours(deep) in ("RecursionError", b"[" * 1500 + b'"leaf"' + b"]" * 1500)
+    assert not _canonical._plain(deep)
+    assert _reference(deep) == _ours(deep) == "RecursionError"
+    edge: Any = "leaf"
+    for _ in range(_canonical._PLAIN_MAX_DEPTH):
+        edge = [edge]
+    assert _canonical._plain(edge) and not _canonical._plain([edge])
+    assert dumps(edge) == rfc8785.dumps(edge) and dumps([edge]) == rfc8785.dumps([edge])
     for depth in (33, 1500, 9000, 100_000):
         data = b"[" * depth + b'"leaf"' + b"]" * depth
         assert _old_verdict(data) == _new_verdict(data) == "JSON_MALFORMED"
@@ -598,5 +604,6 @@ def test_attack_key_ids_are_the_ones_pinned_roots_name(golden: GoldenKit) -> Non
 
     pub = load_public(golden.key.public)
     assert _canonical._plain(key_object(pub))
-    expected = hashlib.sha256(bytes(rfc8785.dumps(key_object(pub)))).hexdigest()
+    obj: Any = key_object(pub)
+    expected = hashlib.sha256(bytes(rfc8785.dumps(obj))).hexdigest()
     assert keyid(pub) == expected

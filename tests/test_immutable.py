@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from k3kit._immutable import Immutable
+from k3kit.errors import InputError
 from k3kit.formats.vocab import Problem
 from k3kit.node.launch import Site
 from k3kit.pull._report import PullError
@@ -82,8 +83,6 @@ def test_copy_and_pickle_rebuild_an_equal_record(record: Immutable) -> None:
 
 
 def test_weights_options_still_refuse_bad_values() -> None:
-    from k3kit.errors import InputError
-
     for bad in ({"workers": 0}, {"algorithm": "md5"}):
         with pytest.raises(InputError):
             WeightsOptions(**bad)
@@ -98,3 +97,16 @@ def test_a_record_without_its_own_init_takes_its_fields_by_keyword() -> None:
     assert Pair(a=1, b="x") == Pair(b="x", a=1)
     with pytest.raises(TypeError):
         Pair(1, "x")  # type: ignore[call-arg]
+
+
+def test_a_changed_copy_goes_through_the_records_own_checks() -> None:
+    """``copy.replace`` (3.13; ``dataclasses.replace`` no longer applies to these records)."""
+    options = WeightsOptions(workers=2)
+    changed = options.__replace__(full=True)
+    assert (changed.workers, changed.full, options.full) == (2, True, False)
+    with pytest.raises(InputError):
+        options.__replace__(workers=0)  # validated again
+    with pytest.raises(TypeError, match="no field"):
+        Site().__replace__(hots="0.0.0.0")
+    assert Problem("C", "p", "d").__replace__(detail="e") == Problem("C", "p", "e")
+    assert PullError("C", "p", "d").__replace__(hint="h").hint == "h"

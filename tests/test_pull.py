@@ -298,8 +298,8 @@ def test_attack_pull_json_problem_records_keep_the_dataclass_shape(
     dest = tmp_path / "plain"
     dest.mkdir()
     (dest / "stray.bin").write_bytes(b"not in the lock")
-    argv = ["pull", served.kit, "--endpoint", served.hub.url, "--dir", dest, "--layout", "plain"]
-    proc = run_k3kit(*argv, "--json")
+    argv: list[str | Path] = ["pull", served.kit, "--endpoint", served.hub.url, "--dir", dest]
+    proc = run_k3kit(*argv, "--layout", "plain", "--json")
     assert proc.returncode == 1
     problems = json.loads(proc.stdout)["problems"]
     assert len(problems) == 1

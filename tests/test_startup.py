@@ -93,6 +93,7 @@ NOT_FOR_A_FOLDER = (
     # options of the verbs that verify live in cli._shared, not with the signing verbs
     "rfc8785",
     "k3kit.cli.signing",
+    "k3kit.node._facts",  # the facts' TypedDicts: types, built only for a caller importing them
 )
 
 # What `launch --dry-run` of a kit built against a shipped engine snapshot does not use (fifth

@@ -57,26 +57,34 @@ def dumps(obj: Any) -> bytes:
     return bytes(rfc8785.dumps(obj))
 
 
+#: Deeper than this a tree goes to rfc8785. No document is (strict_loads allows 32 levels), and
+#: around a thousand levels the two writers part: the C encoder still writes what rfc8785's
+#: recursion refuses.
+_PLAIN_MAX_DEPTH = 64
+
+
 def _plain(obj: Any) -> bool:
     """True when ``obj`` holds only the exact types :func:`dumps` may hand to the C encoder.
 
-    A container met twice (shared, or a cycle that would walk for ever) is not plain either.
+    A container met twice (shared, or a cycle that would walk for ever) is not plain, nor is a
+    tree deeper than :data:`_PLAIN_MAX_DEPTH`.
     """
-    stack, seen = [obj], set()
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    seen: set[int] = set()
     while stack:
-        node = stack.pop()
+        node, depth = stack.pop()
         kind = type(node)
         if kind is dict or kind is list:
-            if id(node) in seen:
+            if id(node) in seen or depth >= _PLAIN_MAX_DEPTH:
                 return False
             seen.add(id(node))
         if kind is dict:
             for key in node:
                 if type(key) is not str or not key.isascii():
                     return False
-            stack.extend(node.values())
+            stack.extend((value, depth + 1) for value in node.values())
         elif kind is list:
-            stack.extend(node)
+            stack.extend((item, depth + 1) for item in node)
         elif kind is int:
             if not -MAX_SAFE_INT <= node <= MAX_SAFE_INT:
                 return False

@@ -14,7 +14,7 @@ a frozen dataclass's do; assigning or deleting a field afterwards raises ``Attri
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, dataclass_transform
+from typing import Any, ClassVar, Self, dataclass_transform
 
 
 # For the type checker: assignments refused, as at run time; a record without an __init__ of its
@@ -60,6 +60,17 @@ class Immutable:
     def __repr__(self) -> str:
         inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
         return f"{type(self).__name__}({inner})"
+
+    def __replace__(self, **changes: object) -> Self:
+        """``copy.replace(record, field=value)`` (Python 3.13; ``dataclasses.replace`` for a
+        dataclass): a new record made by the class's own ``__init__``, so one that validates its
+        values (``WeightsOptions``) validates the new ones. Every record's ``__init__`` takes its
+        fields under their own names."""
+        unknown = changes.keys() - set(self._fields)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {sorted(unknown)[0]!r}")
+        values = dict(zip(self._fields, self._values(), strict=True))
+        return type(self)(**{**values, **changes})
 
     def __reduce__(self) -> tuple[Callable[..., Immutable], tuple[object, ...]]:
         # copy and pickle rebuild by name: setting slots one by one would raise.

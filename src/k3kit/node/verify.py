@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from k3kit._digest import sha256_hex
 from k3kit.errors import InputError, UsageProblem, VerificationError
@@ -105,56 +105,22 @@ class Check:
         return out
 
 
-if TYPE_CHECKING:
-    # Types only (no TypedDict is built at import: about 0.5 ms of every verify's start-up); the
-    # facts are plain dicts that mypy holds to these shapes.
+if TYPE_CHECKING:  # re-exported for type checkers: docs/api.md names them here
+    from k3kit.node._facts import ReceiptFacts as ReceiptFacts
+    from k3kit.node._facts import RollbackFacts as RollbackFacts
+    from k3kit.node._facts import VerifyFacts as VerifyFacts
+    from k3kit.node._facts import WeightsFacts as WeightsFacts
 
-    class ReceiptFacts(TypedDict):
-        """What the signed receipt says this kit is (``facts["receipt"]``)."""
+#: The facts' types, importable from here as before (k3kit.node._facts builds them on first use).
+_FACT_TYPES = ("ReceiptFacts", "RollbackFacts", "VerifyFacts", "WeightsFacts")
 
-        kit: str
-        version: str
-        sequence: int
-        issued_at: str
 
-    class RollbackFacts(TypedDict):
-        """The rollback decision recorded for a passed verify (``facts["rollback"]``)."""
+def __getattr__(name: str) -> Any:
+    if name in _FACT_TYPES:
+        from k3kit.node import _facts
 
-        key: str
-        sequence: int
-        previous: int | None
-        override: bool
-
-    class WeightsFacts(TypedDict):
-        """Where the weights were found and what hashing them cost (``facts["weights"]``)."""
-
-        root: str
-        layout: str
-        algorithm: str
-        files_hashed: int
-        bytes_hashed: int
-        files_from_cache: int
-        bytes_from_cache: int
-        cache: dict[str, Any]
-        workers: int
-        blake3_threads_per_file: int
-
-    class VerifyFacts(TypedDict, total=False):
-        """What a verify learnt beside its checks, merged into its JSON at the top level.
-
-        Typed so that a misspelt fact (``facts["kit_sha"]``) is a mypy error, not a
-        ``KeyError`` on a buyer's node or, worse, a ``.get`` that quietly returns None. Each key
-        is present only once the step that learns it has run; ``launch``, ``install``, ``pull
-        --trust``, ``accept`` and the ledger read them to tie what they use to this verdict.
-        """
-
-        kit_sha256: str
-        rollback: RollbackFacts
-        weights_lock_sha256: str
-        receipt: ReceiptFacts
-        weights: WeightsFacts
-        archive_sha256: str | None  # None: the kit was a folder
-        oci_digest: str  # the manifest digest a kit was installed from (``install oci://...``)
+        return getattr(_facts, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Report:

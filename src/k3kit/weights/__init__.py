@@ -143,6 +143,10 @@ class WeightsReport:
         self.workers = 0
         self.blake3_threads = 1
 
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"WeightsReport({inner})"
+
     @property
     def ok(self) -> bool:
         return not self.problems
