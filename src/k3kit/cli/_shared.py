@@ -1,5 +1,6 @@
-"""Option handling shared by several commands: passphrases, tokens, endpoints, trusted keys,
-progress lines, and the human rendering of a verification report."""
+"""Option handling shared by several commands: passphrases, tokens, endpoints, trusted keys and
+the verifying verbs' trust options (``--trust``, ``--root``, ``--allow-rollback``), progress
+lines, and the human rendering of a verification report."""
 
 from __future__ import annotations
 

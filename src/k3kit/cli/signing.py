@@ -1,6 +1,6 @@
 """Signing helpers and verbs beside the root group: passphrases (env var or prompt), receipt
-co-signing, SSHSIG for stock-tool verification, and ``verify``'s trust options (``--root``,
-``--allow-rollback``)."""
+co-signing and SSHSIG for stock-tool verification. The verifying verbs' trust options
+(``--root``, ``--allow-rollback``) live in :mod:`k3kit.cli._shared`."""
 
 from __future__ import annotations
 
