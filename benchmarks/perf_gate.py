@@ -105,7 +105,7 @@ class Gate:
 # the receipt's pydantic models again scored 3.23 / 11.05 / 3.83 and failed all three
 # (docs/performance.md, "Sixth pass").
 # After the seventh pass (launch's records without dataclasses, canonical JSON by the C encoder),
-# fourteen runs on 3.13 at a load of 0.2-1.6 gave launch/version medians of 1.59-1.75: 2.5 (1.4x
+# fifteen runs on 3.13 at a load of 0.2-1.6 gave launch/version medians of 1.59-1.77: 2.5 (1.4x
 # the worst, rounded up); the verify limits stay (worst medians 1.54 and 5.16). The receipt's
 # pydantic models built again in verify scored 3.18 / 10.80 / 3.53 and failed all three.
 GATES = (
