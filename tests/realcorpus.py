@@ -334,14 +334,14 @@ ALL = [
         for n in ("groq", "anyscale", "fireworks", "together", "lepton", "replicate", "perplexity")
     ],
     *[(name, 0) for name in GUIDELLM],
-    ("aiperf-qwen36-nvfp4-chatbot-c8.json", None),
-    ("aiperf-qwen36-nvfp4-chatbot-c2.json", None),
+    ("aiperf-qwen36-nvfp4-chatbot-c8.json.xz", None),
+    ("aiperf-qwen36-nvfp4-chatbot-c2.json.xz", None),
     ("aiperf-llama32-3b-gguf-c1.json", None),
-    ("aiperf-qwen36-nvfp4-chatbot-r1.0.json", None),
-    ("aiperf-qwen36-nvfp4-chatbot-c4.json", None),
-    ("aiperf-qwen36-nvfp4-chatbot-c16.json", None),
-    ("aiperf-qwen36-nvfp4-chatbot-c32.json", None),
-    ("aiperf-qwen36-nvfp4-chatbot-r0.8.json", None),
+    ("aiperf-qwen36-nvfp4-chatbot-r1.0.json.xz", None),
+    ("aiperf-qwen36-nvfp4-chatbot-c4.json.xz", None),
+    ("aiperf-qwen36-nvfp4-chatbot-c16.json.xz", None),
+    ("aiperf-qwen36-nvfp4-chatbot-c32.json.xz", None),
+    ("aiperf-qwen36-nvfp4-chatbot-r0.8.json.xz", None),
     *[
         (f"vllm0251-opt125m-{n}.json", None)
         for n in ("seqs4-c2-run0", "seqs4-c2-run1", "seqs8-c2-run0", "seqs8-c2-run1", "c2")

@@ -355,7 +355,7 @@ def _claims_toml(cases: list[tuple[dict[str, Any], dict[str, Any], bytes]], meth
     ("name", "record", "method"),
     [
         ("guidellm-qwen3-30b-a3b-tp4-sync.json.xz", 0, "nearest-rank"),
-        ("aiperf-qwen36-nvfp4-chatbot-c8.json", None, "numpy-linear"),
+        ("aiperf-qwen36-nvfp4-chatbot-c8.json.xz", None, "numpy-linear"),
     ],
 )
 def test_sign_and_audit_a_real_report_through_the_cli(
@@ -388,7 +388,7 @@ def test_an_evidence_file_nested_past_the_bound_is_refused_at_sign(
     at `k3kit sign` (EVIDENCE_MALFORMED, exit 3) before anything is written."""
     from tests.conftest import run_k3kit
 
-    name = "aiperf-qwen36-nvfp4-chatbot-c8.json"
+    name = "aiperf-qwen36-nvfp4-chatbot-c8.json.xz"
     wl, row, data = case(name, None)
     obj = json.loads(data)
     deep: Any = 1
@@ -413,7 +413,7 @@ def test_context_finding_says_a_declared_mean_is_a_mean(
     longest prompt 1875) without a context limitation, the error says what the number is."""
     from tests.conftest import run_k3kit
 
-    wl, row, data = case("aiperf-qwen36-nvfp4-chatbot-c8.json", None)
+    wl, row, data = case("aiperf-qwen36-nvfp4-chatbot-c8.json.xz", None)
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / f"{row['id']}.json").write_bytes(data)
     claims = tmp_path / "claims.toml"

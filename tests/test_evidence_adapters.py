@@ -236,7 +236,7 @@ def test_real_aiperf_exports_map_itl_and_their_own_concurrency() -> None:
     run was given is evidenced, failures are counted."""
     from tests.realcorpus import read
 
-    new = parse_evidence(read("aiperf-qwen36-nvfp4-chatbot-c8.json"), source="a")
+    new = parse_evidence(read("aiperf-qwen36-nvfp4-chatbot-c8.json.xz"), source="a")
     assert new.stats["itl"]["mean"] == pytest.approx(9.119257582828839)
     assert new.stats["itl"]["p99"] == pytest.approx(109.83235371374994)
     assert (new.values["max_concurrency"], new.values["total_output_tokens"]) == (8, 21911)

@@ -33,7 +33,7 @@ def _claims(w: Workbench, name: str, data: bytes) -> Any:
 @attack("EVIDENCE_MALFORMED", exit_code=3)
 def evidence_report_nested_past_the_depth_bound(w: Workbench) -> Argv:
     """A real AIPerf export with 40 levels of padding in its configuration block."""
-    name = "aiperf-qwen36-nvfp4-chatbot-c8.json"
+    name = "aiperf-qwen36-nvfp4-chatbot-c8.json.xz"
     _, _, data = case(name)
     obj = json.loads(data)
     deep: Any = 1
