@@ -102,15 +102,27 @@ def hand_signed(kit: Path, key: KeyFiles, rel: str, edit: Callable[[bytes], byte
     manifest = build_manifest(kit)
     atomic_write(kit / "MANIFEST.json", manifest_bytes(manifest), force=True)
     lock = load(WeightsLock, json.loads((kit / "weights.lock.json").read_bytes()), source="lock")
+    sign_receipt(
+        kit, key, kit_sha256=kit_checksum(manifest), lock_sha256=sha256_of_model(lock), info=info
+    )
+    return kit
+
+
+def sign_receipt(
+    kit: Path, key: KeyFiles, *, kit_sha256: str, lock_sha256: str, info: KitInfo | None = None
+) -> None:
+    """The example's claims signed with ``key`` over these checksums, as the kit's receipt (for
+    ``info`` None, the statement is built from the kit's kit.json as it is now)."""
+    if info is None:
+        info = load(KitInfo, json.loads((kit / "kit.json").read_bytes()), source="kit.json")
     statement = build_statement(
         load_toml(CLAIMS, Claims),
         info,
-        kit_sha256=kit_checksum(manifest),
-        lock_sha256=sha256_of_model(lock),
+        kit_sha256=kit_sha256,
+        lock_sha256=lock_sha256,
         issued_at=FIXED_TIME,
         source=str(CLAIMS),
         evidence={},
     )
     envelope = sign_envelope(statement, PAYLOAD_TYPE, load_private(key.private, None))
     atomic_write(kit / RECEIPT_NAME, envelope, force=True)
-    return kit

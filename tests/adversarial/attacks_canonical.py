@@ -10,23 +10,19 @@ kit.json and the receipt sign); these cases take that check away on purpose."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 
 from k3kit._canonical import dumps
 from k3kit._fs import atomic_write
+from k3kit._sha256 import sha256_hex
 from k3kit.formats.manifest import RECEIPT_NAME, build_manifest, manifest_bytes
-from k3kit.formats.receipt import build_statement
-from k3kit.models import PAYLOAD_TYPE, Claims, KitInfo, load
-from k3kit.publish.kit import load_toml
+from k3kit.models import PAYLOAD_TYPE
 from k3kit.signing.keys import load_private
 from k3kit.signing.sign import sign_envelope
 from tests.adversarial.corpus import Argv, Workbench, attack
-from tests.conftest import EXAMPLE, FIXED_TIME
 
-CLAIMS = EXAMPLE / "claims.toml"
 Respell = Callable[[bytes], bytes]
 
 
@@ -38,33 +34,21 @@ def _first(old: bytes, new: bytes) -> Respell:
     return respell
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def _sealed(w: Workbench, kit: Path, manifest: bytes) -> Path:
+    """MANIFEST.json written as ``manifest``, and a receipt signing those very bytes' sha256 and
+    the lock's (whatever either's spelling)."""
+    from tests.launchkit import sign_receipt  # as attacks_deploy imports the kit helpers
 
-
-def _sign_statement(w: Workbench, kit: Path, *, kit_sha256: str, lock_sha256: str) -> None:
-    info = load(KitInfo, json.loads((kit / "kit.json").read_bytes()), source="kit.json")
-    statement = build_statement(
-        load_toml(CLAIMS, Claims),
-        info,
-        kit_sha256=kit_sha256,
-        lock_sha256=lock_sha256,
-        issued_at=FIXED_TIME,
-        source=str(CLAIMS),
-        evidence={},
-    )
-    key = load_private(w.golden.key.private, None)
-    atomic_write(kit / RECEIPT_NAME, sign_envelope(statement, PAYLOAD_TYPE, key), force=True)
+    atomic_write(kit / "MANIFEST.json", manifest, force=True)
+    lock = (kit / "weights.lock.json").read_bytes()
+    sign_receipt(kit, w.golden.key, kit_sha256=sha256_hex(manifest), lock_sha256=sha256_hex(lock))
+    return kit
 
 
 def _manifest_respelt(w: Workbench, respell: Respell) -> Path:
     """MANIFEST.json written otherwise, and a receipt signing those very bytes' sha256."""
     kit = w.kit()
-    data = respell(manifest_bytes(build_manifest(kit)))
-    atomic_write(kit / "MANIFEST.json", data, force=True)
-    lock = (kit / "weights.lock.json").read_bytes()
-    _sign_statement(w, kit, kit_sha256=_sha(data), lock_sha256=_sha(lock))
-    return kit
+    return _sealed(w, kit, respell(manifest_bytes(build_manifest(kit))))
 
 
 def _lock_respelt(w: Workbench, respell: Respell) -> Path:
@@ -74,16 +58,9 @@ def _lock_respelt(w: Workbench, respell: Respell) -> Path:
     lock = respell((kit / "weights.lock.json").read_bytes())
     atomic_write(kit / "weights.lock.json", lock, force=True)
     info = json.loads((kit / "kit.json").read_bytes())
-    info["weights"]["lock_sha256"] = _sha(lock)
-    atomic_write(
-        kit / "kit.json",
-        dumps(info),
-        force=True,
-    )
-    data = manifest_bytes(build_manifest(kit))
-    atomic_write(kit / "MANIFEST.json", data, force=True)
-    _sign_statement(w, kit, kit_sha256=_sha(data), lock_sha256=_sha(lock))
-    return kit
+    info["weights"]["lock_sha256"] = sha256_hex(lock)
+    atomic_write(kit / "kit.json", dumps(info), force=True)
+    return _sealed(w, kit, manifest_bytes(build_manifest(kit)))
 
 
 def _payload_respelt(w: Workbench, respell: Respell) -> Path:
@@ -132,11 +109,7 @@ def canonical_receipt_payload_with_members_swapped_resigned(w: Workbench) -> Arg
 @attack("JSON_NOT_CANONICAL")
 def canonical_receipt_payload_with_a_line_separator_escaped_resigned(w: Workbench) -> Argv:
     """U+2028 in a value, spelt ``\\u2028`` (JavaScript-safe) where RFC 8785 writes it raw."""
-
-    def add(data: bytes) -> bytes:
-        return data.replace(b'"_type":"', b'"_type":"\\u2028', 1)
-
-    return _verify(w, _payload_respelt(w, add))
+    return _verify(w, _payload_respelt(w, _first(b'"_type":"', b'"_type":"\\u2028')))
 
 
 @attack("JSON_NOT_CANONICAL")
