@@ -6,10 +6,11 @@ from __future__ import annotations
 import copy
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from k3kit._immutable import Immutable
+from k3kit._immutable import Immutable, NamedTuple
 from k3kit.errors import InputError
 from k3kit.formats.vocab import Problem
 from k3kit.node.launch import Site
@@ -110,3 +111,181 @@ def test_a_changed_copy_goes_through_the_records_own_checks() -> None:
         Site().__replace__(hots="0.0.0.0")
     assert Problem("C", "p", "d").__replace__(detail="e") == Problem("C", "p", "e")
     assert PullError("C", "p", "d").__replace__(hint="h").hint == "h"
+
+
+# --- k3kit._immutable.NamedTuple: typing.NamedTuple's class without the annotation check -------
+
+# The same body under both bases; every observable behaviour must agree.
+_BODY = '''
+from __future__ import annotations
+from typing import Generic, TypeVar
+T = TypeVar("T")
+
+class Point(Base):
+    """A point."""
+    x: int
+    y: str = "origin"
+    label: tuple[str, ...] | None = None
+
+    @property
+    def twice(self) -> int:
+        return self.x * 2
+
+    def moved(self, dx: int) -> Point:
+        return self._replace(x=self.x + dx)
+
+    @classmethod
+    def at(cls, x: int) -> Point:
+        return cls(x)
+
+class Boxed(Base, Generic[T]):
+    value: T
+    note: str = ""
+'''
+
+
+def _both() -> list[dict[str, object]]:
+    import typing
+
+    spaces = []
+    for base in (typing.NamedTuple, NamedTuple):  # noqa: TID251 - the reference
+        space: dict[str, object] = {"Base": base, "__name__": "tests.records"}
+        exec(compile(_BODY, "<records>", "exec"), space)
+        spaces.append(space)
+    return spaces
+
+
+def _behaviour(space: dict[str, object]) -> dict[str, object]:
+    point: Any = space["Point"]
+    boxed: Any = space["Boxed"]
+    p = point(1, "a", ("t",))
+    return {
+        "fields": point._fields,
+        "defaults": point._field_defaults,
+        "doc": point.__doc__,
+        "module": point.__module__,
+        "qualname": point.__qualname__,
+        "mro": [k.__name__ for k in point.__mro__],
+        # typing keeps each as a ForwardRef of the string; the text is the same
+        "annotations": {
+            k: getattr(v, "__forward_arg__", v) for k, v in point.__annotations__.items()
+        },
+        "repr": repr(p),
+        "tuple": tuple(p),
+        "asdict": p._asdict(),
+        "default": point(5),
+        "by_keyword": point(y="b", x=2),
+        "method": p.moved(2),
+        "classmethod": point.at(7),
+        "property": p.twice,
+        "made": point._make([3, "c", None]),
+        "equal_to_tuple": p == (1, "a", ("t",)),
+        "hash": hash(p) == hash((1, "a", ("t",))),
+        "order": sorted([point(2), point(1)]),
+        "pickle": pickle.loads(pickle.dumps(point(1))) == point(1),
+        "copy": copy.copy(p) == p and copy.deepcopy(p) == p,
+        "generic": (boxed[int](4).value, boxed(5, "n")._fields, str(boxed[int]).endswith("[int]")),
+    }
+
+
+def test_named_tuple_behaves_as_typings_own() -> None:
+    """Every behaviour the records rely on, compared with typing.NamedTuple on one class body
+    (a tuple: equal to and hashed as its values, ordered, unpacked; defaults; methods, properties
+    and class methods from the body; _replace, _asdict, _make; pickling by module and name)."""
+    import sys
+    import types
+
+    module = types.ModuleType("tests.records")
+    sys.modules["tests.records"] = module
+    try:
+        typed, fast = _both()
+        for space in (typed, fast):
+            module.Point = space["Point"]  # type: ignore[attr-defined]
+            module.Boxed = space["Boxed"]  # type: ignore[attr-defined]
+            behaviour = _behaviour(space)
+            if space is typed:
+                expected = behaviour
+        assert behaviour.keys() == expected.keys()
+        for key in expected:
+            # the classes differ, so compare records as their tuples and reprs
+            got, want = behaviour[key], expected[key]
+            assert (repr(got), got == want or tuple(got) == tuple(want)) == (repr(want), True), key
+    finally:
+        del sys.modules["tests.records"]
+
+
+def test_named_tuple_annotations_stay_strings_that_get_type_hints_reads() -> None:
+    """The saving: no ForwardRef per field. typing.get_type_hints still resolves them."""
+    import typing
+
+    from k3kit.engines._snapshot import Option
+
+    assert Option.__annotations__["flag"] == "str"
+    hints = typing.get_type_hints(Option)
+    assert hints["flag"] is str and hints["deprecated"] is bool
+
+
+@pytest.mark.parametrize(
+    ("body", "error", "match"),
+    [
+        ("a: int = 1\n    b: int", TypeError, "without a default follows"),
+        ("a: int\n    def _replace(self): ...", AttributeError, "cannot overwrite"),
+        ("a: int\n    __slots__ = ()", AttributeError, "cannot overwrite"),
+    ],
+)
+def test_named_tuple_refuses_what_typing_refuses(
+    body: str, error: type[Exception], match: str
+) -> None:
+    import typing
+
+    source = f"class R(Base):\n    {body}\n"
+    for base in (typing.NamedTuple, NamedTuple):  # noqa: TID251 - the reference
+        with pytest.raises(error):
+            exec(source, {"Base": base, "__name__": "tests.records"})
+    with pytest.raises(error, match=match):
+        exec(source, {"Base": NamedTuple, "__name__": "tests.records"})
+
+
+def test_named_tuple_refuses_another_base() -> None:
+    with pytest.raises(TypeError, match="only from NamedTuple and Generic"):
+
+        class R(NamedTuple, dict):  # type: ignore[misc]
+            a: int
+
+
+def test_named_tuple_without_eager_annotations_is_typings_own_class() -> None:
+    """A class body whose annotations are not a plain dict (a later Python's lazy annotations)
+    is handed to typing.NamedTuple whole, not half-built."""
+    import typing
+
+    from k3kit._immutable import _NamedTupleMeta
+
+    record: Any = _NamedTupleMeta.__new__(
+        _NamedTupleMeta, "R", (NamedTuple,), {"__module__": __name__, "__qualname__": "R"}
+    )
+    assert record._fields == () and issubclass(record, tuple)
+    assert record.__orig_bases__ == (typing.NamedTuple,)  # noqa: TID251
+
+
+def test_no_typing_named_tuple_is_made_on_verify_and_launch_paths() -> None:
+    """The start-up saving, pinned without a clock: importing what verify and launch import makes
+    no class through typing.NamedTuple (each compiled its annotations: ~0.2 ms of CPU apiece)."""
+    probe = (
+        "import typing\n"
+        "made = []\n"
+        "original = typing.NamedTupleMeta.__new__\n"
+        "def counting(mcls, name, bases, ns):\n"
+        "    made.append(ns['__module__'] + '.' + name)\n"
+        "    return original(mcls, name, bases, ns)\n"
+        "typing.NamedTupleMeta.__new__ = counting\n"
+        "import k3kit.cli.deploy, k3kit.cli.buyer, k3kit.node.launch, k3kit.node.verify\n"
+        "import k3kit.engines.vllm, k3kit.engines.sglang, k3kit.weights.vcache\n"
+        "print(made)\n"
+    )
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert out.strip() == "[]"

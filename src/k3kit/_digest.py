@@ -20,10 +20,11 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from k3kit._fs import NotRegularFile as NotRegularFile  # its home; re-exported
 from k3kit._fs import open_regular
+from k3kit._immutable import NamedTuple
 from k3kit._sha256 import sha256_hex as sha256_hex  # its home; re-exported
 
 CHUNK = 2 * 1024 * 1024

@@ -1,4 +1,5 @@
-"""Immutable slotted records that cost nothing to define: the start-up path's ``dataclass``.
+"""Immutable records that cost little to define: the start-up path's ``dataclass`` and
+``typing.NamedTuple``.
 
 Why not ``@dataclass(frozen=True)``: it writes its methods' source and ``exec``s it at import,
 about 1 ms of CPU a class on the 2-core machine, thirty times what a plain class costs. Five of
@@ -9,12 +10,21 @@ the type checker) and either takes them by keyword or writes a typed ``__init__`
 (positional arguments, defaults, validation) that hands them by name to ``Immutable.__init__``,
 which refuses a missing or unknown one. Equality, hashing and ``repr`` come from the fields, as
 a frozen dataclass's do; assigning or deleting a field afterwards raises ``AttributeError``.
+
+:class:`NamedTuple` is ``typing.NamedTuple`` to the type checker and, at run time, the same
+``collections.namedtuple`` class that ``typing.NamedTuple`` makes, without its check of each
+field's annotation. Under ``from __future__ import annotations`` every annotation is a string, and
+``typing`` turns each one into a ``ForwardRef``, which compiles it: 0.2-0.3 ms a class on Python
+3.13 against 0.05-0.1 ms for the namedtuple alone. ``launch`` loads 27 of them: its CPU fell by
+about 3 ms (docs/performance.md, "Eighth pass").
+Nothing reads those ``ForwardRef``s: ``typing.get_type_hints`` evaluates the strings as well.
 """
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
-from typing import Any, ClassVar, Self, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, dataclass_transform
 
 
 # For the type checker: assignments refused, as at run time; a record without an __init__ of its
@@ -81,3 +91,70 @@ def _rebuild(cls: type[Immutable], values: dict[str, object]) -> Immutable:
     record = object.__new__(cls)
     Immutable.__init__(record, **values)
     return record
+
+
+# Names a NamedTuple's body may not define (typing refuses the same ones): they are the tuple's own.
+_PROHIBITED = frozenset(
+    {"__new__", "__init__", "__slots__", "__getnewargs__", "_fields", "_field_defaults"}
+    | {"_make", "_replace", "_asdict", "_source"}
+)
+# Set by collections.namedtuple itself, not copied from the class body.
+_SPECIAL = frozenset({"__module__", "__name__", "__annotations__", "__orig_bases__"})
+
+
+class _NamedTupleMeta(type):
+    """Makes ``class R(NamedTuple): ...`` what ``typing.NamedTuple`` makes of it, less the
+    annotation check (see the module docstring)."""
+
+    def __new__(
+        mcls, typename: str, bases: tuple[type, ...], ns: dict[str, Any]
+    ) -> Any:  # the class collections.namedtuple returns, not an instance of this metaclass
+        if ns.get("_is_base", False):
+            return super().__new__(mcls, typename, bases, ns)
+        # Generic[T] in the bases arrives as Generic (its __mro_entries__). It is dropped, as
+        # typing keeps it only for subscripting: a tuple subclass subscripts as tuple does.
+        if any(base is not Generic and not isinstance(base, _NamedTupleMeta) for base in bases):
+            raise TypeError("a NamedTuple may inherit only from NamedTuple and Generic")
+        annotations = ns.get("__annotations__")
+        if not isinstance(annotations, dict):
+            # No eager annotations (a future Python's lazy ones, or none at all): typing's own
+            # class, whatever it costs.
+            import types
+            import typing
+
+            def body(space: dict[str, Any]) -> None:
+                space.update(ns)
+
+            spelt = ns.get("__orig_bases__", bases)
+            typed = tuple(typing.NamedTuple if b is NamedTuple else b for b in spelt)  # noqa: TID251
+            return types.new_class(typename, typed, exec_body=body)
+        defaults: list[str] = []
+        for name in annotations:
+            if name in ns:
+                defaults.append(name)
+            elif defaults:
+                raise TypeError(f"NamedTuple field {name} without a default follows {defaults}")
+        record = collections.namedtuple(
+            typename, list(annotations), defaults=[ns[n] for n in defaults], module=ns["__module__"]
+        )
+        record.__annotations__ = dict(annotations)
+        for key, value in ns.items():
+            if key in _PROHIBITED:
+                raise AttributeError(f"cannot overwrite NamedTuple attribute {key}")
+            if key in _SPECIAL or key in record._fields:
+                continue
+            setattr(record, key, value)
+            set_name = getattr(type(value), "__set_name__", None)
+            if set_name is not None:
+                set_name(value, record, key)
+        return record
+
+
+if TYPE_CHECKING:
+    from typing import NamedTuple as NamedTuple  # noqa: TID251 - the type checker's view
+else:
+
+    class NamedTuple(metaclass=_NamedTupleMeta):
+        """Base of the start-up path's named tuples; see the module docstring."""
+
+        _is_base = True

@@ -7,8 +7,9 @@ import json
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
+from k3kit._immutable import NamedTuple
 from k3kit._registry import Registry
 
 if TYPE_CHECKING:

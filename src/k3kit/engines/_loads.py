@@ -21,7 +21,9 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
-from typing import Any, NamedTuple
+from typing import Any
+
+from k3kit._immutable import NamedTuple
 
 #: Flag names that suggest loading code or files; every one in a snapshot must be classified
 #: (``code``, ``path`` or ``inert``) in its ``*-loads.json`` (tests/test_engine_loads.py).

@@ -14,9 +14,10 @@ import json
 import os
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import k3kit.data
+from k3kit._immutable import NamedTuple
 from k3kit.engines._loads import LoadsTable
 from k3kit.errors import InputError
 from k3kit.models.engine_version import release_of

@@ -23,11 +23,12 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from k3kit._canonical import require_canonical, strict_loads
 from k3kit._digest import sha256_hex  # not hashlib: see k3kit._digest.SMALL_BYTES
 from k3kit._fs import read_capped
+from k3kit._immutable import NamedTuple
 from k3kit._text import shown
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.formats.names import KIT_INFO_NAME, MANIFEST_NAME

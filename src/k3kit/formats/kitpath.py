@@ -25,9 +25,10 @@ import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal
 
 from k3kit._fs import is_root_entry, root_chain_names
+from k3kit._immutable import NamedTuple
 from k3kit._text import shown
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES, parse_document

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from k3kit._canonical import model_bytes, sha256_of_model
 from k3kit._digest import hash_file, sha256_hex
 from k3kit._fs import walk
+from k3kit._immutable import NamedTuple
 from k3kit._policy import path_problem
 from k3kit._text import shown
 from k3kit.errors import InputError, VerificationError

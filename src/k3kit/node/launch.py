@@ -40,11 +40,11 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from k3kit._digest import sha256_hex
 from k3kit._fs import atomic_write, check_trust_anchor, private_dir, program_on_path
-from k3kit._immutable import Immutable
+from k3kit._immutable import Immutable, NamedTuple
 from k3kit._text import shown
 from k3kit.engines import (
     ADAPTERS,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import NamedTuple
 
+from k3kit._immutable import NamedTuple
 from k3kit.errors import InputError
 
 _ABS_PATH = r"^/[A-Za-z0-9._/@+-]{0,4095}$"

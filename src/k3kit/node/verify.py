@@ -13,9 +13,10 @@ import os
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from k3kit._digest import sha256_hex
+from k3kit._immutable import NamedTuple
 from k3kit.errors import InputError, UsageProblem, VerificationError
 from k3kit.formats.documents import (
     MAX_DOCUMENT_BYTES,

@@ -13,7 +13,6 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import NamedTuple
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -21,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from k3kit._canonical import dumps
 from k3kit._digest import sha256_hex  # not hashlib: see k3kit._digest.SMALL_BYTES
 from k3kit._fs import atomic_write, check_trust_anchor, read_capped
+from k3kit._immutable import NamedTuple
 from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 

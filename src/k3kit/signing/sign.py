@@ -12,12 +12,13 @@ import binascii
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit._canonical import dumps, require_canonical, strict_loads
 from k3kit._fs import read_capped
+from k3kit._immutable import NamedTuple
 from k3kit.errors import InputError, VerificationError
 from k3kit.models import PAYLOAD_TYPE, lite
 from k3kit.models._lite import read as read_record

@@ -30,8 +30,9 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
+from k3kit._immutable import NamedTuple
 from k3kit.errors import VerificationError
 
 if TYPE_CHECKING:  # the model or its record (k3kit.models.lite): fields only, no pydantic

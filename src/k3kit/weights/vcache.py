@@ -25,11 +25,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from k3kit._canonical import dumps, strict_loads
 from k3kit._digest import ALGORITHMS, FileDigest, FileStamp
 from k3kit._fs import NotRegularFile, atomic_write, open_regular, private_dir
+from k3kit._immutable import NamedTuple
 from k3kit.errors import EnvironmentProblem, K3kitError
 
 SCHEMA = "k3kit.verify-cache/v1"

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import NamedTuple
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from k3kit._immutable import NamedTuple
 from k3kit._values import parse_timestamp
 from k3kit.errors import VerificationError
 from k3kit.signing.keys import keyid

@@ -23,9 +23,10 @@ root) can still reset it by removing the whole folder; docs/trust.md says so.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from k3kit._fs import atomic_write, private_dir
+from k3kit._immutable import NamedTuple
 from k3kit._values import utc_timestamp
 from k3kit.errors import VerificationError
 from k3kit.signing.trust._memory import ROOTS_NAME, Memory, locked

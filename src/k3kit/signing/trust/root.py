@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -34,6 +34,7 @@ from k3kit._fs import (
     root_chain_names,
     walk,
 )
+from k3kit._immutable import NamedTuple
 from k3kit._values import format_timestamp, parse_timestamp
 from k3kit.errors import InputError, VerificationError
 from k3kit.signing.trust import rollback
