@@ -282,14 +282,14 @@ def hash_fd(
     return {name: hasher.hexdigest() for name, hasher in hashers}, total
 
 
-def _open_regular(path: Path, follow_symlinks: bool) -> tuple[int, os.stat_result]:
+def _open_regular(path: Path | str, follow_symlinks: bool) -> tuple[int, os.stat_result]:
     # k3kit._fs's safe open: non-blocking (a FIFO would otherwise wait for a writer forever),
     # regular files only, checked on the descriptor that is then read.
     return open_regular(path, follow_symlinks=follow_symlinks)
 
 
 def hash_file(
-    path: Path,
+    path: Path | str,
     algorithms: Iterable[str] = ("sha256",),
     *,
     follow_symlinks: bool = False,

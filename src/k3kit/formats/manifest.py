@@ -178,6 +178,9 @@ def diff_tree(root: Path, manifest: Manifest | lite.Manifest) -> TreeDiff:
     expected_dirs = {
         "/".join(d.split("/")[: i + 1]) for d in parents for i in range(d.count("/") + 1)
     } | {EVIDENCE_DIR, ROOT_DIR}
+    # joined as text, as walk joins: a pathlib join per file was a third of a kit's diff (0.35
+    # of 1.05 ms for 32 files on 3.13), paid on every verify and twice by launch
+    base = os.fspath(root)
     for entry in walk(root):
         if entry.rel.startswith(ROOT_DIR + "/"):
             continue  # k3kit.signing.trust.root.kit_roots admits only regular <N>.root.json files
@@ -215,7 +218,7 @@ def diff_tree(root: Path, manifest: Manifest | lite.Manifest) -> TreeDiff:
                 )
             )
             continue
-        sha256 = hash_file(root / entry.rel)[0]["sha256"]
+        sha256 = hash_file(f"{base}/{entry.rel}")[0]["sha256"]
         if sha256 != want.sha256:
             diffs.append(
                 Difference(
