@@ -403,3 +403,29 @@ def test_update_without_the_channel_extra_names_the_extra_to_install(tmp_path: P
     assert error["code"] == "EXTRA_NOT_INSTALLED"
     assert error["hint"] == "pip install 'k3kit[channel]'"
     assert not (tmp_path / "kits").exists()
+
+
+def test_the_cli_freezes_what_start_up_loaded_only_in_its_own_process() -> None:
+    """``gc.freeze()`` at the CLI's entry (docs/performance.md, "Eighth pass"): in k3kit's own
+    process the collector stops walking what start-up imported; an in-process caller (this
+    test suite, a script) keeps its collector untouched."""
+    import gc
+
+    from k3kit.cli import main
+
+    before = gc.get_freeze_count()
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert gc.get_freeze_count() == before
+    probe = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print(gc.get_freeze_count(), file=sys.stderr))\n"
+        "sys.argv = ['k3kit', '--version']\n"
+        "from k3kit.cli import main\n"
+        "main()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0 and "k3kit, version" in proc.stdout, proc.stderr
+    assert int(proc.stderr.strip().splitlines()[-1]) > 10_000  # the start-up's objects
