@@ -22,8 +22,10 @@ test: tools $(STAMP)
 
 checks: lint typecheck unit
 
-# Debian tools that some tests use (best effort; a test skips with its reason when one is missing).
-TOOLS ?= tar ssh-keygen chromium shellcheck systemd-analyze postgres softhsm2-util docker-registry skopeo
+# Debian tools that some tests and the performance gate use (best effort; a test skips with its
+# reason when one is missing, the gate reports its instruction counts "not measured").
+TOOLS ?= tar ssh-keygen chromium shellcheck systemd-analyze postgres softhsm2-util docker-registry skopeo \
+	valgrind
 tools:
 	@scripts/ensure-tools.sh $(TOOLS)
 

@@ -35,6 +35,36 @@ def test_shipped_snapshots_have_provenance() -> None:
     assert "performance-mode" in snapshot("vllm", "0.32.0").options
 
 
+def test_each_shipped_flag_is_read_as_the_snapshot_writes_it() -> None:
+    """snapshot() builds ~400 records on every launch, by a loop tuned for it: held here to the
+    plain reading of the file, every long flag of every shipped snapshot, field by field."""
+    import json
+
+    import k3kit.data
+
+    folder = Path(k3kit.data.__file__).parent
+    for engine, versions in shipped_versions().items():
+        for version in versions:
+            doc = json.loads((folder / f"{engine}-{version}-serve-flags.json").read_text())
+            expected = {
+                flag[2:]: (
+                    flag,
+                    opt["action"],
+                    opt["type"],
+                    tuple(str(c) for c in opt["choices"]) if opt["choices"] else None,
+                    opt["deprecated"],
+                    opt.get("nargs"),
+                    opt.get("dest", flag[2:]),
+                )
+                for opt in doc["options"]
+                for flag in opt["flags"]
+                if flag.startswith("--")
+            }
+            options = snapshot(engine, version).options
+            assert {k: tuple(v) for k, v in options.items()} == expected
+            assert list(options) == list(expected)  # the snapshot's order, which hints follow
+
+
 def _build(tmp_path: Path, golden: GoldenKit, old: str, new: str) -> tuple[int, str, Path]:
     text = (EXAMPLE / "package.toml").read_text()
     assert old in text, old

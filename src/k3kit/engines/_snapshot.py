@@ -97,6 +97,9 @@ def _invalid_version() -> type[Exception]:
     return InvalidVersion
 
 
+_NO_DEST = object()  # an option without "dest" is its own (one name): a snapshot older than dest
+
+
 @cache
 def snapshot(engine: str, version: str) -> EngineSnapshot:
     """The snapshot for ``engine==version``; only versions k3kit ships data for are known.
@@ -119,19 +122,28 @@ def snapshot(engine: str, version: str) -> EngineSnapshot:
             "engine's wheel with `k3kit engine snapshot --engine ENGINE --wheel WHEEL -o FILE` "
             "and pass it to build as --engine-snapshot FILE",
         ) from exc
+    # Every launch builds these ~400 records: each option's values are read once for all its
+    # names, and _make takes them as one tuple (0.65 -> 0.35 ms for vLLM 0.33.0's on 3.13).
     options: dict[str, Option] = {}
+    make = Option._make
     for opt in flags["options"]:
-        for flag in (f for f in opt["flags"] if f.startswith("--")):
-            choices = tuple(str(c) for c in opt["choices"]) if opt["choices"] else None
-            options[flag[2:]] = Option(
-                flag,
-                opt["action"],
-                opt["type"],
-                choices,
-                opt["deprecated"],
-                opt.get("nargs"),
-                opt.get("dest", flag[2:]),
-            )
+        choices = tuple(map(str, opt["choices"])) if opt["choices"] else None
+        action, kind, deprecated = opt["action"], opt["type"], opt["deprecated"]
+        nargs, dest = opt.get("nargs"), opt.get("dest", _NO_DEST)
+        for flag in opt["flags"]:
+            if flag.startswith("--"):
+                name = flag[2:]
+                options[name] = make(
+                    (
+                        flag,
+                        action,
+                        kind,
+                        choices,
+                        deprecated,
+                        nargs,
+                        name if dest is _NO_DEST else dest,
+                    )
+                )
     regs = {k: tuple(v) for k, v in registries.items() if isinstance(v, list)}
     return EngineSnapshot(
         engine,
