@@ -23,9 +23,9 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
+from k3kit._immutable import NamedTuple
 from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError, K3kitError, VerificationError
 
@@ -102,8 +102,7 @@ def write_error(path: Path, exc: OSError, what: str = "") -> EnvironmentProblem:
     )
 
 
-@dataclass(frozen=True)
-class TreeEntry:
+class TreeEntry(NamedTuple):
     """One thing found under a root: ``kind`` is file, symlink, dir or special."""
 
     rel: str
@@ -259,8 +258,7 @@ def write_output_marker(folder: Path, verb: str) -> None:
     atomic_write(folder / OUTPUT_MARKER, note.encode(), force=True)
 
 
-@dataclass(frozen=True)
-class FolderRule:
+class FolderRule(NamedTuple):
     """How a folder output is recognised as k3kit's: ``is_ours(folder)``, the code a refusal
     carries and the words that name the mark in the message."""
 
