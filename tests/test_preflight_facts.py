@@ -105,7 +105,7 @@ def test_nvml_answer_is_read_and_shut_down(monkeypatch: pytest.MonkeyPatch) -> N
     recorded = RecordedNvml()
     _with_pynvml(monkeypatch, recorded)
     facts = _facts.from_nvml()
-    assert facts.gpus is not None and [g.index for g in facts.gpus] == [0, 1]
+    assert facts.gpus is not None and [g.number for g in facts.gpus] == [0, 1]
     assert facts.gpus[0].nvlink_active == 18 and facts.gpus[0].mig_enabled is False
     assert recorded.calls == ["init", "shutdown"]
 

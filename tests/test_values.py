@@ -216,7 +216,7 @@ def test_preflight_requirements_refuse_a_pattern_that_slipped_past_the_model() -
     from k3kit.errors import InputError
     from k3kit.preflight._checks import Requirements
 
-    fields = dict.fromkeys(Requirements.__dataclass_fields__)
+    fields = dict.fromkeys(Requirements._fields)
     req = Requirements(**{**fields, "gpu_name_pattern": "(a+)+$"})  # type: ignore[arg-type]
     with pytest.raises(InputError) as info:
         _ = req.gpu_pattern

@@ -102,6 +102,10 @@ _PROHIBITED = frozenset(
 _SPECIAL = frozenset({"__module__", "__name__", "__annotations__", "__orig_bases__"})
 
 
+# called through a name, so the type checker does not read the call as a namedtuple declaration
+_namedtuple: Callable[..., Any] = collections.namedtuple
+
+
 class _NamedTupleMeta(type):
     """Makes ``class R(NamedTuple): ...`` what ``typing.NamedTuple`` makes of it, less the
     annotation check (see the module docstring)."""
@@ -134,7 +138,7 @@ class _NamedTupleMeta(type):
                 defaults.append(name)
             elif defaults:
                 raise TypeError(f"NamedTuple field {name} without a default follows {defaults}")
-        record = collections.namedtuple(
+        record = _namedtuple(
             typename, list(annotations), defaults=[ns[n] for n in defaults], module=ns["__module__"]
         )
         record.__annotations__ = dict(annotations)

@@ -22,11 +22,11 @@ import stat
 import tempfile
 import unicodedata
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from k3kit._fs import create_new, need_free_space
+from k3kit._immutable import NamedTuple
 from k3kit._policy import path_problem
 from k3kit.archive._gzip import CHUNK, GzipMember
 from k3kit.archive._tar import (
@@ -105,8 +105,7 @@ def _check_mode(name: str, header: Header) -> None:
         raise _reject(name, "setuid, setgid or sticky bit")
 
 
-@dataclass(frozen=True)
-class Member:
+class Member(NamedTuple):
     """One member as its header declares it, after the member policy accepted it."""
 
     name: str
@@ -115,8 +114,7 @@ class Member:
     size: int
 
 
-@dataclass(frozen=True)
-class ArchiveIndex:
+class ArchiveIndex(NamedTuple):
     """Every member of an archive, read from its headers before anything is written.
 
     ``documents`` holds the bodies of the members the caller asked to see (``keep``), each only
@@ -226,7 +224,7 @@ def _write_indexed(handle: BinaryIO, staging: Path, index: ArchiveIndex) -> str:
         name = decode_name(header.raw_name)
         rel = name.rstrip("/") if header.kind == DIRECTORY else name
         if Member(rel, header.kind, header.mode, header.size) != expected:
-            raise _changed(f"member {header.index} is not the one indexed")
+            raise _changed(f"member {header.number} is not the one indexed")
         seen += 1
         _write_member(staging, rel, header, body)
     if seen != len(index.members):

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Protocol
 
+from k3kit._immutable import NamedTuple
 from k3kit.errors import VerificationError
 
 BLOCK = 512
@@ -52,11 +52,11 @@ def _format(why: str) -> VerificationError:
     return VerificationError(f"tar: {why}", code="ARCHIVE_FORMAT")
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(NamedTuple):
     """One member header; ``raw_name`` is still bytes: decoding it is the member policy's job."""
 
-    index: int
+    #: the member's place in the archive (0, 1, ...); not ``index``, which is tuple's method
+    number: int
     raw_name: bytes
     kind: str
     mode: int

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -92,6 +91,8 @@ def pull(
     other than the lock's, other files or planted links in DIR; 4 hub, network or auth trouble;
     130 Ctrl-C (no partial file is left in DIR). Nothing outside DIR is written or removed.
     """
+    from dataclasses import asdict  # the quarantine records' JSON: not on verify's start-up
+
     from k3kit.hub import HfHub
     from k3kit.hub.policy import hub_endpoint
     from k3kit.pull import pull as pull_weights
@@ -139,7 +140,7 @@ def pull(
         "bytes_downloaded": report.bytes_downloaded,
         "files_in_place": report.files_in_place,
         "bytes_hashed": report.bytes_hashed,
-        "quarantined": [dataclasses.asdict(q) for q in report.quarantined],
+        "quarantined": [asdict(q) for q in report.quarantined],
         "problems": [p.as_json() for p in report.problems],
         "errors": [e.as_json() for e in report.errors],
     }

@@ -25,7 +25,6 @@ import errno
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from k3kit._fs import (
@@ -39,6 +38,7 @@ from k3kit._fs import (
     swappable_on_the_way,
     walk,
 )
+from k3kit._immutable import NamedTuple
 from k3kit._policy import path_problem
 from k3kit.archive import MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
@@ -50,8 +50,7 @@ from k3kit.signing.trust import RollbackPolicy, kit_roots
 _STAGING_PREFIX = ".k3kit-install-"
 
 
-@dataclass(frozen=True)
-class Installed:
+class Installed(NamedTuple):
     """Where a verified kit now lives, and the report that verified it."""
 
     path: Path

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from k3kit._immutable import NamedTuple
 from k3kit.engines import adapter
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES
@@ -47,8 +47,7 @@ MAX_DOC_BYTES = MAX_DOCUMENT_BYTES
 GB = 1_000_000_000
 
 
-@dataclass(frozen=True)
-class PreflightReport:
+class PreflightReport(NamedTuple):
     profile: str
     topology: str
     source: str

@@ -8,9 +8,9 @@ look" is not "looked and it is fine".
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
+from k3kit._immutable import NamedTuple
 from k3kit._values import compile_pattern, pattern_matches
 from k3kit.errors import InputError
 from k3kit.formats.vocab import PreflightStatus as Status
@@ -34,8 +34,7 @@ KV_BYTES = {
 }
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(NamedTuple):
     name: str
     status: Status
     required: bool
@@ -54,8 +53,7 @@ class Check:
         }
 
 
-@dataclass(frozen=True)
-class Requirements:
+class Requirements(NamedTuple):
     gpus_per_node: int
     gpu_name_pattern: str
     gpu_memory_bytes: int
@@ -158,7 +156,7 @@ def _memory_check(req: Requirements, gpus: list[GpuFacts]) -> Check:
 def _mig_check(gpus: list[GpuFacts]) -> Check:
     if any(g.mig_enabled is None for g in gpus) or not gpus:
         return _missing("gpu.mig", "the source does not report MIG mode")
-    on = [g.index for g in gpus if g.mig_enabled]
+    on = [g.number for g in gpus if g.mig_enabled]
     return Check(
         "gpu.mig",
         Status.of(not on),
@@ -192,7 +190,7 @@ def _nvlink_check(req: Requirements, node: NodeFacts) -> Check:
     if any(g.nvlink_active is None for g in gpus):
         why = f"{node.source} does not report NVLink state; check `nvidia-smi nvlink -s`"
         return _missing("gpu.nvlink", why, False)
-    dead = [g.index for g in gpus if not g.nvlink_active]
+    dead = [g.number for g in gpus if not g.nvlink_active]
     return Check(
         "gpu.nvlink",
         Status.of(not dead),

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
+from k3kit._immutable import NamedTuple
 from k3kit.formats.vocab import PreflightStatus as Status
 from k3kit.preflight._checks import GIB, Check
 
 MAX_PROC_BYTES = 4 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class CpuFacts:
+class CpuFacts(NamedTuple):
     """The node's CPUs as the OS reported them; ``None`` = unreadable (reason in ``unreadable``)."""
 
     source: str
@@ -30,11 +31,11 @@ class CpuFacts:
     memory_bytes: int | None
     features: frozenset[str] | None
     model: str | None = None
-    unreadable: dict[str, str] = field(default_factory=dict)
+    # read-only empty default: a NamedTuple's default is shared by every instance
+    unreadable: Mapping[str, str] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
-class CpuNeeds:
+class CpuNeeds(NamedTuple):
     cores: int
     memory_gib: int
     features: tuple[str, ...]

@@ -13,11 +13,13 @@ import re
 import resource
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from k3kit._fs import program_on_path
+from k3kit._immutable import NamedTuple
 
 if TYPE_CHECKING:  # the XML parser (~13 ms of CPU to import) is imported where XML is parsed
     import xml.etree.ElementTree as ET
@@ -28,9 +30,9 @@ NVIDIA_SMI_TIMEOUT_S = 60.0
 _MIB = 1024 * 1024
 
 
-@dataclass(frozen=True)
-class GpuFacts:
-    index: int
+class GpuFacts(NamedTuple):
+    #: the GPU's place in the source's list (0, 1, ...); not ``index``, which is tuple's method
+    number: int
     name: str
     memory_total_bytes: int | None
     memory_used_bytes: int | None
@@ -39,8 +41,7 @@ class GpuFacts:
     nvlink_active: int | None
 
 
-@dataclass(frozen=True)
-class NodeFacts:
+class NodeFacts(NamedTuple):
     """GPUs and driver as one source reported them; ``gpus is None`` means unreadable."""
 
     source: str
@@ -48,16 +49,16 @@ class NodeFacts:
     why_unreadable: str | None = None
     driver_version: str | None = None
     cuda_driver_api: int | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class OsFacts:
+class OsFacts(NamedTuple):
     shm_bytes: int | None
     memlock_bytes: int | None  # -1 = unlimited, None = unknown
     disk_free_bytes: int | None
     disk_path: str | None
-    unreadable: dict[str, str] = field(default_factory=dict)
+    # read-only empty default: a NamedTuple's default is shared by every instance
+    unreadable: Mapping[str, str] = MappingProxyType({})
 
 
 def _text(node: ET.Element | None, path: str) -> str | None:
@@ -98,7 +99,7 @@ def from_nvidia_smi_xml(data: bytes, *, source: str) -> NodeFacts:
         mig = _text(gpu, "mig_mode/current_mig")
         gpus.append(
             GpuFacts(
-                index=i,
+                number=i,
                 name=_text(gpu, "product_name") or "",
                 memory_total_bytes=_mib(_text(gpu, "fb_memory_usage/total")),
                 memory_used_bytes=_mib(_text(gpu, "fb_memory_usage/used")),
