@@ -231,7 +231,9 @@ def test_dsse_base64_is_decoded_as_base64_b64decode_validating(text: str) -> Non
     from k3kit.signing.sign import _b64decode
 
     def old(text: str) -> bytes | str:
-        if not re.match(r"^[A-Za-z0-9+/_-]*={0,2}$", text):
+        # fullmatch: with match, `$` also matched before a final newline ("YQ==\n" then failed
+        # only in the strict decode; the pattern now refuses it, by the same code)
+        if not re.fullmatch(r"^[A-Za-z0-9+/_-]*={0,2}$", text):
             return "is not base64"
         try:
             return base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)

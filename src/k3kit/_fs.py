@@ -137,7 +137,7 @@ def root_chain_names(entries: Iterable[tuple[str, str, int]]) -> dict[int, str]:
                 raise _malformed(f"{ROOT_DIR}/ is a {kind}, not a directory")
             continue
         name = rel.removeprefix(ROOT_DIR + "/")
-        m = _ROOT_NAME.match(name)
+        m = _ROOT_NAME.fullmatch(name)
         if kind != "file" or not m:
             raise _malformed(f"{rel}: only regular files named <N>.root.json belong there")
         if size > MAX_ROOT_BYTES:

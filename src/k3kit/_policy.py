@@ -56,7 +56,7 @@ def path_problem(rel: str) -> str | None:
     for part in parts:
         if part in _RESERVED_SEGMENTS or not part:
             return "empty, '.' or '..' segment"
-        if not _SEGMENT.match(part):
+        if not _SEGMENT.fullmatch(part):
             return f"segment {part!r} has characters outside [A-Za-z0-9._-]"
         if part.endswith("."):
             return f"segment {part!r} ends with a dot"

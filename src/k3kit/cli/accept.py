@@ -143,7 +143,7 @@ def accept(
     from k3kit.accept import Policy, Timeouts, load_plan, run_accept, write_report
     from k3kit.accept.prompts import load_builder
 
-    if not _URL.match(url):
+    if not _URL.fullmatch(url):
         raise InputError("--url must be an http(s) URL without credentials", code="BAD_URL")
     signer = load_signer(key, passphrase_env)
     from k3kit.accept.report import check_output

@@ -103,7 +103,7 @@ def _latencies(
         to_ms = _time_unit(r, r.get("unit"))
         for key, value in block.items():
             kind = {"avg": "mean", "std": "std"}.get(key)
-            if kind is None and _PCT.match(key):
+            if kind is None and _PCT.fullmatch(key):
                 kind = key
             if kind is not None and value is not None:
                 stats.setdefault(metric, {})[kind] = float(r.number(key, value)) * to_ms

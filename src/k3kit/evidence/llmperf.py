@@ -40,7 +40,7 @@ def parse(doc: Document, record: int | None) -> RunData:
     stats: dict[str, dict[str, float]] = {}
     by_name = {v: k for k, v in _METRICS.items()}
     for key in list(obj):
-        match = _KEY.match(key)
+        match = _KEY.fullmatch(key)
         if match is None:
             continue
         metric = by_name[match.group(1)]

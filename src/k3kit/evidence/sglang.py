@@ -53,7 +53,7 @@ def parse(doc: Document, record: int | None) -> RunData:
     values["mean_concurrency"] = r.opt_number("concurrency")
     stats = stats_by_key(r, notes)
     for key in list(obj):
-        match = _E2E.match(key)
+        match = _E2E.fullmatch(key)
         if match and obj[key] is not None:
             name = "median" if match.group(1) == "median" else match.group(1)
             stats.setdefault("e2el", {})[name] = float(r.number(key, r.get(key)))

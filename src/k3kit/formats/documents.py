@@ -285,7 +285,7 @@ def parse_serve_config(data: bytes, *, source: str) -> dict[str, Any]:
             continue
         key, sep, value = line.partition(": ")
         try:
-            if not sep or not re.match(_SERVE_KEY, key):
+            if not sep or not re.fullmatch(_SERVE_KEY, key):
                 raise ValueError(key)
             out[key] = _serve_value(value)
         except ValueError as exc:

@@ -244,7 +244,7 @@ def kit_members_problem(
         if name in listed:
             if size != listed.pop(name):
                 return f"{name!r} is not the size {MANIFEST_NAME} lists"
-        elif name not in UNLISTED and not re.match(_UNLISTED_NAMES, name):
+        elif name not in UNLISTED and not re.fullmatch(_UNLISTED_NAMES, name):
             return f"{name!r} is not listed in {MANIFEST_NAME}"
         parts = name.split("/")
         holders.update("/".join(parts[:i]) for i in range(1, len(parts)))

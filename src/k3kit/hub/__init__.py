@@ -138,7 +138,7 @@ class HfHub:
             revision=revision,
         )
         sha = info.sha or ""
-        if not _HEX40.match(sha) or (_HEX40.match(revision) and sha != revision):
+        if not _HEX40.fullmatch(sha) or (_HEX40.fullmatch(revision) and sha != revision):
             raise EnvironmentProblem(
                 f"{self.endpoint} resolved {repo}@{revision} to {sha!r}, not a 40-hex commit",
                 code="HUB_BAD_ANSWER",
@@ -156,7 +156,8 @@ class HfHub:
                 if not isinstance(entry, RepoFile):  # a RepoFolder
                     continue
                 lfs = entry.lfs
-                xet = entry.xet_hash if entry.xet_hash and _HEX64.match(entry.xet_hash) else None
+                xet = entry.xet_hash
+                xet = xet if xet and _HEX64.fullmatch(xet) else None
                 out.append(
                     HubFile(
                         path=entry.path,

@@ -104,7 +104,7 @@ def translate(
     Each link is asked, in order: is it one of the hub's own errors, does it carry an HTTP
     status, is it a transport failure; the first answer wins.
     """
-    where = f"{repo}@{revision[:12] if _HEX40.match(revision) else revision}"
+    where = f"{repo}@{revision[:12] if _HEX40.fullmatch(revision) else revision}"
     w = _Where(endpoint, repo, revision, f"{path} in {where}" if path else where)
     for item in _cause_chain(exc):
         found = _from_hub_error(item, w) or _from_http_status(item, w) or _from_transport(item, w)

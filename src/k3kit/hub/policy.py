@@ -30,7 +30,7 @@ def resolve_endpoint(
     fragment is refused (``BAD_ENDPOINT``, exit 3): the lock pattern is the one definition."""
     env = environ or {}
     chosen = (value or fallback or env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-    if not re.match(ENDPOINT_PATTERN, chosen):
+    if not re.fullmatch(ENDPOINT_PATTERN, chosen):
         raise InputError(
             "--endpoint must be an http(s) URL without credentials, query or fragment",
             code="BAD_ENDPOINT",

@@ -79,7 +79,7 @@ def _format_loc(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
         text = str(part)
-        out += f"[{text}]" if _LOC_INDEX.match(text) else (f".{text}" if out else text)
+        out += f"[{text}]" if _LOC_INDEX.fullmatch(text) else (f".{text}" if out else text)
     return out or "(top level)"
 
 

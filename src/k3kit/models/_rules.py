@@ -240,7 +240,7 @@ def receipt_evidence_complete(predicate: T) -> T:
             if run.evidence_level == "raw" or run.evidence_sha256 or run.evidence_summary:
                 raise ValueError(f"run {run.id!r}: evidence details without an evidence file")
             continue
-        if not re.match(EVIDENCE_IN_KIT, run.evidence) or run.evidence != (
+        if not re.fullmatch(EVIDENCE_IN_KIT, run.evidence) or run.evidence != (
             f"evidence/{run.id}.json"
         ):
             raise ValueError(f"run {run.id!r}: evidence must be evidence/{run.id}.json")

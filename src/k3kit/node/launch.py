@@ -265,7 +265,7 @@ def parse_engine_env(data: bytes, *, source: str) -> dict[str, str]:
             words = []
         if (
             not sep
-            or not _ENV_KEY.match(key)
+            or not _ENV_KEY.fullmatch(key)
             or len(words) != 1
             or shlex.quote(words[0]) != quoted
             or key in env

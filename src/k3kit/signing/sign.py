@@ -74,7 +74,7 @@ def sign_envelope(payload: bytes, payload_type: str, signers: Signer | Sequence[
 
 def _b64decode(text: str, what: str) -> bytes:
     """Standard or URL-safe base64 (DSSE requires accepting both); anything else is refused."""
-    if not _B64.match(text):
+    if not _B64.fullmatch(text):
         raise VerificationError(f"{what} is not base64", code="RECEIPT_MALFORMED")
     try:
         # base64.b64decode(validate=True): the text as ASCII bytes, decoded in strict mode

@@ -135,7 +135,7 @@ def pin_local(
     file list is the whole statement of what was pinned.
     """
     check_repo_id(repo)
-    if not _COMMIT.match(revision):
+    if not _COMMIT.fullmatch(revision):
         raise InputError(
             f"--revision {revision!r} is not a 40-hex commit sha",
             code="REVISION_NOT_COMMIT",
@@ -245,13 +245,13 @@ def _check_listing(files: Sequence[RemoteFile], repo: str, commit: str) -> dict[
 
 def _lfs_entry(f: RemoteFile) -> dict[str, Any]:
     sha = f.lfs_sha256 or ""
-    if not _HEX64.match(sha) or f.lfs_size != f.size:
+    if not _HEX64.fullmatch(sha) or f.lfs_size != f.size:
         raise _bad_answer(
             f"{f.path}: LFS metadata without a valid sha256 or with a size that disagrees "
             f"(oid {sha[:20]!r}, lfs size {f.lfs_size}, size {f.size})"
         )
     entry: dict[str, Any] = {"path": f.path, "size": f.size, "sha256": sha, "lfs": True}
-    if f.xet_hash and _HEX64.match(f.xet_hash):
+    if f.xet_hash and _HEX64.fullmatch(f.xet_hash):
         entry["xet_hash"] = f.xet_hash
     return entry
 
@@ -340,7 +340,7 @@ def pin_hub(
     """Pin ``repo`` at the commit ``revision`` names now, from the hub's own metadata."""
     check_repo_id(repo)
     commit = client.resolve(repo, revision)
-    if not _HEX40.match(commit):
+    if not _HEX40.fullmatch(commit):
         raise _bad_answer(f"the hub resolved {revision!r} to {commit!r}, not a 40-hex commit")
     listing = _check_listing(client.list_files(repo, commit), repo, commit)
     chosen = select(listing, include, exclude)

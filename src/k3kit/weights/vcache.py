@@ -82,9 +82,9 @@ def _parse(data: bytes, lock_sha256: str) -> dict[str, Record]:
         algorithm, digest, stamp_ = rec["algorithm"], rec["digest"], rec["stamp"]
         if algorithm not in ALGORITHMS:
             raise _Distrust("a record names an unknown algorithm")
-        if not isinstance(digest, str) or not _HEX.match(digest):
+        if not isinstance(digest, str) or not _HEX.fullmatch(digest):
             raise _Distrust("a record digest is not 64 hex digits")
-        if not isinstance(stamp_, str) or not _STAMP.match(stamp_):
+        if not isinstance(stamp_, str) or not _STAMP.fullmatch(stamp_):
             raise _Distrust("a record stamp is malformed")
         records[key] = Record(algorithm, digest, stamp_)
     return records

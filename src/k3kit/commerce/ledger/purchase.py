@@ -109,7 +109,7 @@ def purchase(
     that nothing half-written survives)."""
     _check_values(amount_minor, valid_from, valid_until)
     for what, value in (("payment reference", payment_ref), ("package", package)):
-        if not _REF.match(value):
+        if not _REF.fullmatch(value):
             raise InputError(f"{what} {value!r} is not a plain identifier", code="BAD_INPUT")
     if not re.fullmatch(r"[A-Z]{3}", currency):
         raise InputError(f"currency {currency!r} is not an ISO 4217 code", code="BAD_INPUT")

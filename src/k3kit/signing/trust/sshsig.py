@@ -41,7 +41,7 @@ def public_openssh(pub: Ed25519PublicKey) -> str:
 
 def allowed_signers_line(pub: Ed25519PublicKey, principal: str, namespace: str = NAMESPACE) -> str:
     """One ``allowed_signers`` line restricting the key to k3kit's namespace."""
-    if not _PRINCIPAL.match(principal):
+    if not _PRINCIPAL.fullmatch(principal):
         raise ValueError("principal must be 1-128 characters of [A-Za-z0-9._@+-]")
     return f'{principal} namespaces="{namespace}" {public_openssh(pub)}'
 
