@@ -16,7 +16,7 @@ a frozen dataclass's do; assigning or deleting a field afterwards raises ``Attri
 field's annotation. Under ``from __future__ import annotations`` every annotation is a string, and
 ``typing`` turns each one into a ``ForwardRef``, which compiles it: 0.2-0.3 ms a class on Python
 3.13 against 0.05-0.1 ms for the namedtuple alone. ``launch`` loads 27 of them: its CPU fell by
-about 3 ms (docs/performance.md, "Eighth pass").
+about 2.5 ms (docs/performance.md, "Eighth pass").
 Nothing reads those ``ForwardRef``s: ``typing.get_type_hints`` evaluates the strings as well.
 """
 
