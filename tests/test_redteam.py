@@ -609,3 +609,61 @@ def test_the_signing_verbs_are_still_found_after_their_options_moved(
     proc = run_k3kit(*argv, process=True)
     assert "No such command" not in proc.stderr and "Traceback" not in proc.stderr
     assert proc.returncode in (3, 4), proc.stderr
+
+
+# -- gc.freeze() at the CLI's entry (issue 23, eighth pass) ---------------------------------------
+
+_FROZEN_GARBAGE_PROBE = """
+import gc, io, json, socket, sys, types, weakref
+gc.set_debug(gc.DEBUG_SAVEALL)
+import k3kit.cli  # what `python -m k3kit` has imported when main() freezes
+gc.collect()
+bad = []
+for o in gc.garbage:
+    kind = type(o)
+    if isinstance(o, (io.IOBase, socket.socket, types.GeneratorType, types.CoroutineType)):
+        bad.append(repr(kind))
+    elif isinstance(o, weakref.ref) and o.__callback__ is not None:
+        bad.append("weakref with a callback")
+    elif isinstance(kind, type) and any("__del__" in vars(k) for k in kind.__mro__):
+        bad.append(repr(kind))
+print(json.dumps({"garbage": len(gc.garbage), "bad": bad}))
+"""
+
+
+def test_what_gc_freeze_keeps_for_ever_holds_no_file_finalizer_or_callback() -> None:
+    """gc.freeze() also freezes whatever start-up left unreachable in a cycle: it is never
+    collected, so a file, socket, generator (its ``finally``), ``__del__`` or weakref callback
+    among it would never be closed or run. Start-up's leftovers are functions, classes and
+    tuples only (a few hundred objects); this holds it so."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _FROZEN_GARBAGE_PROBE],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    found = json.loads(out)
+    assert found["bad"] == [], found
+
+
+def test_a_refused_install_in_its_own_process_leaves_no_staging_folder(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The path gc.freeze() runs on (a real process; in-process test runs never freeze): a kit
+    refused after staging leaves nothing behind in INTO, and the same folder takes the genuine
+    kit afterwards."""
+    (kit / "README.md").write_bytes((kit / "README.md").read_bytes() + b"\nchanged\n")
+    into = tmp_path / "into"
+    into.mkdir()
+    proc = run_k3kit("install", kit, "--trust", golden.key.public, "--into", into, process=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert sorted(p.name for p in into.iterdir()) == []
+    good = run_k3kit(
+        "install", golden.kit, "--trust", golden.key.public, "--into", into, process=True
+    )
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert [p.name for p in into.iterdir() if p.name.startswith(".k3kit-install-")] == []
