@@ -667,3 +667,50 @@ def test_a_refused_install_in_its_own_process_leaves_no_staging_folder(
     )
     assert good.returncode == 0, good.stdout + good.stderr
     assert [p.name for p in into.iterdir() if p.name.startswith(".k3kit-install-")] == []
+
+
+# -- diff_tree hashes by a text path (issue 23, eighth pass) ---------------------------------------
+
+
+def test_diff_tree_judges_the_same_files_however_the_kit_root_is_spelt(
+    kit: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kit's files are opened as ``f"{root}/{rel}"``, no longer ``root / rel``: a root
+    spelt relative, as ``.``, through a link, or with a trailing ``/.`` must find the same
+    changed file, and a file that is no longer regular when it is opened (walked as a file,
+    then swapped for a FIFO) is refused with the same name whatever the spelling."""
+    import k3kit.formats.manifest as manifest_module
+    from k3kit._digest import NotRegularFile
+    from k3kit._fs import TreeEntry
+    from k3kit._text import shown
+    from k3kit.formats.documents import read_document
+    from k3kit.formats.manifest import diff_tree
+    from k3kit.models import lite
+
+    manifest = read_document(
+        kit / "MANIFEST.json", lite.Manifest, max_bytes=1 << 24, code="MANIFEST_MALFORMED"
+    ).model
+    readme = kit / "README.md"
+    data = bytearray(readme.read_bytes())
+    data[0] ^= 1
+    readme.write_bytes(bytes(data))
+    (tmp_path / "via").symlink_to(kit)
+    monkeypatch.chdir(tmp_path)
+    spellings = [kit, Path("kit"), Path("./kit"), Path("kit/."), Path("via"), kit / "."]
+    expected = [("KIT_FILE_CHANGED", "README.md")]
+    for root in spellings:
+        assert [(d.code, d.path) for d in diff_tree(root, manifest).differences] == expected
+    monkeypatch.chdir(kit)
+    assert [(d.code, d.path) for d in diff_tree(Path("."), manifest).differences] == expected
+
+    (tmp_path / "fifo").mkdir()  # a root whose README.md, walked as a file, is now a FIFO
+    os.mkfifo(tmp_path / "fifo" / "README.md")
+    size = len(data)
+    monkeypatch.setattr(
+        manifest_module, "walk", lambda root: iter([TreeEntry("README.md", "file", size)])
+    )
+    for root in (tmp_path / "fifo", Path("../fifo"), Path("./../fifo"), Path("../fifo/.")):
+        with pytest.raises(NotRegularFile) as info:
+            diff_tree(root, manifest)
+        # the name the pathlib join gave before
+        assert str(info.value) == f"{shown(root / 'README.md')} is not a regular file"
