@@ -292,3 +292,113 @@ def test_no_typing_named_tuple_is_made_on_verify_and_launch_paths() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     ).stdout
     assert out.strip() == "[]"
+
+
+# -- the eighth pass's NamedTuple, attacked (class bodies typing accepts, records k3kit ships) ----
+
+
+_SET_NAME_BODY = """
+from __future__ import annotations
+told = []
+
+class Told:
+    def __set_name__(self, owner, name):
+        told.append((owner.__name__, name))
+
+class R(Base):
+    a: int = Told()
+    b: str = "b"
+    kind = Told()
+"""
+
+
+def test_named_tuple_tells_every_descriptor_its_name_as_typing_does() -> None:
+    """typing.NamedTuple (3.12 and later) calls ``__set_name__`` on every value of the class
+    body, a field's default included, with the namedtuple class as owner. k3kit's skipped the
+    fields' defaults."""
+    import sys
+    import typing
+
+    space: dict[str, Any] = {"Base": NamedTuple, "__name__": "tests.records"}
+    exec(compile(_SET_NAME_BODY, "<records>", "exec"), space)
+    assert space["told"] == [("R", "a"), ("R", "kind")]
+    assert space["R"]._fields == ("a", "b") and isinstance(space["R"].kind, space["Told"])
+    if sys.version_info >= (3, 12):  # 3.11's typing calls no __set_name__ at all
+        reference: dict[str, Any] = {"Base": typing.NamedTuple, "__name__": "tests.records"}  # noqa: TID251
+        exec(compile(_SET_NAME_BODY, "<records>", "exec"), reference)
+        assert reference["told"] == space["told"]
+
+
+def test_a_record_body_cannot_make_itself_the_base() -> None:
+    """The metaclass knew its own base by ``_is_base`` in the namespace: a record whose body set
+    it became a plain class, not a tuple (typing keeps it as a class attribute)."""
+
+    class R(NamedTuple):
+        _is_base = True
+        a: int
+
+    record: Any = R(1)
+    assert isinstance(record, tuple) and R._fields == ("a",) and record == (1,)
+
+
+def test_a_field_named_like_a_tuple_method_is_the_field() -> None:
+    """``count`` and ``index`` may be fields (namedtuple allows them); the field wins over
+    tuple's method, as in typing's class. k3kit's own records avoid the names (GpuFacts.number,
+    Header.number), so a caller's ``gpu.index`` fails loudly instead of returning a method."""
+    import typing
+
+    body = "class R(Base):\n    count: int\n    index: int = 0\n"
+    for base in (typing.NamedTuple, NamedTuple):  # noqa: TID251 - the reference
+        space: dict[str, Any] = {"Base": base, "__name__": "tests.records"}
+        exec(body, space)
+        record = space["R"](3)
+        assert (record.count, record.index, record == (3, 0)) == (3, 0, True)
+    from k3kit.archive._tar import Header
+    from k3kit.preflight._facts import GpuFacts
+
+    assert "index" not in Header._fields and "index" not in GpuFacts._fields
+    assert callable(GpuFacts(0, "g", None, None, None, None, None).index)
+
+
+_CHILD = """
+import pickle, sys
+records = pickle.loads(sys.stdin.buffer.read())
+print(repr([(type(r).__module__, type(r).__qualname__, tuple(r)) for r in records]))
+"""
+
+
+def test_k3kit_records_unpickle_in_another_process() -> None:
+    """The converted records pickle by module and name: a fresh interpreter (nothing of k3kit
+    imported) rebuilds each as its own class, with the same values."""
+    import subprocess
+    import sys
+
+    from k3kit._fs import TreeEntry
+    from k3kit.archive._extract import Member
+    from k3kit.archive._tar import Header
+    from k3kit.preflight._checks import Check
+    from k3kit.preflight._cpu import CpuFacts
+    from k3kit.preflight._facts import GpuFacts, NodeFacts, OsFacts
+
+    gpu = GpuFacts(0, "NVIDIA B300", 1, 0, 12090, False, 18)
+    records: list[Any] = [
+        TreeEntry("a/b", "file", 3),
+        Member("a/b", "file", 0o644, 3),
+        Header(1, b"a/b", "file", 0o644, 3),
+        Check("gpu.count", "PASS", True, "8", "8"),
+        NodeFacts("nvml", [gpu], None, "580.1", 13000, ("n",)),
+        # unreadable given, as k3kit's readers give it: the default (a read-only mappingproxy)
+        # does not pickle (reported to the lead)
+        OsFacts(1, -1, 2, "/w", {"shm": "gone"}),
+        CpuFacts("/proc", 8, 1024, frozenset({"avx2"}), "cpu", {}),
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD],
+        input=pickle.dumps(records),
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout.decode()
+    expected = [(type(r).__module__, type(r).__qualname__, tuple(r)) for r in records]
+    assert out.strip() == repr(expected)
+    assert pickle.loads(pickle.dumps(records)) == records

@@ -609,3 +609,108 @@ def test_the_signing_verbs_are_still_found_after_their_options_moved(
     proc = run_k3kit(*argv, process=True)
     assert "No such command" not in proc.stderr and "Traceback" not in proc.stderr
     assert proc.returncode in (3, 4), proc.stderr
+
+
+# -- gc.freeze() at the CLI's entry (issue 23, eighth pass) ---------------------------------------
+
+_FROZEN_GARBAGE_PROBE = """
+import gc, io, json, socket, sys, types, weakref
+gc.set_debug(gc.DEBUG_SAVEALL)
+import k3kit.cli  # what `python -m k3kit` has imported when main() freezes
+gc.collect()
+bad = []
+for o in gc.garbage:
+    kind = type(o)
+    if isinstance(o, (io.IOBase, socket.socket, types.GeneratorType, types.CoroutineType)):
+        bad.append(repr(kind))
+    elif isinstance(o, weakref.ref) and o.__callback__ is not None:
+        bad.append("weakref with a callback")
+    elif isinstance(kind, type) and any("__del__" in vars(k) for k in kind.__mro__):
+        bad.append(repr(kind))
+print(json.dumps({"garbage": len(gc.garbage), "bad": bad}))
+"""
+
+
+def test_what_gc_freeze_keeps_for_ever_holds_no_file_finalizer_or_callback() -> None:
+    """gc.freeze() also freezes whatever start-up left unreachable in a cycle: it is never
+    collected, so a file, socket, generator (its ``finally``), ``__del__`` or weakref callback
+    among it would never be closed or run. Start-up's leftovers are functions, classes and
+    tuples only (a few hundred objects); this holds it so."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _FROZEN_GARBAGE_PROBE],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    found = json.loads(out)
+    assert found["bad"] == [], found
+
+
+def test_a_refused_install_in_its_own_process_leaves_no_staging_folder(
+    kit: Path, golden: GoldenKit, tmp_path: Path
+) -> None:
+    """The path gc.freeze() runs on (a real process; in-process test runs never freeze): a kit
+    refused after staging leaves nothing behind in INTO, and the same folder takes the genuine
+    kit afterwards."""
+    (kit / "README.md").write_bytes((kit / "README.md").read_bytes() + b"\nchanged\n")
+    into = tmp_path / "into"
+    into.mkdir()
+    proc = run_k3kit("install", kit, "--trust", golden.key.public, "--into", into, process=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert sorted(p.name for p in into.iterdir()) == []
+    good = run_k3kit(
+        "install", golden.kit, "--trust", golden.key.public, "--into", into, process=True
+    )
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert [p.name for p in into.iterdir() if p.name.startswith(".k3kit-install-")] == []
+
+
+# -- diff_tree hashes by a text path (issue 23, eighth pass) ---------------------------------------
+
+
+def test_diff_tree_judges_the_same_files_however_the_kit_root_is_spelt(
+    kit: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kit's files are opened as ``f"{root}/{rel}"``, no longer ``root / rel``: a root
+    spelt relative, as ``.``, through a link, or with a trailing ``/.`` must find the same
+    changed file, and a file that is no longer regular when it is opened (walked as a file,
+    then swapped for a FIFO) is refused with the same name whatever the spelling."""
+    import k3kit.formats.manifest as manifest_module
+    from k3kit._digest import NotRegularFile
+    from k3kit._fs import TreeEntry
+    from k3kit._text import shown
+    from k3kit.formats.documents import read_document
+    from k3kit.formats.manifest import diff_tree
+    from k3kit.models import lite
+
+    manifest = read_document(
+        kit / "MANIFEST.json", lite.Manifest, max_bytes=1 << 24, code="MANIFEST_MALFORMED"
+    ).model
+    readme = kit / "README.md"
+    data = bytearray(readme.read_bytes())
+    data[0] ^= 1
+    readme.write_bytes(bytes(data))
+    (tmp_path / "via").symlink_to(kit)
+    monkeypatch.chdir(tmp_path)
+    spellings = [kit, Path("kit"), Path("./kit"), Path("kit/."), Path("via"), kit / "."]
+    expected = [("KIT_FILE_CHANGED", "README.md")]
+    for root in spellings:
+        assert [(d.code, d.path) for d in diff_tree(root, manifest).differences] == expected
+    monkeypatch.chdir(kit)
+    assert [(d.code, d.path) for d in diff_tree(Path("."), manifest).differences] == expected
+
+    (tmp_path / "fifo").mkdir()  # a root whose README.md, walked as a file, is now a FIFO
+    os.mkfifo(tmp_path / "fifo" / "README.md")
+    size = len(data)
+    monkeypatch.setattr(
+        manifest_module, "walk", lambda root: iter([TreeEntry("README.md", "file", size)])
+    )
+    for root in (tmp_path / "fifo", Path("../fifo"), Path("./../fifo"), Path("../fifo/.")):
+        with pytest.raises(NotRegularFile) as info:
+            diff_tree(root, manifest)
+        # the name the pathlib join gave before
+        assert str(info.value) == f"{shown(root / 'README.md')} is not a regular file"

@@ -10,6 +10,10 @@ with a newline and accepts it without.
 
 from __future__ import annotations
 
+import json
+import shutil
+import tarfile
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -17,11 +21,22 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from k3kit._fs import root_chain_names
 from k3kit._policy import path_problem
+from k3kit.archive._tar import parse_header
 from k3kit.commerce.ledger.purchase import purchase
 from k3kit.errors import InputError, VerificationError
+from k3kit.evidence import parse_vllm_result
+from k3kit.evidence.vllm import _detect as vllm_detect
 from k3kit.hub.policy import resolve_endpoint
 from k3kit.node.launch import parse_engine_env
+from k3kit.publish.kit import load_lock
 from k3kit.signing.trust import sshsig
+from k3kit.weights import hash_tree
+from k3kit.weights.layouts import Layout, is_hf_local_metadata, locate
+from k3kit.weights.pin import check_repo_id, pin_hub
+from tests.benchgen import simulate
+from tests.conftest import GoldenKit
+
+_RAW_KEYS = ("output_lens", "ttfts", "itls", "input_lens", "generated_texts", "errors")
 
 
 def test_a_kit_path_segment_may_not_end_in_a_newline() -> None:
@@ -84,3 +99,96 @@ def test_an_engine_env_key_is_a_whole_identifier() -> None:
     assert parse_engine_env(b"VLLM_USE_V1=1\n", source="engine.env") == {"VLLM_USE_V1": "1"}
     with pytest.raises(VerificationError):
         parse_engine_env(b"VLLM USE=1\n", source="engine.env")
+
+
+# -- validators the eighth pass missed (found by the attack on it) ------------------------------
+
+
+def test_a_vllm_statistic_key_may_not_end_in_a_newline() -> None:
+    """A vLLM result with ``"mean_ttft_ms\\n"`` beside ``"mean_ttft_ms"``: both were read as the
+    mean TTFT, the later one winning, so a report whose visible figure is 52 ms was summarised
+    as 1 ms (``stats_by_key`` is sglang's reader too)."""
+    result: dict[str, Any] = dict(simulate(3, concurrency=4, num_prompts=12, output_len=16))
+    result = {k: v for k, v in result.items() if k not in _RAW_KEYS}
+    honest = parse_vllm_result(json.dumps(result).encode(), source="r.json").stats["ttft"]["mean"]
+    forged = {**result, "mean_ttft_ms\n": 1.0}
+    read = parse_vllm_result(json.dumps(forged).encode(), source="r.json").stats["ttft"]["mean"]
+    assert read == honest == result["mean_ttft_ms"]
+    # nor does such a key make a file pass for a vLLM result
+    assert not vllm_detect({"p99_ttft_ms\n": 1.0}) and vllm_detect({"p99_ttft_ms": 1.0})
+
+
+def _ustar_header(size_field: bytes) -> bytes:
+    info = tarfile.TarInfo("a.txt")
+    info.size = 3
+    block = bytearray(info.tobuf(format=tarfile.USTAR_FORMAT)[:512])
+    block[124:136] = size_field
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def test_a_tar_number_field_may_not_end_in_a_newline() -> None:
+    """The member reader's numbers are "strict octal": digits, then spaces or NULs. A size field
+    ``00000000003\\n`` was read as 3 (``$`` before the final newline): a second spelling of one
+    header, which the writer's rule (tests/test_archive_differential.py) never produces."""
+    assert parse_header(_ustar_header(b"00000000003\0"), 1).size == 3
+    with pytest.raises(VerificationError) as info:
+        parse_header(_ustar_header(b"00000000003\n"), 1)
+    assert info.value.code == "ARCHIVE_FORMAT"
+
+
+def test_a_hub_bookkeeping_name_may_not_end_in_a_newline(tmp_path: Path) -> None:
+    """huggingface_hub's own files beside local_dir weights are skipped by name. With a newline
+    the name was still excused, so pinning a plain folder skipped (left out of the lock,
+    silently) a file that verify then refuses as an unprintable name."""
+    meta = ".cache/huggingface/.gitignore"
+    assert is_hf_local_metadata(meta, "file", 10)
+    assert not is_hf_local_metadata(meta + "\n", "file", 10)
+    assert not is_hf_local_metadata(".cache/huggingface/download/w.lock\n", "file", 10)
+    folder = tmp_path / "weights"
+    (folder / ".cache" / "huggingface").mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / ".cache" / "huggingface" / ".gitignore\n").write_text("*\n")
+    with pytest.raises(VerificationError) as info:
+        hash_tree(Layout(folder, "plain", (), "plain"), workers=1)
+    assert info.value.code == "WEIGHTS_BAD_NAME"
+
+
+def test_a_cache_root_entry_may_not_end_in_a_newline(golden: GoldenKit, tmp_path: Path) -> None:
+    """A cache root holds repo folders and huggingface_hub's bookkeeping, nothing else: a loose
+    ``CACHEDIR.TAGx`` makes it ambiguous (WEIGHTS_AMBIGUOUS), and so must ``CACHEDIR.TAG\\n``."""
+    lock = load_lock(golden.lock)
+    cache = Path(shutil.copytree(golden.snapshot.parents[2], tmp_path / "hub", symlinks=True))
+    assert locate(cache, lock).given_as == "cache-root"
+    for name in ("CACHEDIR.TAG\n", "version.txt\n", ".locks\n"):
+        (cache / name).write_text("x")
+        with pytest.raises(VerificationError) as info:
+            locate(cache, lock)
+        assert info.value.code == "WEIGHTS_AMBIGUOUS", name
+        (cache / name).unlink()
+
+
+class _NoHub:
+    endpoint = "https://hub.invalid"
+
+    def resolve(self, repo: str, revision: str) -> str:
+        raise AssertionError(f"the hub was asked about {repo!r}")
+
+    def list_files(self, repo: str, commit: str) -> list[Any]:
+        raise AssertionError("the hub was asked for a listing")
+
+    def read_file(self, repo: str, commit: str, path: str, max_bytes: int) -> bytes:
+        raise AssertionError("the hub was asked for a file")
+
+
+def test_a_repo_id_may_not_end_in_a_newline() -> None:
+    """``org/name\\n`` passed the repo-id check that runs "before it is put into a hub URL": pin
+    asked the hub about it (work before the refusal) and pydantic refused the lock only after."""
+    check_repo_id("org/name")
+    with pytest.raises(InputError) as info:
+        check_repo_id("org/name\n")
+    assert info.value.code == "BAD_REPO_ID"
+    with pytest.raises(InputError) as info:
+        pin_hub(_NoHub(), repo="org/name\n", revision="main", pinned_at="2026-01-01T00:00:00Z")
+    assert info.value.code == "BAD_REPO_ID"

@@ -113,7 +113,7 @@ class _NamedTupleMeta(type):
     def __new__(
         mcls, typename: str, bases: tuple[type, ...], ns: dict[str, Any]
     ) -> Any:  # the class collections.namedtuple returns, not an instance of this metaclass
-        if ns.get("_is_base", False):
+        if not bases and ns.get("_is_base", False):  # NamedTuple itself, never a record's body
             return super().__new__(mcls, typename, bases, ns)
         # Generic[T] in the bases arrives as Generic (its __mro_entries__). It is dropped, as
         # typing keeps it only for subscripting: a tuple subclass subscripts as tuple does.
@@ -145,9 +145,11 @@ class _NamedTupleMeta(type):
         for key, value in ns.items():
             if key in _PROHIBITED:
                 raise AttributeError(f"cannot overwrite NamedTuple attribute {key}")
-            if key in _SPECIAL or key in record._fields:
+            if key in _SPECIAL:
                 continue
-            setattr(record, key, value)
+            if key not in record._fields:
+                setattr(record, key, value)
+            # as typing (3.12+): a field's default is told its name too
             set_name = getattr(type(value), "__set_name__", None)
             if set_name is not None:
                 set_name(value, record, key)

@@ -370,3 +370,17 @@ def archive_member_declares_huge_size(w: Workbench) -> Argv:
 def archive_too_many_members(w: Workbench) -> Argv:
     dirs = b"".join(directory(f"d{i:05d}") for i in range(10_001))
     return _with(w, dirs)
+
+
+@attack("ARCHIVE_FORMAT")
+def archive_genuine_size_field_ends_in_a_newline(w: Workbench) -> Argv:
+    """The genuine archive, its first member's size re-spelt ``00000000NNN\\n`` (checksum fixed):
+    Python's ``$`` let the strict octal reader take it, so a second archive, byte for byte
+    another, verified as the genuine one (issue 23, eighth pass: the reader now uses fullmatch)."""
+    archive = w.archive()
+    tar = bytearray(inflate_one(archive))
+    size = int(bytes(tar[124:136]).rstrip(b" \0"), 8)
+    tar[124:136] = b"%011o\n" % size
+    tar[148:156] = b" " * 8
+    tar[148:156] = b"%06o\0 " % sum(tar[:BLOCK])
+    return _verify(w, rewrite(archive, bytes(tar)))

@@ -65,10 +65,10 @@ class Header(NamedTuple):
 
 def _octal(block: bytes, start: int, end: int, field: str, *, empty_ok: bool = False) -> int:
     raw = block[start:end]
-    match = _OCTAL.match(raw)
+    match = _OCTAL.fullmatch(raw)  # not match: $ would pass a final newline
     if match:
         return int(match.group(1), 8)
-    if empty_ok and _EMPTY.match(raw):
+    if empty_ok and _EMPTY.fullmatch(raw):
         return 0
     raise _format(f"header field {field} is not a strict octal number: {raw!r}")
 

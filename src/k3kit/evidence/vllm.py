@@ -57,7 +57,9 @@ _IGNORED = (
 
 
 def _detect(obj: dict[str, Any]) -> bool:
-    return any(k in obj for k in _SIGNS) or any(_STAT_MS.match(k) or _STAT_S.match(k) for k in obj)
+    if any(k in obj for k in _SIGNS):
+        return True
+    return any(_STAT_MS.fullmatch(k) or _STAT_S.fullmatch(k) for k in obj)
 
 
 def scalar_values(r: Reader, notes: list[str]) -> dict[str, float | int | str | None]:
@@ -90,7 +92,7 @@ def stats_by_key(r: Reader, notes: list[str]) -> dict[str, dict[str, float]]:
     seconds = []
     for key in list(r.obj):
         for pattern, scale in ((_STAT_MS, 1.0), (_STAT_S, 1000.0)):
-            match = pattern.match(key)
+            match = pattern.fullmatch(key)  # not match: $ passes a final newline
             if match is None:
                 continue
             value = r.get(key)

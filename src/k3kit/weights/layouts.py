@@ -64,7 +64,7 @@ def is_hf_local_metadata(rel: str, kind: str, size: int) -> bool:
     writes, as small regular files (a FIFO there would hang its next run; a symlink proves nothing).
     """
     small = kind == "file" and size <= HF_LOCAL_META_MAX_BYTES
-    return small and re.match(_HF_LOCAL_META, rel) is not None
+    return small and re.fullmatch(_HF_LOCAL_META, rel) is not None
 
 
 class Layout(NamedTuple):
@@ -211,7 +211,8 @@ def locate(path: Path, lock: WeightsLock | lite.WeightsLock) -> Layout:
         if "snapshots" in entries and "blobs" in entries:
             raise _ambiguous(real, "a plain folder laid out like a cache repo folder")
         return Layout(real, "plain", (), "plain")
-    loose = [n for n in entries if not re.match(CACHE_ROOT_ENTRY, n)]
+    # fullmatch: with match, $ let CACHEDIR.TAG\n (a loose file) pass for CACHEDIR.TAG
+    loose = [n for n in entries if not re.fullmatch(CACHE_ROOT_ENTRY, n)]
     if loose:
         raise _ambiguous(
             real, f"a cache root (holds {cache_entries[0]}/) that also holds {loose[0]!r}"

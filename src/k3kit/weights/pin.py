@@ -51,7 +51,7 @@ def check_repo_id(repo: str) -> None:
     """Refuse a repo id that is not ORG/NAME (``BAD_REPO_ID``, exit 3) before it is put into
     a hub URL or a lock: a ``..`` or ``/`` in it would address another path on the hub. Both
     front doors call this (``k3kit pin`` before anything else, the API through the pins)."""
-    if not _REPO_ID.match(repo):
+    if not _REPO_ID.fullmatch(repo):  # not match: $ would pass org/name\n
         raise InputError(f"{repo!r} is not a repo id of the form ORG/NAME", code="BAD_REPO_ID")
 
 
