@@ -334,11 +334,12 @@ def test_a_record_body_cannot_make_itself_the_base() -> None:
     it became a plain class, not a tuple (typing keeps it as a class attribute)."""
 
     class R(NamedTuple):
-        _is_base = True
+        _is_base = True  # type: ignore[misc]  # what mypy refuses, the run time must survive
         a: int
 
-    record: Any = R(1)
-    assert isinstance(record, tuple) and R._fields == ("a",) and record == (1,)
+    made: Any = R
+    record = made(1)
+    assert isinstance(record, tuple) and made._fields == ("a",) and record == (1,)
 
 
 def test_a_field_named_like_a_tuple_method_is_the_field() -> None:
@@ -376,20 +377,22 @@ def test_k3kit_records_unpickle_in_another_process() -> None:
     from k3kit._fs import TreeEntry
     from k3kit.archive._extract import Member
     from k3kit.archive._tar import Header
+    from k3kit.formats.vocab import PreflightStatus as Status
     from k3kit.preflight._checks import Check
     from k3kit.preflight._cpu import CpuFacts
     from k3kit.preflight._facts import GpuFacts, NodeFacts, OsFacts
 
-    gpu = GpuFacts(0, "NVIDIA B300", 1, 0, 12090, False, 18)
+    gpu = GpuFacts(0, "NVIDIA B300", 1, 0, "10.0", False, 18)
     records: list[Any] = [
         TreeEntry("a/b", "file", 3),
         Member("a/b", "file", 0o644, 3),
         Header(1, b"a/b", "file", 0o644, 3),
-        Check("gpu.count", "PASS", True, "8", "8"),
+        Check("gpu.count", Status.PASS, True, "8", "8"),
         NodeFacts("nvml", [gpu], None, "580.1", 13000, ("n",)),
-        # unreadable given, as k3kit's readers give it: the default (a read-only mappingproxy)
-        # does not pickle (reported to the lead)
         OsFacts(1, -1, 2, "/w", {"shm": "gone"}),
+        # the read-only empty default (k3kit._immutable.EMPTY_MAPPING) pickles too; a
+        # types.MappingProxyType, the first default, did not
+        OsFacts(1, -1, 2, "/w"),
         CpuFacts("/proc", 8, 1024, frozenset({"avx2"}), "cpu", {}),
     ]
     out = subprocess.run(
@@ -402,3 +405,24 @@ def test_k3kit_records_unpickle_in_another_process() -> None:
     expected = [(type(r).__module__, type(r).__qualname__, tuple(r)) for r in records]
     assert out.strip() == repr(expected)
     assert pickle.loads(pickle.dumps(records)) == records
+
+
+def test_the_empty_mapping_default_is_read_only_and_survives_pickle_and_copy() -> None:
+    """A NamedTuple's default is shared by every instance, so a mapping field's empty default
+    must refuse writes; the records pickled and deep-copied as dataclasses did."""
+    from k3kit._immutable import EMPTY_MAPPING
+    from k3kit.preflight._facts import OsFacts
+    from k3kit.signing.trust.policy import Trust
+
+    assert pickle.loads(pickle.dumps(EMPTY_MAPPING)) is EMPTY_MAPPING
+    assert copy.deepcopy(EMPTY_MAPPING) is EMPTY_MAPPING
+    mapping: Any = EMPTY_MAPPING
+    assert mapping == {} and len(mapping) == 0 and list(mapping) == []
+    with pytest.raises(TypeError):
+        cast(Any, EMPTY_MAPPING)["x"] = 1
+    facts = OsFacts(1, 2, 3, None)
+    assert facts == OsFacts(1, 2, 3, None, {}) and OsFacts(1, 2, 3, None, {}) == facts
+    assert pickle.loads(pickle.dumps(facts)) == facts and copy.deepcopy(facts) == facts
+    assert facts.unreadable.get("shm", "not read") == "not read"
+    trust = Trust(keys=())
+    assert copy.deepcopy(trust).revoked is EMPTY_MAPPING

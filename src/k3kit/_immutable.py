@@ -23,7 +23,7 @@ Nothing reads those ``ForwardRef``s: ``typing.get_type_hints`` evaluates the str
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, dataclass_transform
 
 
@@ -164,3 +164,29 @@ else:
         """Base of the start-up path's named tuples; see the module docstring."""
 
         _is_base = True
+
+
+class _EmptyMapping(Mapping[Any, Any]):
+    """The read-only empty default of a record's mapping field (a NamedTuple's default is shared
+    by every instance, so it must not be a dict). Unlike ``types.MappingProxyType({})`` it pickles
+    and deep-copies, as the frozen dataclasses' fresh dicts did: to the one instance."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: object) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "EMPTY_MAPPING"
+
+    def __reduce__(self) -> str:
+        return "EMPTY_MAPPING"  # pickled and copied by name: the module's one instance
+
+
+EMPTY_MAPPING: Mapping[Any, Any] = _EmptyMapping()

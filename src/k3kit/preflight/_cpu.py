@@ -14,9 +14,8 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 
-from k3kit._immutable import NamedTuple
+from k3kit._immutable import EMPTY_MAPPING, NamedTuple
 from k3kit.formats.vocab import PreflightStatus as Status
 from k3kit.preflight._checks import GIB, Check
 
@@ -32,7 +31,7 @@ class CpuFacts(NamedTuple):
     features: frozenset[str] | None
     model: str | None = None
     # read-only empty default: a NamedTuple's default is shared by every instance
-    unreadable: Mapping[str, str] = MappingProxyType({})
+    unreadable: Mapping[str, str] = EMPTY_MAPPING
 
 
 class CpuNeeds(NamedTuple):

@@ -15,11 +15,10 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from k3kit._fs import program_on_path
-from k3kit._immutable import NamedTuple
+from k3kit._immutable import EMPTY_MAPPING, NamedTuple
 
 if TYPE_CHECKING:  # the XML parser (~13 ms of CPU to import) is imported where XML is parsed
     import xml.etree.ElementTree as ET
@@ -58,7 +57,7 @@ class OsFacts(NamedTuple):
     disk_free_bytes: int | None
     disk_path: str | None
     # read-only empty default: a NamedTuple's default is shared by every instance
-    unreadable: Mapping[str, str] = MappingProxyType({})
+    unreadable: Mapping[str, str] = EMPTY_MAPPING
 
 
 def _text(node: ET.Element | None, path: str) -> str | None:

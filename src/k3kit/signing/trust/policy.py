@@ -11,11 +11,10 @@ never count, whatever date the receipt claims, because whoever stole a key can a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from types import MappingProxyType
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from k3kit._immutable import NamedTuple
+from k3kit._immutable import EMPTY_MAPPING, NamedTuple
 from k3kit._values import parse_timestamp
 from k3kit.errors import VerificationError
 from k3kit.signing.keys import keyid
@@ -50,8 +49,8 @@ class Trust(NamedTuple):
     keys: tuple[TrustedKey, ...]
     threshold: int = 1
     # read-only empty defaults: a NamedTuple's default is shared by every instance
-    revoked: Mapping[str, Revoked] = MappingProxyType({})
-    min_sequence: Mapping[str, int] = MappingProxyType({})
+    revoked: Mapping[str, Revoked] = EMPTY_MAPPING
+    min_sequence: Mapping[str, int] = EMPTY_MAPPING
     root_version: int | None = None
     description: str = ""
 

@@ -18,7 +18,6 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -34,7 +33,7 @@ from k3kit._fs import (
     root_chain_names,
     walk,
 )
-from k3kit._immutable import NamedTuple
+from k3kit._immutable import EMPTY_MAPPING, NamedTuple
 from k3kit._values import format_timestamp, parse_timestamp
 from k3kit.errors import InputError, VerificationError
 from k3kit.signing.trust import rollback
@@ -172,7 +171,7 @@ class RootAnchor(NamedTuple):
     state_dir: Path | None
     now: str
     # read-only empty default: a NamedTuple's default is shared by every instance
-    also: Mapping[int, bytes] = MappingProxyType({})
+    also: Mapping[int, bytes] = EMPTY_MAPPING
 
     def _pin_id(self) -> str:
         return sha256_hex(self.pinned)[:32]
