@@ -259,3 +259,23 @@ def test_build_refuses_a_profile_env_setting_what_k3kit_always_renders(
     assert proc.returncode == 3, proc.stderr
     assert "HF_HUB_OFFLINE is always set by k3kit (HF_HUB_OFFLINE=1); omit it" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["VLLM_\u00c9", "1ABC", "VLLM_\uff21", "_", "vllm_x", "A-B"])
+def test_build_refuses_a_profile_env_name_that_launch_would_refuse(
+    golden: GoldenKit, tmp_path: Path, name: str
+) -> None:
+    """The build's name rule was str.isalnum and isupper, which take VLLM_\u00c9, 1ABC and a
+    full-width letter; launch refuses each in engine.env (ENGINE_ENV_MALFORMED), so the kit
+    verified and started on no node. The build refuses them now, nothing written."""
+    package = cpu_package(tmp_path, cpu_hardware())
+    package.write_text(
+        package.read_text().replace(
+            "[profiles.batch]\n",
+            f'[profiles.interactive.env]\n"{name}" = "1"\n\n[profiles.batch]\n',
+        )
+    )
+    proc = run_k3kit("build", package, "--lock", golden.lock, "-o", tmp_path / "out")
+    assert proc.returncode == 3, proc.stderr
+    assert "must be UPPER_SNAKE_CASE" in proc.stderr
+    assert not (tmp_path / "out").exists()

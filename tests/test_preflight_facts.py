@@ -371,6 +371,21 @@ def test_nvml_facts_are_judged(
     )
 
 
+@pytest.mark.parametrize("reported", ["12..0", "9x.0", "10.3\n", "1\u00b2.0", "10.", ""])
+def test_a_compute_capability_that_is_not_dotted_numbers_is_not_judged(reported: str) -> None:
+    """Read whole or not at all: parts that were not numbers were skipped, so "12..0" read as
+    12.0 and passed a 10.0 minimum. Now the check is NOT-CHECKED and required: the node is not
+    shown to run the profile (docs/preflight.md: could not look is not a pass)."""
+    from k3kit.preflight._checks import gpu_checks
+
+    facts = _facts._read_nvml(RecordedNvml())
+    gpus = [g._replace(compute_capability=reported) for g in facts.gpus or []]
+    checks = {c.name: c for c in gpu_checks(_requirements(), facts._replace(gpus=gpus))}
+    check = checks["gpu.compute_capability"]
+    assert (check.status, check.required) == ("not-checked", True), check
+    assert repr(reported) in check.why
+
+
 @needs_root
 @pytest.mark.usefixtures("no_nvml")
 def test_an_nvidia_smi_a_cotenant_planted_on_path_is_never_run(

@@ -256,3 +256,18 @@ def test_a_measured_figure_written_with_other_digits_is_refused(text: str) -> No
         Price.model_validate({"currency": "USD", "amount": text, "maintenance_per_month": "1"})
     assert str(Price.model_validate({"currency": "USD", "amount": "7.4E+3",
                                      "maintenance_per_month": "1"}).amount) == "7.4E+3"  # fmt: skip
+
+
+@pytest.mark.parametrize("spelling", ["２", "1_0", "-1", "0", "99999999999999999999"])
+def test_channel_thresholds_take_ascii_digits_only(tmp_path: Path, spelling: str) -> None:
+    """`channel init --root-threshold` and `channel rotate --threshold` were click's own int,
+    which reads `２` and `1_0` as 2 and 10: every other count on the command line takes ASCII
+    digits within a range (cli._shared.Whole). Refused as a usage error, nothing written."""
+    repo = tmp_path / "repo"
+    init = run_k3kit("channel", "init", "--repo", repo, "--root-threshold", spelling)
+    assert init.returncode == 2 and "--root-threshold" in init.stderr, init.stderr
+    assert not repo.exists()
+    rotate = run_k3kit("channel", "rotate", "--repo", repo, "--role", "targets",
+                       "--threshold", spelling, "--key", "x")  # fmt: skip
+    assert rotate.returncode == 2 and "--threshold" in rotate.stderr, rotate.stderr
+    assert not repo.exists()

@@ -10,6 +10,7 @@ the lock by ``kit.build``, not trusted from this file.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Literal
@@ -242,6 +243,11 @@ class PoolShape:
 Shape = TopologyDef | PoolShape
 
 
+# UPPER_SNAKE_CASE in ASCII with a letter: inside launch's rule for engine.env names
+# (k3kit.node.launch: [A-Za-z_][A-Za-z0-9_]*), so every name a build accepts a node accepts
+_ENV_NAME = re.compile(r"_*[A-Z][A-Z0-9_]*")
+
+
 class Profile(Frozen):
     description: str = Field(min_length=1, max_length=500)
     served_model_name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")
@@ -255,7 +261,9 @@ class Profile(Frozen):
     @classmethod
     def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
         for key in env:
-            if not key.replace("_", "A").isalnum() or not key.isupper():
+            # ASCII only, not starting with a digit: str.isalnum and isupper took VLLM_É and 1ABC,
+            # which launch's name rule then refused on every node (a kit no one could start)
+            if not _ENV_NAME.fullmatch(key):
                 raise ValueError(f"environment variable name {key!r} must be UPPER_SNAKE_CASE")
             if key in RENDERED_ENV:
                 # Rendered a second time it made an engine.env launch refuses (a key set twice).

@@ -172,8 +172,13 @@ def _capability_check(req: Requirements, node: NodeFacts) -> Check:
     if not gpus or any(c is None for c in caps):
         why = f"{node.source} does not report compute capability (NVML does)"
         return _missing("gpu.compute_capability", why, False)
-    low_cc = min(caps, key=_version)  # type: ignore[arg-type]
-    ok = _version(low_cc or "0.0") >= _version(req.min_compute_capability)
+    unreadable = [c for c in caps if _version(c or "") is None]
+    if unreadable:
+        # read whole or not at all: "12..0" or "9x.0" read part by part was another number
+        why = f"{node.source} reports compute capability {unreadable[0]!r}, not dotted numbers"
+        return _missing("gpu.compute_capability", why)
+    low_cc = min(caps, key=lambda c: _version(c or "") or ())
+    ok = (_version(low_cc or "") or ()) >= (_version(req.min_compute_capability) or (1 << 30,))
     return Check(
         "gpu.compute_capability",
         Status.of(ok),
@@ -200,9 +205,13 @@ def _nvlink_check(req: Requirements, node: NodeFacts) -> Check:
     )
 
 
-def _version(text: str) -> tuple[int, ...]:
-    """Dotted ASCII numbers ("²" passed ``isdigit()`` and crashed ``int()``)."""
-    return tuple(int(p) for p in text.split(".") if p.isascii() and p.isdigit())
+def _version(text: str) -> tuple[int, ...] | None:
+    """Dotted ASCII numbers, every part of them ("²" passed ``isdigit()`` and crashed ``int()``;
+    a part that is not a number was once skipped, so "12..0" read as 12.0); None otherwise."""
+    parts = text.split(".")
+    if not all(p.isascii() and p.isdigit() and len(p) <= 9 for p in parts):
+        return None
+    return tuple(int(p) for p in parts)
 
 
 def _cuda_check(req: Requirements, node: NodeFacts) -> Check:
