@@ -147,8 +147,10 @@ def _public_keys(paths: tuple[Path, ...]) -> list[Any]:
 @_role_key("snapshot")
 @_role_key("timestamp")
 # ASCII digits only (click's int reads `２` and `1_0` too); 1024 is past any role's keys
-@click.option("--root-threshold", type=Whole(1, 1024), default=1, show_default=True)
-@click.option("--targets-threshold", type=Whole(1, 1024), default=1, show_default=True)
+@click.option("--root-threshold", type=Whole(1, 1024), default=1, show_default=True, help="1-1024.")
+@click.option(
+    "--targets-threshold", type=Whole(1, 1024), default=1, show_default=True, help="1-1024."
+)
 @click.option("--key", "keys", multiple=True, metavar="URI", help="Root key(s).")
 @click.option(
     "--root",
@@ -287,7 +289,7 @@ def _keyid(value: str) -> str:
     metavar="KEY.pub|KEYID",
     help="A key the role loses, revoked from the new root on (repeatable).",
 )
-@click.option("--threshold", type=Whole(1, 1024), help="The role's new threshold.")
+@click.option("--threshold", type=Whole(1, 1024), help="The role's new threshold (1-1024).")
 @click.option("--key", "keys", multiple=True, required=True, metavar="URI", help=_KEY_HELP)
 @click.option("--passphrase-env", metavar="VAR", help="Read the keys' passphrase from $VAR.")
 @_timestamp_option
