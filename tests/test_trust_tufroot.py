@@ -9,6 +9,7 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -113,6 +114,34 @@ def test_a_signature_that_is_not_hex_counts_for_nothing(golden: GoldenKit, tmp_p
     path = write_root(tmp_path / "1.root.json", root_v1([root_key], [golden.key]), [root_key])
     doc = json.loads(path.read_bytes())
     doc["signatures"][0]["sig"] = "zz" * 64
+    path.write_text(json.dumps(doc))
+    done = run_k3kit("verify", golden.kit, "--root", path, "--state-dir", tmp_path / "s", "--json")
+    assert done.returncode == 1 and "ROOT_UNTRUSTED" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "respell",
+    [
+        str.upper,
+        lambda h: h[:64] + " " + h[64:],
+        lambda h: h + "\n",
+        lambda h: h[:64] + "\n" + h[64:],
+    ],
+    ids=["upper-case", "a space", "a final newline", "a newline inside"],
+)
+def test_a_signature_spelt_another_way_counts_for_nothing(
+    golden: GoldenKit, tmp_path: Path, respell: Any
+) -> None:
+    """The same signature written otherwise (upper case, a space or a newline: bytes.fromhex
+    skips whitespace and takes either case) is another root.json of the same meaning: one
+    signature, one spelling, as every other k3kit signature (the attack review of issue 23's
+    eighth pass). The genuine spelling verifies."""
+    root_key = keypair(tmp_path, "root")
+    path = write_root(tmp_path / "1.root.json", root_v1([root_key], [golden.key]), [root_key])
+    ok = run_k3kit("verify", golden.kit, "--root", path, "--state-dir", tmp_path / "ok", "--json")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    doc = json.loads(path.read_bytes())
+    doc["signatures"][0]["sig"] = respell(doc["signatures"][0]["sig"])
     path.write_text(json.dumps(doc))
     done = run_k3kit("verify", golden.kit, "--root", path, "--state-dir", tmp_path / "s", "--json")
     assert done.returncode == 1 and "ROOT_UNTRUSTED" in done.stdout, done.stdout + done.stderr

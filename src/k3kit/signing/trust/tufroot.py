@@ -274,11 +274,13 @@ def _threshold(delegator: VerifiedRoot, new: VerifiedRoot, source: str, whose: s
 
 
 def _strict(key: Ed25519PublicKey, signature: Signature, payload: bytes) -> bool:
-    try:
-        raw = bytes.fromhex(signature.signature)
-    except ValueError:
+    # One signature, one spelling: 128 lower-case hex digits. bytes.fromhex alone also takes
+    # upper case and skips whitespace, so "AB", "ab\n" and "a b" were the same signature
+    # written three ways (three root.json files of one meaning).
+    text = signature.signature
+    if len(text) != 128 or text.strip("0123456789abcdef"):
         return False
-    return verify_signature(key, raw, payload)
+    return verify_signature(key, bytes.fromhex(text), payload)
 
 
 def verify(data: bytes, *, trusted: VerifiedRoot | None, source: str) -> VerifiedRoot:
