@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -122,6 +123,6 @@ def test_the_figures_render_with_and_without_counts(gate: ModuleType) -> None:
     assert "Instruction counts: **not measured** (not recorded)." in gate.render(older)
 
 
-def _figures(gate: ModuleType) -> dict[str, object]:
-    data: dict[str, object] = json.loads(gate.FIGURES.read_text())
+def _figures(gate: ModuleType) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(gate.FIGURES.read_text())
     return data
