@@ -426,3 +426,41 @@ def test_the_empty_mapping_default_is_read_only_and_survives_pickle_and_copy() -
     assert facts.unreadable.get("shm", "not read") == "not read"
     trust = Trust(keys=())
     assert copy.deepcopy(trust).revoked is EMPTY_MAPPING
+
+
+def test_the_empty_mapping_default_reads_as_an_empty_dict_everywhere() -> None:
+    """What the records' readers do with a mapping field (``in``, ``get``, ``items``, ``dict``,
+    equality both ways, every pickle protocol, threads) gives what an empty dict gives, and the
+    default is unhashable as a dict is (a record holding one was never a dict key)."""
+    import threading
+    from types import MappingProxyType
+
+    from k3kit._immutable import EMPTY_MAPPING
+
+    mapping: Any = EMPTY_MAPPING
+    assert "x" not in mapping and mapping.get("x") is None and mapping.get("x", 1) == 1
+    assert list(mapping.items()) == [] and list(mapping.values()) == [] and not mapping
+    assert dict(mapping) == {} and {**mapping} == {}
+    empty: dict[str, int] = {}
+    one = {"x": 1}
+    assert mapping == empty and empty == mapping and mapping == MappingProxyType({})
+    assert mapping != one and one != mapping  # a dict on the left hands over to Mapping.__eq__
+    with pytest.raises(KeyError):
+        mapping["x"]
+    with pytest.raises(TypeError):
+        hash(mapping)
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        assert pickle.loads(pickle.dumps(EMPTY_MAPPING, protocol=protocol)) is EMPTY_MAPPING
+    assert copy.copy(EMPTY_MAPPING) is EMPTY_MAPPING
+
+    seen: list[bool] = []
+
+    def read() -> None:
+        seen.append(pickle.loads(pickle.dumps(EMPTY_MAPPING)) is EMPTY_MAPPING and not mapping)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [True] * 8
