@@ -35,7 +35,8 @@ The thresholds (:data:`GATES`) come from measured figures with a wide margin (do
 "Performance gate"): they must never fail on a loaded machine when the code is fine, and they do
 fail on the regressions that matter (verify importing huggingface_hub, a single-threaded hasher).
 Figures go to ``benchmarks/results/perf-gate.json`` (git-ignored); ``--record`` also writes
-``benchmarks/perf_figures.json``, the committed figures that ``scripts/gen_docs.py`` renders into
+``benchmarks/perf_figures.json`` (not from a run whose instruction counts were not measured: exit
+2, the committed figures kept), the committed figures that ``scripts/gen_docs.py`` renders into
 docs/performance.md. Exit 1 when a gate fails.
 """
 
@@ -173,6 +174,8 @@ def instructions(argv: list[str], env: dict[str, str], work: Path) -> int | None
         # instruction it cannot emulate, say), reported as not measured rather than as a verdict.
         tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
         raise NotMeasured(f"valgrind exited {proc.returncode} on {argv[1:4]}: {tail[0][:200]}")
+    if sum(counts) <= 0:  # a log that says nothing ran: a ratio of 0 would pass any limit
+        raise NotMeasured(f"valgrind counted no instruction for {argv[1:4]}")
     return sum(counts)
 
 
@@ -457,9 +460,17 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n")
+    print(render(data))
+    if args.record and not counted["measured"]:
+        # the committed figures keep the counts they have rather than a run that has none
+        print(
+            f"perf gate: not recording {FIGURES.name}: instruction counts not measured "
+            f"({counted['why']}); figures of this run in {args.out}",
+            file=sys.stderr,
+        )
+        return 2
     if args.record:
         FIGURES.write_text(json.dumps(data, indent=2) + "\n")
-    print(render(data))
     failed = [g["name"] for g in data["summary"]["gates"] if not g["ok"]]
     failed += [g["name"] for g in counted.get("gates", []) if not g["ok"]]
     if not data["summary"]["digests_agree"]:

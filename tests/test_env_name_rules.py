@@ -55,3 +55,19 @@ def test_the_usual_engine_env_names_are_accepted(name: str) -> None:
 def test_a_name_k3kit_renders_itself_is_refused() -> None:
     for name in RENDERED_ENV:
         assert _ENV_KEY.fullmatch(name) and not _build_accepts(name)
+
+
+def test_the_build_still_takes_every_ascii_name_the_old_rule_and_launch_both_took() -> None:
+    """The rule was narrowed to what launch takes, and no further: an ASCII name the old test
+    (``isalnum`` with ``_`` as a letter, and ``isupper``) accepted and launch accepts (``_1A``,
+    ``_9Z``) still builds; the first narrowed pattern refused those."""
+
+    def old(name: str) -> bool:
+        return name.replace("_", "A").isalnum() and name.isupper()
+
+    for length in (1, 2, 3):
+        for chars in itertools.product(_ALPHABET, repeat=length):
+            name = "".join(chars)
+            if name.isascii() and old(name) and _ENV_KEY.fullmatch(name):
+                assert _build_accepts(name) or name in RENDERED_ENV, name
+    assert _build_accepts("_1A") and _build_accepts("_9Z")

@@ -66,6 +66,7 @@ def _fake_valgrind(bindir: Path, *, refs: str | None, exit_code: int) -> None:
     [
         ("1,000,000", 1, "valgrind exited 1"),  # valgrind (or the contender under it) failed
         (None, 0, "valgrind exited 0"),  # a clean exit that counted nothing
+        ("0", 0, "counted no instruction"),  # a count of 0: its ratio would pass any limit
     ],
 )
 def test_a_count_valgrind_did_not_make_is_not_measured(
@@ -126,3 +127,24 @@ def test_the_figures_render_with_and_without_counts(gate: ModuleType) -> None:
 def _figures(gate: ModuleType) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(gate.FIGURES.read_text())
     return data
+
+
+def test_record_keeps_the_committed_figures_when_nothing_was_counted(
+    gate: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--record`` where valgrind cannot count exits 2 and leaves benchmarks/perf_figures.json
+    as it was (its counts would otherwise vanish from the generated docs). The rounds themselves
+    are stood in for: only the recording step is under test."""
+    runs = _figures(gate)["runs"]
+    monkeypatch.setattr(gate, "prepare", lambda work, mib: _setup(gate, tmp_path))
+    monkeypatch.setattr(gate, "measure", lambda setup, rounds: runs)
+    monkeypatch.setattr(
+        gate, "count_instructions", lambda setup, work: {"measured": False, "why": "no valgrind"}
+    )
+    figures = tmp_path / "perf_figures.json"
+    figures.write_text("committed\n")
+    monkeypatch.setattr(gate, "FIGURES", figures)
+    out = tmp_path / "run.json"
+    assert gate.main(["--record", "--out", str(out)]) == 2
+    assert figures.read_text() == "committed\n"
+    assert json.loads(out.read_text())["instructions"]["measured"] is False

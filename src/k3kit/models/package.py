@@ -243,9 +243,10 @@ class PoolShape:
 Shape = TopologyDef | PoolShape
 
 
-# UPPER_SNAKE_CASE in ASCII with a letter: inside launch's rule for engine.env names
-# (k3kit.node.launch: [A-Za-z_][A-Za-z0-9_]*), so every name a build accepts a node accepts
-_ENV_NAME = re.compile(r"_*[A-Z][A-Z0-9_]*")
+# UPPER_SNAKE_CASE in ASCII with at least one letter, not starting with a digit: launch's rule for
+# engine.env names ([A-Za-z_][A-Za-z0-9_]*) less lower case, so every name a build accepts a node
+# accepts, and every ASCII name the old isalnum/isupper test accepted (`_1A`) still passes
+_ENV_NAME = re.compile(r"(?=[A-Z0-9_]*[A-Z])[A-Z_][A-Z0-9_]*")
 
 
 class Profile(Frozen):
