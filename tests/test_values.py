@@ -271,3 +271,23 @@ def test_channel_thresholds_take_ascii_digits_only(tmp_path: Path, spelling: str
                        "--threshold", spelling, "--key", "x")  # fmt: skip
     assert rotate.returncode == 2 and "--threshold" in rotate.stderr, rotate.stderr
     assert not repo.exists()
+
+
+def test_is_lower_hex_is_the_hex_pattern_read_whole() -> None:
+    """The one lower-case-hex test (commits, digests, keys, signatures) against the patterns it
+    replaced, read whole: every string of up to 3 characters from an alphabet with the near
+    misses (upper case, a space, a newline, a non-ASCII digit), at each length asked for."""
+    import itertools
+    import re
+
+    from k3kit._values import is_lower_hex
+
+    alphabet = ("0", "9", "a", "f", "g", "A", "F", " ", "\n", "\u0661")
+    for digits in (1, 2, 3):
+        pattern = re.compile(rf"^[0-9a-f]{{{digits}}}$")
+        for length in (0, 1, 2, 3, 4):
+            for chars in itertools.product(alphabet, repeat=length):
+                text = "".join(chars)
+                assert is_lower_hex(text, digits) == bool(pattern.fullmatch(text)), text
+    assert is_lower_hex("ab" * 32, 64) and not is_lower_hex("ab" * 32 + "\n", 64)
+    assert not is_lower_hex(None, 40) and not is_lower_hex(b"ab", 2)

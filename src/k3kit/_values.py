@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeGuard
 
 # The one form k3kit writes and signs: RFC 3339, UTC, whole seconds. Fixed width and ASCII, so
 # two such strings sort as their instants do (the ledger's SQL relies on that).
@@ -115,6 +115,14 @@ def add_days(text: str, days: int) -> str:
         return format_timestamp(parse_timestamp(text) + timedelta(days=days))
     except OverflowError:
         raise ValueError(f"{days} days after {text} is past the year 9999") from None
+
+
+def is_lower_hex(text: object, digits: int) -> TypeGuard[str]:
+    """``text`` is exactly ``digits`` lower-case hex digits: a commit (40), a sha256 or a key (64),
+    a signature (128). The one test for every such field from outside (hub answers, locks, roots,
+    the verification cache), so each has one spelling: no upper case, no whitespace, no final
+    newline (a pattern's ``$`` passed one with ``match``)."""
+    return isinstance(text, str) and len(text) == digits and not text.strip("0123456789abcdef")
 
 
 def ascii_int(text: object, *, lo: int, hi: int) -> int:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from k3kit._text import shown
+from k3kit._values import is_lower_hex
 from k3kit.cli._app import EXIT_CODES_HELP, cli, emit_json, err, handle_errors, outcome_decided
 from k3kit.cli._shared import (
     ByteProgress,
@@ -253,13 +254,10 @@ def channel_timestamp(
     err(f"timestamp version {version} written to {repo}/metadata/timestamp.json")
 
 
-_KEYID_HEX = frozenset("0123456789abcdef")
-
-
 def _keyid(value: str) -> str:
     """A key to remove, named by its public key file or by its TUF key id (64 hex digits: a
     leaked key is revoked even when its .pub file is gone)."""
-    if len(value) == 64 and set(value) <= _KEYID_HEX and not Path(value).exists():
+    if is_lower_hex(value, 64) and not Path(value).exists():
         return value
     from k3kit.channel.tufsigner import tuf_key
     from k3kit.signing.keys import load_public

@@ -16,7 +16,6 @@ chained (``from None``) so a traceback cannot carry their text either.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from k3kit._policy import (
     pace_client,
     same_origin,
 )
+from k3kit._values import is_lower_hex
 from k3kit.errors import EnvironmentProblem, InputError, K3kitError
 from k3kit.hub._errors import (
     FATAL_CODES,
@@ -56,9 +56,6 @@ T = TypeVar("T")
 #: in bytes. Listings of real model repositories are KBs to a few MBs, seconds even on a slow
 #: link; the point is a bound, not a tight one.
 API_ANSWER_BYTES = 256 * READ_FLOOR_RATE
-
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -138,7 +135,7 @@ class HfHub:
             revision=revision,
         )
         sha = info.sha or ""
-        if not _HEX40.fullmatch(sha) or (_HEX40.fullmatch(revision) and sha != revision):
+        if not is_lower_hex(sha, 40) or (is_lower_hex(revision, 40) and sha != revision):
             raise EnvironmentProblem(
                 f"{self.endpoint} resolved {repo}@{revision} to {sha!r}, not a 40-hex commit",
                 code="HUB_BAD_ANSWER",
@@ -157,7 +154,7 @@ class HfHub:
                     continue
                 lfs = entry.lfs
                 xet = entry.xet_hash
-                xet = xet if xet and _HEX64.fullmatch(xet) else None
+                xet = xet if is_lower_hex(xet, 64) else None
                 out.append(
                     HubFile(
                         path=entry.path,

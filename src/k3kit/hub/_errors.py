@@ -10,7 +10,6 @@ chain is searched for the HTTP status that really happened.
 from __future__ import annotations
 
 import errno
-import re
 from dataclasses import dataclass
 
 import httpx2
@@ -25,6 +24,7 @@ from huggingface_hub.errors import (
 )
 
 from k3kit._policy import ReadTooSlow
+from k3kit._values import is_lower_hex
 from k3kit.errors import EnvironmentProblem, K3kitError
 
 # Failures worth another attempt after a pause; anything else (auth, not found) will not heal.
@@ -36,7 +36,6 @@ TRANSIENT_CODES = frozenset(
 FATAL_CODES = frozenset(
     {"HUB_AUTH", "HUB_REPO_NOT_FOUND", "HUB_REVISION_NOT_FOUND", "HUB_UNREACHABLE", "HUB_TIMEOUT"}
 )
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _ACCESS_HINT = (
     "for a private or gated repo pass --token-env VAR, naming an environment variable that holds "
     "a token with access (for a gated model, request access on its page first)"
@@ -104,7 +103,7 @@ def translate(
     Each link is asked, in order: is it one of the hub's own errors, does it carry an HTTP
     status, is it a transport failure; the first answer wins.
     """
-    where = f"{repo}@{revision[:12] if _HEX40.fullmatch(revision) else revision}"
+    where = f"{repo}@{revision[:12] if is_lower_hex(revision, 40) else revision}"
     w = _Where(endpoint, repo, revision, f"{path} in {where}" if path else where)
     for item in _cause_chain(exc):
         found = _from_hub_error(item, w) or _from_http_status(item, w) or _from_transport(item, w)

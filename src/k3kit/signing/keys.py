@@ -22,6 +22,7 @@ from k3kit._digest import sha256_hex  # not hashlib: see k3kit._digest.SMALL_BYT
 from k3kit._fs import atomic_write, check_trust_anchor, read_capped
 from k3kit._immutable import NamedTuple
 from k3kit._text import shown
+from k3kit._values import is_lower_hex
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 
 MAX_KEY_FILE = 16 * 1024
@@ -105,7 +106,7 @@ def public_from_raw(raw: bytes, *, source: str) -> Ed25519PublicKey:
 
 def public_from_hex(text: object, *, source: str) -> Ed25519PublicKey:
     """A key written as 64 lowercase hex digits (roots, licences, ledger rows)."""
-    if not isinstance(text, str) or len(text) != 64 or text.strip("0123456789abcdef"):
+    if not is_lower_hex(text, 64):
         raise VerificationError(
             f"{source}: the public key is not 64 lowercase hex digits", code="KEY_WEAK"
         )

@@ -32,6 +32,7 @@ from k3kit._digest import sha256_hex
 from k3kit._fs import atomic_write, refuse_existing
 from k3kit._policy import path_problem
 from k3kit._text import shown
+from k3kit._values import is_lower_hex
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
 from k3kit.formats.documents import MAX_DOCUMENT_BYTES
 from k3kit.models import REPO_ID_PATTERN, PinSource, WeightsLock, load
@@ -40,10 +41,7 @@ from k3kit.weights.layouts import Layout, repo_folder_name
 
 # The Hub refuses non-LFS files over 10 MB; anything bigger listed as non-LFS is a bad answer.
 MAX_SMALL_FILE_BYTES = MAX_DOCUMENT_BYTES  # the one in-memory cap (k3kit.formats.documents)
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _REPO_ID = re.compile(REPO_ID_PATTERN)
 
 
@@ -135,7 +133,7 @@ def pin_local(
     file list is the whole statement of what was pinned.
     """
     check_repo_id(repo)
-    if not _COMMIT.fullmatch(revision):
+    if not is_lower_hex(revision, 40):
         raise InputError(
             f"--revision {revision!r} is not a 40-hex commit sha",
             code="REVISION_NOT_COMMIT",
@@ -245,13 +243,13 @@ def _check_listing(files: Sequence[RemoteFile], repo: str, commit: str) -> dict[
 
 def _lfs_entry(f: RemoteFile) -> dict[str, Any]:
     sha = f.lfs_sha256 or ""
-    if not _HEX64.fullmatch(sha) or f.lfs_size != f.size:
+    if not is_lower_hex(sha, 64) or f.lfs_size != f.size:
         raise _bad_answer(
             f"{f.path}: LFS metadata without a valid sha256 or with a size that disagrees "
             f"(oid {sha[:20]!r}, lfs size {f.lfs_size}, size {f.size})"
         )
     entry: dict[str, Any] = {"path": f.path, "size": f.size, "sha256": sha, "lfs": True}
-    if f.xet_hash and _HEX64.fullmatch(f.xet_hash):
+    if is_lower_hex(f.xet_hash, 64):
         entry["xet_hash"] = f.xet_hash
     return entry
 
@@ -340,7 +338,7 @@ def pin_hub(
     """Pin ``repo`` at the commit ``revision`` names now, from the hub's own metadata."""
     check_repo_id(repo)
     commit = client.resolve(repo, revision)
-    if not _HEX40.fullmatch(commit):
+    if not is_lower_hex(commit, 40):
         raise _bad_answer(f"the hub resolved {revision!r} to {commit!r}, not a 40-hex commit")
     listing = _check_listing(client.list_files(repo, commit), repo, commit)
     chosen = select(listing, include, exclude)

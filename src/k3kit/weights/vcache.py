@@ -31,6 +31,7 @@ from k3kit._canonical import dumps, strict_loads
 from k3kit._digest import ALGORITHMS, FileDigest, FileStamp
 from k3kit._fs import NotRegularFile, atomic_write, open_regular, private_dir
 from k3kit._immutable import NamedTuple
+from k3kit._values import is_lower_hex
 from k3kit.errors import EnvironmentProblem, K3kitError
 
 SCHEMA = "k3kit.verify-cache/v1"
@@ -43,7 +44,6 @@ SETTLE_NS = 1_000_000_000
 COARSE_SETTLE_NS = 3_000_000_000
 
 _WHAT = "verification cache folder"
-_HEX = re.compile(r"^[0-9a-f]{64}$")
 _STAMP = re.compile(r"^[0-9]{1,20}:[0-9]{1,20}:[0-9]{1,20}:-?[0-9]{1,20}:-?[0-9]{1,20}$")
 
 
@@ -82,7 +82,7 @@ def _parse(data: bytes, lock_sha256: str) -> dict[str, Record]:
         algorithm, digest, stamp_ = rec["algorithm"], rec["digest"], rec["stamp"]
         if algorithm not in ALGORITHMS:
             raise _Distrust("a record names an unknown algorithm")
-        if not isinstance(digest, str) or not _HEX.fullmatch(digest):
+        if not is_lower_hex(digest, 64):
             raise _Distrust("a record digest is not 64 hex digits")
         if not isinstance(stamp_, str) or not _STAMP.fullmatch(stamp_):
             raise _Distrust("a record stamp is malformed")

@@ -33,7 +33,7 @@ from tuf.api.metadata import Metadata, Root
 from tuf.api.serialization.json import JSONSerializer
 
 from k3kit._canonical import strict_loads
-from k3kit._values import canonical_timestamp
+from k3kit._values import canonical_timestamp, is_lower_hex
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.models import load
 from k3kit.signing.keys import keyid, public_from_hex, verify_signature
@@ -278,7 +278,7 @@ def _strict(key: Ed25519PublicKey, signature: Signature, payload: bytes) -> bool
     # upper case and skips whitespace, so "AB", "ab\n" and "a b" were the same signature
     # written three ways (three root.json files of one meaning).
     text = signature.signature
-    if len(text) != 128 or text.strip("0123456789abcdef"):
+    if not is_lower_hex(text, 128):
         return False
     return verify_signature(key, bytes.fromhex(text), payload)
 
