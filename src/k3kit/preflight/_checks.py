@@ -172,13 +172,15 @@ def _capability_check(req: Requirements, node: NodeFacts) -> Check:
     if not gpus or any(c is None for c in caps):
         why = f"{node.source} does not report compute capability (NVML does)"
         return _missing("gpu.compute_capability", why, False)
-    unreadable = [c for c in caps if _version(c or "") is None]
+    read = [(_version(c or ""), c) for c in caps]
+    unreadable = [c for parsed, c in read if parsed is None]
     if unreadable:
         # read whole or not at all: "12..0" or "9x.0" read part by part was another number
         why = f"{node.source} reports compute capability {unreadable[0]!r}, not dotted numbers"
         return _missing("gpu.compute_capability", why)
-    low_cc = min(caps, key=lambda c: _version(c or "") or ())
-    ok = (_version(low_cc or "") or ()) >= (_version(req.min_compute_capability) or (1 << 30,))
+    lowest, low_cc = min((parsed or (), c) for parsed, c in read)
+    # a kit's minimum that does not read (its model's pattern refuses one) is met by no GPU
+    ok = lowest >= (_version(req.min_compute_capability) or (1 << 30,))
     return Check(
         "gpu.compute_capability",
         Status.of(ok),
