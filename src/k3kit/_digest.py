@@ -39,7 +39,7 @@ ALGORITHMS = ("sha256", "blake3")
 # hashlib is imported only to hash a file of more than SMALL_BYTES (a weight file: it releases the
 # GIL, so hashing threads scale) and a download (StreamHash): it loads the system libcrypto,
 # ~3.5 ms of CPU on every node start, while verify of a kit folder hashes KBs (its documents, its
-# files, key ids) and has OpenSSL's sha256 already loaded in cryptography (for the signature).
+# files, key ids), which CPython's built-in sha256 does without loading a library (k3kit._sha256).
 # The same function gives the same digest either way.
 SMALL_BYTES = 256 * 1024
 
