@@ -21,7 +21,6 @@ from typing import Any
 from unittest.mock import ANY
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from k3kit import api
 from k3kit._canonical import dumps
@@ -34,7 +33,7 @@ from k3kit.hub import HfHub
 from k3kit.node.verify import Report
 from k3kit.preflight import NodeNotReady
 from k3kit.publish.kit import build, sign
-from k3kit.signing.keys import load_private, load_public
+from k3kit.signing.keys import PublicKey, load_private, load_public
 from k3kit.signing.schemes import signer_from_uri
 from tests.channelkit import Channel, init_channel, publish, serve_until_exit
 from tests.conftest import EXAMPLE, FIXED_TIME, REPO, GoldenKit, KeyFiles, run_k3kit
@@ -184,10 +183,10 @@ class Side:
     def state(self) -> Path:
         return self.root / "state"
 
-    def keys(self) -> list[Ed25519PublicKey]:
+    def keys(self) -> list[PublicKey]:
         return [load_public(self.golden.key.public)]
 
-    def wrong_keys(self) -> list[Ed25519PublicKey]:
+    def wrong_keys(self) -> list[PublicKey]:
         return [load_public(self.other.public)]
 
     def commit(self) -> str:

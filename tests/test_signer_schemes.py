@@ -20,7 +20,7 @@ import click
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from k3kit.signing.keys import keyid, load_public
+from k3kit.signing.keys import keyid, load_public, to_cryptography
 from tests.conftest import EXAMPLE, GoldenKit, run_k3kit
 from tests.cotenant import cotenant_python, shared_folder
 from tests.hsmkit import LABEL, PIN, Token, make_token, needs_softhsm
@@ -84,7 +84,7 @@ def test_pin_from_passphrase_env_signs_an_sshsig(token: Token, kit: Path) -> Non
         "sshsig", kit, "--key", token.uri(pin=None), "--passphrase-env", "K3_HSM_PIN", env=env
     )
     assert done.returncode == 0, done.stderr
-    pub = load_public(token.release_public)
+    pub = to_cryptography(load_public(token.release_public))
     line = pub.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     assert line.decode() in done.stdout
     assert base64.b64decode(line.split()[1])  # a real key blob, not an empty line

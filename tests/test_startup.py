@@ -168,8 +168,8 @@ def test_verify_of_a_folder_loads_no_hashlib_base64_or_url_parser(
     golden: GoldenKit, tmp_path: Path
 ) -> None:
     """hashlib (it loads the system libcrypto, ~3.5 ms of CPU on 3.13) hashes only what is
-    larger than k3kit._digest.SMALL_BYTES: a kit's files, documents and key ids take the sha256
-    of cryptography, loaded for the signature anyway. The DSSE envelope and the PEM key are
+    larger than k3kit._digest.SMALL_BYTES: a kit's files, documents and key ids take CPython's
+    built-in sha256 (k3kit._sha256). The DSSE envelope and the PEM key are
     decoded by binascii, as base64 does (base64 with struct: ~0.7 ms), and unicodedata is
     imported only for a path that is not ASCII (every kit path is). urllib.parse (with
     ipaddress, ~3.5 ms) is imported by k3kit._policy only where a URL is really parsed: the
@@ -184,6 +184,20 @@ def test_verify_of_a_folder_loads_no_hashlib_base64_or_url_parser(
     # 3.13 on (what `make test` and the performance gate run) nothing on verify's path does
     if sys.version_info >= (3, 13):
         assert sorted(m for m in modules if m in ("urllib.parse", "ipaddress")) == []
+
+
+def test_a_warm_verify_recalls_the_signature_and_loads_no_cryptography(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Ninth pass: the first verify on a node checks the receipt's signature with cryptography
+    and records it in the signature memo (k3kit.signing.memo); the next one recalls it, and
+    loads neither cryptography's binding nor hashlib."""
+    args = ("verify", golden.kit, "--trust", golden.key.public, "--state-dir", tmp_path / "s")
+    cold = _loaded(tmp_path, *args)
+    assert "cryptography.hazmat.bindings._rust" in cold  # the first run really checked it
+    warm = _loaded(tmp_path, *args)
+    assert "k3kit.signing.memo" in warm  # the real verb, with its memo
+    assert _within(warm, ("cryptography", "hashlib", "_hashlib")) == []
 
 
 def test_verify_with_weights_loads_the_hasher_but_not_the_hub_client(
@@ -255,7 +269,7 @@ NOT_FOR_A_WARM_LAUNCH = (
     "k3kit.engines._runtime",
     # the pin and the engine's --version are canonical text: compared without packaging
     "packaging",
-    # the config's digest and the kit's files take cryptography's sha256 (_digest.SMALL_BYTES)
+    # the config's digest and the kit's files take CPython's built-in sha256 (k3kit._sha256)
     "hashlib",
     # seventh pass: canonical bytes by the stdlib's C encoder (plain trees); the verbs' shared
     # options without the signing verbs
@@ -264,6 +278,9 @@ NOT_FOR_A_WARM_LAUNCH = (
     # eighth pass: no record on the path is a dataclass (a frozen one execs its methods' source
     # at import, ~1 ms a class); the hashing engine's are, and a warm launch does not load it
     "dataclasses",
+    # ninth pass: the receipt's signature is recalled from the signature memo (the first launch
+    # checked it), so cryptography's Rust/OpenSSL binding is not loaded at all
+    "cryptography",
 )
 
 

@@ -25,7 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from k3kit._values import utc_timestamp
 from k3kit.audit import AuditReport, Policy, audit_path
@@ -40,6 +40,7 @@ from k3kit.publish.kit import build, load_lock, readme_signer_line, sign
 from k3kit.publish.kitpack import Packed
 from k3kit.publish.kitpack import pack_kit as _pack_kit
 from k3kit.pull import Downloader, PullReport, pull, read_kit_lock
+from k3kit.signing.keys import PublicKey
 from k3kit.signing.trust import RollbackPolicy, RootAnchor
 from k3kit.signing.trust.source import TrustSource, load_trusted_keys, root_trust
 from k3kit.weights import WeightsOptions, WeightsReport
@@ -492,7 +493,7 @@ def pull_weights(
     )
 
 
-def trusted_keys(paths: Sequence[Path]) -> list[Ed25519PublicKey]:
+def trusted_keys(paths: Sequence[Path]) -> list[PublicKey]:
     """Load publisher public keys from files, by the rule ``--trust`` uses.
 
     Returns the keys, in order, for any verb's ``trusted``. Raises ``InputError`` (exit 3):
@@ -560,7 +561,7 @@ def publish_to_channel(
 
 def init_channel(
     repo: Path,
-    role_keys: Mapping[str, Sequence[Ed25519PublicKey]],
+    role_keys: Mapping[str, Sequence[PublicKey]],
     root_signers: Sequence[Signer],
     *,
     thresholds: Mapping[str, int] | None = None,
@@ -612,8 +613,8 @@ def rotate_channel_keys(
     role: str,
     signers: Sequence[Signer],
     *,
-    add: Sequence[Ed25519PublicKey] = (),
-    remove: Sequence[Ed25519PublicKey | str] = (),
+    add: Sequence[PublicKey] = (),
+    remove: Sequence[PublicKey | str] = (),
     threshold: int | None = None,
     timestamp_lifetime: timedelta = CHANNEL_TIMESTAMP_LIFETIME,
 ) -> Rotation:

@@ -45,8 +45,7 @@ from k3kit.weights import WeightsOptions
 from k3kit.weights.pin import pin_local
 
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
+    from k3kit.signing.keys import PublicKey
     from k3kit.signing.signers import Signer
 
 EXAMPLE = "kimi-k3-b300x8"
@@ -284,7 +283,7 @@ def _channel_stage(
     result: DemoResult,
     example: Path,
     signer: Signer,
-    trusted: list[Ed25519PublicKey],
+    trusted: list[PublicKey],
     now: str,
     say: Callable[[str], None],
 ) -> None:
@@ -318,7 +317,7 @@ def _channel_stage(
     say(f"card     the package card of the update -> {result.paths['update_card']}")
 
 
-def _release_notes(old: Path, new: Path, trusted: list[Ed25519PublicKey]) -> str:
+def _release_notes(old: Path, new: Path, trusted: list[PublicKey]) -> str:
     from k3kit.card import load_view
     from k3kit.publish.releasenotes import compare, render_markdown
 
@@ -356,7 +355,7 @@ def _shell_dir(path: Path) -> str:
     return str(path) if path.is_absolute() else f"$PWD/{path}"
 
 
-def _write_card(archive: Path, trusted: list[Ed25519PublicKey], workdir: Path) -> Path:
+def _write_card(archive: Path, trusted: list[PublicKey], workdir: Path) -> Path:
     """The card a buyer reads before buying, made from the verified archive as `k3kit card`
     makes it, so the demo ends with the page the README's "Try it on the demo" opens."""
     from k3kit.card import card_data, load_view, render_html

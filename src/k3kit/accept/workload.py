@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit.errors import InputError, VerificationError
 from k3kit.formats.documents import parse_serve_config, read_kit_documents, read_listed
 from k3kit.formats.manifest import RECEIPT_NAME
@@ -23,6 +21,7 @@ from k3kit.formats.names import LOCK_NAME
 from k3kit.models import Run, Statement, WeightsLock, Workload
 from k3kit.node.launch import MAX_KIT_DOC_BYTES, pick_profile
 from k3kit.node.verify import KitNotVerified, verify_dir
+from k3kit.signing.keys import PublicKey
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES, read_receipt
 from k3kit.weights import WeightsOptions
 
@@ -131,7 +130,7 @@ def select_points(
 
 def load_plan(
     kit_dir: Path,
-    trusted: list[Ed25519PublicKey],
+    trusted: list[PublicKey],
     *,
     weights: Path,
     profile: str | None,

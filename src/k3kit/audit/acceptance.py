@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._canonical import strict_loads
 from k3kit._digest import sha256_hex
 from k3kit._fs import read_capped
@@ -26,13 +24,14 @@ from k3kit.errors import VerificationError
 from k3kit.evidence import RunData
 from k3kit.models import ReceiptPredicate, load
 from k3kit.models.acceptance import ACCEPTANCE_PAYLOAD_TYPE, AcceptanceStatement
+from k3kit.signing.keys import PublicKey
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES, verify_envelope
 
 ACCEPTANCE_NAME = "acceptance.dsse.json"
 
 
 def audit_acceptance(
-    report: Path, trusted: list[Ed25519PublicKey], policy: Policy | None = None
+    report: Path, trusted: list[PublicKey], policy: Policy | None = None
 ) -> AuditReport:
     label = str(report)
     try:

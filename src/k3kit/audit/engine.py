@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._digest import sha256_hex
 from k3kit._fs import walk
 from k3kit.audit.context import Context, EvidenceFacts, KitFacts, Policy, build_context
@@ -30,6 +28,7 @@ from k3kit.formats.manifest import (
 )
 from k3kit.models import KIT_SUBJECT, KitInfo, ReceiptPredicate, Run
 from k3kit.node.verify import LOCK_NAME, MAX_DOC_BYTES
+from k3kit.signing.keys import PublicKey
 from k3kit.signing.sign import read_receipt
 from k3kit.signing.trust.source import TrustSource, trusted_keys_of
 
@@ -158,7 +157,7 @@ def admit_evidence(
 
 def audit_receipt(
     receipt: Path,
-    trusted: list[Ed25519PublicKey],
+    trusted: list[PublicKey],
     *,
     kit_dir: Path | None,
     label: str,

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._canonical import strict_loads
 from k3kit._text import shown
 from k3kit.audit import AuditReport, audit_receipt
@@ -38,6 +36,7 @@ from k3kit.node.verify import (
     signed_manifest_check,
     verify_dir,
 )
+from k3kit.signing.keys import PublicKey
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES, verify_envelope
 
 PROFILE_SETTINGS = ("serve.yaml", "engine.env")
@@ -74,7 +73,7 @@ class KitView:
 
 
 def _statement(
-    data: bytes, trusted: list[Ed25519PublicKey], *, signed: bool
+    data: bytes, trusted: list[PublicKey], *, signed: bool
 ) -> tuple[Statement, dict[str, Any], str | None]:
     """The Statement from envelope bytes: verified with ``trusted``, or (unverified view only)
     decoded without looking at the signature. Either way parsed by the same strict rules."""
@@ -140,9 +139,7 @@ def _checked_bytes(kit_dir: Path, manifest: Manifest | None, rel: str) -> bytes:
     )
 
 
-def _read_view(
-    kit_dir: Path, label: str, report: Report, trusted: list[Ed25519PublicKey]
-) -> KitView:
+def _read_view(kit_dir: Path, label: str, report: Report, trusted: list[PublicKey]) -> KitView:
     signed = report.ok
     envelope = read_bounded(
         kit_dir / RECEIPT_NAME, MAX_ENVELOPE_BYTES, what="receipt", code="RECEIPT_MISSING"
@@ -208,7 +205,7 @@ def _kit_folder(kit: Path, authenticate: Authenticate | None) -> Iterator[tuple[
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def load_view(kit: Path, trusted: list[Ed25519PublicKey], *, unverified: bool = False) -> KitView:
+def load_view(kit: Path, trusted: list[PublicKey], *, unverified: bool = False) -> KitView:
     """Verify ``kit`` (directory or archive) and read what a reader is shown, from the same bytes.
 
     Raises :class:`KitNotVerified` when the kit does not verify and ``unverified`` is false; with

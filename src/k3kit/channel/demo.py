@@ -13,12 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit.channel.client import Request, Updated, update
 from k3kit.channel.publish import publish_archive
 from k3kit.channel.repository import ROLES, Expiries, init_channel, utc_now
-from k3kit.signing.keys import load_public, write_keypair
+from k3kit.signing.keys import PublicKey, load_public, write_keypair
 from k3kit.signing.schemes import signer_from_uri
 from k3kit.signing.signers import Signer
 
@@ -32,10 +30,10 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 class ChannelDemo:
     repo: Path
     signers: dict[str, Signer]
-    trusted: list[Ed25519PublicKey]
+    trusted: list[PublicKey]
 
     @classmethod
-    def create(cls, repo: Path, keys: Path, trusted: list[Ed25519PublicKey]) -> ChannelDemo:
+    def create(cls, repo: Path, keys: Path, trusted: list[PublicKey]) -> ChannelDemo:
         """A channel whose four roles each have their own (demo) key under ``keys``."""
         signers, publics = {}, {}
         for role in ROLES:

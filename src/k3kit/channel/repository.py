@@ -29,7 +29,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from tuf.api.metadata import (
     Metadata,
     MetaFile,
@@ -46,6 +45,7 @@ from tuf.api.serialization.json import JSONSerializer
 from k3kit._fs import atomic_write, open_nofollow, read_capped
 from k3kit.channel.tufsigner import K3kitTufSigner, tuf_key
 from k3kit.errors import InputError
+from k3kit.signing.keys import PublicKey
 from k3kit.signing.signers import Signer
 
 ROLES = ("root", "targets", "snapshot", "timestamp")
@@ -162,7 +162,7 @@ def _sign(md: Metadata[Any], role: str, root: Root, signers: Sequence[Signer]) -
 
 def init_channel(
     repo: Path,
-    keys: dict[str, list[Ed25519PublicKey]],
+    keys: dict[str, list[PublicKey]],
     thresholds: dict[str, int],
     root_signers: Sequence[Signer],
     *,
@@ -451,7 +451,7 @@ class KeyChange:
     what they sign from the new root on), and the threshold (``None``: unchanged)."""
 
     role: str
-    add: tuple[Ed25519PublicKey, ...] = ()
+    add: tuple[PublicKey, ...] = ()
     remove: tuple[str, ...] = ()
     threshold: int | None = None
 

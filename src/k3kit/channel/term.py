@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._fs import read_capped
 from k3kit._values import add_days, format_timestamp, parse_timestamp
 from k3kit.commerce.buyer_receipt import read_buyer_receipt
 from k3kit.commerce.licence import verify_licence
 from k3kit.errors import UsageProblem, VerificationError
+from k3kit.signing.keys import PublicKey
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES
 
 
@@ -69,7 +68,7 @@ def term_for(buyer_receipt: Path | None, licence: Path | None, trusted: object) 
     return read_term(buyer_receipt, licence, trusted)
 
 
-def read_term(buyer_receipt: Path, licence: Path, trusted: list[Ed25519PublicKey]) -> Term:
+def read_term(buyer_receipt: Path, licence: Path, trusted: list[PublicKey]) -> Term:
     """The term the two documents sign; each must verify, and the receipt must have been issued
     under this licence (``BUYER_RECEIPT_WRONG_LICENCE`` otherwise)."""
     receipt_bytes = read_capped(

@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +17,9 @@ from k3kit._text import shown
 from k3kit._values import utc_timestamp
 from k3kit.cli._app import err, outcome_decided
 from k3kit.errors import InputError, UsageProblem, VerificationError
+
+if TYPE_CHECKING:
+    from k3kit.signing.memo import SignatureMemo
 
 
 def read_passphrase(env_var: str | None) -> bytes | None:
@@ -133,6 +136,16 @@ def state_and_cache(state_dir: Path | None) -> tuple[Path | None, Path | None]:
     state, cache = default_state_dir(), default_cache_dir()
     _refuse_state_left_in_the_cache(state, cache)
     return state, cache
+
+
+def signature_memo(cache: Path | None, *, full: bool) -> SignatureMemo | None:
+    """The node's record of signature checks passed before, in the cache folder beside the
+    weights' records (none without a cache folder); ``--full`` recalls nothing from it."""
+    if cache is None:
+        return None
+    from k3kit.signing.memo import SignatureMemo
+
+    return SignatureMemo(cache, recall=not full)
 
 
 def _refuse_state_left_in_the_cache(state: Path | None, cache: Path | None) -> None:

@@ -20,6 +20,7 @@ from k3kit.cli._shared import (
     print_report,
     read_token,
     root_option,
+    signature_memo,
     state_and_cache,
     trust_source,
     trusted_keys,
@@ -202,7 +203,8 @@ def _print_errors(errors: list[PullError]) -> None:
 @click.option(
     "--full",
     is_flag=True,
-    help="Re-read and re-hash every file, ignoring the verification cache (then refresh it).",
+    help="Re-read and re-hash every file and re-check every signature, ignoring the "
+    "verification cache (then refresh it).",
 )
 @click.option(
     "--state-dir",
@@ -277,7 +279,12 @@ def verify(
         )
     try:
         report = verify_path(
-            Path(kit), trusted, weights=weights, weights_options=options, rollback=rollback
+            Path(kit),
+            trusted,
+            weights=weights,
+            weights_options=options,
+            rollback=rollback,
+            memo=signature_memo(cache, full=full),
         )
     finally:
         if progress is not None:

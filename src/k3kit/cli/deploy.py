@@ -17,6 +17,7 @@ from k3kit.cli._shared import (
     allow_rollback_option,
     print_report,
     root_option,
+    signature_memo,
     state_and_cache,
     trust_source,
 )
@@ -137,7 +138,12 @@ def install(
 @click.option("--host", help="Listen address (default: the site's HOST, else 127.0.0.1).")
 @click.option("--port", type=Whole(1, 65535), help="Listen port (default 8000).")
 @click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False), help=_STATE_HELP)
-@click.option("--full", is_flag=True, help="Re-hash every weight file, ignoring the cache.")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Re-hash every weight file and re-check the receipt's signature, ignoring the "
+    "verification cache (then refresh it).",
+)
 @click.option("--workers", type=Whole(1, 256), help="Hashing threads.")
 @click.option(
     "--node-rank",
@@ -254,6 +260,7 @@ def launch(
             rollback=rollback,
             on_step=lambda text: err(f"launch   {text}"),
             check_node=node_check,
+            memo=signature_memo(cache, full=full),
         )
     except KitNotVerified as exc:
         if as_json:

@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._canonical import dumps, require_canonical, strict_loads
 from k3kit._fs import read_capped
 from k3kit.commerce.licence import sha256_tag, verify_licence
@@ -22,6 +20,7 @@ from k3kit.errors import InputError, VerificationError
 from k3kit.models import load
 from k3kit.models.commerce import BUYER_RECEIPT_PAYLOAD_TYPE, BuyerReceiptBody
 from k3kit.node.verify import FAILED, NOT_CHECKED, PASSED, Check, Report
+from k3kit.signing.keys import PublicKey
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES, sign_envelope, verify_envelope
 from k3kit.signing.signers import Signer
 from k3kit.signing.trust.source import TrustSource
@@ -101,9 +100,7 @@ def sign_buyer_receipt(body: BuyerReceiptBody, signer: Signer) -> bytes:
     return sign_envelope(dumps(body.model_dump(by_alias=True)), BUYER_RECEIPT_PAYLOAD_TYPE, signer)
 
 
-def read_buyer_receipt(
-    data: bytes, trusted: list[Ed25519PublicKey], *, source: str
-) -> BuyerReceiptBody:
+def read_buyer_receipt(data: bytes, trusted: list[PublicKey], *, source: str) -> BuyerReceiptBody:
     """Signature first (by a trusted publisher key), then only the signed, canonical bytes."""
     verified = verify_envelope(
         data,
@@ -166,7 +163,7 @@ def add_buyer_receipt_check(
 def check_buyer_receipt(
     report: Report,
     path: Path,
-    trusted: list[Ed25519PublicKey] | None,
+    trusted: list[PublicKey] | None,
     *,
     licence: Path | None = None,
 ) -> Check:

@@ -15,13 +15,11 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._canonical import dumps, require_canonical, strict_loads
 from k3kit.errors import InputError, VerificationError
 from k3kit.models import load
 from k3kit.models.commerce import AFFIRMATIONS, LICENCE_PAYLOAD_TYPE, LicenceBody
-from k3kit.signing.keys import keyid, public_from_hex, raw_public
+from k3kit.signing.keys import PublicKey, keyid, public_from_hex, raw_public
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES, sign_envelope, verify_envelope
 from k3kit.signing.signers import Signer
 
@@ -68,7 +66,7 @@ def licence_body(
     signer_name: str,
     authority: str,
     affirm: Sequence[str],
-    public_key: Ed25519PublicKey,
+    public_key: PublicKey,
     signed_at: str,
 ) -> LicenceBody:
     ids = check_affirmations(affirm)
@@ -141,7 +139,7 @@ class VerifiedLicence:
     signer_keyid: str
 
 
-def _embedded_key(envelope: bytes, source: str) -> Ed25519PublicKey:
+def _embedded_key(envelope: bytes, source: str) -> PublicKey:
     """The public key named inside the (not yet verified) payload, parsed strictly and bounded."""
     env = strict_loads(envelope, source=source, max_bytes=MAX_ENVELOPE_BYTES, code=BAD)
     payload_b64 = env.get("payload") if isinstance(env, dict) else None
@@ -164,7 +162,7 @@ def verify_licence(
     *,
     source: str,
     terms: bytes | None = None,
-    trusted: list[Ed25519PublicKey] | None = None,
+    trusted: list[PublicKey] | None = None,
 ) -> VerifiedLicence:
     """Verify a licence: signature by its named key, canonical payload, every affirmation with
     its exact text, the terms text's hash (when given) and the signer among ``trusted`` (when

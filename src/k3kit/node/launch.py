@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     # fields and the methods both share (k3kit.models._methods)
     from k3kit.engines import Runtime  # built by a multi-node launch's caller only
     from k3kit.models import EnginePin, KitInfo, KitProfile, Manifest
+    from k3kit.signing.memo import SignatureMemo
     from k3kit.weights import WeightsOptions
 
 MAX_KIT_DOC_BYTES = MAX_DOCUMENT_BYTES
@@ -533,6 +534,7 @@ def plan_launch(
     rollback: RollbackPolicy | None = None,
     on_step: Callable[[str], None] | None = None,
     check_node: Callable[[VerifiedKit, lite.KitProfile], None] | None = None,
+    memo: SignatureMemo | None = None,
 ) -> LaunchPlan:
     """Verify ``kit_dir`` and ``weights`` and return the plan that runs what was verified.
 
@@ -545,7 +547,8 @@ def plan_launch(
     ``InputError`` for an unknown profile or topology or an unusable listen address,
     ``EnvironmentProblem`` when the engine is missing or the runtime folder is unsafe. With a
     root of trust and ``rollback``, an older or conflicting kit is refused before anything else
-    runs.
+    runs. ``memo``: the node's record of signature checks passed before
+    (:mod:`k3kit.signing.memo`).
     """
     say = on_step or (lambda _text: None)
     site = site or Site()
@@ -556,7 +559,7 @@ def plan_launch(
     kit_dir = Path(os.path.realpath(kit_dir))
     say("verifying the kit and its receipt")
     # the manifest, kit.json and lock as the checks read them, from the bytes the receipt signs
-    kit = open_verified(kit_dir, trusted, rollback=rollback)
+    kit = open_verified(kit_dir, trusted, rollback=rollback, memo=memo)
     kit_sha256, manifest, info = kit.kit_sha256, kit.manifest, kit.info
     chosen = pick_profile(info, profile, topology)
     # The caller's runtime values are judged before the node check and hours of hashing: a
@@ -589,7 +592,7 @@ def plan_launch(
     say(f"checking {engine.executable} {info.engine.version} at {executable}")
     check_engine_version(engine, executable, info.engine, env, cwd=private)
     say("verifying the weights")
-    report = _verify_weights(kit, trusted, weights, weights_options, rollback)
+    report = _verify_weights(kit, trusted, weights, weights_options, rollback, memo)
     if not report.ok:
         raise KitNotVerified(report)
     weights_root = Path(report.facts["weights"]["root"])
@@ -631,6 +634,7 @@ def _verify_weights(
     weights: Path,
     options: WeightsOptions | None,
     rollback: RollbackPolicy | None,
+    memo: SignatureMemo | None = None,
 ) -> Report:
     """The weights, once the engine has answered, and the kit held to what was verified.
 
@@ -643,7 +647,7 @@ def _verify_weights(
     if rollback is None and not isinstance(trusted, RootAnchor):
         return verify_weights_of(kit, weights, options)
     report = verify_dir(
-        kit.path, trusted, weights=weights, weights_options=options, rollback=rollback
+        kit.path, trusted, weights=weights, weights_options=options, rollback=rollback, memo=memo
     )
     if report.ok and report.kit_sha256 != kit.kit_sha256:
         raise VerificationError(

@@ -55,6 +55,7 @@ from k3kit.signing.trust.source import TrustSource as TrustSource  # its home; r
 
 if TYPE_CHECKING:  # the hashing engine is imported only when --weights asks for it
     from k3kit.archive import ArchiveIndex
+    from k3kit.signing.memo import SignatureMemo
     from k3kit.weights import WeightsOptions
 
 MAX_DOC_BYTES = MAX_DOCUMENT_BYTES
@@ -175,8 +176,10 @@ class _State:
         statement: lite.Statement | None = None,
         documents: Mapping[str, bytes] | None = None,
         roots: Mapping[int, bytes] | None = None,
+        memo: SignatureMemo | None = None,
     ) -> None:
         self.kit_dir, self.source, self.rollback = kit_dir, source, rollback
+        self.memo = memo  # checks this node passed before (k3kit.signing.memo)
         self.trust: Trust | None = None
         self.decision: rollback_state.Decision | None = None
         self.kit_sha256: str | None = None
@@ -223,14 +226,18 @@ def _step_trust(st: _State, check: Check) -> None:
 def _step_signature(st: _State, check: Check) -> None:
     assert st.trust is not None
     keys = st.trust.verification_keys()
+    recalled = st.memo.recalled if st.memo is not None else 0
     if st.documents is None:
         # read_signed_statement's own read, kept to note the bytes' digest (st.unlisted)
         data = read_envelope(st.kit_dir / RECEIPT_NAME)
-        receipt = parse_signed_statement(data, keys, source=RECEIPT_NAME)
+        receipt = parse_signed_statement(data, keys, source=RECEIPT_NAME, memo=st.memo)
         st.unlisted[RECEIPT_NAME] = sha256_hex(data)
     else:
         receipt = parse_signed_statement(
-            _kept(st.documents, RECEIPT_NAME, "RECEIPT_MISSING"), keys, source=RECEIPT_NAME
+            _kept(st.documents, RECEIPT_NAME, "RECEIPT_MISSING"),
+            keys,
+            source=RECEIPT_NAME,
+            memo=st.memo,
         )
     pred = receipt.statement.predicate
     signers = st.trust.accept(receipt.signer_keyids, pred.issued_at)
@@ -239,6 +246,9 @@ def _step_signature(st: _State, check: Check) -> None:
         f"signed by {signers}; {pred.kit.name} "
         f"{pred.kit.version} (sequence {pred.kit.sequence}), issued {pred.issued_at}"
     )
+    if st.memo is not None and st.memo.recalled > recalled:
+        # said, not hidden: this run recalled the Ed25519 check rather than computing it
+        check.detail += "; signature as checked before on this node (verification cache)"
 
 
 def _step_rollback(st: _State, check: Check) -> None:
@@ -357,7 +367,7 @@ def _step_sshsig(st: _State, check: Check) -> None:
         if not trusted.valid_at(issued_at):
             continue
         try:
-            sshsig.verify(armored, st.manifest_data, trusted.key)
+            sshsig.verify(armored, st.manifest_data, trusted.key, memo=st.memo)
         except VerificationError:
             continue
         check.detail = f"SSH signature over MANIFEST.json by {trusted.keyid[:16]}"
@@ -526,14 +536,22 @@ def verify_dir(
     weights: Path | None = None,
     weights_options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
+    memo: SignatureMemo | None = None,
 ) -> Report:
     """Run every check on a kit directory; never raises for a verification failure.
 
     ``trusted`` is a list of keys (``--trust``), a :class:`Trust`, or a :class:`RootAnchor`
     (``--root``). With ``rollback``, a kit that verified completely has its sequence recorded.
+    ``memo``: the node's record of signature checks passed before (:mod:`k3kit.signing.memo`).
     """
     return _verify_dir(
-        kit_dir, trusted, label=label, weights=weights, options=weights_options, rollback=rollback
+        kit_dir,
+        trusted,
+        label=label,
+        weights=weights,
+        options=weights_options,
+        rollback=rollback,
+        memo=memo,
     )[0]
 
 
@@ -545,10 +563,11 @@ def _verify_dir(
     weights: Path | None,
     options: WeightsOptions | None,
     rollback: RollbackPolicy | None,
+    memo: SignatureMemo | None = None,
 ) -> tuple[Report, _State]:
     """:func:`verify_dir`, and what its steps read (the verified records, for
     :func:`open_verified`)."""
-    st = _State(kit_dir, trusted, rollback)
+    st = _State(kit_dir, trusted, rollback, memo=memo)
     report = Report(label or str(kit_dir))
     tracked = rollback is not None or isinstance(trusted, RootAnchor)
     steps = [
@@ -735,6 +754,7 @@ def verify_path(
     weights: Path | None = None,
     weights_options: WeightsOptions | None = None,
     rollback: RollbackPolicy | None = None,
+    memo: SignatureMemo | None = None,
 ) -> Report:
     """Verify a kit directory or a ``.kit.tar.gz`` (extracted under policy into a temp dir).
 
@@ -744,7 +764,12 @@ def verify_path(
     """
     if require(kit, KIT_KINDS, verb="verify") == "directory":
         return verify_dir(
-            kit, trusted, weights=weights, weights_options=weights_options, rollback=rollback
+            kit,
+            trusted,
+            weights=weights,
+            weights_options=weights_options,
+            rollback=rollback,
+            memo=memo,
         )
     archive_check = Check("archive", "archive members pass the extraction policy")
     report = Report(str(kit))
@@ -771,6 +796,7 @@ def verify_path(
             weights=weights,
             weights_options=weights_options,
             rollback=rollback,
+            memo=memo,
         )
         report.checks.insert(0, archive_check)
         report.facts["archive_sha256"] = opened.archive_sha256
@@ -833,6 +859,7 @@ def open_verified(
     *,
     rollback: RollbackPolicy | None = None,
     label: str | None = None,
+    memo: SignatureMemo | None = None,
 ) -> VerifiedKit:
     """Verify ``kit_dir`` (receipt signature, kit checksum, every file, weight lock) and keep the
     documents the checks read, as records (preflight, which every launch runs first,
@@ -843,7 +870,7 @@ def open_verified(
     :func:`verify_dir`.
     """
     report, st = _verify_dir(
-        kit_dir, trusted, label=label, weights=None, options=None, rollback=rollback
+        kit_dir, trusted, label=label, weights=None, options=None, rollback=rollback, memo=memo
     )
     if not report.ok:
         raise KitNotVerified(report)

@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit.card.data import LATENCIES, STATS, fig, metric
 from k3kit.card.markdown import md
 from k3kit.card.source import KitView, load_view
 from k3kit.models.claims import Run
 from k3kit.models.kit import KitInfo
 from k3kit.models.package import HardwareTarget
+from k3kit.signing.keys import PublicKey
 
 SCALARS = ("output_tok_s_per_gpu", "output_tok_s", "total_tok_s", "request_rate", "duration_s")
 METRICS = SCALARS + tuple(f"{n}.{s}" for n, _ in LATENCIES for s in STATS)
@@ -161,7 +160,7 @@ def compare(old: KitView, new: KitView) -> ReleaseNotes:
     return notes
 
 
-def release_notes(old: Path, new: Path, trusted: list[Ed25519PublicKey]) -> ReleaseNotes:
+def release_notes(old: Path, new: Path, trusted: list[PublicKey]) -> ReleaseNotes:
     """Verify both kits (either failing raises ``KitNotVerified``), then compare them."""
     return compare(load_view(old, trusted), load_view(new, trusted))
 

@@ -13,9 +13,7 @@ import os
 import re
 import stat
 from pathlib import Path
-
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING, Protocol
 
 from k3kit._canonical import dumps
 from k3kit._digest import sha256_hex  # not hashlib: see k3kit._digest.SMALL_BYTES
@@ -24,6 +22,14 @@ from k3kit._immutable import NamedTuple
 from k3kit._text import shown
 from k3kit._values import is_lower_hex
 from k3kit.errors import EnvironmentProblem, InputError, VerificationError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
+    from k3kit.signing.memo import SignatureMemo
 
 MAX_KEY_FILE = 16 * 1024
 DEFAULT_KEY_NAME = "publisher"
@@ -87,7 +93,69 @@ def _strong_point(enc: bytes) -> bool:
     return point is not None and not _times_eight_is_identity(point)
 
 
-def public_from_raw(raw: bytes, *, source: str) -> Ed25519PublicKey:
+class PublicKey(Protocol):
+    """What k3kit asks of an Ed25519 public key: its 32 bytes, and a check of one signature.
+
+    Both :class:`RawPublicKey` (every key k3kit reads from a file, a root, a licence or a ledger
+    row) and ``cryptography``'s ``Ed25519PublicKey`` (a signer's own key, a caller's) have both
+    methods, so either may be handed in; what decides a verdict is :func:`verify_signature`."""
+
+    def public_bytes_raw(self) -> bytes: ...
+
+    def verify(self, signature: bytes, data: bytes) -> None: ...
+
+
+class RawPublicKey:
+    """An Ed25519 public key held as its 32 bytes; ``cryptography``'s key object is made on the
+    first :meth:`verify` only.
+
+    Why not ``cryptography``'s object from the start: importing its Rust/OpenSSL binding costs a
+    node about 14 M instructions and a tenth of ``launch``'s CPU (docs/performance.md, "Ninth
+    pass"), and a warm ``verify`` or ``launch`` recalls its signature from the verification cache
+    (:mod:`k3kit.signing.memo`) without one. Made only by :func:`public_from_raw`, so the bytes
+    are always a canonical point of large order. Equal to another k3kit key with the same bytes.
+    """
+
+    __slots__ = ("_key", "_raw")
+
+    def __init__(self, raw: bytes) -> None:
+        self._raw = bytes(raw)
+        self._key: Ed25519PublicKey | None = None
+
+    def public_bytes_raw(self) -> bytes:
+        return self._raw
+
+    def verify(self, signature: bytes, data: bytes) -> None:
+        """``cryptography``'s verify: raises its ``InvalidSignature`` when the check fails."""
+        if self._key is None:
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+            self._key = Ed25519PublicKey.from_public_bytes(self._raw)
+        self._key.verify(signature, data)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RawPublicKey):
+            return NotImplemented
+        return self._raw == other._raw
+
+    def __hash__(self) -> int:
+        return hash((RawPublicKey, self._raw))
+
+    def __repr__(self) -> str:
+        return f"RawPublicKey({self._raw.hex()})"
+
+
+def to_cryptography(pub: PublicKey) -> Ed25519PublicKey:
+    """``cryptography``'s object for ``pub``: for the few callers that need its encodings (a
+    TUF key, a PEM file), never on a node's verify path."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    if isinstance(pub, Ed25519PublicKey):
+        return pub
+    return Ed25519PublicKey.from_public_bytes(pub.public_bytes_raw())
+
+
+def public_from_raw(raw: bytes, *, source: str) -> PublicKey:
     """THE way k3kit turns public key bytes into a key: every PEM file, hex key in a root,
     licence, buyer receipt or ledger row comes through here (via :func:`check_public`).
 
@@ -101,10 +169,10 @@ def public_from_raw(raw: bytes, *, source: str) -> Ed25519PublicKey:
             code="KEY_WEAK",
             hint="use the publisher's real key; a key like 0100…00 is the identity point",
         )
-    return Ed25519PublicKey.from_public_bytes(raw)
+    return RawPublicKey(raw)
 
 
-def public_from_hex(text: object, *, source: str) -> Ed25519PublicKey:
+def public_from_hex(text: object, *, source: str) -> PublicKey:
     """A key written as 64 lowercase hex digits (roots, licences, ledger rows)."""
     if not is_lower_hex(text, 64):
         raise VerificationError(
@@ -113,45 +181,59 @@ def public_from_hex(text: object, *, source: str) -> Ed25519PublicKey:
     return public_from_raw(bytes.fromhex(text), source=source)
 
 
-def check_public(pub: Ed25519PublicKey, *, source: str) -> Ed25519PublicKey:
+def check_public(pub: PublicKey, *, source: str) -> PublicKey:
     """``pub`` if it passes :func:`public_from_raw`'s checks (for keys parsed elsewhere)."""
     return public_from_raw(raw_public(pub), source=source)
 
 
-def verify_signature(pub: Ed25519PublicKey, sig: bytes, message: bytes) -> bool:
+def verify_signature(
+    pub: PublicKey, sig: bytes, message: bytes, *, memo: SignatureMemo | None = None
+) -> bool:
     """THE Ed25519 check every signature in k3kit goes through.
 
     Before ``cryptography``'s verify: the key must pass :func:`public_from_raw` again (a key
     object may come from anywhere), the signature must be 64 bytes, its R a canonical point not
     of small order and its S below the group order L (RFC 8032's malleability rule), so no
     degenerate key or signature takes part in a verdict.
+
+    With ``memo`` (a node's verification cache, :mod:`k3kit.signing.memo`), a key, signature
+    and message that this check passed before are recalled instead of checked again, and one
+    that passes now is remembered; a failure is never remembered. The checks above run either
+    way: a memo cannot let a degenerate key or signature through.
     """
     if len(sig) != 64 or int.from_bytes(sig[32:], "little") >= _L:
         return False
-    if not _strong_point(raw_public(pub)) or not _strong_point(sig[:32]):
+    raw = raw_public(pub)
+    if not _strong_point(raw) or not _strong_point(sig[:32]):
         return False
+    if memo is not None and memo.recall(raw, sig, message):
+        return True
+    from cryptography.exceptions import InvalidSignature
+
     try:
         pub.verify(sig, message)
     except InvalidSignature:
         return False
+    if memo is not None:
+        memo.remember(raw, sig, message)
     return True
 
 
-def raw_public(pub: Ed25519PublicKey) -> bytes:
+def raw_public(pub: PublicKey) -> bytes:
     return pub.public_bytes_raw()
 
 
-def key_object(pub: Ed25519PublicKey) -> dict[str, object]:
+def key_object(pub: PublicKey) -> dict[str, object]:
     """The TUF/securesystemslib key object for an Ed25519 public key."""
     return {"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": raw_public(pub).hex()}}
 
 
-def keyid(pub: Ed25519PublicKey) -> str:
+def keyid(pub: PublicKey) -> str:
     """sha256 of the canonical key object; equals ``SSlibKey.from_crypto(pub).keyid``."""
     return sha256_hex(dumps(key_object(pub)))
 
 
-def ssh_fingerprint(pub: Ed25519PublicKey) -> str:
+def ssh_fingerprint(pub: PublicKey) -> str:
     """OpenSSH ``SHA256:`` fingerprint (sha256 of the ssh-ed25519 wire blob, unpadded base64)."""
 
     def string(b: bytes) -> bytes:
@@ -180,7 +262,7 @@ def key_prefix(out: str) -> Path:
     return Path(out)
 
 
-def write_keypair(out: Path, passphrase: bytes | None) -> tuple[KeyPairPaths, Ed25519PublicKey]:
+def write_keypair(out: Path, passphrase: bytes | None) -> tuple[KeyPairPaths, PublicKey]:
     """Generate a key pair and write ``OUT.key`` (0600, PKCS#8) and ``OUT.pub``; never overwrite."""
     paths = KeyPairPaths(out.with_name(out.name + ".key"), out.with_name(out.name + ".pub"))
     for path in (paths.private, paths.public):
@@ -191,6 +273,7 @@ def write_keypair(out: Path, passphrase: bytes | None) -> tuple[KeyPairPaths, Ed
                 hint="choose another --out; keys are never replaced",
             )
     from cryptography.hazmat.primitives import serialization  # see _SPKI_PEM
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     priv = Ed25519PrivateKey.generate()
     encryption: serialization.KeySerializationEncryption = (
@@ -261,7 +344,9 @@ def load_private(path: Path, passphrase: bytes | None) -> Ed25519PrivateKey:
     )
     _refuse_public_key(path, data)
     refuse_shared_secret(path, mode, "private key")
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization  # see _SPKI_PEM
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     try:
         key = serialization.load_pem_private_key(data, password=passphrase)
@@ -281,25 +366,28 @@ def load_private(path: Path, passphrase: bytes | None) -> Ed25519PrivateKey:
     return key
 
 
-def load_public(path: Path) -> Ed25519PublicKey:
+def load_public(path: Path) -> PublicKey:
     """Load a trusted public key (PEM SubjectPublicKeyInfo, Ed25519 only), from a file no
     other user could have put or swapped (:func:`k3kit._fs.check_trust_anchor`)."""
     check_trust_anchor(path, "public key")
     data = read_capped(
         path, MAX_KEY_FILE, what="public key", error=EnvironmentProblem, code="KEY_UNREADABLE"
     )
-    key: object = _spki_pem_ed25519(data)
+    key = _spki_pem_ed25519(data)
     if key is None:  # any other spelling: cryptography's own PEM reader decides
+        from cryptography.exceptions import UnsupportedAlgorithm
         from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
         try:
-            key = serialization.load_pem_public_key(data)
+            other = serialization.load_pem_public_key(data)
         except (ValueError, UnsupportedAlgorithm) as exc:
             raise EnvironmentProblem(
                 f"public key {path} is not a PEM public key", code="KEY_UNREADABLE"
             ) from exc
-    if not isinstance(key, Ed25519PublicKey):
-        raise EnvironmentProblem(f"public key {path} is not Ed25519", code="KEY_UNSUPPORTED")
+        if not isinstance(other, Ed25519PublicKey):
+            raise EnvironmentProblem(f"public key {path} is not Ed25519", code="KEY_UNSUPPORTED")
+        return check_public(other, source=f"public key {shown(path)}")
     return check_public(key, source=f"public key {shown(path)}")
 
 
@@ -311,7 +399,7 @@ _SPKI_PEM = re.compile(
 )
 
 
-def _spki_pem_ed25519(data: bytes) -> Ed25519PublicKey | None:
+def _spki_pem_ed25519(data: bytes) -> RawPublicKey | None:
     """The key of a PEM Ed25519 public key in exactly the form ``keygen`` (and OpenSSL) writes,
     or None for anything else, which then goes to cryptography's PEM reader.
 
@@ -327,4 +415,4 @@ def _spki_pem_ed25519(data: bytes) -> Ed25519PublicKey | None:
     der = binascii.a2b_base64(match.group(1), strict_mode=True)
     if len(der) != 44 or not der.startswith(_SPKI_ED25519):
         return None
-    return Ed25519PublicKey.from_public_bytes(der[len(_SPKI_ED25519) :])
+    return RawPublicKey(der[len(_SPKI_ED25519) :])

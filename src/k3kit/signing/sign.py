@@ -14,18 +14,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._canonical import dumps, require_canonical, strict_loads
 from k3kit._fs import read_capped
 from k3kit._immutable import NamedTuple
 from k3kit.errors import InputError, VerificationError
 from k3kit.models import PAYLOAD_TYPE, lite
 from k3kit.models._lite import read as read_record
-from k3kit.signing.keys import keyid, verify_signature
+from k3kit.signing.keys import PublicKey, keyid, verify_signature
 
 if TYPE_CHECKING:  # pydantic only for the callers that want the models (audit, accept)
     from k3kit.models import Statement
+    from k3kit.signing.memo import SignatureMemo
     from k3kit.signing.signers import Signer  # a signer only signs: not on verify's path
 
 MAX_ENVELOPE_BYTES = 1024 * 1024
@@ -98,16 +97,18 @@ class VerifiedPayload(NamedTuple):
 
 def verify_envelope(
     data: bytes,
-    trusted: list[Ed25519PublicKey],
+    trusted: list[PublicKey],
     *,
     expected_type: str,
     source: str,
     kind: str = "RECEIPT",
+    memo: SignatureMemo | None = None,
 ) -> VerifiedPayload:
     """Verify a DSSE envelope against the trusted keys; returns the verified payload bytes.
 
     ``kind`` prefixes the error codes (``RECEIPT_…``, ``ROOT_…``) so a root of trust and a
-    receipt fail with codes that say which document was at fault.
+    receipt fail with codes that say which document was at fault. ``memo``: a node's record of
+    checks passed before (:func:`k3kit.signing.keys.verify_signature`).
     """
     bad = f"{kind}_MALFORMED"
     if not trusted:
@@ -132,7 +133,7 @@ def verify_envelope(
         if len(sig) != 64:
             continue
         for key in trusted:
-            if verify_signature(key, sig, message):
+            if verify_signature(key, sig, message, memo=memo):
                 signers[keyid(key)] = None
     if not signers:
         raise VerificationError(
@@ -177,7 +178,7 @@ def read_envelope(path: Path) -> bytes:
     )
 
 
-def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt:
+def read_receipt(path: Path, trusted: list[PublicKey]) -> VerifiedReceipt:
     """Read, verify and parse a receipt: the signature first, then only the bytes it covers.
 
     Shared by ``audit`` and ``accept`` (pydantic models, with their methods); ``verify`` reads the
@@ -187,7 +188,7 @@ def read_receipt(path: Path, trusted: list[Ed25519PublicKey]) -> VerifiedReceipt
     return parse_receipt(read_envelope(path), trusted, source=path.name)
 
 
-def parse_receipt(data: bytes, trusted: list[Ed25519PublicKey], *, source: str) -> VerifiedReceipt:
+def parse_receipt(data: bytes, trusted: list[PublicKey], *, source: str) -> VerifiedReceipt:
     """:func:`read_receipt` for bytes already in memory."""
     from k3kit.models import Statement, load  # pydantic: only callers that want the models
 
@@ -198,17 +199,17 @@ def parse_receipt(data: bytes, trusted: list[Ed25519PublicKey], *, source: str) 
     return VerifiedReceipt(statement, verified.signer_keyid, verified.signer_keyids)
 
 
-def read_signed_statement(path: Path, trusted: list[Ed25519PublicKey]) -> SignedStatement:
+def read_signed_statement(path: Path, trusted: list[PublicKey]) -> SignedStatement:
     """:func:`read_receipt` without pydantic: the same checks, the Statement as a record."""
     return parse_signed_statement(read_envelope(path), trusted, source=path.name)
 
 
 def parse_signed_statement(
-    data: bytes, trusted: list[Ed25519PublicKey], *, source: str
+    data: bytes, trusted: list[PublicKey], *, source: str, memo: SignatureMemo | None = None
 ) -> SignedStatement:
     """:func:`read_signed_statement` for bytes already in memory (``install`` checks an archive's
     receipt from its tar index, before anything is extracted)."""
-    verified, obj = _signed_payload(data, trusted, source=source)
+    verified, obj = _signed_payload(data, trusted, source=source, memo=memo)
     statement = read_record(
         lite.Statement,
         obj,
@@ -220,11 +221,11 @@ def parse_signed_statement(
 
 
 def _signed_payload(
-    data: bytes, trusted: list[Ed25519PublicKey], *, source: str
+    data: bytes, trusted: list[PublicKey], *, source: str, memo: SignatureMemo | None = None
 ) -> tuple[VerifiedPayload, Any]:
     """The one path of both readers: the signature first, then the payload it covers, parsed
     strictly and required to be canonical; the caller validates the parsed object."""
-    verified = verify_envelope(data, trusted, expected_type=PAYLOAD_TYPE, source=source)
+    verified = verify_envelope(data, trusted, expected_type=PAYLOAD_TYPE, source=source, memo=memo)
     obj = strict_loads(
         verified.payload,
         source="receipt payload",

@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from k3kit.signing.keys import keyid, load_private
+from k3kit.signing.keys import PublicKey, keyid, load_private
 
 
 @runtime_checkable
 class Signer(Protocol):
     """Anything that can produce an Ed25519 signature over bytes and name its public key."""
 
-    def public_key(self) -> Ed25519PublicKey:
+    def public_key(self) -> PublicKey:
         """The verifying key; the key id is always recomputed from it."""
         ...
 
@@ -51,7 +51,7 @@ class PemSigner:
     def from_file(cls, path: Path, passphrase: bytes | None) -> PemSigner:
         return cls(path, load_private(path, passphrase))
 
-    def public_key(self) -> Ed25519PublicKey:
+    def public_key(self) -> PublicKey:
         return self._key.public_key()
 
     def sign(self, data: bytes) -> bytes:

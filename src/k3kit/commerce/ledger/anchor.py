@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._canonical import dumps, require_canonical, strict_loads
 from k3kit.commerce.buyer_receipt import read_buyer_receipt
 from k3kit.errors import InputError, VerificationError
@@ -27,6 +25,7 @@ from k3kit.models.commerce import (
     LedgerCheckpointBody,
     LedgerHead,
 )
+from k3kit.signing.keys import PublicKey
 from k3kit.signing.sign import MAX_ENVELOPE_BYTES, sign_envelope, verify_envelope
 from k3kit.signing.signers import Signer
 
@@ -66,7 +65,7 @@ def _payload_type(data: bytes, source: str) -> object:
     return env.get("payloadType") if isinstance(env, dict) else None
 
 
-def read_anchor(data: bytes, trusted: list[Ed25519PublicKey], *, source: str) -> Anchor:
+def read_anchor(data: bytes, trusted: list[PublicKey], *, source: str) -> Anchor:
     """A signed head from a checkpoint file or a buyer receipt, verified with ``trusted``.
 
     Raises :class:`VerificationError`: a head nobody trusted signed is not an anchor, and a file

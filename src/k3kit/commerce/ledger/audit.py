@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Connection, Engine, text
 
 from k3kit.commerce.buyer_receipt import read_buyer_receipt
@@ -25,7 +24,7 @@ from k3kit.commerce.ledger.purchase import term_days_of
 from k3kit.commerce.licence import require_bound, sha256_tag, verify_licence
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.models.commerce import LicenceBody
-from k3kit.signing.keys import keyid, public_from_hex
+from k3kit.signing.keys import PublicKey, keyid, public_from_hex
 
 
 @dataclass(frozen=True)
@@ -154,7 +153,7 @@ def _check_licence(row: dict[str, Any]) -> LicenceBody:
     return b
 
 
-def _check_receipt(row: dict[str, Any], trusted: list[Ed25519PublicKey] | None) -> Anchor | None:
+def _check_receipt(row: dict[str, Any], trusted: list[PublicKey] | None) -> Anchor | None:
     """The receipt verifies with its issuer key (a trusted one, when given), the columns are its
     own; returns the head it signs when its issuer is trusted (an anchor found in the DB)."""
     key = public_from_hex(row["issuer_key"], source="issuer_key")
@@ -197,7 +196,7 @@ def _check_bound(table: str, row: dict[str, Any], licences: dict[str, LicenceBod
 def _check_row(
     table: str,
     row: dict[str, Any],
-    trusted: list[Ed25519PublicKey] | None,
+    trusted: list[PublicKey] | None,
     licences: dict[str, LicenceBody],
 ) -> Anchor | None:
     """Signatures, the columns copied out of them and the licence binding; raises
@@ -238,7 +237,7 @@ def _check_anchors(entries: list[Any], report: LedgerReport) -> None:
 
 def verify_ledger(
     engine: Engine,
-    trusted: list[Ed25519PublicKey] | None = None,
+    trusted: list[PublicKey] | None = None,
     anchors: Sequence[Anchor] = (),
 ) -> LedgerReport:
     """Check everything; never raises for what it finds (that is the report), only for a
@@ -288,7 +287,7 @@ def _check_tables(
     conn: Connection,
     report: LedgerReport,
     by_seq: Mapping[Any, Any],
-    trusted: list[Ed25519PublicKey] | None,
+    trusted: list[PublicKey] | None,
 ) -> set[int]:
     """Every row of every chained table against its chain entry and its own signatures;
     returns the sequence numbers of the rows found."""

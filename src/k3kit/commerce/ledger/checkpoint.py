@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine
 
 from k3kit.commerce.ledger.anchor import Anchor, sign_checkpoint
 from k3kit.commerce.ledger.audit import LedgerReport, verify_ledger
 from k3kit.errors import InputError, VerificationError
-from k3kit.signing.keys import keyid
+from k3kit.signing.keys import PublicKey, keyid
 from k3kit.signing.signers import Signer
 
 
@@ -35,7 +34,7 @@ def checkpoint(
     signer: Signer,
     *,
     now: str,
-    trusted: Sequence[Ed25519PublicKey] = (),
+    trusted: Sequence[PublicKey] = (),
     anchors: Sequence[Anchor] = (),
 ) -> Checkpoint:
     """Verify the ledger (buyer receipts issued by the signer or ``trusted``) and sign its head."""

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Connection, Engine, text
 
 from k3kit._values import parse_timestamp
@@ -24,7 +23,7 @@ from k3kit.commerce.ledger.purchase import term_days_of
 from k3kit.commerce.licence import require_bound, sha256_tag, verify_licence
 from k3kit.errors import InputError, VerificationError
 from k3kit.node.verify import KitNotVerified, verify_path
-from k3kit.signing.keys import raw_public
+from k3kit.signing.keys import PublicKey, raw_public
 from k3kit.signing.signers import Signer
 
 
@@ -90,7 +89,7 @@ def issue(
     entitlement_id: str,
     *,
     kit: Path,
-    trusted: list[Ed25519PublicKey],
+    trusted: list[PublicKey],
     build_record: dict[str, Any],
     serve_command: list[str],
     signer: Signer,

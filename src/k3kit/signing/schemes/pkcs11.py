@@ -28,13 +28,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._fs import read_capped
 from k3kit._resources import require_extra
 from k3kit._text import shown
 from k3kit.errors import EnvironmentProblem, InputError
-from k3kit.signing.keys import public_from_raw, refuse_shared_secret, verify_signature
+from k3kit.signing.keys import PublicKey, public_from_raw, refuse_shared_secret, verify_signature
 from k3kit.signing.schemes._registry import SecretsHandler, scheme
 from k3kit.signing.signers import Signer
 
@@ -254,7 +252,7 @@ def _private_key(p11: Any, session: Any, uri: Pkcs11Uri) -> Any:
     return keys[0]
 
 
-def _public_key(p11: Any, session: Any, key: Any, uri: Pkcs11Uri) -> Ed25519PublicKey:
+def _public_key(p11: Any, session: Any, key: Any, uri: Pkcs11Uri) -> PublicKey:
     """The public half from the public key object with the private key's label and id."""
     label, key_id = session.getAttributeValue(key, [p11.CKA_LABEL, p11.CKA_ID])
     template = [(p11.CKA_CLASS, p11.CKO_PUBLIC_KEY), (p11.CKA_LABEL, label)]
@@ -284,9 +282,9 @@ class Pkcs11Signer:
     lib: Any
     session: Any
     key: Any
-    public: Ed25519PublicKey
+    public: PublicKey
 
-    def public_key(self) -> Ed25519PublicKey:
+    def public_key(self) -> PublicKey:
         return self.public
 
     def sign(self, data: bytes) -> bytes:

@@ -17,11 +17,11 @@ import copy
 from collections.abc import Sequence
 from datetime import datetime
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from tuf.api.metadata import Metadata, Role, Root
 
 from k3kit._values import parse_timestamp
 from k3kit.errors import InputError, K3kitError
+from k3kit.signing.keys import PublicKey
 from k3kit.signing.signers import Signer
 from k3kit.signing.trust import tufroot
 from k3kit.signing.trust.model import MIN_SEQUENCE, REVOKED, VALIDITY
@@ -60,13 +60,13 @@ def _checked(root: Root, source: str) -> Root:
 
 def create(
     *,
-    root_keys: Sequence[Ed25519PublicKey],
+    root_keys: Sequence[PublicKey],
     root_threshold: int,
-    release_keys: Sequence[Ed25519PublicKey],
+    release_keys: Sequence[PublicKey],
     release_threshold: int,
     expires: str | datetime,
-    snapshot_keys: Sequence[Ed25519PublicKey] = (),
-    timestamp_keys: Sequence[Ed25519PublicKey] = (),
+    snapshot_keys: Sequence[PublicKey] = (),
+    timestamp_keys: Sequence[PublicKey] = (),
 ) -> Root:
     """Root version 1: all four TUF roles. Snapshot and timestamp default to the release keys
     (threshold 1); a channel wants its own online timestamp key (docs/trust.md)."""
@@ -112,7 +112,7 @@ def _custom(root: Root, field: str) -> dict[str, object]:
 def add_key(
     prev: Root,
     role: str,
-    pub: Ed25519PublicKey,
+    pub: PublicKey,
     *,
     expires: str | datetime,
     not_before: str | None = None,
@@ -169,7 +169,7 @@ def drop_key(root: Root, kid: str, roles: Sequence[str] | None = None) -> None:
 def rotate(
     prev: Root,
     role: str,
-    keys: Sequence[Ed25519PublicKey],
+    keys: Sequence[PublicKey],
     threshold: int,
     *,
     expires: str | datetime,

@@ -12,19 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._immutable import EMPTY_MAPPING, NamedTuple
 from k3kit._values import parse_timestamp
 from k3kit.errors import VerificationError
-from k3kit.signing.keys import keyid
+from k3kit.signing.keys import PublicKey, keyid
 
 
 # NamedTuples, not dataclasses: immutable records all the same, and verify's start-up imports this
 # module (a frozen dataclass costs ~0.8 ms to create, a NamedTuple ~0.1 ms; docs/performance.md).
 class TrustedKey(NamedTuple):
     keyid: str
-    key: Ed25519PublicKey
+    key: PublicKey
     not_before: str | None = None
     not_after: str | None = None
 
@@ -38,7 +36,7 @@ class TrustedKey(NamedTuple):
 
 
 class Revoked(NamedTuple):
-    key: Ed25519PublicKey
+    key: PublicKey
     reason: str
     since: str
 
@@ -55,12 +53,12 @@ class Trust(NamedTuple):
     description: str = ""
 
     @classmethod
-    def from_keys(cls, keys: Iterable[Ed25519PublicKey]) -> Trust:
+    def from_keys(cls, keys: Iterable[PublicKey]) -> Trust:
         trusted = tuple(TrustedKey(keyid(k), k) for k in keys)
         ids = ", ".join(k.keyid[:16] for k in trusted)
         return cls(trusted, 1, description=f"{len(trusted)} trusted key(s) from --trust: {ids}")
 
-    def verification_keys(self) -> list[Ed25519PublicKey]:
+    def verification_keys(self) -> list[PublicKey]:
         """Every key to try a signature with: release keys, and revoked ones so that a receipt
         signed by a revoked key fails with a code that says so rather than "untrusted"."""
         return [k.key for k in self.keys] + [r.key for r in self.revoked.values()]

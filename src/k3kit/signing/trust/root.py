@@ -20,8 +20,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._digest import sha256_hex  # not hashlib: see k3kit._digest.SMALL_BYTES
 from k3kit._fs import MAX_ROOT_BYTES as MAX_ROOT_BYTES  # the root-chain rule's home; re-exported
 from k3kit._fs import MAX_ROOTS as MAX_ROOTS
@@ -36,6 +34,7 @@ from k3kit._fs import (
 from k3kit._immutable import EMPTY_MAPPING, NamedTuple
 from k3kit._values import format_timestamp, parse_timestamp
 from k3kit.errors import InputError, VerificationError
+from k3kit.signing.keys import PublicKey
 from k3kit.signing.trust import rollback
 from k3kit.signing.trust.policy import Revoked, Trust, TrustedKey
 
@@ -55,7 +54,7 @@ class VerifiedRoot(NamedTuple):
     md: Any  # tuf.api.metadata.Metadata[Root]; Any keeps python-tuf off this module's import
     rules: RootRules
     data: bytes
-    keys: dict[str, Ed25519PublicKey]
+    keys: dict[str, PublicKey]
 
     @property
     def root(self) -> Root:

@@ -15,16 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeGuard
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from k3kit._fs import check_trust_anchor, read_capped
 from k3kit.errors import InputError
-from k3kit.signing.keys import keyid, load_public
+from k3kit.signing.keys import PublicKey, keyid, load_public
 from k3kit.signing.trust.policy import Trust
 from k3kit.signing.trust.rollback import RollbackPolicy
 from k3kit.signing.trust.root import MAX_ROOT_BYTES, RootAnchor
 
-TrustSource = list[Ed25519PublicKey] | Trust | RootAnchor
+TrustSource = list[PublicKey] | Trust | RootAnchor
 
 
 def has_trust(source: TrustSource | None) -> TypeGuard[TrustSource]:
@@ -41,16 +39,16 @@ def resolve_trust(source: TrustSource, kit_dir: Path | None) -> Trust:
     return source if isinstance(source, Trust) else Trust.from_keys(source)
 
 
-def trusted_keys_of(source: TrustSource, kit_dir: Path | None) -> list[Ed25519PublicKey]:
+def trusted_keys_of(source: TrustSource, kit_dir: Path | None) -> list[PublicKey]:
     """The keys a signature may verify with, for verbs that only ask "signed by a trusted key?"
     (``audit``): the current release keys, never a revoked one."""
     return [k.key for k in resolve_trust(source, kit_dir).keys]
 
 
-def load_trusted_keys(paths: Sequence[Path]) -> list[Ed25519PublicKey]:
+def load_trusted_keys(paths: Sequence[Path]) -> list[PublicKey]:
     """Publisher public keys from files; the same key given twice is a caller mistake
     (``TRUST_DUPLICATE_KEY``, exit 3), since it would look like two signers."""
-    keys = [load_public(p) for p in paths]
+    keys: list[PublicKey] = [load_public(p) for p in paths]
     ids = [keyid(k) for k in keys]
     if len(set(ids)) != len(ids):
         raise InputError(

@@ -13,12 +13,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from typing import TYPE_CHECKING
 
 from k3kit.errors import VerificationError
-from k3kit.signing.keys import raw_public, verify_signature
+from k3kit.signing.keys import PublicKey, raw_public, verify_signature
 from k3kit.signing.signers import Signer
+
+if TYPE_CHECKING:
+    from k3kit.signing.memo import SignatureMemo
 
 NAMESPACE = "k3kit"
 MAGIC = b"SSHSIG"
@@ -30,16 +32,16 @@ def _string(b: bytes) -> bytes:
     return len(b).to_bytes(4, "big") + b
 
 
-def _pubkey_blob(pub: Ed25519PublicKey) -> bytes:
+def _pubkey_blob(pub: PublicKey) -> bytes:
     return _string(b"ssh-ed25519") + _string(raw_public(pub))
 
 
-def public_openssh(pub: Ed25519PublicKey) -> str:
+def public_openssh(pub: PublicKey) -> str:
     """``ssh-ed25519 AAAA…``, the form authorized_keys and allowed_signers use."""
     return "ssh-ed25519 " + base64.b64encode(_pubkey_blob(pub)).decode()
 
 
-def allowed_signers_line(pub: Ed25519PublicKey, principal: str, namespace: str = NAMESPACE) -> str:
+def allowed_signers_line(pub: PublicKey, principal: str, namespace: str = NAMESPACE) -> str:
     """One ``allowed_signers`` line restricting the key to k3kit's namespace."""
     if not _PRINCIPAL.fullmatch(principal):
         raise ValueError("principal must be 1-128 characters of [A-Za-z0-9._@+-]")
@@ -90,7 +92,14 @@ class _Reader:
         return self.take(int.from_bytes(self.take(4), "big"))
 
 
-def verify(armored: str, message: bytes, pub: Ed25519PublicKey, namespace: str = NAMESPACE) -> None:
+def verify(
+    armored: str,
+    message: bytes,
+    pub: PublicKey,
+    namespace: str = NAMESPACE,
+    *,
+    memo: SignatureMemo | None = None,
+) -> None:
     """Check an SSHSIG as ``ssh-keygen -Y verify`` would, against one known key."""
     bad = VerificationError("SSHSIG signature does not verify", code="SSHSIG_INVALID")
     body = armored.strip().splitlines()
@@ -113,5 +122,6 @@ def verify(armored: str, message: bytes, pub: Ed25519PublicKey, namespace: str =
     )
     if not ok:
         raise bad
-    if not verify_signature(pub, raw_sig, _signed_data(message, namespace, hash_alg.decode())):
+    signed = _signed_data(message, namespace, hash_alg.decode())
+    if not verify_signature(pub, raw_sig, signed, memo=memo):
         raise bad

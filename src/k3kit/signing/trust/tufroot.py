@@ -24,7 +24,6 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from securesystemslib.exceptions import UnverifiedSignatureError
 from securesystemslib.signer import Key, Signature, SSlibKey
 from securesystemslib.signer import Signer as TufSigner
@@ -36,7 +35,13 @@ from k3kit._canonical import strict_loads
 from k3kit._values import canonical_timestamp, is_lower_hex
 from k3kit.errors import K3kitError, VerificationError
 from k3kit.models import load
-from k3kit.signing.keys import keyid, public_from_hex, verify_signature
+from k3kit.signing.keys import (
+    PublicKey,
+    keyid,
+    public_from_hex,
+    to_cryptography,
+    verify_signature,
+)
 from k3kit.signing.signers import Signer
 from k3kit.signing.trust.model import CUSTOM_FIELDS, MAX_KEYS, RootRules
 from k3kit.signing.trust.root import MAX_ROOT_BYTES, VerifiedRoot
@@ -56,12 +61,12 @@ _SPEC_VERSION = re.compile(r"1\.0(\.[0-9]{1,4})?", re.ASCII)
 _MAX_VERSION = 2**31 - 1
 
 
-def tuf_key(signer_or_key: Signer | Ed25519PublicKey) -> SSlibKey:
+def tuf_key(signer_or_key: Signer | PublicKey) -> SSlibKey:
     """The TUF public key of a k3kit signer or an Ed25519 key. Its key id is securesystemslib's
     (sha256 of the canonical key object), which is :func:`k3kit.signing.keys.keyid`: one rule for
     ``root create``, the channel, and the reader's recomputation."""
     public = signer_or_key.public_key() if isinstance(signer_or_key, Signer) else signer_or_key
-    return SSlibKey.from_crypto(public)
+    return SSlibKey.from_crypto(to_cryptography(public))
 
 
 class K3kitTufSigner(TufSigner):
@@ -174,7 +179,7 @@ def _is_signature(value: object) -> bool:
     )
 
 
-def _public_keys(root: Root, source: str, fail: Fail) -> dict[str, Ed25519PublicKey]:
+def _public_keys(root: Root, source: str, fail: Fail) -> dict[str, PublicKey]:
     """Key objects by key id: ed25519 only, each through ``public_from_raw`` (``KEY_WEAK``), each
     id recomputed from the key (so one key listed under two ids is refused, not counted twice)."""
     if len(root.keys) > MAX_KEYS:
@@ -273,7 +278,7 @@ def _threshold(delegator: VerifiedRoot, new: VerifiedRoot, source: str, whose: s
     )
 
 
-def _strict(key: Ed25519PublicKey, signature: Signature, payload: bytes) -> bool:
+def _strict(key: PublicKey, signature: Signature, payload: bytes) -> bool:
     # One signature, one spelling: 128 lower-case hex digits. bytes.fromhex alone also takes
     # upper case and skips whitespace, so "AB", "ab\n" and "a b" were the same signature
     # written three ways (three root.json files of one meaning).
