@@ -455,3 +455,29 @@ def test_the_cli_freezes_what_start_up_loaded_only_in_its_own_process() -> None:
     )
     assert proc.returncode == 0 and "k3kit, version" in proc.stdout, proc.stderr
     assert int(proc.stderr.strip().splitlines()[-1]) > 10_000  # the start-up's objects
+
+
+def test_what_a_verb_loaded_is_frozen_too_when_it_is_done() -> None:
+    """The second ``gc.freeze()``, as the verb returns (docs/performance.md, "Ninth pass"):
+    the modules a verb imported lazily are frozen before the interpreter's shutdown, whose full
+    collections then do not walk them. Measured as the objects frozen at exit: a verb that
+    imports its module (``verify --help`` loads k3kit.cli.buyer) leaves many more frozen than
+    ``--version``, which imports nothing after the first freeze."""
+
+    def frozen_at_exit(*args: str) -> int:
+        probe = (
+            "import atexit, gc, sys\n"
+            "atexit.register(lambda: print(gc.get_freeze_count(), file=sys.stderr))\n"
+            f"sys.argv = ['k3kit', *{list(args)!r}]\n"
+            "from k3kit.cli import main\n"
+            "main()\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert proc.returncode == 0, proc.stderr
+        return int(proc.stderr.strip().splitlines()[-1])
+
+    version, verb = frozen_at_exit("--version"), frozen_at_exit("verify", "--help")
+    assert verb > version + 200, (version, verb)
+
