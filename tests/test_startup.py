@@ -480,4 +480,3 @@ def test_what_a_verb_loaded_is_frozen_too_when_it_is_done() -> None:
 
     version, verb = frozen_at_exit("--version"), frozen_at_exit("verify", "--help")
     assert verb > version + 200, (version, verb)
-
