@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from k3kit.archive import pack
+from k3kit.node.verify import verify_path
 from k3kit.signing import memo as memo_module
-from k3kit.signing.keys import _L, public_from_raw, verify_signature
+from k3kit.signing.keys import _L, load_public, public_from_raw, verify_signature
 from k3kit.signing.memo import FILE_NAME, SCHEMA, SignatureMemo, entry
 from tests.conftest import GoldenKit, run_k3kit
 from tests.cotenant import cotenant_python, needs_root, shared_folder
@@ -306,3 +308,22 @@ def test_a_receipt_changed_after_a_warm_run_fails(golden: GoldenKit, tmp_path: P
     done = run_k3kit(*args)
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["ok"] is False
+
+
+def test_a_warm_verify_of_the_archive_recalls_both_of_its_signature_checks(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """An archive's receipt is checked twice (from the tar index before anything is extracted,
+    then in the extracted folder): a warm run recalls both, and the JSON says so."""
+    archive = tmp_path / "kit.kit.tar.gz"
+    pack(golden.kit, archive)
+    args = ("verify", archive, "--trust", golden.key.public, "--state-dir", tmp_path / "s")
+    assert run_k3kit(*args).returncode == 0
+    warm = run_k3kit(*args, "--json")
+    assert warm.returncode == 0, warm.stderr
+    assert "as checked before on this node" in _signature_detail(json.loads(warm.stdout))
+    memo = SignatureMemo(tmp_path / "s")
+    report = verify_path(archive, [load_public(golden.key.public)], memo=memo)
+    assert report.ok and memo.recalled == 2  # the index's check and the folder's
+    entries = json.loads((tmp_path / "s" / "signatures" / FILE_NAME).read_text())["entries"]
+    assert len(entries) == 1  # one key, signature and message: remembered once

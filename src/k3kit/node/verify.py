@@ -629,7 +629,9 @@ def _add_facts(st: _State, report: Report) -> None:
 _BEFORE_EXTRACTION = ("trust", "receipt_signature", "kit_checksum")
 
 
-def signed_manifest_check(trusted: TrustSource, *, label: str) -> Authenticate:
+def signed_manifest_check(
+    trusted: TrustSource, *, label: str, memo: SignatureMemo | None = None
+) -> Authenticate:
     """What ``install`` (and ``verify`` of an archive) use to check an archive from its tar index,
     before a byte is extracted: the first three steps of :func:`verify_dir` (trusted keys, the
     receipt's signature, ``MANIFEST.json`` = the signed kit checksum), by the same functions, on
@@ -646,7 +648,7 @@ def signed_manifest_check(trusted: TrustSource, *, label: str) -> Authenticate:
         members = ((m.name, m.kind, m.size) for m in index.members)
         roots = indexed_roots(members, index.documents)
         # no step reads the path
-        st = _State(Path(label), trusted, documents=index.documents, roots=roots)
+        st = _State(Path(label), trusted, documents=index.documents, roots=roots, memo=memo)
         report = Report(label)
         _run_steps(st, report, [s for s in STEPS if s[0] in _BEFORE_EXTRACTION])
         _add_facts(st, report)
@@ -775,7 +777,7 @@ def verify_path(
     report = Report(str(kit))
     with ExitStack() as stack:
         try:
-            authenticate = signed_manifest_check(trusted, label=str(kit))
+            authenticate = signed_manifest_check(trusted, label=str(kit), memo=memo)
             opened = stack.enter_context(open_kit(kit, authenticate=authenticate))
         except KitNotVerified as exc:  # refused from its index: its receipt does not sign it
             archive_check.status = PASSED

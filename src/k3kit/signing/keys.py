@@ -112,8 +112,10 @@ class RawPublicKey:
     Why not ``cryptography``'s object from the start: importing its Rust/OpenSSL binding costs a
     node about 14 M instructions and a tenth of ``launch``'s CPU (docs/performance.md, "Ninth
     pass"), and a warm ``verify`` or ``launch`` recalls its signature from the verification cache
-    (:mod:`k3kit.signing.memo`) without one. Made only by :func:`public_from_raw`, so the bytes
-    are always a canonical point of large order. Equal to another k3kit key with the same bytes.
+    (:mod:`k3kit.signing.memo`) without one. k3kit's readers make it through
+    :func:`public_from_raw`, so the bytes are a canonical point of large order, and
+    :func:`verify_signature` checks them again whoever made the object. Equal to another
+    ``RawPublicKey`` with the same bytes (never to a ``cryptography`` key: compare key ids).
     """
 
     __slots__ = ("_key", "_raw")
