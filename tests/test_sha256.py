@@ -33,3 +33,16 @@ def test_the_engine_is_cpythons_builtin_not_openssls() -> None:
     exists to avoid (docs/performance.md, "Ninth pass")."""
     module = _sha256._SHA256.__module__
     assert module == ("_sha2" if sys.version_info >= (3, 12) else "_sha256"), module
+
+
+@pytest.mark.parametrize("hidden", [("_sha2",), ("_sha2", "_sha256")])
+def test_a_build_without_the_builtin_falls_back_alike(
+    hidden: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CPython built without the module (``--with-builtin-hashlib-hashes`` not naming it):
+    3.11's name, then hashlib; the digest is the same."""
+    for name in hidden:
+        monkeypatch.setitem(sys.modules, name, None)  # makes `import name` raise ImportError
+    sha256 = _sha256._builtin_sha256()
+    assert sha256.__module__ not in hidden, sha256.__module__
+    assert sha256(b"abc").hexdigest() == hashlib.sha256(b"abc").hexdigest()
