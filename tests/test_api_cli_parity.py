@@ -829,8 +829,19 @@ def test_launch_runs_the_node_check_through_both_doors(
     with pytest.raises(NodeNotReady) as refused:
         _plan(api_side, api_side.kit(), "interactive", preflight=True)
     assert refused.value.exit_code == 1 and refused.value.code == "NODE_NOT_READY"
-    assert refused.value.report.as_json() == {**doc["preflight"], "source": ANY}
+    assert _steady(refused.value.report.as_json()) == _steady({**doc["preflight"], "source": ANY})
     assert not fake.log.exists()  # neither door started the engine
+
+
+def _steady(report: dict[str, Any]) -> dict[str, Any]:
+    """The report without the free disk space it measured: a parallel suite writes and deletes
+    files between the two doors' checks, so that one figure moves (73.6 GiB, then 73.5 GiB in a
+    CI run); its name, status and requirement must still agree."""
+    checks = [
+        {**check, "actual": ANY} if check["name"] == "os.disk" else check
+        for check in report["checks"]
+    ]
+    return {**report, "checks": checks}
 
 
 def test_every_signature_checking_verb_takes_a_root_of_trust(
