@@ -791,3 +791,66 @@ def test_launchs_second_pass_on_a_cold_node_does_not_claim_a_recall(
     # a later process on the same node does recall it, and says so
     again = verify_dir(golden.kit, keys, memo=SignatureMemo(tmp_path / "state"))
     assert RECALLED in next(c for c in again.checks if c.id == "receipt_signature").detail
+
+
+# --- the same attacks through launch and through the default cache folder ----------------------
+
+
+def _dry_launch(
+    kit: Path, key: KeyFiles, weights: Path, state: Path, tmp_path: Path, *extra: str
+) -> tuple[int, str]:
+    from tests.launchkit import launch, make_fake_engine
+
+    fake = make_fake_engine(tmp_path / "engine")
+    args = ("--profile", "interactive", "--trust", key.public, "--weights", weights)
+    code, stderr, _ = launch(kit, fake, *args, "--dry-run", "--state-dir", state, *extra)
+    assert not fake.log.exists()  # never started, whatever the verdict
+    return code, stderr
+
+
+def test_launch_recalls_only_our_own_entry_and_full_refuses_the_forgery(
+    golden: GoldenKit, forged: tuple[Path, str], weights: Path, tmp_path: Path
+) -> None:
+    """launch's oracle: the forged receipt with its digest in our own memo is recalled (by
+    design); ``launch --full`` checks the signature and refuses it; a memo planted by the
+    co-tenant is never read."""
+    kit, digest = forged
+    state = tmp_path / "state"
+    _plant_own(state, _memo_doc(digest))
+    assert _dry_launch(kit, golden.key, weights, state, tmp_path)[0] == 0
+    code, stderr = _dry_launch(kit, golden.key, weights, state, tmp_path, "--full")
+    assert code == 1 and "RECEIPT_UNTRUSTED_KEY" in stderr, stderr
+
+
+@needs_root
+def test_launch_with_a_cotenants_state_folder_refuses_the_forgery(
+    golden: GoldenKit, forged: tuple[Path, str], weights: Path, tmp_path: Path
+) -> None:
+    kit, digest = forged
+    with shared_folder() as shared:
+        state = shared / "state"
+        cotenant_python(_COTENANT_STATE, str(state), digest, "755")
+        code, stderr = _dry_launch(kit, golden.key, weights, state, tmp_path)
+        assert code != 0, stderr
+
+
+@needs_root
+def test_a_cotenants_xdg_cache_home_is_not_read(
+    golden: GoldenKit, forged: tuple[Path, str], tmp_path: Path
+) -> None:
+    """No --state-dir: the memo sits in $XDG_CACHE_HOME/k3kit; the co-tenant made that folder,
+    with the forged digest in it."""
+    kit, digest = forged
+    with shared_folder() as shared:
+        cache = shared / "cache"
+        cotenant_python(_COTENANT_STATE, str(cache / "k3kit"), digest, "700")
+        env = {"XDG_CACHE_HOME": str(cache), "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
+        done = run_k3kit("verify", kit, "--trust", golden.key.public, "--json", env=env)
+        assert done.returncode != 0, done.stdout + done.stderr
+        assert RECALLED not in done.stdout
+        # the same planted digest in a cache folder of our own is recalled: the test can see it
+        own = tmp_path / "own-cache"
+        _plant_own(own / "k3kit", _memo_doc(digest))
+        env["XDG_CACHE_HOME"] = str(own)
+        done = run_k3kit("verify", kit, "--trust", golden.key.public, "--json", env=env)
+        assert done.returncode == 0 and RECALLED in done.stdout, done.stderr
