@@ -100,8 +100,10 @@ def _read(path: Path) -> list[str]:
 
 class SignatureMemo:
     """The memo of one cache folder, read on first use; ``recall=False`` (``--full``) recalls
-    nothing but still records what passes. ``recalled`` counts the checks it answered, so a
-    report can say which signature was recalled rather than computed."""
+    nothing but still records what passes. ``recalled`` counts the checks it answered from an
+    earlier run, so a report can say which signature was recalled rather than computed: a check
+    this object saw pass itself (the same signature twice in one receipt, launch's second pass
+    over the kit) is answered too, but is not counted, since this run computed it."""
 
     def __init__(self, cache_dir: Path, *, recall: bool = True) -> None:
         self.folder = cache_dir / "signatures"
@@ -109,6 +111,7 @@ class SignatureMemo:
         self.recalled = 0
         self._recall = recall
         self._entries: list[str] | None = None
+        self._fresh: set[str] = set()  # checks that passed in this process, by this object
 
     def _load(self) -> list[str]:
         if self._entries is not None:
@@ -132,7 +135,10 @@ class SignatureMemo:
         """True when this exact check passed before (never with ``recall=False``)."""
         if not self._recall:
             return False
-        hit = entry(raw, sig, message) in self._load()
+        digest = entry(raw, sig, message)
+        if digest in self._fresh:  # computed by this run: true, but no recall to report
+            return True
+        hit = digest in self._load()
         self.recalled += hit
         return hit
 
@@ -140,10 +146,11 @@ class SignatureMemo:
         """Record a check that just passed: merged with the file as it is now, written
         atomically. A folder or file that cannot be used costs the next run one check, so a
         failure here is noted in :attr:`status` and never raised."""
+        new = entry(raw, sig, message)
+        self._fresh.add(new)
         self._load()
         if self.status.startswith("refused"):
             return
-        new = entry(raw, sig, message)
         try:
             folder = private_dir(self.folder, what="signature memo folder")
             try:
