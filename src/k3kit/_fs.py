@@ -782,6 +782,41 @@ def open_regular(
     return fd, st
 
 
+class UntrustedState(Exception):
+    """A private state file (a cache's records, the signature memo) that is not to be read;
+    the message says why in a few words. Never an error of the run: the caller treats the file
+    as absent and does the work again."""
+
+
+def read_private_state(path: Path, max_bytes: int) -> bytes:
+    """The bytes of a state file only this user may have written: a regular file (a planted FIFO
+    must not block; a link is not followed), owned by this user, that group and others cannot
+    write, of at most ``max_bytes`` (refused by its size first: a sparse 1 TB file is never
+    read). Raises ``FileNotFoundError`` when absent, :class:`UntrustedState` otherwise.
+
+    One function for the verification cache and the signature memo: both are security state
+    whose every doubt must cost one more check, never a trusted answer."""
+    try:
+        fd, st = open_regular(path)
+    except FileNotFoundError:
+        raise
+    except NotRegularFile as exc:
+        raise UntrustedState("not a regular file") from exc
+    except OSError as exc:
+        raise UntrustedState(f"cannot open: {exc.strerror}") from exc
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+                raise UntrustedState("owned by another user")
+            if st.st_mode & 0o022:
+                raise UntrustedState("writable by group or others")
+            if st.st_size > max_bytes:
+                raise UntrustedState(f"larger than {max_bytes} bytes")
+            return handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise UntrustedState(f"cannot read: {exc.strerror or exc}") from exc
+
+
 def read_capped(
     path: Path,
     max_bytes: int,

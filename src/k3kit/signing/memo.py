@@ -25,11 +25,10 @@ again), never an error. Writes are atomic (0600) and merge what is on disk, newe
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from k3kit._canonical import dumps, strict_loads
-from k3kit._fs import NotRegularFile, atomic_write, open_regular, private_dir
+from k3kit._fs import UntrustedState, atomic_write, private_dir, read_private_state
 from k3kit._sha256 import sha256_hex
 from k3kit._values import is_lower_hex
 from k3kit.errors import K3kitError
@@ -74,24 +73,9 @@ def _parse(data: bytes) -> list[str]:
 def _read(path: Path) -> list[str]:
     """Entries from ``path``; FileNotFoundError when absent, _Distrust when not to be trusted."""
     try:
-        fd, st = open_regular(path)  # a FIFO must not block
-    except FileNotFoundError:
-        raise
-    except NotRegularFile as exc:
-        raise _Distrust("not a regular file") from exc
-    except OSError as exc:
-        raise _Distrust(f"cannot open: {exc.strerror}") from exc
-    try:
-        with os.fdopen(fd, "rb") as handle:
-            if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
-                raise _Distrust("owned by another user")
-            if st.st_mode & 0o022:
-                raise _Distrust("writable by group or others")
-            if st.st_size > MAX_BYTES:
-                raise _Distrust(f"larger than {MAX_BYTES} bytes")
-            data = handle.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise _Distrust(f"cannot read: {exc.strerror or exc}") from exc
+        data = read_private_state(path, MAX_BYTES)
+    except UntrustedState as exc:
+        raise _Distrust(str(exc)) from exc
     try:
         return _parse(data)
     except (ValueError, TypeError, RecursionError, MemoryError) as exc:
