@@ -675,9 +675,10 @@ STATE_DISTRUSTED = [
 )
 def test_a_state_file_that_is_not_exactly_ours_is_distrusted(data: bytes, why: str) -> None:
     """A distrusted state file costs a re-hash, never a verdict: every departure is named."""
-    from k3kit.weights.vcache import _Distrust, _parse
+    from k3kit._fs import UntrustedState
+    from k3kit.weights.vcache import _parse
 
-    with pytest.raises(_Distrust, match=re.escape(why)):
+    with pytest.raises(UntrustedState, match=re.escape(why)):
         _parse(data, _LOCK)
 
 
@@ -687,3 +688,14 @@ def test_a_well_formed_state_file_is_read() -> None:
     assert _parse(_state(), _LOCK) == {
         "/w/model.safetensors": Record("sha256", "d" * 64, "1:2:3:4:5")
     }
+
+
+def test_a_cache_folder_in_a_link_loop_is_refused_not_raised(tmp_path: Path) -> None:
+    """The folder check's OSError (a link loop, a stale NFS handle) is a refused cache: every
+    file is hashed, the report says why; it never becomes the run's error."""
+    from k3kit.weights.vcache import VerifyCache
+
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    cache = VerifyCache(loop, "0" * 64)
+    assert cache.status.startswith("refused (STATE_DIR_UNSAFE"), cache.status

@@ -428,7 +428,12 @@ def _make_private_chain(path: Path, what: str, code: str) -> None:
         missing.append(current)
     if not missing:
         return
-    above = _unsafe_above(missing[-1])
+    try:
+        above = _unsafe_above(missing[-1])
+    except OSError as exc:  # a link loop, a stale NFS handle: refused as the state it is
+        raise _unsafe_state(
+            what, path, f"cannot be checked: {exc.strerror or exc}", "check it exists", code
+        ) from exc
     if above is not None:
         raise _unsafe_parent(what, path, above, code)
     for current in reversed(missing):

@@ -49,37 +49,30 @@ def entry(raw: bytes, sig: bytes, message: bytes) -> str:
     return sha256_hex(_DOMAIN + raw + sig + message)
 
 
-class _Distrust(Exception):
-    pass
-
-
 def _parse(data: bytes) -> list[str]:
     try:
         obj = strict_loads(data, source="signature memo", max_bytes=MAX_BYTES, max_depth=3)
     except K3kitError as exc:
-        raise _Distrust(exc.message) from exc
+        raise UntrustedState(exc.message) from exc
     if not isinstance(obj, dict) or set(obj) != {"schema", "entries"}:
-        raise _Distrust("unexpected top-level fields")
+        raise UntrustedState("unexpected top-level fields")
     if obj["schema"] != SCHEMA:
-        raise _Distrust(f"schema is not {SCHEMA}")
+        raise UntrustedState(f"schema is not {SCHEMA}")
     entries = obj["entries"]
     if not isinstance(entries, list) or len(entries) > MAX_ENTRIES:
-        raise _Distrust("entries is not a bounded list")
+        raise UntrustedState("entries is not a bounded list")
     if not all(is_lower_hex(e, 64) for e in entries):
-        raise _Distrust("an entry is not 64 lower-case hex digits")
+        raise UntrustedState("an entry is not 64 lower-case hex digits")
     return entries
 
 
 def _read(path: Path) -> list[str]:
-    """Entries from ``path``; FileNotFoundError when absent, _Distrust when not to be trusted."""
-    try:
-        data = read_private_state(path, MAX_BYTES)
-    except UntrustedState as exc:
-        raise _Distrust(str(exc)) from exc
+    """Entries from ``path``; FileNotFoundError when absent, UntrustedState when not trusted."""
+    data = read_private_state(path, MAX_BYTES)
     try:
         return _parse(data)
     except (ValueError, TypeError, RecursionError, MemoryError) as exc:
-        raise _Distrust(f"unreadable ({type(exc).__name__})") from exc
+        raise UntrustedState(f"unreadable ({type(exc).__name__})") from exc
 
 
 class SignatureMemo:
@@ -106,12 +99,15 @@ class SignatureMemo:
         except K3kitError as exc:
             self.status = f"refused ({exc.code}: {exc.message})"
             return self._entries
+        except OSError as exc:  # never the verdict's business: one more check, nothing else
+            self.status = f"refused ({exc.strerror or exc})"
+            return self._entries
         try:
             self._entries = _read(folder / FILE_NAME)
             self.status = "loaded"
         except FileNotFoundError:
             self.status = "empty"
-        except _Distrust as exc:
+        except UntrustedState as exc:
             self.status = f"ignored ({exc})"
         return self._entries
 
@@ -139,9 +135,10 @@ class SignatureMemo:
             folder = private_dir(self.folder, what="signature memo folder")
             try:
                 on_disk = _read(folder / FILE_NAME)
-            except (FileNotFoundError, _Distrust):
+            except (FileNotFoundError, UntrustedState):
                 on_disk = []
-            kept = [e for e in on_disk if e != new][-(MAX_ENTRIES - 1) :]
+            kept = [e for e in on_disk if e != new]
+            kept = kept[max(0, len(kept) - (MAX_ENTRIES - 1)) :]  # the newest, with room for one
             entries = [*kept, new]
             body = dumps({"schema": SCHEMA, "entries": entries})
             atomic_write(folder / FILE_NAME, body, mode=0o600, state=True)

@@ -54,52 +54,45 @@ class Record(NamedTuple):
     stamp: str
 
 
-class _Distrust(Exception):
-    pass
-
-
 def _parse(data: bytes, lock_sha256: str) -> dict[str, Record]:
     try:
         obj = strict_loads(data, source="verification cache", max_bytes=MAX_BYTES, max_depth=4)
     except K3kitError as exc:
-        raise _Distrust(exc.message) from exc
+        raise UntrustedState(exc.message) from exc
     if not isinstance(obj, dict) or set(obj) != {"schema", "lock_sha256", "records"}:
-        raise _Distrust("unexpected top-level fields")
+        raise UntrustedState("unexpected top-level fields")
     if obj["schema"] != SCHEMA:
-        raise _Distrust(f"schema is not {SCHEMA}")
+        raise UntrustedState(f"schema is not {SCHEMA}")
     if obj["lock_sha256"] != lock_sha256:
-        raise _Distrust("written for another weight lock")
+        raise UntrustedState("written for another weight lock")
     raw = obj["records"]
     if not isinstance(raw, dict) or len(raw) > MAX_RECORDS:
-        raise _Distrust("records is not a bounded object")
+        raise UntrustedState("records is not a bounded object")
     records: dict[str, Record] = {}
     for key, rec in raw.items():
         if not key.startswith("/") or "\x00" in key:
-            raise _Distrust("a record key is not an absolute path")
+            raise UntrustedState("a record key is not an absolute path")
         if not isinstance(rec, dict) or set(rec) != {"algorithm", "digest", "stamp"}:
-            raise _Distrust("a record has unexpected fields")
+            raise UntrustedState("a record has unexpected fields")
         algorithm, digest, stamp_ = rec["algorithm"], rec["digest"], rec["stamp"]
         if algorithm not in ALGORITHMS:
-            raise _Distrust("a record names an unknown algorithm")
+            raise UntrustedState("a record names an unknown algorithm")
         if not is_lower_hex(digest, 64):
-            raise _Distrust("a record digest is not 64 hex digits")
+            raise UntrustedState("a record digest is not 64 hex digits")
         if not isinstance(stamp_, str) or not _STAMP.fullmatch(stamp_):
-            raise _Distrust("a record stamp is malformed")
+            raise UntrustedState("a record stamp is malformed")
         records[key] = Record(algorithm, digest, stamp_)
     return records
 
 
 def _read_trusted(path: Path, lock_sha256: str) -> dict[str, Record]:
-    """Records from ``path``; FileNotFoundError when absent, _Distrust when not to be trusted."""
-    try:
-        data = read_private_state(path, MAX_BYTES)
-    except UntrustedState as exc:
-        raise _Distrust(str(exc)) from exc
+    """Records from ``path``; FileNotFoundError when absent, UntrustedState when not trusted."""
+    data = read_private_state(path, MAX_BYTES)
     try:
         return _parse(data, lock_sha256)
     except (ValueError, TypeError, RecursionError, MemoryError) as exc:
         # The state file is state, not evidence: whatever it holds costs a re-hash, never a crash.
-        raise _Distrust(f"unreadable ({type(exc).__name__})") from exc
+        raise UntrustedState(f"unreadable ({type(exc).__name__})") from exc
 
 
 def _encodable(text: str) -> bool:
@@ -134,7 +127,12 @@ class VerifyCache:
             # can swap would let them choose which records are read. A refused folder is never
             # read nor written (every file is hashed); the report says why and how to fix it.
             self.path = private_dir(self.path.parent, what=_WHAT) / self.path.name
-        except K3kitError as exc:
+        except (K3kitError, OSError) as exc:
+            if isinstance(exc, OSError):  # a link loop, a stale handle: refused all the same
+                exc = EnvironmentProblem(
+                    f"{_WHAT} {self.path.parent} cannot be checked: {exc.strerror or exc}",
+                    code="STATE_DIR_UNSAFE",
+                )
             why = f"{exc.code}: {exc.message}" + (f" (fix: {exc.hint})" if exc.hint else "")
             self._refused = EnvironmentProblem(why, code=exc.code, hint=exc.hint)
             self.status = f"refused ({why})"
@@ -144,7 +142,7 @@ class VerifyCache:
             self.status = "loaded"
         except FileNotFoundError:
             self.status = "empty"
-        except _Distrust as exc:
+        except UntrustedState as exc:
             self.status = f"ignored ({exc})"
 
     def lookup(self, real: str, stamp: FileStamp, algorithm: str, expected: str) -> bool:
@@ -194,7 +192,7 @@ class VerifyCache:
         """This run's records over whatever another run saved meanwhile for other files."""
         try:
             on_disk = _read_trusted(self.path, self.lock_sha256)
-        except (FileNotFoundError, _Distrust):
+        except (FileNotFoundError, UntrustedState):
             on_disk = {}
         merged = {k: v for k, v in on_disk.items() if k not in self._touched}
         for key in self._touched - self._dropped:
