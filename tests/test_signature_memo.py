@@ -239,6 +239,26 @@ def test_verify_with_a_cache_folder_in_a_link_loop_still_verifies(
     done = run_k3kit(*args)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["ok"] is True
+    assert "note: signature memo refused (STATE_DIR_UNSAFE" in done.stderr, done.stderr
+
+
+def test_verify_names_a_memo_folder_it_refused_and_is_silent_on_a_good_one(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """A refused memo changes no verdict but makes every start cold: the operator is told why,
+    as for the weights' cache; a usable memo adds no line."""
+    state = tmp_path / "state"
+    (state / "signatures").mkdir(parents=True)
+    (state / "signatures").chmod(0o777)
+    args = ("verify", golden.kit, "--trust", golden.key.public, "--state-dir", state)
+    refused = run_k3kit(*args)
+    assert refused.returncode == 0, refused.stderr
+    assert "note: signature memo refused (STATE_DIR_UNSAFE" in refused.stderr, refused.stderr
+    assert "is writable by group or others" in refused.stderr
+    (state / "signatures").chmod(0o700)
+    for _ in range(2):  # cold, then warm: neither has anything to say about the memo
+        done = run_k3kit(*args)
+        assert done.returncode == 0 and "signature memo" not in done.stderr, done.stderr
 
 
 _COTENANT_PLANT = """

@@ -756,6 +756,45 @@ def test_the_recall_note_is_absent_when_the_memo_folder_is_refused(
 # --- --json honesty: "as checked before on this node" only for a check made by an earlier run ---
 
 
+def test_a_recalled_ssh_signature_is_said_too(golden: GoldenKit, tmp_path: Path) -> None:
+    """``MANIFEST.json.sig``'s check goes through the memo as well; its line says so when it was
+    recalled (it did not: found by a review of this pass), and not on the first run."""
+    kit = Path(shutil.copytree(golden.kit, tmp_path / "kit"))
+    done = run_k3kit("sshsig", kit, "--key", golden.key.private)
+    assert done.returncode == 0, done.stderr
+    state = tmp_path / "state"
+    details = []
+    for _ in range(2):
+        rc, report = _verify(kit, state, *_trust(golden.key))
+        assert rc == 0, report
+        details.append(_check(report, "sshsig")["detail"])
+    assert details[0].startswith("SSH signature over MANIFEST.json") and RECALLED not in details[0]
+    assert details[1].endswith("; signature as checked before on this node (verification cache)")
+
+
+def test_one_recalled_and_one_computed_signature_are_told_apart(
+    golden: GoldenKit, tmp_path: Path
+) -> None:
+    """Threshold 2, one signature's check recorded by an earlier run and one never seen: the
+    report says 1 of 2 was recalled, not that "the signature" was (found by a review of this
+    pass); the next run, both recalled, says so."""
+    keys = {n: keypair(tmp_path / "keys", n) for n in ("root_a", "second")}
+    kit = Path(shutil.copytree(golden.kit, tmp_path / "kit"))
+    state = tmp_path / "state"
+    assert _verify(kit, state, *_trust(golden.key))[0] == 0  # golden.key's check recorded
+    done = run_k3kit("countersign", kit, "--key", keys["second"].private)
+    assert done.returncode == 0, done.stderr
+    r1 = root_v1([keys["root_a"]], [golden.key, keys["second"]], release_threshold=2)
+    root = write_root(tmp_path / "1.root.json", r1, [keys["root_a"]])
+    details = []
+    for _ in range(2):
+        rc, report = _verify(kit, state, "--root", root)
+        assert rc == 0, report
+        details.append(_check(report, "receipt_signature")["detail"])
+    assert "; 1 of 2 signatures as checked before on this node" in details[0], details[0]
+    assert "; signatures as checked before on this node" in details[1], details[1]
+
+
 def test_a_first_run_with_a_duplicated_signature_does_not_claim_a_recall(
     golden: GoldenKit, tmp_path: Path
 ) -> None:

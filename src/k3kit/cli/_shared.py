@@ -148,6 +148,13 @@ def signature_memo(cache: Path | None, *, full: bool) -> SignatureMemo | None:
     return SignatureMemo(cache, recall=not full)
 
 
+def memo_note(memo: SignatureMemo | None) -> None:
+    """A memo that could not be used costs every start one more signature check and changes no
+    verdict; say why, as the weights' cache does, so an operator can fix the folder."""
+    if memo is not None and memo.status.startswith(("refused", "ignored", "not saved")):
+        err(f"note: signature memo {shown(memo.status)}; each run checks the signature again")
+
+
 def _refuse_state_left_in_the_cache(state: Path | None, cache: Path | None) -> None:
     """Earlier k3kit kept rollback memory and accepted roots in the cache folder. Starting afresh
     in the new state folder would silently forget them (a rollback on upgrade), so until they

@@ -16,6 +16,7 @@ from k3kit.cli._shared import (
     Whole,
     allow_rollback_option,
     file_progress,
+    memo_note,
     optional_trust_option,
     print_report,
     read_token,
@@ -277,6 +278,7 @@ def verify(
             state_dir=cache,
             on_progress=progress,
         )
+    memo = signature_memo(cache, full=full)
     try:
         report = verify_path(
             Path(kit),
@@ -284,7 +286,7 @@ def verify(
             weights=weights,
             weights_options=options,
             rollback=rollback,
-            memo=signature_memo(cache, full=full),
+            memo=memo,
         )
     finally:
         if progress is not None:
@@ -297,4 +299,5 @@ def verify(
     if as_json:
         emit_json(report.as_json())
     print_report(report, quiet=quiet)
+    memo_note(memo)
     sys.exit(0 if report.ok else int(ExitCode.CHECK_FAILED))

@@ -246,9 +246,20 @@ def _step_signature(st: _State, check: Check) -> None:
         f"signed by {signers}; {pred.kit.name} "
         f"{pred.kit.version} (sequence {pred.kit.sequence}), issued {pred.issued_at}"
     )
-    if st.memo is not None and st.memo.recalled > recalled:
-        # said, not hidden: this run recalled the Ed25519 check rather than computing it
-        check.detail += "; signature as checked before on this node (verification cache)"
+    check.detail += _recalled_note(st, recalled, len(receipt.signer_keyids))
+
+
+def _recalled_note(st: _State, before: int, signatures: int) -> str:
+    """Said, not hidden: how many of a step's ``signatures`` this run recalled from the
+    signature memo rather than computed (``before``: the memo's count when the step began)."""
+    now = st.memo.recalled - before if st.memo is not None else 0
+    if now <= 0:
+        return ""
+    if now < signatures:
+        which = f"{now} of {signatures} signatures"
+    else:
+        which = "signature" if signatures == 1 else "signatures"
+    return f"; {which} as checked before on this node (verification cache)"
 
 
 def _step_rollback(st: _State, check: Check) -> None:
@@ -363,6 +374,7 @@ def _step_sshsig(st: _State, check: Check) -> None:
     st.unlisted[SSHSIG_NAME] = sha256_hex(data)
     armored = data.decode("ascii", "replace")
     issued_at = st.statement.predicate.issued_at
+    recalled = st.memo.recalled if st.memo is not None else 0
     for trusted in st.trust.keys:
         if not trusted.valid_at(issued_at):
             continue
@@ -371,6 +383,7 @@ def _step_sshsig(st: _State, check: Check) -> None:
         except VerificationError:
             continue
         check.detail = f"SSH signature over MANIFEST.json by {trusted.keyid[:16]}"
+        check.detail += _recalled_note(st, recalled, 1)
         return
     raise VerificationError(
         f"{SSHSIG_NAME} is not an SSH signature over this MANIFEST.json by a trusted release key",
