@@ -298,7 +298,8 @@ def test_a_cotenants_state_folder_with_a_planted_memo_never_passes_a_forgery(
         state = shared / "state"
         cotenant_python(_COTENANT_STATE, str(state), digest, mode)
         rc, report = _verify(kit, state, *_trust(golden.key))
-        assert rc != 0 and not _recalled(report), report
+        assert rc == 1 and not _recalled(report), report
+        assert "RECEIPT_UNTRUSTED_KEY" in _codes(report), report
 
 
 @needs_root
@@ -322,7 +323,8 @@ def test_our_signatures_folder_inside_a_cotenants_folder_is_refused_and_cannot_b
         cotenant_python(swap, str(state))
         cotenant_python(_COTENANT_STATE, str(state), digest, "777")
         rc, report = _verify(kit, state, *_trust(golden.key))
-        assert rc != 0 and not _recalled(report), report
+        assert rc == 1 and not _recalled(report), report
+        assert "RECEIPT_UNTRUSTED_KEY" in _codes(report), report
 
 
 @needs_root
@@ -337,7 +339,8 @@ def test_a_cotenants_link_as_the_state_folder_is_refused(
             "import os, sys; os.symlink(sys.argv[1], sys.argv[2])", str(real), str(link)
         )
         rc, report = _verify(kit, link, *_trust(golden.key))
-        assert rc != 0 and not _recalled(report), report
+        assert rc == 1 and not _recalled(report), report
+        assert "RECEIPT_UNTRUSTED_KEY" in _codes(report), report
 
 
 _COTENANT_TAMPER = """
@@ -398,7 +401,8 @@ def test_a_hard_link_to_our_memo_in_a_cotenants_folder_is_not_used(
         )
         os.link(ours, state / "signatures" / FILE_NAME)
         rc, report = _verify(kit, state, *_trust(golden.key))
-        assert rc != 0 and not _recalled(report), report
+        assert rc == 1 and not _recalled(report), report
+        assert "RECEIPT_UNTRUSTED_KEY" in _codes(report), report
 
 
 def _acl_user_rw(path: Path, uid: int) -> None:
@@ -437,7 +441,8 @@ def test_a_non_sticky_shared_parent_is_refused(golden: GoldenKit, forged: tuple[
         state = shared / "state"
         _plant_own(state, _memo_doc(digest))
         rc, report = _verify(kit, state, *_trust(golden.key))
-        assert rc != 0 and not _recalled(report), report
+        assert rc == 1 and not _recalled(report), report
+        assert "RECEIPT_UNTRUSTED_KEY" in _codes(report), report
 
 
 # --- class 3: degenerate values ----------------------------------------------------------------
@@ -478,7 +483,7 @@ def test_a_degenerate_trust_key_with_a_planted_entry_is_refused(
     (kit / RECEIPT).write_text(json.dumps(env))
     _plant_own(tmp_path / "state", _memo_doc(entry(raw, sig, message)))
     rc, report = _verify(kit, tmp_path / "state", "--trust", key)
-    assert rc != 0 and not _recalled(report), report
+    assert rc == 1 and report["error"]["code"] == "KEY_WEAK", report  # before any memo is asked
 
 
 def _s_plus_l(sig: bytes) -> bytes:
@@ -862,15 +867,32 @@ def test_launch_recalls_only_our_own_entry_and_full_refuses_the_forgery(
 
 
 @needs_root
-def test_launch_with_a_cotenants_state_folder_refuses_the_forgery(
+def test_launch_with_a_cotenants_cache_folder_refuses_the_forgery(
     golden: GoldenKit, forged: tuple[Path, str], weights: Path, tmp_path: Path
 ) -> None:
+    """No --state-dir: launch's memo is in $XDG_CACHE_HOME/k3kit, which the co-tenant made with
+    the forged digest in it; the state folder is our own, so only the memo decides. The forgery
+    is refused; the same digest in a cache folder of our own is recalled (the oracle). (With a
+    co-tenant's --state-dir, launch refuses the runtime folder first, exit 4, and the memo never
+    decides: this test used to take that exit for the memo's refusal.)"""
+    from tests.launchkit import launch, make_fake_engine
+
     kit, digest = forged
+    fake = make_fake_engine(tmp_path / "engine")
+    args = ("--profile", "interactive", "--trust", golden.key.public, "--weights", weights)
     with shared_folder() as shared:
-        state = shared / "state"
-        cotenant_python(_COTENANT_STATE, str(state), digest, "755")
-        code, stderr = _dry_launch(kit, golden.key, weights, state, tmp_path)
-        assert code != 0, stderr
+        cache = shared / "cache"
+        cotenant_python(_COTENANT_STATE, str(cache / "k3kit"), digest, "755")
+        env = {"XDG_CACHE_HOME": str(cache), "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
+        code, stderr, _ = launch(kit, fake, *args, "--dry-run", **env)
+        assert code == 1 and "RECEIPT_UNTRUSTED_KEY" in stderr, stderr
+        own = tmp_path / "own-cache"
+        _plant_own(own / "k3kit", _memo_doc(digest))
+        code, stderr, _ = launch(
+            kit, fake, *args, "--dry-run", **{**env, "XDG_CACHE_HOME": str(own)}
+        )
+        assert code == 0, stderr
+    assert not fake.log.exists()
 
 
 @needs_root
@@ -885,8 +907,8 @@ def test_a_cotenants_xdg_cache_home_is_not_read(
         cotenant_python(_COTENANT_STATE, str(cache / "k3kit"), digest, "700")
         env = {"XDG_CACHE_HOME": str(cache), "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
         done = run_k3kit("verify", kit, "--trust", golden.key.public, "--json", env=env)
-        assert done.returncode != 0, done.stdout + done.stderr
-        assert RECALLED not in done.stdout
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "RECEIPT_UNTRUSTED_KEY" in done.stdout and RECALLED not in done.stdout
         # the same planted digest in a cache folder of our own is recalled: the test can see it
         own = tmp_path / "own-cache"
         _plant_own(own / "k3kit", _memo_doc(digest))
