@@ -373,3 +373,14 @@ def test_a_warm_verify_of_the_archive_recalls_both_of_its_signature_checks(
     assert report.ok and memo.recalled == 2  # the index's check and the folder's
     entries = json.loads((tmp_path / "s" / "signatures" / FILE_NAME).read_text())["entries"]
     assert len(entries) == 1  # one key, signature and message: remembered once
+
+
+def test_knows_only_orders_the_keys_and_counts_nothing(
+    private: Ed25519PrivateKey, tmp_path: Path
+) -> None:
+    sig, raw = private.sign(MESSAGE), private.public_key().public_bytes_raw()
+    assert verify_signature(SpyKey(private), sig, MESSAGE, memo=SignatureMemo(tmp_path))
+    memo = SignatureMemo(tmp_path)
+    assert memo.knows(raw, sig, MESSAGE) and not memo.knows(raw, sig, MESSAGE + b" ")
+    assert memo.recalled == 0
+    assert not SignatureMemo(tmp_path, recall=False).knows(raw, sig, MESSAGE)  # --full

@@ -20,7 +20,7 @@ import pytest
 
 from k3kit.cli import _app
 from k3kit.weights.vcache import COARSE_SETTLE_NS, SETTLE_NS
-from tests.conftest import GoldenKit
+from tests.conftest import GoldenKit, KeyFiles
 from tests.launchkit import FakeEngine, engine_env, make_fake_engine
 
 # Run the CLI in this interpreter, then write the names of every loaded module to argv[1].
@@ -198,6 +198,21 @@ def test_a_warm_verify_recalls_the_signature_and_loads_no_cryptography(
     warm = _loaded(tmp_path, *args)
     assert "k3kit.signing.memo" in warm  # the real verb, with its memo
     assert _within(warm, ("cryptography", "hashlib", "_hashlib")) == []
+
+
+@pytest.mark.parametrize("order", ["signer-last", "signer-first"])
+def test_a_warm_verify_with_two_trusted_keys_loads_no_cryptography_either(
+    golden: GoldenKit, other_key: KeyFiles, tmp_path: Path, order: str
+) -> None:
+    """With --trust given twice, each key that did not sign was a miss checked by cryptography
+    on every start (found by a review of this pass); the key the memo holds is tried first."""
+    keys = [other_key.public, golden.key.public]
+    if order == "signer-first":
+        keys.reverse()
+    trust = [a for k in keys for a in ("--trust", k)]
+    args = ("verify", golden.kit, *trust, "--state-dir", tmp_path / "s")
+    assert "cryptography.hazmat.bindings._rust" in _loaded(tmp_path, *args)
+    assert _within(_loaded(tmp_path, *args), ("cryptography",)) == []
 
 
 def test_verify_with_weights_loads_the_hasher_but_not_the_hub_client(

@@ -1,7 +1,8 @@
 """sha256 of bytes in memory: documents, key objects, a kit's small files (KBs).
 
-By CPython's own sha256 (the HACL* code behind ``hashlib.sha256`` when OpenSSL is not used:
-``_sha2`` on 3.12+, ``_sha256`` on 3.11), neither ``hashlib`` nor ``cryptography``:
+By CPython's own sha256 (the code behind ``hashlib.sha256`` when OpenSSL is not used:
+``_sha2``, HACL*, on 3.12+; ``_sha256``, CPython's older C code, on 3.11), neither ``hashlib``
+nor ``cryptography``:
 
 * ``hashlib`` loads the system's libcrypto, about 3.5 ms of CPU on every node start
   (docs/performance.md, "Sixth pass");

@@ -111,6 +111,14 @@ class SignatureMemo:
             self.status = f"ignored ({exc})"
         return self._entries
 
+    def knows(self, raw: bytes, sig: bytes, message: bytes) -> bool:
+        """Whether :meth:`recall` would answer yes, counting nothing: only for choosing which
+        trusted key to try first (no verdict rests on it; the check itself still runs)."""
+        if not self._recall:
+            return False
+        digest = entry(raw, sig, message)
+        return digest in self._fresh or digest in self._load()
+
     def recall(self, raw: bytes, sig: bytes, message: bytes) -> bool:
         """True when this exact check passed before (never with ``recall=False``)."""
         if not self._recall:

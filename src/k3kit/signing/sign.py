@@ -20,7 +20,7 @@ from k3kit._immutable import NamedTuple
 from k3kit.errors import InputError, VerificationError
 from k3kit.models import PAYLOAD_TYPE, lite
 from k3kit.models._lite import read as read_record
-from k3kit.signing.keys import PublicKey, keyid, verify_signature
+from k3kit.signing.keys import PublicKey, keyid, raw_public, verify_signature
 
 if TYPE_CHECKING:  # pydantic only for the callers that want the models (audit, accept)
     from k3kit.models import Statement
@@ -132,9 +132,10 @@ def verify_envelope(
         sig = _b64decode(entry.sig, f"{source}: signature")
         if len(sig) != 64:
             continue
-        for key in trusted:
+        for key in _memo_first(trusted, sig, message, memo):
             if verify_signature(key, sig, message, memo=memo):
                 signers[keyid(key)] = None
+                break  # one signature, one signer: a threshold counts signatures, not keys
     if not signers:
         raise VerificationError(
             f"{source}: no signature verifies with a trusted key",
@@ -148,6 +149,17 @@ def verify_envelope(
         )
     ids = tuple(signers)
     return VerifiedPayload(payload, env.payload_type, ids[0], ids)
+
+
+def _memo_first(
+    trusted: list[PublicKey], sig: bytes, message: bytes, memo: SignatureMemo | None
+) -> list[PublicKey]:
+    """The trusted keys, the one whose check of this signature the memo holds first: with
+    several keys (``--trust`` twice, a root's release keys) each miss before it would be a
+    check by ``cryptography``, and loading it is what a warm start is spared."""
+    if memo is None or len(trusted) < 2:
+        return trusted
+    return sorted(trusted, key=lambda k: not memo.knows(raw_public(k), sig, message))
 
 
 class VerifiedReceipt(NamedTuple):
