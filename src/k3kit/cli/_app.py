@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> None:
             # Reference counting still frees everything as modules are cleared; only a cycle
             # the verb left unreachable stays unfreed at exit, as after the first freeze.
             gc.freeze()
-        if argv is not None:  # the process is the caller's: leave it as it was
+        else:  # the process is the caller's: leave it as it was
             _OWN_PROCESS = owned
             if handler is not None:
                 signal.signal(signal.SIGINT, handler)
