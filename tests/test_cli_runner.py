@@ -70,8 +70,12 @@ def test_in_process_and_subprocess_runs_give_the_same_answer(
     inside, outside = tmp_path / "in-process", tmp_path / "subprocess"
     inside.mkdir()
     outside.mkdir()
-    mine = run_k3kit(*argv, cwd=inside)
-    real = run_k3kit(*argv, cwd=outside, process=True)
+    # each side its own cache folder: the signature memo there would let the second run recall
+    # what the first one checked, and say so (a flake of the order the cases ran in)
+    mine = run_k3kit(*argv, cwd=inside, env={"XDG_CACHE_HOME": str(inside / ".cache")})
+    real = run_k3kit(
+        *argv, cwd=outside, process=True, env={"XDG_CACHE_HOME": str(outside / ".cache")}
+    )
     assert (mine.returncode, _masked(mine.stdout), _masked(mine.stderr)) == (
         real.returncode,
         _masked(real.stdout.replace(str(outside), str(inside))),
