@@ -140,6 +140,8 @@ class SignatureMemo:
         if self.status.startswith("refused"):
             return
         try:
+            # checked and read again, not taken from _load: another k3kit on this node may have
+            # written since, and its entries are merged, not lost (one cold check per receipt)
             folder = private_dir(self.folder, what="signature memo folder")
             try:
                 on_disk = _read(folder / FILE_NAME)
