@@ -478,7 +478,12 @@ def private_dir(path: Path, *, what: str = "state folder", code: str = "STATE_DI
 
     Anything else raises ``EnvironmentProblem`` with ``code`` and a hint naming the fix.
     """
-    absolute = Path(os.path.abspath(path))
+    try:
+        absolute = Path(os.path.abspath(path))  # getcwd() of a working folder since removed
+    except OSError as exc:
+        raise _unsafe_state(
+            what, path, f"cannot be checked: {exc.strerror or exc}", "give an absolute path", code
+        ) from exc
     _make_private_chain(absolute, what, code)
     try:
         st = os.lstat(absolute)

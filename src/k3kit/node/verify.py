@@ -226,7 +226,6 @@ def _step_trust(st: _State, check: Check) -> None:
 def _step_signature(st: _State, check: Check) -> None:
     assert st.trust is not None
     keys = st.trust.verification_keys()
-    recalled = st.memo.recalled if st.memo is not None else 0
     if st.documents is None:
         # read_signed_statement's own read, kept to note the bytes' digest (st.unlisted)
         data = read_envelope(st.kit_dir / RECEIPT_NAME)
@@ -246,13 +245,12 @@ def _step_signature(st: _State, check: Check) -> None:
         f"signed by {signers}; {pred.kit.name} "
         f"{pred.kit.version} (sequence {pred.kit.sequence}), issued {pred.issued_at}"
     )
-    check.detail += _recalled_note(st, recalled, len(receipt.signer_keyids))
+    check.detail += _recalled_note(len(receipt.recalled_keyids), len(receipt.signer_keyids))
 
 
-def _recalled_note(st: _State, before: int, signatures: int) -> str:
-    """Said, not hidden: how many of a step's ``signatures`` this run recalled from the
-    signature memo rather than computed (``before``: the memo's count when the step began)."""
-    now = st.memo.recalled - before if st.memo is not None else 0
+def _recalled_note(now: int, signatures: int) -> str:
+    """Said, not hidden: how many of a step's ``signatures`` (signers) this run recalled from
+    the signature memo rather than computed; a signer with any check computed here is not one."""
     if now <= 0:
         return ""
     if now < signatures:
@@ -383,7 +381,8 @@ def _step_sshsig(st: _State, check: Check) -> None:
         except VerificationError:
             continue
         check.detail = f"SSH signature over MANIFEST.json by {trusted.keyid[:16]}"
-        check.detail += _recalled_note(st, recalled, 1)
+        now = st.memo.recalled - recalled if st.memo is not None else 0
+        check.detail += _recalled_note(min(now, 1), 1)
         return
     raise VerificationError(
         f"{SSHSIG_NAME} is not an SSH signature over this MANIFEST.json by a trusted release key",

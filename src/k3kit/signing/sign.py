@@ -93,6 +93,9 @@ class VerifiedPayload(NamedTuple):
     # Every distinct trusted key (by key id, recomputed from key material) with a valid signature:
     # a threshold counts these, so one key signing twice or under two hints counts once.
     signer_keyids: tuple[str, ...] = ()
+    # The signers whose every check here was recalled from the signature memo, none computed:
+    # what a report may call "checked before on this node" (a subset of signer_keyids).
+    recalled_keyids: tuple[str, ...] = ()
 
 
 def verify_envelope(
@@ -128,13 +131,19 @@ def verify_envelope(
     payload = _b64decode(env.payload, f"{source}: payload")
     message = pae(env.payload_type, payload)
     signers: dict[str, None] = {}  # insertion-ordered set of distinct key ids
+    computed: set[str] = set()  # signers with a check this call made itself (not recalled)
+    seen: set[bytes] = set()
     for entry in env.signatures:
         sig = _b64decode(entry.sig, f"{source}: signature")
-        if len(sig) != 64:
-            continue
+        if len(sig) != 64 or sig in seen:
+            continue  # the same bytes again (another spelling, a copy) add no signer nor check
+        seen.add(sig)
         for key in _memo_first(trusted, sig, message, memo):
+            before = memo.recalled if memo is not None else 0
             if verify_signature(key, sig, message, memo=memo):
                 signers[keyid(key)] = None
+                if memo is None or memo.recalled == before:
+                    computed.add(keyid(key))
                 break  # one signature, one signer: a threshold counts signatures, not keys
     if not signers:
         raise VerificationError(
@@ -148,7 +157,8 @@ def verify_envelope(
             code=f"{kind}_WRONG_TYPE",
         )
     ids = tuple(signers)
-    return VerifiedPayload(payload, env.payload_type, ids[0], ids)
+    recalled = tuple(k for k in ids if k not in computed)
+    return VerifiedPayload(payload, env.payload_type, ids[0], ids, recalled)
 
 
 def _memo_first(
@@ -175,6 +185,7 @@ class SignedStatement(NamedTuple):
     statement: lite.Statement
     signer_keyid: str
     signer_keyids: tuple[str, ...] = ()
+    recalled_keyids: tuple[str, ...] = ()  # see VerifiedPayload
 
 
 def read_envelope(path: Path) -> bytes:
@@ -229,7 +240,9 @@ def parse_signed_statement(
         error=VerificationError,
         code="RECEIPT_MALFORMED",
     )
-    return SignedStatement(statement, verified.signer_keyid, verified.signer_keyids)
+    return SignedStatement(
+        statement, verified.signer_keyid, verified.signer_keyids, verified.recalled_keyids
+    )
 
 
 def _signed_payload(
