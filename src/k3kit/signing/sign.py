@@ -130,21 +130,8 @@ def verify_envelope(
     env = read_record(lite.DsseEnvelope, known, source=source, error=VerificationError, code=bad)
     payload = _b64decode(env.payload, f"{source}: payload")
     message = pae(env.payload_type, payload)
-    signers: dict[str, None] = {}  # insertion-ordered set of distinct key ids
-    computed: set[str] = set()  # signers with a check this call made itself (not recalled)
-    seen: set[bytes] = set()
-    for entry in env.signatures:
-        sig = _b64decode(entry.sig, f"{source}: signature")
-        if len(sig) != 64 or sig in seen:
-            continue  # the same bytes again (another spelling, a copy) add no signer nor check
-        seen.add(sig)
-        for key in _memo_first(trusted, sig, message, memo):
-            before = memo.recalled if memo is not None else 0
-            if verify_signature(key, sig, message, memo=memo):
-                signers[keyid(key)] = None
-                if memo is None or memo.recalled == before:
-                    computed.add(keyid(key))
-                break  # one signature, one signer: a threshold counts signatures, not keys
+    sigs = [_b64decode(entry.sig, f"{source}: signature") for entry in env.signatures]
+    signers, computed = _signers(sigs, trusted, message, memo)
     if not signers:
         raise VerificationError(
             f"{source}: no signature verifies with a trusted key",
@@ -159,6 +146,28 @@ def verify_envelope(
     ids = tuple(signers)
     recalled = tuple(k for k in ids if k not in computed)
     return VerifiedPayload(payload, env.payload_type, ids[0], ids, recalled)
+
+
+def _signers(
+    sigs: list[bytes], trusted: list[PublicKey], message: bytes, memo: SignatureMemo | None
+) -> tuple[dict[str, None], set[str]]:
+    """The distinct trusted keys (by key id, in order) with a valid signature over ``message``,
+    and those of them with a check this call computed rather than recalled from ``memo``."""
+    signers: dict[str, None] = {}  # insertion-ordered set of distinct key ids
+    computed: set[str] = set()
+    seen: set[bytes] = set()
+    for sig in sigs:
+        if len(sig) != 64 or sig in seen:
+            continue  # the same bytes again (another spelling, a copy) add no signer nor check
+        seen.add(sig)
+        for key in _memo_first(trusted, sig, message, memo):
+            before = memo.recalled if memo is not None else 0
+            if verify_signature(key, sig, message, memo=memo):
+                signers[keyid(key)] = None
+                if memo is None or memo.recalled == before:
+                    computed.add(keyid(key))
+                break  # one signature, one signer: a threshold counts signatures, not keys
+    return signers, computed
 
 
 def _memo_first(
