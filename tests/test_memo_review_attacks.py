@@ -24,6 +24,7 @@ import pytest
 from k3kit.signing.memo import FILE_NAME, SCHEMA, entry
 from k3kit.signing.sign import pae
 from k3kit.signing.trust.edit import revoke
+from tests import reports
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
 from tests.cotenant import COTENANT_GID, COTENANT_UID
 from tests.trustkit import (
@@ -55,18 +56,8 @@ def _verify(
     return done.returncode, report, done.stderr
 
 
-def _check(report: dict[str, Any], check_id: str) -> dict[str, Any]:
-    return next((c for c in report.get("checks", []) if c["id"] == check_id), {})
-
-
-def _codes(report: dict[str, Any]) -> set[str]:
-    codes = {c.get("code") for c in report.get("checks", [])}
-    codes.add(report.get("code"))
-    return {c for c in codes if c}
-
-
 def _detail(report: dict[str, Any], check_id: str = "receipt_signature") -> str:
-    return str(_check(report, check_id).get("detail", ""))
+    return str(reports.check(report, check_id).get("detail", ""))
 
 
 def _env(kit: Path) -> dict[str, Any]:
@@ -123,7 +114,7 @@ def test_one_signature_under_both_keyid_hints_warm_and_cold_is_one_signer(
     assert _verify(kit, state, "--trust", golden.key.public)[0] == 0  # memo warmed
     for _ in range(2):
         rc, report, _ = _verify(kit, state, "--root", root)
-        assert rc == 1 and "RECEIPT_THRESHOLD_NOT_MET" in _codes(report), report
+        assert rc == 1 and "RECEIPT_THRESHOLD_NOT_MET" in reports.codes(report), report
 
 
 def test_one_signature_respelt_in_urlsafe_base64_is_still_one_signer(
@@ -141,7 +132,7 @@ def test_one_signature_respelt_in_urlsafe_base64_is_still_one_signer(
     state = tmp_path / "state"
     for _ in range(2):
         rc, report, _ = _verify(kit, state, "--root", root)
-        assert rc == 1 and "RECEIPT_THRESHOLD_NOT_MET" in _codes(report), report
+        assert rc == 1 and "RECEIPT_THRESHOLD_NOT_MET" in reports.codes(report), report
 
 
 def test_the_same_key_under_two_keyids_in_a_root_is_one_signer(
@@ -206,7 +197,7 @@ def test_a_revoked_keys_recalled_signature_never_makes_up_the_threshold(
     attach(good, root1, root2)
     assert _verify(good, state, "--root", root1)[0] == 0  # node moves to root 2
     rc, report, _ = _verify(stale, state, "--root", root1)
-    assert rc == 1 and "RECEIPT_KEY_REVOKED" in _codes(report), report
+    assert rc == 1 and "RECEIPT_KEY_REVOKED" in reports.codes(report), report
 
 
 @pytest.mark.parametrize("order", ["signer-first", "signer-last"])
@@ -256,7 +247,7 @@ def test_a_planted_entry_for_the_other_key_in_a_cotenant_writable_memo_folder_is
     (folder / FILE_NAME).chmod(0o600)
     folder.chmod(0o777)  # another user could have put it there
     rc, report, stderr = _verify(kit, state, "--root", root)
-    assert rc == 1 and "RECEIPT_THRESHOLD_NOT_MET" in _codes(report), report
+    assert rc == 1 and "RECEIPT_THRESHOLD_NOT_MET" in reports.codes(report), report
     assert f"{NOTE} refused" in stderr, stderr
 
 

@@ -29,6 +29,7 @@ from k3kit.signing.memo import FILE_NAME, MAX_BYTES, SCHEMA, SignatureMemo, entr
 from k3kit.signing.sign import pae
 from k3kit.signing.trust.edit import revoke
 from k3kit.signing.trust.source import load_trusted_keys
+from tests import reports
 from tests.conftest import GoldenKit, KeyFiles, run_k3kit
 from tests.cotenant import COTENANT_UID, cotenant_python, needs_root, shared_folder
 from tests.trustkit import (
@@ -60,18 +61,8 @@ def _trust(key: KeyFiles) -> tuple[str, Path]:
     return ("--trust", key.public)
 
 
-def _check(report: dict[str, Any], check_id: str) -> dict[str, Any]:
-    return next((c for c in report.get("checks", []) if c["id"] == check_id), {})
-
-
-def _codes(report: dict[str, Any]) -> set[str]:
-    codes = {c.get("code") for c in report.get("checks", [])}
-    codes.add(report.get("code"))
-    return {c for c in codes if c}
-
-
 def _recalled(report: dict[str, Any]) -> bool:
-    return RECALLED in str(_check(report, "receipt_signature").get("detail", ""))
+    return RECALLED in str(reports.check(report, "receipt_signature").get("detail", ""))
 
 
 def _raw(key: KeyFiles) -> bytes:
@@ -135,7 +126,7 @@ def test_oracle_an_entry_in_our_own_memo_is_recalled_by_design_and_full_ignores_
     kit, digest = forged
     state = tmp_path / "state"
     rc, report = _verify(kit, tmp_path / "clean", *_trust(golden.key))
-    assert rc == 1 and "RECEIPT_UNTRUSTED_KEY" in _codes(report)
+    assert rc == 1 and "RECEIPT_UNTRUSTED_KEY" in reports.codes(report)
     _plant_own(state, _memo_doc(digest))
     rc, report = _verify(kit, state, *_trust(golden.key))
     assert rc == 0 and _recalled(report), report
@@ -173,9 +164,9 @@ def test_a_different_kit_with_the_same_signature_is_recalled_but_fails(
         f.write(b"\n")
     rc, report = _verify(other, state, *_trust(golden.key))
     assert rc == 1 and report["ok"] is False
-    assert _check(report, "receipt_signature")["status"] == "passed" and _recalled(report)
+    assert reports.check(report, "receipt_signature")["status"] == "passed" and _recalled(report)
     failed = "kit_files" if changed == "README.md" else "kit_checksum"
-    assert _check(report, failed)["status"] == "failed", report
+    assert reports.check(report, failed)["status"] == "failed", report
 
 
 def test_a_genuine_receipt_of_another_kit_swapped_in_after_a_warm_run_fails(
@@ -190,7 +181,7 @@ def test_a_genuine_receipt_of_another_kit_swapped_in_after_a_warm_run_fails(
     shutil.copyfile(b / RECEIPT, a / RECEIPT)
     rc, report = _verify(a, state, *_trust(golden.key))
     assert rc == 1 and _recalled(report)
-    assert _check(report, "kit_checksum")["status"] == "failed", report
+    assert reports.check(report, "kit_checksum")["status"] == "failed", report
 
 
 def _respell_whitespace(env: dict[str, Any]) -> str:
@@ -269,7 +260,7 @@ def test_a_respelt_receipt_gets_the_same_verdict_warm_as_with_full(
     cold_rc, cold = _verify(kit, tmp_path / "cold", *_trust(golden.key))
     assert warm_rc == full_rc == cold_rc, (warm, full)
     assert warm["ok"] == full["ok"] == cold["ok"]
-    assert _codes(warm) == _codes(full) == _codes(cold)
+    assert reports.codes(warm) == reports.codes(full) == reports.codes(cold)
     assert not _recalled(full) and not _recalled(cold)
 
 
@@ -299,7 +290,7 @@ def test_a_cotenants_state_folder_with_a_planted_memo_never_passes_a_forgery(
         cotenant_python(_COTENANT_STATE, str(state), digest, mode)
         rc, report = _verify(kit, state, *_trust(golden.key))
         assert rc == 1 and not _recalled(report), report
-        assert "RECEIPT_UNTRUSTED_KEY" in _codes(report), report
+        assert "RECEIPT_UNTRUSTED_KEY" in reports.codes(report), report
 
 
 @needs_root
@@ -324,7 +315,7 @@ def test_our_signatures_folder_inside_a_cotenants_folder_is_refused_and_cannot_b
         cotenant_python(_COTENANT_STATE, str(state), digest, "777")
         rc, report = _verify(kit, state, *_trust(golden.key))
         assert rc == 1 and not _recalled(report), report
-        assert "RECEIPT_UNTRUSTED_KEY" in _codes(report), report
+        assert "RECEIPT_UNTRUSTED_KEY" in reports.codes(report), report
 
 
 @needs_root
@@ -340,7 +331,7 @@ def test_a_cotenants_link_as_the_state_folder_is_refused(
         )
         rc, report = _verify(kit, link, *_trust(golden.key))
         assert rc == 1 and not _recalled(report), report
-        assert "RECEIPT_UNTRUSTED_KEY" in _codes(report), report
+        assert "RECEIPT_UNTRUSTED_KEY" in reports.codes(report), report
 
 
 _COTENANT_TAMPER = """
@@ -402,7 +393,7 @@ def test_a_hard_link_to_our_memo_in_a_cotenants_folder_is_not_used(
         os.link(ours, state / "signatures" / FILE_NAME)
         rc, report = _verify(kit, state, *_trust(golden.key))
         assert rc == 1 and not _recalled(report), report
-        assert "RECEIPT_UNTRUSTED_KEY" in _codes(report), report
+        assert "RECEIPT_UNTRUSTED_KEY" in reports.codes(report), report
 
 
 def _acl_user_rw(path: Path, uid: int) -> None:
@@ -442,7 +433,7 @@ def test_a_non_sticky_shared_parent_is_refused(golden: GoldenKit, forged: tuple[
         _plant_own(state, _memo_doc(digest))
         rc, report = _verify(kit, state, *_trust(golden.key))
         assert rc == 1 and not _recalled(report), report
-        assert "RECEIPT_UNTRUSTED_KEY" in _codes(report), report
+        assert "RECEIPT_UNTRUSTED_KEY" in reports.codes(report), report
 
 
 # --- class 3: degenerate values ----------------------------------------------------------------
@@ -626,7 +617,7 @@ def test_a_publisher_signed_receipt_that_fails_later_fails_the_same_way_warm(
     warm_rc, warm = _verify(kit, state, *_trust(golden.key))
     assert cold_rc == warm_rc == 1
     assert cold["ok"] is warm["ok"] is False
-    assert _codes(cold) == _codes(warm) and _codes(cold), (cold, warm)
+    assert reports.codes(cold) == reports.codes(warm) and reports.codes(cold), (cold, warm)
 
 
 def test_a_signature_that_fails_leaves_no_memo_entry(
@@ -691,7 +682,7 @@ def test_two_trusted_keys_a_warm_run_names_only_the_real_signer(
     assert cold_rc == warm_rc == 0 and _recalled(warm)
     signer = kid(golden.key)[:16]
     for report in (cold, warm):
-        detail = _check(report, "receipt_signature")["detail"]
+        detail = reports.check(report, "receipt_signature")["detail"]
         assert signer in detail and kid(other_key)[:16] not in detail
     # only the real signer's triple was recorded: the other key never "passed"
     entries = json.loads((state / "signatures" / FILE_NAME).read_text())["entries"]
@@ -709,7 +700,7 @@ def test_threshold_two_is_not_met_by_a_recalled_signature_counted_twice(
     state = tmp_path / "state"
     for _ in range(2):
         rc, report = _verify(kit, state, "--root", root1)
-        assert rc == 1 and "RECEIPT_THRESHOLD_NOT_MET" in _codes(report), report
+        assert rc == 1 and "RECEIPT_THRESHOLD_NOT_MET" in reports.codes(report), report
     # the one distinct check was recorded (and recalled on the second run); the count still failed
     entries = json.loads((state / "signatures" / FILE_NAME).read_text())["entries"]
     assert len(entries) == 1
@@ -738,7 +729,7 @@ def test_a_key_revoked_after_a_warm_run_is_refused_though_its_signature_is_recal
     attach(good, root1, root2)
     assert _verify(good, state, "--root", root1)[0] == 0  # the node sees root 2
     rc, report = _verify(stale, state, "--root", root1)
-    assert rc == 1 and "RECEIPT_KEY_REVOKED" in _codes(report), report
+    assert rc == 1 and "RECEIPT_KEY_REVOKED" in reports.codes(report), report
 
 
 def test_the_recall_note_is_absent_when_the_memo_folder_is_refused(
@@ -772,7 +763,7 @@ def test_a_recalled_ssh_signature_is_said_too(golden: GoldenKit, tmp_path: Path)
     for _ in range(2):
         rc, report = _verify(kit, state, *_trust(golden.key))
         assert rc == 0, report
-        details.append(_check(report, "sshsig")["detail"])
+        details.append(reports.check(report, "sshsig")["detail"])
     assert details[0].startswith("SSH signature over MANIFEST.json") and RECALLED not in details[0]
     assert details[1].endswith("; signature as checked before on this node (verification cache)")
 
@@ -795,7 +786,7 @@ def test_one_recalled_and_one_computed_signature_are_told_apart(
     for _ in range(2):
         rc, report = _verify(kit, state, "--root", root)
         assert rc == 0, report
-        details.append(_check(report, "receipt_signature")["detail"])
+        details.append(reports.check(report, "receipt_signature")["detail"])
     assert "; 1 of 2 signatures as checked before on this node" in details[0], details[0]
     assert "; signatures as checked before on this node" in details[1], details[1]
 
@@ -811,7 +802,7 @@ def test_a_first_run_with_a_duplicated_signature_does_not_claim_a_recall(
     duplicate_signature(kit)
     rc, report = _verify(kit, tmp_path / "fresh", *_trust(golden.key))
     assert rc == 0
-    assert not _recalled(report), _check(report, "receipt_signature")
+    assert not _recalled(report), reports.check(report, "receipt_signature")
     rc, report = _verify(kit, tmp_path / "fresh", *_trust(golden.key))
     assert rc == 0 and _recalled(report)  # the second run does recall it
 
