@@ -428,12 +428,7 @@ def _make_private_chain(path: Path, what: str, code: str) -> None:
         missing.append(current)
     if not missing:
         return
-    try:
-        above = _unsafe_above(missing[-1])
-    except OSError as exc:  # a link loop, a stale NFS handle: refused as the state it is
-        raise _unsafe_state(
-            what, path, f"cannot be checked: {exc.strerror or exc}", "check it exists", code
-        ) from exc
+    above = _unsafe_above(missing[-1])  # an OSError here is private_dir's refusal
     if above is not None:
         raise _unsafe_parent(what, path, above, code)
     for current in reversed(missing):
@@ -476,22 +471,24 @@ def private_dir(path: Path, *, what: str = "state folder", code: str = "STATE_DI
       writable by others only when sticky (``/tmp``: only an entry's owner may rename it), and a
       link on the way is owned by this user or root.
 
-    Anything else raises ``EnvironmentProblem`` with ``code`` and a hint naming the fix.
+    Anything else raises ``EnvironmentProblem`` with ``code`` and a hint naming the fix, an
+    ``OSError`` of any step included (a link loop, a stale NFS handle, the ``getcwd()`` of a
+    working folder since removed): callers that keep going without their state (the signature
+    memo, the verification cache) must never see a kit's verdict turn on one.
     """
     try:
-        absolute = Path(os.path.abspath(path))  # getcwd() of a working folder since removed
+        return _private_dir(path, what, code)
     except OSError as exc:
         raise _unsafe_state(
-            what, path, f"cannot be checked: {exc.strerror or exc}", "give an absolute path", code
+            what, path, f"cannot be checked: {exc.strerror or exc}", "check it exists", code
         ) from exc
+
+
+def _private_dir(path: Path, what: str, code: str) -> Path:
+    absolute = Path(os.path.abspath(path))
     _make_private_chain(absolute, what, code)
-    try:
-        st = os.lstat(absolute)
-        above = _unsafe_above(absolute)
-    except OSError as exc:
-        raise _unsafe_state(
-            what, absolute, f"cannot be checked: {exc.strerror or exc}", "check it exists", code
-        ) from exc
+    st = os.lstat(absolute)
+    above = _unsafe_above(absolute)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise _unsafe_state(
             what, absolute, "is not a real folder (a link or a file)", "remove it", code

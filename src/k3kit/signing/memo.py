@@ -99,9 +99,6 @@ class SignatureMemo:
         except K3kitError as exc:
             self.status = f"refused ({exc.code}: {exc.message})"
             return self._entries
-        except OSError as exc:  # never the verdict's business: one more check, nothing else
-            self.status = f"refused ({self.folder} cannot be checked: {exc.strerror or exc})"
-            return self._entries
         try:
             self._entries = _read(folder / FILE_NAME)
             self.status = "loaded"

@@ -127,12 +127,7 @@ class VerifyCache:
             # can swap would let them choose which records are read. A refused folder is never
             # read nor written (every file is hashed); the report says why and how to fix it.
             self.path = private_dir(self.path.parent, what=_WHAT) / self.path.name
-        except (K3kitError, OSError) as exc:
-            if isinstance(exc, OSError):  # a link loop, a stale handle: refused all the same
-                exc = EnvironmentProblem(
-                    f"{_WHAT} {self.path.parent} cannot be checked: {exc.strerror or exc}",
-                    code="STATE_DIR_UNSAFE",
-                )
+        except K3kitError as exc:  # an OSError of the folder check included (private_dir)
             why = f"{exc.code}: {exc.message}" + (f" (fix: {exc.hint})" if exc.hint else "")
             self._refused = EnvironmentProblem(why, code=exc.code, hint=exc.hint)
             self.status = f"refused ({why})"
