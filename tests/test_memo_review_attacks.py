@@ -276,7 +276,7 @@ def test_oracle_one_recalled_one_computed_says_1_of_2(
     assert rc == 0 and "; 1 of 2 signatures as checked before on this node" in _detail(report)
 
 
-def test_hole_a_repeated_recalled_signature_makes_a_computed_one_look_recalled(
+def test_mended_a_repeated_recalled_signature_makes_a_computed_one_look_recalled(
     golden: GoldenKit, keys: dict[str, KeyFiles], tmp_path: Path
 ) -> None:
     """HOLE (report honesty). Threshold 2 of {publisher, second}; this node checked the
@@ -295,7 +295,7 @@ def test_hole_a_repeated_recalled_signature_makes_a_computed_one_look_recalled(
     assert "; 1 of 2 signatures as checked before on this node" in detail, detail
 
 
-def test_hole_repeated_recalled_signature_inflates_n_of_m(
+def test_mended_repeated_recalled_signature_inflates_n_of_m(
     golden: GoldenKit, keys: dict[str, KeyFiles], tmp_path: Path
 ) -> None:
     """HOLE (report honesty), the "N of M" form: three signers (publisher, second, third),
@@ -309,7 +309,7 @@ def test_hole_repeated_recalled_signature_inflates_n_of_m(
     assert "; 1 of 3 signatures as checked before on this node" in detail, detail
 
 
-def test_hole_repeated_signature_with_two_trust_keys(
+def test_mended_repeated_signature_with_two_trust_keys(
     golden: GoldenKit, keys: dict[str, KeyFiles], tmp_path: Path
 ) -> None:
     """HOLE, the same with plain ``--trust`` twice (threshold 1): publisher recalled twice,
@@ -544,7 +544,7 @@ def test_a_relative_cache_folder_in_a_deleted_working_folder_with_weights(
     assert done.returncode == 0, done.stderr
 
 
-def test_hole_a_state_folder_that_cannot_be_made_absolute_is_blamed_on_the_kit(
+def test_mended_a_state_folder_that_cannot_be_made_absolute_is_blamed_on_the_kit(
     golden: GoldenKit, keys: dict[str, KeyFiles], tmp_path: Path
 ) -> None:
     """HOLE (misleading code; the class 3e92863 fixed for the memo, left in ``private_dir``

@@ -65,6 +65,13 @@ def _recalled(report: dict[str, Any]) -> bool:
     return RECALLED in str(reports.check(report, "receipt_signature").get("detail", ""))
 
 
+def _assert_forgery_refused(rc: int, report: dict[str, Any]) -> None:
+    """The forged receipt failed on its signature (exit 1, RECEIPT_UNTRUSTED_KEY), and the report
+    claims no recall: the planted entry was never read."""
+    assert rc == 1 and not _recalled(report), report
+    assert "RECEIPT_UNTRUSTED_KEY" in reports.codes(report), report
+
+
 def _raw(key: KeyFiles) -> bytes:
     return load_public(key.public).public_bytes_raw()
 
@@ -289,8 +296,7 @@ def test_a_cotenants_state_folder_with_a_planted_memo_never_passes_a_forgery(
         state = shared / "state"
         cotenant_python(_COTENANT_STATE, str(state), digest, mode)
         rc, report = _verify(kit, state, *_trust(golden.key))
-        assert rc == 1 and not _recalled(report), report
-        assert "RECEIPT_UNTRUSTED_KEY" in reports.codes(report), report
+        _assert_forgery_refused(rc, report)
 
 
 @needs_root
@@ -314,8 +320,7 @@ def test_our_signatures_folder_inside_a_cotenants_folder_is_refused_and_cannot_b
         cotenant_python(swap, str(state))
         cotenant_python(_COTENANT_STATE, str(state), digest, "777")
         rc, report = _verify(kit, state, *_trust(golden.key))
-        assert rc == 1 and not _recalled(report), report
-        assert "RECEIPT_UNTRUSTED_KEY" in reports.codes(report), report
+        _assert_forgery_refused(rc, report)
 
 
 @needs_root
@@ -330,8 +335,7 @@ def test_a_cotenants_link_as_the_state_folder_is_refused(
             "import os, sys; os.symlink(sys.argv[1], sys.argv[2])", str(real), str(link)
         )
         rc, report = _verify(kit, link, *_trust(golden.key))
-        assert rc == 1 and not _recalled(report), report
-        assert "RECEIPT_UNTRUSTED_KEY" in reports.codes(report), report
+        _assert_forgery_refused(rc, report)
 
 
 _COTENANT_TAMPER = """
@@ -392,8 +396,7 @@ def test_a_hard_link_to_our_memo_in_a_cotenants_folder_is_not_used(
         )
         os.link(ours, state / "signatures" / FILE_NAME)
         rc, report = _verify(kit, state, *_trust(golden.key))
-        assert rc == 1 and not _recalled(report), report
-        assert "RECEIPT_UNTRUSTED_KEY" in reports.codes(report), report
+        _assert_forgery_refused(rc, report)
 
 
 def _acl_user_rw(path: Path, uid: int) -> None:
@@ -432,8 +435,7 @@ def test_a_non_sticky_shared_parent_is_refused(golden: GoldenKit, forged: tuple[
         state = shared / "state"
         _plant_own(state, _memo_doc(digest))
         rc, report = _verify(kit, state, *_trust(golden.key))
-        assert rc == 1 and not _recalled(report), report
-        assert "RECEIPT_UNTRUSTED_KEY" in reports.codes(report), report
+        _assert_forgery_refused(rc, report)
 
 
 # --- class 3: degenerate values ----------------------------------------------------------------
