@@ -3,8 +3,8 @@
 before" report line, verify's memo note, and cache folders whose check raises ``OSError``.
 
 Each test asks "what makes a verdict or a report line false, and who can make it so?" Tests that
-pass show an attack that held; the ones marked ``HOLE`` fail on the reviewed code (49194ca) and
-say what was found. Real keys, real kits, the real CLI.
+pass show an attack that held; the ``test_mended_*`` ones (marked ``HOLE``) failed on the reviewed
+code (49194ca), say what was found, and pass since c989dc9. Real keys, real kits, the real CLI.
 """
 
 from __future__ import annotations
