@@ -52,6 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
+from tests.vllm_bench import VLLM_BENCH_SNIPPET  # noqa: E402
+
 from k3kit.accept._http import Sample, Timeouts, run_closed_loop  # noqa: E402
 
 CONCURRENCIES = (1, 8, 32)
@@ -134,18 +136,6 @@ async def _reference_round(url: str, body: dict[str, Any], n: int, c: int, tally
         await asyncio.gather(*(worker() for _ in range(min(c, n))))
 
 
-# vLLM's `vllm bench serve` without the `vllm` entry point's server-side imports: its own parser
-# and main() (as tests/test_accept_vs_vllm.py runs it).
-_VLLM_BENCH = (
-    "import sys\n"
-    "from vllm.benchmarks.serve import add_cli_args, main\n"
-    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-    "parser = FlexibleArgumentParser(prog='vllm bench serve')\n"
-    "add_cli_args(parser)\n"
-    "main(parser.parse_args(sys.argv[1:]))\n"
-)
-
-
 @dataclass(frozen=True)
 class VllmBench:
     """How to run vLLM's own benchmark client: its venv's interpreter and a tokenizer folder."""
@@ -167,7 +157,7 @@ class VllmBench:
                 "--result-dir", out, "--result-filename", "vllm.json",
             ]  # fmt: skip
             proc = subprocess.run(
-                [str(self.python), "-c", _VLLM_BENCH, *argv],
+                [str(self.python), "-c", VLLM_BENCH_SNIPPET, *argv],
                 capture_output=True,
                 text=True,
                 timeout=900,

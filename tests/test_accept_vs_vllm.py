@@ -35,6 +35,7 @@ from tests.conftest import run_k3kit
 from tests.test_accept import _server
 from tests.test_accept import acceptkit as acceptkit  # the shared signed kit (a fixture)
 from tests.test_engines_parser import ENGINE_PY, _engine_version
+from tests.vllm_bench import VLLM_BENCH_SNIPPET
 
 CONCURRENCY = 4
 REQUESTS = 40
@@ -42,16 +43,6 @@ INPUT_TOKENS = 64  # the workload signed in tests.test_accept.CLAIMS
 OUTPUT_TOKENS = 16
 TOLERANCE = 0.02  # issue 23: within 2 % of vLLM's own client
 TTFT_S, TPOT_S = 0.2, 0.01  # the stand-in's delays: the claims' figures
-# The argv `vllm bench serve` ends in: its own parser and main(), without the `vllm` entry point's
-# server-side imports (the bench client itself needs none of them).
-BENCH = (
-    "import sys\n"
-    "from vllm.benchmarks.serve import add_cli_args, main\n"
-    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-    "parser = FlexibleArgumentParser(prog='vllm bench serve')\n"
-    "add_cli_args(parser)\n"
-    "main(parser.parse_args(sys.argv[1:]))\n"
-)
 
 
 def _vllm_bench(url: str, model: str, tokenizer: Path, out: Path) -> dict[str, float]:
@@ -67,7 +58,7 @@ def _vllm_bench(url: str, model: str, tokenizer: Path, out: Path) -> dict[str, f
         "--ready-check-timeout-sec", "30",
     ]  # fmt: skip
     proc = subprocess.run(
-        [str(ENGINE_PY), "-c", BENCH, *argv],
+        [str(ENGINE_PY), "-c", VLLM_BENCH_SNIPPET, *argv],
         capture_output=True,
         text=True,
         timeout=600,
