@@ -176,7 +176,6 @@ class VllmBench:
 
 
 Round = Callable[[str, dict[str, Any], int, int, Tally], Coroutine[Any, Any, None] | None]
-CLIENTS: dict[str, Round] = {"accept": _accept_round, "aiohttp": _reference_round}
 
 
 def _timed(run: Round, url: str, body: dict[str, Any], n: int, c: int, tally: Tally) -> None:
