@@ -28,7 +28,6 @@ folios: the kernel builds folios from the writes it is given); ``FileHugePages``
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -48,36 +48,19 @@ from k3kit.weights.hashpool import HashJob, run_jobs  # noqa: E402
 
 WINDOW = 32 * 1024 * 1024
 
-# The child: the same windows as ``_windows``, its digest on stdout.
-_CHILD = r"""
-import mmap, os, sys, blake3
-path, window = sys.argv[1], int(sys.argv[2])
-size = os.path.getsize(path)
-h = blake3.blake3(max_threads=2)
-fd = os.open(path, os.O_RDONLY)
-offset = 0
-while offset < size:
-    n = min(window, size - offset)
-    with mmap.mmap(fd, n, access=mmap.ACCESS_READ, offset=offset) as m:
-        m.madvise(mmap.MADV_SEQUENTIAL)
-        with memoryview(m) as view:
-            h.update(view)
-    offset += n
-os.close(fd)
-print(h.hexdigest())
-"""
+# The mapped windows, as source: run in this process (``_windows``) and in a child (``_child``),
+# so both contenders execute the very same code.
+_WINDOWS_SOURCE = r"""
+import mmap, os, blake3
 
-
-def _windows(path: Path) -> str:
-    import mmap
-
-    size = path.stat().st_size
+def hash_windows(path, window):
+    size = os.path.getsize(path)
     hasher = blake3.blake3(max_threads=2)
     fd = os.open(path, os.O_RDONLY)
     try:
         offset = 0
         while offset < size:
-            n = min(WINDOW, size - offset)
+            n = min(window, size - offset)
             with mmap.mmap(fd, n, access=mmap.ACCESS_READ, offset=offset) as m:
                 m.madvise(mmap.MADV_SEQUENTIAL)
                 with memoryview(m) as view:
@@ -85,7 +68,15 @@ def _windows(path: Path) -> str:
             offset += n
     finally:
         os.close(fd)
-    return str(hasher.hexdigest())
+    return hasher.hexdigest()
+"""
+_CHILD = _WINDOWS_SOURCE + "import sys\nprint(hash_windows(sys.argv[1], int(sys.argv[2])))\n"
+_NAMESPACE: dict[str, Any] = {}
+exec(_WINDOWS_SOURCE, _NAMESPACE)  # this file's own constant: the child runs the same text
+
+
+def _windows(path: Path) -> str:
+    return str(_NAMESPACE["hash_windows"](str(path), WINDOW))
 
 
 def _child(path: Path) -> str:
