@@ -83,6 +83,31 @@ def _countersign(kit: Path, key: KeyFiles) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def _trusted(golden: GoldenKit, state: Path | str, *more: str | Path) -> tuple[str | Path, ...]:
+    """``verify`` of the golden kit under its own key, with ``state`` as the state folder."""
+    return ("verify", golden.kit, "--trust", golden.key.public, "--state-dir", state, *more)
+
+
+def _everyone_may_write_the_memo_folder(state: Path) -> None:
+    (state / "signatures").mkdir(parents=True)
+    (state / "signatures").chmod(0o777)
+
+
+def _refused_on_both_starts(kit: Path, state: Path, code: str, *trust: str | Path) -> None:
+    """The same refusal on a cold node and again once the memo holds what the first run
+    checked: the memo never turns it into a pass."""
+    for _ in range(2):
+        rc, report, _ = _verify(kit, state, *trust)
+        assert rc == 1 and code in reports.codes(report), report
+
+
+def _verified_signature_line(kit: Path, state: Path, *trust: str | Path) -> str:
+    """The receipt signature check's detail of a verify that must pass."""
+    rc, report, _ = _verify(kit, state, *trust)
+    assert rc == 0, report
+    return _detail(report)
+
+
 def _no_traceback(stderr: str) -> None:
     assert "Traceback" not in stderr and "internal error" not in stderr.lower(), stderr
 
@@ -112,9 +137,7 @@ def test_one_signature_under_both_keyid_hints_warm_and_cold_is_one_signer(
     duplicate_signature(kit, hint=kid(keys["second"]))
     state = tmp_path / "state"
     assert _verify(kit, state, "--trust", golden.key.public)[0] == 0  # memo warmed
-    for _ in range(2):
-        rc, report, _ = _verify(kit, state, "--root", root)
-        assert rc == 1 and "RECEIPT_THRESHOLD_NOT_MET" in reports.codes(report), report
+    _refused_on_both_starts(kit, state, "RECEIPT_THRESHOLD_NOT_MET", "--root", root)
 
 
 def test_one_signature_respelt_in_urlsafe_base64_is_still_one_signer(
@@ -130,9 +153,7 @@ def test_one_signature_respelt_in_urlsafe_base64_is_still_one_signer(
     env["signatures"].append({"keyid": kid(keys["second"]), "sig": urlsafe})
     _write_env(kit, env)
     state = tmp_path / "state"
-    for _ in range(2):
-        rc, report, _ = _verify(kit, state, "--root", root)
-        assert rc == 1 and "RECEIPT_THRESHOLD_NOT_MET" in reports.codes(report), report
+    _refused_on_both_starts(kit, state, "RECEIPT_THRESHOLD_NOT_MET", "--root", root)
 
 
 def test_the_same_key_under_two_keyids_in_a_root_is_one_signer(
@@ -289,9 +310,8 @@ def test_mended_a_repeated_recalled_signature_makes_a_computed_one_look_recalled
     right; the line is false."""
     kit, state = _warm_publisher_then_countersign(golden, keys, tmp_path, "second")
     duplicate_signature(kit)  # the publisher's signature, again
-    rc, report, _ = _verify(kit, state, "--root", _root2(tmp_path, golden, keys, "second"))
-    assert rc == 0, report
-    detail = _detail(report)
+    root = _root2(tmp_path, golden, keys, "second")
+    detail = _verified_signature_line(kit, state, "--root", root)
     assert "; 1 of 2 signatures as checked before on this node" in detail, detail
 
 
@@ -303,9 +323,8 @@ def test_mended_repeated_recalled_signature_inflates_n_of_m(
     "2 of 3 signatures as checked before" when one was recalled and two computed."""
     kit, state = _warm_publisher_then_countersign(golden, keys, tmp_path, "second", "third")
     duplicate_signature(kit)
-    rc, report, _ = _verify(kit, state, "--root", _root2(tmp_path, golden, keys, "second", "third"))
-    assert rc == 0, report
-    detail = _detail(report)
+    root = _root2(tmp_path, golden, keys, "second", "third")
+    detail = _verified_signature_line(kit, state, "--root", root)
     assert "; 1 of 3 signatures as checked before on this node" in detail, detail
 
 
@@ -317,9 +336,7 @@ def test_mended_repeated_signature_with_two_trust_keys(
     kit, state = _warm_publisher_then_countersign(golden, keys, tmp_path, "second")
     duplicate_signature(kit)
     args = ("--trust", golden.key.public, "--trust", keys["second"].public)
-    rc, report, _ = _verify(kit, state, *args)
-    assert rc == 0, report
-    detail = _detail(report)
+    detail = _verified_signature_line(kit, state, *args)
     assert "; 1 of 2 signatures as checked before on this node" in detail, detail
 
 
@@ -463,7 +480,7 @@ def test_an_odd_cache_folder_costs_a_note_never_the_verdict(
 ) -> None:
     state = _odd_state(tmp_path, kind)
     for _ in range(2):
-        done = run_k3kit("verify", golden.kit, "--trust", golden.key.public, "--state-dir", state)
+        done = run_k3kit(*_trusted(golden, state))
         _no_traceback(done.stderr)
         assert done.returncode == 0, done.stderr
         assert "verdict: VERIFIED" in done.stderr
@@ -476,8 +493,7 @@ def test_an_odd_cache_folder_with_weights_still_verifies_the_weights(
     golden: GoldenKit, weights: Path, tmp_path: Path, kind: str
 ) -> None:
     state = _odd_state(tmp_path, kind)
-    args = ("verify", golden.kit, "--trust", golden.key.public, "--state-dir", state)
-    done = run_k3kit(*args, "--weights", weights, "--json")
+    done = run_k3kit(*_trusted(golden, state, "--weights", weights, "--json"))
     _no_traceback(done.stderr)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["ok"] is True
@@ -518,9 +534,7 @@ def _in_a_deleted_folder(tmp_path: Path, *argv: str | Path) -> subprocess.Comple
 def test_a_relative_cache_folder_in_a_deleted_working_folder_is_a_refused_memo(
     golden: GoldenKit, tmp_path: Path
 ) -> None:
-    done = _in_a_deleted_folder(
-        tmp_path, "verify", golden.kit, "--trust", golden.key.public, "--state-dir", "rel"
-    )
+    done = _in_a_deleted_folder(tmp_path, *_trusted(golden, "rel"))
     _no_traceback(done.stderr)
     assert done.returncode == 0, done.stderr
     assert f"{NOTE} refused" in done.stderr, done.stderr
@@ -529,17 +543,7 @@ def test_a_relative_cache_folder_in_a_deleted_working_folder_is_a_refused_memo(
 def test_a_relative_cache_folder_in_a_deleted_working_folder_with_weights(
     golden: GoldenKit, weights: Path, tmp_path: Path
 ) -> None:
-    done = _in_a_deleted_folder(
-        tmp_path,
-        "verify",
-        golden.kit,
-        "--trust",
-        golden.key.public,
-        "--state-dir",
-        "rel",
-        "--weights",
-        weights,
-    )
+    done = _in_a_deleted_folder(tmp_path, *_trusted(golden, "rel", "--weights", weights))
     _no_traceback(done.stderr)
     assert done.returncode == 0, done.stderr
 
@@ -590,22 +594,16 @@ def test_a_key_both_released_and_revoked_in_a_hand_written_root_is_refused(
 
 def test_the_note_goes_to_stderr_and_keeps_json_clean(golden: GoldenKit, tmp_path: Path) -> None:
     state = tmp_path / "state"
-    (state / "signatures").mkdir(parents=True)
-    (state / "signatures").chmod(0o777)
-    done = run_k3kit(
-        "verify", golden.kit, "--trust", golden.key.public, "--state-dir", state, "--json"
-    )
+    _everyone_may_write_the_memo_folder(state)
+    done = run_k3kit(*_trusted(golden, state, "--json"))
     assert done.returncode == 0 and json.loads(done.stdout)["ok"] is True
     assert NOTE not in done.stdout and f"{NOTE} refused (STATE_DIR_UNSAFE" in done.stderr
 
 
 def test_full_with_a_refused_folder_still_says_so(golden: GoldenKit, tmp_path: Path) -> None:
     state = tmp_path / "state"
-    (state / "signatures").mkdir(parents=True)
-    (state / "signatures").chmod(0o777)
-    done = run_k3kit(
-        "verify", golden.kit, "--trust", golden.key.public, "--state-dir", state, "--full"
-    )
+    _everyone_may_write_the_memo_folder(state)
+    done = run_k3kit(*_trusted(golden, state, "--full"))
     assert done.returncode == 0 and f"{NOTE} refused (STATE_DIR_UNSAFE" in done.stderr
 
 
@@ -617,8 +615,7 @@ def test_the_note_is_said_on_a_failing_verify_too(golden: GoldenKit, tmp_path: P
     env["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
     _write_env(kit, env)
     state = tmp_path / "state"
-    (state / "signatures").mkdir(parents=True)
-    (state / "signatures").chmod(0o777)
+    _everyone_may_write_the_memo_folder(state)
     done = run_k3kit("verify", kit, "--trust", golden.key.public, "--state-dir", state)
     assert done.returncode == 1 and f"{NOTE} refused" in done.stderr, done.stderr
 
@@ -665,9 +662,8 @@ def test_a_terminal_escape_in_the_cache_path_is_not_printed_raw(
     golden: GoldenKit, tmp_path: Path
 ) -> None:
     state = tmp_path / "st\x1b[2J\nate"
-    (state / "signatures").mkdir(parents=True)
-    (state / "signatures").chmod(0o777)
-    done = run_k3kit("verify", golden.kit, "--trust", golden.key.public, "--state-dir", state)
+    _everyone_may_write_the_memo_folder(state)
+    done = run_k3kit(*_trusted(golden, state))
     assert done.returncode == 0
     note = [line for line in done.stderr.splitlines() if NOTE in line]
     assert len(note) == 1 and "\x1b" not in done.stderr, done.stderr
@@ -705,16 +701,7 @@ def test_a_terminal_escape_in_a_refused_weights_cache_path_is_not_printed_raw(
     else:
         (state / "verify").mkdir(parents=True)
         (state / "verify").chmod(0o777)
-    done = run_k3kit(
-        "verify",
-        golden.kit,
-        "--trust",
-        golden.key.public,
-        "--state-dir",
-        state,
-        "--weights",
-        weights,
-    )
+    done = run_k3kit(*_trusted(golden, state, "--weights", weights))
     _no_traceback(done.stderr)
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout + done.stderr, repr(done.stdout + done.stderr)
@@ -725,17 +712,7 @@ def test_a_terminal_escape_in_a_relative_cache_path_in_a_deleted_folder_is_not_p
 ) -> None:
     """The one way into vcache's new OSError branch (``os.getcwd()`` failing in ``abspath``):
     its message names ``self.path.parent`` without ``shown()``."""
-    done = _in_a_deleted_folder(
-        tmp_path,
-        "verify",
-        golden.kit,
-        "--trust",
-        golden.key.public,
-        "--state-dir",
-        "r\x1b[2Jel",
-        "--weights",
-        weights,
-    )
+    done = _in_a_deleted_folder(tmp_path, *_trusted(golden, "r\x1b[2Jel", "--weights", weights))
     _no_traceback(done.stderr)
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout + done.stderr, repr(done.stdout + done.stderr)
