@@ -859,6 +859,22 @@ def test_launch_recalls_only_our_own_entry_and_full_refuses_the_forgery(
     assert code == 1 and "RECEIPT_UNTRUSTED_KEY" in stderr, stderr
 
 
+def test_launch_names_an_unusable_memo_folder_as_verify_does(
+    golden: GoldenKit, weights: Path, tmp_path: Path
+) -> None:
+    """verify says on stderr when its memo folder was refused (each start then checks the
+    signature again); launch uses the same memo and said nothing (found reading the change
+    again). A folder others may write: refused, the kit still verified, the note said, and no
+    recall claimed."""
+    state = tmp_path / "state"
+    assert _dry_launch(golden.kit, golden.key, weights, state, tmp_path)[0] == 0
+    (state / "signatures").chmod(0o777)
+    code, stderr = _dry_launch(golden.kit, golden.key, weights, state, tmp_path)
+    assert code == 0, stderr
+    assert "note: signature memo refused (STATE_DIR_UNSAFE" in stderr, stderr
+    assert RECALLED not in stderr, stderr
+
+
 @needs_root
 def test_launch_with_a_cotenants_cache_folder_refuses_the_forgery(
     golden: GoldenKit, forged: tuple[Path, str], weights: Path, tmp_path: Path

@@ -15,6 +15,7 @@ from k3kit.cli._shared import (
     KitFolder,
     Whole,
     allow_rollback_option,
+    memo_note,
     print_report,
     root_option,
     signature_memo,
@@ -243,6 +244,7 @@ def launch(
 
         node_check = launch_node_check(weights=given.weights)
     progress = ByteProgress("verifying weights") if sys.stderr.isatty() and not as_json else None
+    memo = signature_memo(cache, full=full)
     try:
         plan = plan_launch(
             kit,
@@ -260,12 +262,13 @@ def launch(
             rollback=rollback,
             on_step=lambda text: err(f"launch   {text}"),
             check_node=node_check,
-            memo=signature_memo(cache, full=full),
+            memo=memo,
         )
     except KitNotVerified as exc:
         if as_json:
             emit_json({**exc.report.as_json(), "launched": False})
         print_report(exc.report)
+        memo_note(memo)
         err("the engine was not started")
         sys.exit(1)
     except VerificationError as exc:
@@ -276,6 +279,7 @@ def launch(
         if progress is not None:
             progress.finish()
     print_report(plan.report, quiet=True)
+    memo_note(memo)
     if dry_run:
         if as_json:
             emit_json({"ok": True, "dry_run": True, **plan.as_json()})
