@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from k3kit._immutable import NamedTuple
 from k3kit._text import shown
@@ -789,20 +790,25 @@ def open_regular(
     return fd, st
 
 
+_T = TypeVar("_T")
+
+
 class UntrustedState(Exception):
     """A private state file (a cache's records, the signature memo) that is not to be read;
     the message says why in a few words. Never an error of the run: the caller treats the file
     as absent and does the work again."""
 
 
-def read_private_state(path: Path, max_bytes: int) -> bytes:
-    """The bytes of a state file only this user may have written: a regular file (a planted FIFO
-    must not block; a link is not followed), owned by this user, that group and others cannot
-    write, of at most ``max_bytes`` (refused by its size first: a sparse 1 TB file is never
-    read). Raises ``FileNotFoundError`` when absent, :class:`UntrustedState` otherwise.
+def read_private_state(path: Path, max_bytes: int, parse: Callable[[bytes], _T]) -> _T:
+    """``parse`` of a state file only this user may have written: a regular file (a planted
+    FIFO must not block; a link is not followed), owned by this user, that group and others
+    cannot write, of at most ``max_bytes`` (refused by its size first: a sparse 1 TB file is
+    never read). Raises ``FileNotFoundError`` when absent, :class:`UntrustedState` otherwise,
+    including when ``parse`` fails in any way a strict reader of hostile bytes can (it raises
+    UntrustedState itself for a document that parses but is not what it should be).
 
     One function for the verification cache and the signature memo: both are security state
-    whose every doubt must cost one more check, never a trusted answer."""
+    whose every doubt must cost one more check, never a trusted answer nor a crash."""
     try:
         fd, st = open_regular(path)
     except FileNotFoundError:
@@ -819,9 +825,13 @@ def read_private_state(path: Path, max_bytes: int) -> bytes:
                 raise UntrustedState("writable by group or others")
             if st.st_size > max_bytes:
                 raise UntrustedState(f"larger than {max_bytes} bytes")
-            return handle.read(max_bytes + 1)
+            data = handle.read(max_bytes + 1)
     except OSError as exc:
         raise UntrustedState(f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        return parse(data)
+    except (ValueError, TypeError, RecursionError, MemoryError) as exc:
+        raise UntrustedState(f"unreadable ({type(exc).__name__})") from exc
 
 
 def read_capped(

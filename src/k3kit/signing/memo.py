@@ -68,11 +68,7 @@ def _parse(data: bytes) -> list[str]:
 
 def _read(path: Path) -> list[str]:
     """Entries from ``path``; FileNotFoundError when absent, UntrustedState when not trusted."""
-    data = read_private_state(path, MAX_BYTES)
-    try:
-        return _parse(data)
-    except (ValueError, TypeError, RecursionError, MemoryError) as exc:
-        raise UntrustedState(f"unreadable ({type(exc).__name__})") from exc
+    return read_private_state(path, MAX_BYTES, _parse)
 
 
 class SignatureMemo:

@@ -86,13 +86,9 @@ def _parse(data: bytes, lock_sha256: str) -> dict[str, Record]:
 
 
 def _read_trusted(path: Path, lock_sha256: str) -> dict[str, Record]:
-    """Records from ``path``; FileNotFoundError when absent, UntrustedState when not trusted."""
-    data = read_private_state(path, MAX_BYTES)
-    try:
-        return _parse(data, lock_sha256)
-    except (ValueError, TypeError, RecursionError, MemoryError) as exc:
-        # The state file is state, not evidence: whatever it holds costs a re-hash, never a crash.
-        raise UntrustedState(f"unreadable ({type(exc).__name__})") from exc
+    """Records from ``path``; FileNotFoundError when absent, UntrustedState when not trusted.
+    The state file is state, not evidence: whatever it holds costs a re-hash, never a crash."""
+    return read_private_state(path, MAX_BYTES, lambda data: _parse(data, lock_sha256))
 
 
 def _encodable(text: str) -> bool:
