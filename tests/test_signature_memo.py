@@ -384,3 +384,32 @@ def test_knows_only_orders_the_keys_and_counts_nothing(
     assert memo.knows(raw, sig, MESSAGE) and not memo.knows(raw, sig, MESSAGE + b" ")
     assert memo.recalled == 0
     assert not SignatureMemo(tmp_path, recall=False).knows(raw, sig, MESSAGE)  # --full
+
+
+def test_one_check_is_hashed_once_and_no_other_check_passes_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """knows, recall and remember ask about the same check in turn; its digest (over the whole
+    signed message) is computed once. A check that differs in any part is never answered from
+    that one: another message, signature or key is hashed afresh and is not recalled."""
+    calls: list[bytes] = []
+
+    def counted(raw: bytes, sig: bytes, message: bytes) -> str:
+        calls.append(message)
+        return entry(raw, sig, message)
+
+    monkeypatch.setattr(memo_module, "entry", counted)
+    memo = SignatureMemo(tmp_path / "cache")
+    raw, sig, message = b"k" * 32, b"s" * 64, b"m" * 4096
+    assert not memo.knows(raw, sig, message)
+    assert not memo.recall(raw, sig, message)
+    memo.remember(raw, sig, message)
+    assert len(calls) == 1
+    for other in (
+        (raw, sig, message[:-1] + b"n"),
+        (raw, b"t" + sig[1:], message),
+        (b"l" + raw[1:], sig, message),
+    ):
+        assert not memo.knows(*other) and not memo.recall(*other)
+    assert memo.recall(raw, sig, message)  # still the one that passed
+    assert memo.recalled == 0  # computed by this run: answered, never counted as recalled

@@ -85,6 +85,18 @@ class SignatureMemo:
         self._recall = recall
         self._entries: list[str] | None = None
         self._fresh: set[str] = set()  # checks that passed in this process, by this object
+        self._last: tuple[bytes, bytes, bytes, str] | None = None  # see _entry
+
+    def _entry(self, raw: bytes, sig: bytes, message: bytes) -> str:
+        """:func:`entry`, hashed once per check: :meth:`knows`, :meth:`recall` and
+        :meth:`remember` ask about the same key, signature and message in turn, and the message
+        (a receipt's whole payload) is most of what is hashed."""
+        last = self._last
+        if last is not None and last[0] == raw and last[1] == sig and last[2] == message:
+            return last[3]
+        digest = entry(raw, sig, message)
+        self._last = (raw, sig, message, digest)
+        return digest
 
     def _load(self) -> list[str]:
         if self._entries is not None:
@@ -109,14 +121,14 @@ class SignatureMemo:
         trusted key to try first (no verdict rests on it; the check itself still runs)."""
         if not self._recall:
             return False
-        digest = entry(raw, sig, message)
+        digest = self._entry(raw, sig, message)
         return digest in self._fresh or digest in self._load()
 
     def recall(self, raw: bytes, sig: bytes, message: bytes) -> bool:
         """True when this exact check passed before (never with ``recall=False``)."""
         if not self._recall:
             return False
-        digest = entry(raw, sig, message)
+        digest = self._entry(raw, sig, message)
         if digest in self._fresh:  # computed by this run: true, but no recall to report
             return True
         hit = digest in self._load()
@@ -127,7 +139,7 @@ class SignatureMemo:
         """Record a check that just passed: merged with the file as it is now, written
         atomically. A folder or file that cannot be used costs the next run one check, so a
         failure here is noted in :attr:`status` and never raised."""
-        new = entry(raw, sig, message)
+        new = self._entry(raw, sig, message)
         self._fresh.add(new)
         self._load()
         if self.status.startswith("refused"):
