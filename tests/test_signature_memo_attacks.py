@@ -895,6 +895,7 @@ def test_launch_with_a_cotenants_cache_folder_refuses_the_forgery(
         env = {"XDG_CACHE_HOME": str(cache), "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
         code, stderr, _ = launch(kit, fake, *args, "--dry-run", **env)
         assert code == 1 and "RECEIPT_UNTRUSTED_KEY" in stderr, stderr
+        assert "note: signature memo refused" in stderr, stderr  # and says why, as verify does
         own = tmp_path / "own-cache"
         _plant_own(own / "k3kit", _memo_doc(digest))
         code, stderr, _ = launch(
