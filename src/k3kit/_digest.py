@@ -10,8 +10,10 @@ Within one file only blake3 can use more than one core. ``readv`` + ``blake3(max
 measured no faster than one thread (~7 GB/s), because the copy out of the page cache then runs
 while both hashing threads wait; a reader thread that fills the next 4 MiB buffer while blake3
 hashes the current one (:func:`_pipelined`) reached 11.6 GB/s on one 2 GB file, ahead of blake3's
-own ``update_mmap`` (10.5) and ``b3sum`` (10.3). mmap is not used: mapped pages count as resident
-memory (2 GB for a 2 GB file) and a file truncated under a mapping kills the process (SIGBUS).
+own ``update_mmap`` (10.5) and ``b3sum`` (10.3). This process never maps a file: a file truncated
+under a mapping kills the process that reads it (SIGBUS). On a page cache of large folios a
+mapping is still faster, so weight files of 1 GiB and more are hashed through one in a child
+process, whose death costs nothing but a second read here (k3kit.weights._mapped).
 """
 
 from __future__ import annotations
