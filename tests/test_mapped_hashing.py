@@ -312,3 +312,31 @@ def test_a_file_hashed_by_one_thread_is_read_not_mapped(
     pool = run_jobs(jobs, "blake3", workers=2, mapped_min=0)
     assert [r.ok for r in pool.results] == [True, True] and pool.blake3_threads == 1
     assert started == []
+
+
+def test_a_writer_opening_the_file_while_the_child_maps_it_breaks_the_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verification cache records a file only under an unbroken lease: a writer's open
+    during the child's read must still be seen, so the file is verified but never recorded."""
+    shard = tmp_path / "shard"
+    data = _write(shard, 4 * WINDOW)
+    script = tmp_path / "writer_child.py"
+    script.write_text(
+        "import mmap, os, runpy\n"
+        "real = mmap.mmap\n"
+        "def opening_for_write(*args, **kwargs):\n"
+        "    mapped = real(*args, **kwargs)\n"
+        "    try:\n"
+        f"        os.close(os.open({str(shard)!r}, os.O_WRONLY | os.O_NONBLOCK))\n"
+        "    except BlockingIOError:\n"
+        "        pass  # the lease's break has started, which is the point\n"
+        "    return mapped\n"
+        "mmap.mmap = opening_for_write\n"
+        f"runpy.run_path({str(_mapped.CHILD)!r}, run_name='__main__')\n"
+    )
+    monkeypatch.setattr(_mapped, "CHILD", script)
+    job = HashJob("shard", shard, len(data), blake3.blake3(data).hexdigest())
+    (result,) = run_jobs([job], "blake3", workers=2, lease=True, mapped_min=0).results
+    assert result.ok  # the bytes did not change: the verdict stands
+    assert result.lease_note == "a process opened it for writing while it was read"
