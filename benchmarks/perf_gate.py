@@ -125,10 +125,10 @@ class Gate:
 # the worst, rounded up); the verify limits stay (worst medians 1.54 and 5.16). The receipt's
 # pydantic models built again in verify scored 3.18 / 10.80 / 3.53 and failed all three.
 # hash mapped/blake3 (the eleventh pass): the mapped reader forced on the 256 MiB file, so its
-# child's start (10-60 ms) weighs against 30 ms of hashing: quiet medians 1.69 and 1.88 (worst round 1.95);
-# 4.0 leaves room for a busy machine, where starting a process suffers more than hashing does.
-# The regression it cannot see by its ratio (a child that never answers, so every large file is
-# read twice) fails the gate by the child's own check, `mapped_answered`.
+# child's start (10-60 ms) weighs against 30 ms of hashing: quiet medians 1.69 and 1.88 (worst
+# round 1.95); 4.0 leaves room for a busy machine, where starting a process suffers more than
+# hashing does. The regression its ratio cannot see (a child that never answers, so every large
+# file is read twice) fails the gate by the child's own check, `mapped_answered`.
 GATES = (
     Gate("verify/version", "verify", "version", 2.3, "verify start-up vs the bare CLI"),
     Gate("verify/import", "verify", "import", 8.0, "verify start-up vs `import k3kit`"),

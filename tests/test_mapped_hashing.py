@@ -340,3 +340,46 @@ def test_a_writer_opening_the_file_while_the_child_maps_it_breaks_the_lease(
     (result,) = run_jobs([job], "blake3", workers=2, lease=True, mapped_min=0).results
     assert result.ok  # the bytes did not change: the verdict stands
     assert result.lease_note == "a process opened it for writing while it was read"
+
+
+def test_the_child_runs_in_the_root_folder_and_may_leave_no_core_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its death by SIGBUS is expected: no core file may land in the (weights) folder k3kit was
+    started in."""
+    shard = tmp_path / "shard"
+    data = _write(shard, 2 * WINDOW)
+    seen = tmp_path / "seen"
+    script = tmp_path / "reporting_child.py"
+    script.write_text(
+        "import os, resource, runpy\n"
+        "try:\n"
+        f"    runpy.run_path({str(_mapped.CHILD)!r}, run_name='__main__')\n"
+        "finally:\n"
+        f"    with open({str(seen)!r}, 'w') as f:\n"
+        "        f.write(f'{resource.getrlimit(resource.RLIMIT_CORE)} {os.getcwd()}')\n"
+    )
+    monkeypatch.setattr(_mapped, "CHILD", script)
+    monkeypatch.chdir(tmp_path)
+    digest = digest_mapped(shard, window=WINDOW)
+    assert digest is not None and digest.digests["blake3"] == blake3.blake3(data).hexdigest()
+    assert seen.read_text() == "(0, 0) /"
+
+
+def test_a_parent_without_stdin_stdout_and_stderr_still_maps(tmp_path: Path) -> None:
+    """With 0, 1 and 2 closed the shard's descriptor would be one of them, and the child's own
+    pipes would take its number: the child would map a pipe and never answer."""
+    shard = tmp_path / "shard"
+    data = _write(shard, 2 * WINDOW)
+    out = tmp_path / "out"
+    code = (
+        "import os, sys\n"
+        "from pathlib import Path\n"
+        "from k3kit.weights._mapped import digest_mapped\n"
+        "for fd in (0, 1, 2):\n"
+        "    os.close(fd)\n"
+        f"d = digest_mapped(Path({str(shard)!r}), window={WINDOW})\n"
+        f"Path({str(out)!r}).write_text('none' if d is None else d.digests['blake3'])\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert out.read_text() == blake3.blake3(data).hexdigest()

@@ -21,6 +21,9 @@ What the child is given, and why it can be trusted with it:
 * ``python -I -S``: no ``PYTHON*`` variable, no user site, no current folder or script folder on
   its path (a co-tenant's folder cannot put a module in front of ``mmap``), no ``.pth`` files; only
   blake3's own folder is appended to the standard library's;
+* its folder is ``/`` and it may leave no core file (a death by ``SIGBUS`` is an expected answer,
+  and must not drop a core into a weights folder); the descriptor it maps is numbered 3 or more,
+  so its own stdin, stdout and stderr cannot take its number when the parent runs without them;
 * nothing on stdin; its stdout is parsed strictly (ASCII decimal progress lines, increasing, then
   ``digest`` and 64 lowercase hex digits); any other output, a non-zero exit or a signal is "no
   answer".
@@ -78,6 +81,16 @@ def child_argv(fd: int, size: int, threads: int, window: int = WINDOW) -> list[s
     ]
 
 
+def _above_std(fd: int) -> int:
+    """``fd`` moved to a number of 3 or more (close-on-exec), the original closed."""
+    import fcntl
+
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    finally:
+        os.close(fd)
+
+
 def _read_answer(
     proc: subprocess.Popen[bytes],
     size: int,
@@ -121,6 +134,11 @@ def digest_mapped(
     problem. Raises what :func:`k3kit._fs.open_regular` raises, and :class:`Cancelled`.
     """
     fd, st_before = open_regular(path, follow_symlinks=False)
+    if fd < 3:  # started with stdin/out/err closed: the child's pipes would take this number
+        try:
+            fd = _above_std(fd)
+        except OSError:  # no descriptor left: the caller reads the file instead
+            return None
     try:
         size = st_before.st_size
         argv = child_argv(fd, size, blake3_threads, window)
@@ -134,6 +152,7 @@ def digest_mapped(
                 stderr=subprocess.DEVNULL,
                 pass_fds=(fd,),
                 env={},
+                cwd="/",
             )
         except OSError:
             return None

@@ -15,6 +15,7 @@ drop pages behind the reader.
 from __future__ import annotations
 
 import mmap
+import resource
 import sys
 from typing import BinaryIO
 
@@ -41,6 +42,9 @@ def hash_windows(fd: int, size: int, window: int, threads: int, out: BinaryIO) -
 
 
 def main(argv: list[str]) -> int:
+    # Its death by SIGBUS is an expected answer, not a crash to keep: no core file (the parent
+    # also starts it in "/", so none could land in a weights folder).
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     fd, size, window, threads = (int(a) for a in argv[2:6])
     sys.path.append(argv[1])
     hash_windows(fd, size, window, threads, sys.stdout.buffer)
