@@ -1,24 +1,23 @@
-"""One large file hashed with blake3: the shipped copying reader against mapped readers, on the
-same bytes held in large and in small page-cache folios (issue 23, docs/performance.md "Tenth
-pass").
+"""One large file hashed with blake3: the copying reader against the mapped reader, on the same
+bytes held in large and in small page-cache folios (issue 23, docs/performance.md "Tenth pass"
+and "Eleventh pass").
 
     python benchmarks/bench_mapped_reader.py [--mib 4096] [--rounds 3] [--workdir DIR]
 
 Why: on Linux 6.18 with ext4 the page cache holds a freshly written file, or one read back from
 disk, in 2 MiB folios; a mapping of those needs few TLB entries and blake3's own ``update_mmap``
-gains about 40 % from it, which a reader that copies out of the page cache cannot. This script
-measures what a mapped reader would gain, and what isolating it in a child process would cost
-(a mapped page that cannot be read kills the process with SIGBUS; a child's death would be a
-named unreadable file instead). Nothing here is used by k3kit; it is the measurement behind a
-design that is not built yet.
+gains about 40 % from it, which a reader that copies out of the page cache cannot. k3kit now
+hashes a large file with spare workers through a mapping in a child process
+(``k3kit.weights._mapped``); this script measures what that gains and what the child costs.
 
 Contenders, alternating in one process after a warm-up round, medians over ``--rounds``:
 
 * ``update_mmap``: ``blake3(max_threads=AUTO).update_mmap(path)``, the ceiling;
-* ``k3kit``: the shipped engine, ``k3kit.weights.hashpool.run_jobs``;
-* ``windows``: 32 MiB mapped windows with ``MADV_SEQUENTIAL``, ``blake3(max_threads=2)``;
-* ``windows-child``: the same in a child Python process (spawn, import blake3, hash), timed
-  from spawn to digest.
+* ``copying``: the pool (``run_jobs``) with its copying pipelined reader;
+* ``windows``: the child's own loop (``_mapped_child.hash_windows``: 256 MiB mapped windows,
+  ``MADV_SEQUENTIAL``, two blake3 threads) run in this process, so without the child's start;
+* ``mapped``: the pool as shipped, the mapped reader in its child, timed from the call to the
+  digest (the child's start included).
 
 The file is written in 16 MiB writes (large folios), then copied with 4 KiB writes (small
 folios: the kernel builds folios from the writes it is given); ``FileHugePages`` of
@@ -28,14 +27,13 @@ folios: the kernel builds folios from the writes it is given); ``FileHugePages``
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -44,56 +42,26 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import blake3  # noqa: E402
 from perf_gate import write_big_file  # noqa: E402
 
+from k3kit.weights._mapped import WINDOW  # noqa: E402
+from k3kit.weights._mapped_child import hash_windows  # noqa: E402
 from k3kit.weights.hashpool import HashJob, run_jobs  # noqa: E402
 
-WINDOW = 32 * 1024 * 1024
 
-# The mapped windows, as source: run in this process (``_windows``) and in a child (``_child``),
-# so both contenders execute the very same code.
-_WINDOWS_SOURCE = r"""
-import mmap, os, blake3
-
-def hash_windows(path, window):
-    size = os.path.getsize(path)
-    hasher = blake3.blake3(max_threads=2)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        offset = 0
-        while offset < size:
-            n = min(window, size - offset)
-            with mmap.mmap(fd, n, access=mmap.ACCESS_READ, offset=offset) as m:
-                m.madvise(mmap.MADV_SEQUENTIAL)
-                with memoryview(m) as view:
-                    hasher.update(view)
-            offset += n
-    finally:
-        os.close(fd)
-    return hasher.hexdigest()
-"""
-_CHILD = _WINDOWS_SOURCE + "import sys\nprint(hash_windows(sys.argv[1], int(sys.argv[2])))\n"
-_NAMESPACE: dict[str, Any] = {}
-exec(_WINDOWS_SOURCE, _NAMESPACE)  # this file's own constant: the child runs the same text
+def _pool(path: Path, mapped_min: int) -> str:
+    job = HashJob(path.name, path, path.stat().st_size, "0" * 64)
+    result = run_jobs([job], "blake3", workers=2, stop_on_first=False, mapped_min=mapped_min)
+    digest = result.results[0].digest
+    assert digest is not None
+    return digest.digests["blake3"]
 
 
 def _windows(path: Path) -> str:
-    return str(_NAMESPACE["hash_windows"](str(path), WINDOW))
-
-
-def _child(path: Path) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(path), str(WINDOW)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return proc.stdout.strip()
-
-
-def _k3kit(path: Path) -> str:
-    job = HashJob(path.name, path, path.stat().st_size, "0" * 64)
-    result = run_jobs([job], "blake3", stop_on_first=False).results[0]
-    assert result.digest is not None
-    return result.digest.digests["blake3"]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with open(os.devnull, "wb") as progress:
+            return hash_windows(fd, os.fstat(fd).st_size, WINDOW, 2, progress)
+    finally:
+        os.close(fd)
 
 
 def _own(path: Path) -> str:
@@ -102,9 +70,9 @@ def _own(path: Path) -> str:
 
 CONTENDERS: dict[str, Callable[[Path], str]] = {
     "update_mmap": _own,
-    "k3kit": _k3kit,
+    "copying": lambda path: _pool(path, mapped_min=1 << 62),
     "windows": _windows,
-    "windows-child": _child,
+    "mapped": lambda path: _pool(path, mapped_min=0),
 }
 
 

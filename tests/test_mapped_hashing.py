@@ -190,6 +190,7 @@ def test_any_other_output_of_the_child_is_no_answer(stdout: bytes) -> None:
     proc.stdin.close()
     try:
         assert _mapped._read_answer(proc, WINDOW, None, None) is None
+        proc.wait(timeout=60)  # let it exit on its own (a kill mid-exit would cut coverage's file)
     finally:
         _mapped._finish(proc, answered=False)
 
