@@ -3,8 +3,8 @@
 Why a mapping: a kernel that caches a file in large folios (Linux 6.18's ext4 does for every file
 written in large writes or read back from disk; XFS has since 5.18) lets a mapping reach it with
 few TLB entries, and blake3 gains about 40 % from that, which a reader that copies out of the page
-cache cannot: on one 4 GiB file in 2 MiB folios the copying reader ran at 0.54-0.77x of blake3's
-own ``update_mmap``, this one at 0.93-0.95x; in small folios both ran at 0.95x
+cache cannot: on one 4 GiB file in 2 MiB folios the copying reader ran at 0.54-0.83x of blake3's
+own ``update_mmap``, this one at 0.91-1.01x; in small folios both ran at 0.95x
 (docs/performance.md, "Eleventh pass").
 
 Why a child: a mapped page that cannot be read (the file truncated under the mapping, a disk read

@@ -11,7 +11,7 @@ The scheduling choices, each measured on the 2-core machine (docs/performance.md
   reader thread, see :class:`Plan`); sha256 is sequential by construction and cannot use them;
 * a blake3 file of 1 GiB or more that gets spare workers inside it is hashed through a memory
   mapping in a child process (:mod:`k3kit.weights._mapped`): on a page cache of large folios that
-  runs at 0.94x of blake3's own ``update_mmap`` where the pipelined copying reader runs at
+  runs at 0.91-1.01x of blake3's own ``update_mmap`` where the pipelined copying reader runs at
   0.54-0.83x, and a page that cannot be read kills only the child, whose file is then read here
   the ordinary way for the named error. A file hashed by one thread gains nothing from the
   mapping (four 1 GiB files on two workers: 0.585 s mapped against 0.556 s copied), so it is read;
