@@ -420,3 +420,23 @@ def test_the_spare_workers_reach_blake3_inside_the_child(
     finally:
         os.close(fd)
     assert made == [3]
+
+
+def test_hashing_small_weights_does_not_load_the_mapped_reader(tmp_path: Path) -> None:
+    """A cold verify of a kit's small weights (the demo's) hashes through the pool: the mapped
+    reader, and the subprocess module it needs, load only for a file it will take."""
+    shard = tmp_path / "shard"
+    data = _write(shard, 3 * WINDOW)
+    digest = blake3.blake3(data).hexdigest()
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from k3kit.weights.hashpool import HashJob, run_jobs\n"
+        f"job = HashJob('shard', Path({str(shard)!r}), {len(data)}, {digest!r})\n"
+        "assert run_jobs([job], 'blake3', workers=2).results[0].ok\n"
+        "print(sorted(m for m in ('subprocess', 'k3kit.weights._mapped') if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert proc.stdout == "[]\n"

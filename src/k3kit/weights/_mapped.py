@@ -29,8 +29,8 @@ What the child is given, and why it can be trusted with it:
   answer".
 
 The window (256 MiB) bounds the child's resident memory and sets how soon a cancel is seen (the
-parent kills the child between two progress lines). Starting the child costs 10-60 ms, so only
-files of :data:`MAPPED_MIN_BYTES` or more are hashed this way.
+parent kills the child between two progress lines). Starting the child costs 10-60 ms, so the
+pool sends only files of ``hashpool.MAPPED_MIN_BYTES`` (1 GiB) or more this way.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ from pathlib import Path
 from k3kit._digest import Cancelled, FileDigest, FileStamp
 from k3kit._fs import open_regular
 
-MAPPED_MIN_BYTES = 1 << 30
 WINDOW = 256 * 1024 * 1024
 CHILD = Path(__file__).with_name("_mapped_child.py")
 

@@ -47,9 +47,11 @@ from k3kit._digest import (
     read_size,
 )
 from k3kit.weights._lease import ReadLease
-from k3kit.weights._mapped import MAPPED_MIN_BYTES, digest_mapped
 
 PROGRESS_INTERVAL_S = 0.2
+# The smallest blake3 file hashed through a mapping in a child process (k3kit.weights._mapped),
+# when it gets spare workers: the child's start (10-60 ms) is lost in the hashing from here on.
+MAPPED_MIN_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,10 @@ def run_jobs(
         digest: FileDigest | None = None
         try:
             if algorithm == "blake3" and inner > 1 and job.size >= mapped_min:
+                # imported here: it loads subprocess, which hashing a kit's small weights
+                # (the demo's, a test's) never needs
+                from k3kit.weights._mapped import digest_mapped
+
                 digest = digest_mapped(
                     job.path, blake3_threads=inner, cancel=cancel, on_bytes=count
                 )
