@@ -24,6 +24,7 @@ from k3kit._digest import Cancelled, FileStamp, NotRegularFile
 from k3kit.weights import _mapped, _mapped_child, hashpool
 from k3kit.weights._mapped import child_argv, digest_mapped
 from k3kit.weights.hashpool import HashJob, run_jobs
+from tests.cotenant import as_cotenant, needs_root, shared_folder
 
 WINDOW = 64 * 1024
 
@@ -150,6 +151,42 @@ def test_a_truncated_shard_is_read_again_and_named_truncated(
     (result,) = pool.results
     assert result.problem == ("TRUNCATED", f"read {left} bytes, locked {4 * WINDOW}")
     assert pool.bytes_read == left  # the child's partial count was dropped, the re-read counted
+
+
+@needs_root
+@pytest.mark.parametrize("lease", [False, True], ids=["no lease", "under a read lease"])
+def test_a_cotenant_who_may_write_the_shard_truncates_it_before_the_child_maps_it(
+    monkeypatch: pytest.MonkeyPatch, lease: bool
+) -> None:
+    """A real second uid (``nobody``) with write access to a shared shard runs coreutils'
+    ``truncate`` after k3kit stamped it and before the child maps it. Without a lease the bytes
+    go: no digest from the child, and the pool's second read names it ``TRUNCATED``. Under the
+    verification cache's read lease the kernel refuses the co-tenant's open (``truncate`` opens
+    non-blocking: EAGAIN) and starts the lease's break: the shard is intact and verified, and
+    the broken lease keeps it out of the cache."""
+    with shared_folder() as folder:
+        shard = folder / "shard"
+        data = _write(shard, 4 * WINDOW)
+        shard.chmod(0o666)
+        real = _mapped.child_argv
+        tried: list[subprocess.CompletedProcess[str]] = []
+
+        def cotenant_truncates(fd: int, size: int, threads: int, window: int = WINDOW) -> object:
+            argv = ["truncate", "--no-create", "-s", str(WINDOW), str(shard)]
+            tried.append(as_cotenant(argv, check=False))
+            return real(fd, size, threads, window)
+
+        monkeypatch.setattr(_mapped, "child_argv", cotenant_truncates)
+        job = HashJob("shard", shard, len(data), blake3.blake3(data).hexdigest())
+        (result,) = run_jobs([job], "blake3", workers=2, lease=lease, mapped_min=0).results
+        (attempt,) = tried
+        if not lease:
+            assert attempt.returncode == 0 and shard.stat().st_size == WINDOW
+            assert result.problem == ("TRUNCATED", f"read {WINDOW} bytes, locked {4 * WINDOW}")
+        else:
+            assert attempt.returncode == 1 and "Resource temporarily unavailable" in attempt.stderr
+            assert shard.stat().st_size == len(data) and result.ok
+            assert result.lease_note == "a process opened it for writing while it was read"
 
 
 def test_a_file_that_grows_while_mapped_gives_no_answer(tmp_path: Path) -> None:
