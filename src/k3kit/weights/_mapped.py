@@ -80,6 +80,25 @@ def child_argv(fd: int, size: int, threads: int, window: int = WINDOW) -> list[s
     ]
 
 
+def _start(fd: int, size: int, threads: int, window: int) -> subprocess.Popen[bytes] | None:
+    """The child, hashing ``fd``; None when it cannot be started (the caller reads instead)."""
+    argv = child_argv(fd, size, threads, window)
+    if argv is None:
+        return None
+    try:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(fd,),
+            env={},
+            cwd="/",
+        )
+    except OSError:
+        return None
+
+
 def _above_std(fd: int) -> int:
     """``fd`` moved to a number of 3 or more (close-on-exec), the original closed."""
     import fcntl
@@ -138,24 +157,12 @@ def digest_mapped(
             fd = _above_std(fd)
         except OSError:  # no descriptor left: the caller reads the file instead
             return None
+    size = st_before.st_size
+    digest: str | None = None
     try:
-        size = st_before.st_size
-        argv = child_argv(fd, size, blake3_threads, window)
-        if argv is None:
+        proc = _start(fd, size, blake3_threads, window)
+        if proc is None:
             return None
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                pass_fds=(fd,),
-                env={},
-                cwd="/",
-            )
-        except OSError:
-            return None
-        digest: str | None = None
         try:
             digest = _read_answer(proc, size, cancel, on_bytes)
         finally:
